@@ -1,0 +1,374 @@
+//! Containers: a set of logical partitions sharing a partition-key path.
+//!
+//! [`Container`] is a cheap handle (clone it freely) with the point
+//! operations of the official Cosmos DB SDKs (`create_item`, `read_item`,
+//! `replace_item`, `upsert_item`, `delete_item`), the read feed of one
+//! logical partition, single-partition transactions and the change log.
+//! Every point write is a one-operation transaction.
+//!
+//! Logical partitions live in one of the container's physical partitions
+//! (see [`crate::partition::physical_partition`]); each physical partition
+//! has its own map, so looking up partitions scales with them.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use host_api::{PartitionKey, PartitionKeyPath};
+use parking_lot::RwLock;
+use serde_json::Value;
+
+use crate::database::DbInner;
+use crate::document::{Document, now_secs};
+use crate::error::{Error, Result};
+use crate::partition::{LogicalPartition, PartitionState, physical_partition};
+use crate::storage::{Change, ContainerMeta, Lsn};
+use crate::txn::{ItemOptions, Txn};
+
+/// The database part of every `_rid` and `_self` (Cosmos DB has one database
+/// rid per account database; Partita's database is the whole store).
+const DATABASE_RID: [u8; 4] = *b"Part";
+
+/// A container's definition, as given to [`crate::Database::create_container_with`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ContainerProperties {
+    /// The container id (1–255 characters, none of `/ \ ? #`).
+    pub id: String,
+    /// The partition-key path, such as `/postId` or `/a/b`.
+    pub partition_key_path: String,
+    /// The number of physical partitions (default 4).
+    pub physical_partitions: u32,
+}
+
+impl ContainerProperties {
+    /// Properties with the default of 4 physical partitions.
+    pub fn new(id: impl Into<String>, partition_key_path: impl Into<String>) -> ContainerProperties {
+        ContainerProperties {
+            id: id.into(),
+            partition_key_path: partition_key_path.into(),
+            physical_partitions: crate::DEFAULT_PHYSICAL_PARTITIONS,
+        }
+    }
+}
+
+/// Options of [`Container::read_feed`].
+#[derive(Clone, Debug, Default)]
+pub struct FeedOptions {
+    /// The most documents per page (all when `None`).
+    pub max_item_count: Option<usize>,
+    /// Where the previous page stopped.
+    pub continuation: Option<String>,
+}
+
+/// One page of a read feed.
+#[derive(Clone, Debug)]
+pub struct FeedPage {
+    /// The documents, in insertion order.
+    pub items: Vec<Document>,
+    /// Pass this back to get the next page; `None` on the last page.
+    pub continuation: Option<String>,
+}
+
+pub(crate) struct ContainerInner {
+    pub(crate) meta: ContainerMeta,
+    pub(crate) id: Arc<str>,
+    pub(crate) path: PartitionKeyPath,
+    /// The last sequence number handed out (rids and etags).
+    seq: AtomicU64,
+    rid_prefix: [u8; 8],
+    self_prefix: String,
+    physical: Vec<RwLock<HashMap<PartitionKey, Arc<LogicalPartition>>>>,
+}
+
+impl ContainerInner {
+    pub(crate) fn new(meta: ContainerMeta, max_seq: u64) -> Result<ContainerInner> {
+        let path = PartitionKeyPath::parse(&meta.partition_key_path).map_err(|e| Error::BadRequest(e.to_string()))?;
+        let mut rid_prefix = [0; 8];
+        rid_prefix[..4].copy_from_slice(&DATABASE_RID);
+        rid_prefix[4..].copy_from_slice(&meta.ordinal.to_be_bytes());
+        let self_prefix = format!("dbs/{}/colls/{}/docs/", encode_rid(&DATABASE_RID), encode_rid(&rid_prefix));
+        let physical = (0..meta.physical_partitions.max(1)).map(|_| RwLock::default()).collect();
+        Ok(ContainerInner {
+            id: Arc::from(meta.id.as_str()),
+            meta,
+            path,
+            seq: AtomicU64::new(max_seq),
+            rid_prefix,
+            self_prefix,
+            physical,
+        })
+    }
+
+    pub(crate) fn next_seq(&self) -> u64 {
+        self.seq.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    fn physical_index(&self, key: &PartitionKey) -> usize {
+        physical_partition(key, self.meta.physical_partitions) as usize
+    }
+
+    /// The logical partition for `key`, created (empty) if needed.
+    pub(crate) fn partition(&self, key: PartitionKey) -> Arc<LogicalPartition> {
+        let physical = &self.physical[self.physical_index(&key)];
+        if let Some(p) = physical.read().get(&key) {
+            return p.clone();
+        }
+        physical.write().entry(key.clone()).or_insert_with(|| Arc::new(LogicalPartition::new(key))).clone()
+    }
+
+    fn find_partition(&self, key: &PartitionKey) -> Option<Arc<LogicalPartition>> {
+        self.physical[self.physical_index(key)].read().get(key).cloned()
+    }
+
+    /// Sets `_rid`, `_self`, `_etag` and `_ts` on a document being written.
+    pub(crate) fn stamp(&self, doc: &mut Value, rid: u64, seq: u64) {
+        let Value::Object(map) = doc else { return };
+        let mut rid_bytes = [0; 16];
+        rid_bytes[..8].copy_from_slice(&self.rid_prefix);
+        rid_bytes[8..].copy_from_slice(&rid.to_be_bytes());
+        let rid = encode_rid(&rid_bytes);
+        let self_link = format!("{}{rid}/", self.self_prefix);
+        map.insert("_rid".to_owned(), Value::String(rid));
+        map.insert("_self".to_owned(), Value::String(self_link));
+        map.insert("_etag".to_owned(), Value::String(format!("\"{:08x}-{:016x}\"", self.meta.ordinal, seq)));
+        map.insert("_ts".to_owned(), Value::from(now_secs()));
+    }
+
+    pub(crate) fn load_document(&self, key: PartitionKey, rid: u64, size: usize, document: Document) {
+        let partition = self.partition(key);
+        let mut committed = partition.committed.write();
+        let id: Arc<str> = Arc::from(document.id());
+        Arc::make_mut(&mut committed).put(id, crate::partition::Slot { rid, size, document });
+    }
+}
+
+/// Cosmos DB encodes resource ids in base64 with `-` in place of `/`, so they
+/// fit in a path segment.
+fn encode_rid(bytes: &[u8]) -> String {
+    STANDARD.encode(bytes).replace('/', "-")
+}
+
+/// A handle to one container. Cheap to clone.
+#[derive(Clone)]
+pub struct Container {
+    pub(crate) db: Arc<DbInner>,
+    pub(crate) inner: Arc<ContainerInner>,
+}
+
+impl Container {
+    /// The container id.
+    pub fn id(&self) -> &str {
+        &self.inner.meta.id
+    }
+
+    /// The container's definition.
+    pub fn properties(&self) -> ContainerProperties {
+        ContainerProperties {
+            id: self.inner.meta.id.clone(),
+            partition_key_path: self.inner.meta.partition_key_path.clone(),
+            physical_partitions: self.inner.meta.physical_partitions,
+        }
+    }
+
+    /// The partition-key path.
+    pub fn partition_key_path(&self) -> &PartitionKeyPath {
+        &self.inner.path
+    }
+
+    /// Reads a document's partition key as this container defines it.
+    ///
+    /// # Errors
+    /// [`Error::BadRequest`] when the value at the key path is an object or array.
+    pub fn partition_key_of(&self, doc: &Value) -> Result<PartitionKey> {
+        self.inner.path.extract(doc).map_err(|e| Error::BadRequest(e.to_string()))
+    }
+
+    /// The physical partition holding `key`.
+    pub fn physical_partition(&self, key: &PartitionKey) -> u32 {
+        physical_partition(key, self.inner.meta.physical_partitions)
+    }
+
+    /// Begins a transaction on one logical partition. Prefer
+    /// [`Container::transaction`], which cannot forget to commit.
+    ///
+    /// # Errors
+    /// [`Error::LockTimeout`] when another transaction holds the partition
+    /// for longer than the lock timeout.
+    pub fn begin(&self, partition_key: impl Into<PartitionKey>) -> Result<Txn> {
+        Txn::begin(self.db.clone(), self.inner.clone(), partition_key.into())
+    }
+
+    /// Runs `f` in a transaction on one logical partition: commits if it
+    /// returns `Ok`, rolls back if it returns `Err` (or panics).
+    ///
+    /// ```
+    /// # use engine::{Database, Error};
+    /// # use serde_json::json;
+    /// let db = Database::in_memory();
+    /// let posts = db.create_container("posts", "/postId")?;
+    /// posts.create_item("p1", json!({"id": "p1", "postId": "p1", "commentCount": 0}), None)?;
+    /// posts.transaction("p1", |txn| {
+    ///     let mut post = txn.read_item("p1")?.into_value();
+    ///     post["commentCount"] = json!(post["commentCount"].as_i64().unwrap_or(0) + 1);
+    ///     txn.replace_item("p1", post, None)?;
+    ///     txn.create_item(json!({"id": "c1", "postId": "p1", "type": "comment"}))?;
+    ///     Ok::<_, Error>(())
+    /// })?;
+    /// assert_eq!(posts.read_item("p1", "p1")?["commentCount"], 1);
+    /// # Ok::<(), Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// Whatever `f` returns, or the commit's error.
+    pub fn transaction<T, E, F>(&self, partition_key: impl Into<PartitionKey>, f: F) -> Result<T, E>
+    where
+        F: FnOnce(&mut Txn) -> Result<T, E>,
+        E: From<Error>,
+    {
+        let mut txn = self.begin(partition_key)?;
+        let value = f(&mut txn)?;
+        txn.commit()?;
+        Ok(value)
+    }
+
+    /// Creates a document in the logical partition `partition_key`, which
+    /// must be the document's own key.
+    ///
+    /// # Errors
+    /// [`Error::Conflict`], [`Error::BadRequest`], [`Error::CrossPartition`],
+    /// [`Error::TooLarge`], storage errors.
+    pub fn create_item(
+        &self,
+        partition_key: impl Into<PartitionKey>,
+        doc: Value,
+        _options: Option<&ItemOptions>,
+    ) -> Result<Document> {
+        self.transaction(partition_key, |txn| txn.create_item(doc))
+    }
+
+    /// Reads a document from the committed state.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`].
+    pub fn read_item(&self, partition_key: impl Into<PartitionKey>, id: &str) -> Result<Document> {
+        let key = partition_key.into();
+        self.snapshot(&key).get(id).map(|slot| slot.document.clone()).ok_or_else(|| Error::NotFound {
+            container: self.inner.meta.id.clone(),
+            partition_key: key,
+            id: id.to_owned(),
+        })
+    }
+
+    /// Replaces the document `id`.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`], [`Error::PreconditionFailed`], [`Error::BadRequest`],
+    /// [`Error::CrossPartition`], [`Error::TooLarge`], storage errors.
+    pub fn replace_item(
+        &self,
+        partition_key: impl Into<PartitionKey>,
+        id: &str,
+        doc: Value,
+        options: Option<&ItemOptions>,
+    ) -> Result<Document> {
+        self.transaction(partition_key, |txn| txn.replace_item(id, doc, options))
+    }
+
+    /// Creates or replaces a document.
+    ///
+    /// # Errors
+    /// [`Error::PreconditionFailed`], [`Error::BadRequest`],
+    /// [`Error::CrossPartition`], [`Error::TooLarge`], storage errors.
+    pub fn upsert_item(
+        &self,
+        partition_key: impl Into<PartitionKey>,
+        doc: Value,
+        options: Option<&ItemOptions>,
+    ) -> Result<Document> {
+        self.transaction(partition_key, |txn| txn.upsert_item(doc, options))
+    }
+
+    /// Deletes the document `id`.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`], [`Error::PreconditionFailed`], storage errors.
+    pub fn delete_item(
+        &self,
+        partition_key: impl Into<PartitionKey>,
+        id: &str,
+        options: Option<&ItemOptions>,
+    ) -> Result<()> {
+        self.transaction(partition_key, |txn| txn.delete_item(id, options))
+    }
+
+    /// The committed documents of one logical partition, in insertion order,
+    /// a page at a time.
+    ///
+    /// # Errors
+    /// [`Error::BadRequest`] for a continuation token this feed did not issue.
+    pub fn read_feed(&self, partition_key: impl Into<PartitionKey>, options: &FeedOptions) -> Result<FeedPage> {
+        let key = partition_key.into();
+        let after = match &options.continuation {
+            None => None,
+            Some(token) => Some(token.parse::<u64>().map_err(|_| {
+                Error::BadRequest(format!("invalid read-feed continuation token {token:?}"))
+            })?),
+        };
+        let snapshot = self.snapshot(&key);
+        let max = options.max_item_count.unwrap_or(usize::MAX).max(1);
+        let mut items = Vec::new();
+        let mut last = None;
+        let mut more = false;
+        for slot in snapshot.scan_after(after) {
+            if items.len() == max {
+                more = true;
+                break;
+            }
+            items.push(slot.document.clone());
+            last = Some(slot.rid);
+        }
+        Ok(FeedPage { items, continuation: if more { last.map(|rid| rid.to_string()) } else { None } })
+    }
+
+    /// A consistent snapshot of one logical partition's committed documents.
+    pub fn snapshot(&self, partition_key: &PartitionKey) -> Arc<PartitionState> {
+        self.inner.find_partition(partition_key).map(|p| p.snapshot()).unwrap_or_default()
+    }
+
+    /// The keys of the logical partitions that hold at least one document,
+    /// in ascending order.
+    pub fn partition_keys(&self) -> Vec<PartitionKey> {
+        let mut keys: Vec<PartitionKey> = self
+            .inner
+            .physical
+            .iter()
+            .flat_map(|physical| {
+                physical.read().values().filter(|p| !p.snapshot().is_empty()).map(|p| p.key.clone()).collect::<Vec<_>>()
+            })
+            .collect();
+        keys.sort();
+        keys
+    }
+
+    /// The change log after `after`, in LSN order: up to `max_changes`
+    /// changes, except that a transaction is never split (its last
+    /// transaction is returned whole). Resume with the last change's LSN.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when the log cannot be read.
+    pub fn read_changes(&self, after: Lsn, max_changes: usize) -> Result<Vec<Change>> {
+        self.db.storage.read_changes(&self.inner.meta.id, after, max_changes)
+    }
+}
+
+impl std::fmt::Debug for Container {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Container")
+            .field("id", &self.inner.meta.id)
+            .field("partition_key_path", &self.inner.meta.partition_key_path)
+            .field("physical_partitions", &self.inner.meta.physical_partitions)
+            .finish()
+    }
+}

@@ -1,0 +1,256 @@
+//! The database: containers, the durable store, and the data-directory lock.
+//!
+//! ```text
+//!   Database (Arc<DbInner>, cheap to clone and share between threads)
+//!     ├─ storage: Box<dyn Storage>        SQLite file or memory
+//!     ├─ containers: RwLock<id ──► Arc<ContainerInner>>
+//!     ├─ failed: set after a storage error; every later write is refused
+//!     └─ lock: the data directory's LOCK file, held for the process's life
+//! ```
+//!
+//! Lock order (outer to inner): `containers` → a container's physical
+//! partition map → a partition's `writer` → its `committed` state → the
+//! storage's own locks. Only `writer` is held for longer than a map lookup.
+//!
+//! Start-up loads every container and document into memory: the data set
+//! must fit in memory (a non-goal to lift later).
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use parking_lot::{Mutex, RwLock};
+
+use crate::container::{Container, ContainerInner, ContainerProperties};
+use crate::document::validate_id;
+use crate::error::{Error, Result};
+use crate::storage::{ContainerMeta, Durability, MemoryStorage, SqliteStorage, Storage};
+
+/// The lock file inside a data directory.
+pub const LOCK_FILE: &str = "LOCK";
+
+/// The SQLite file inside a data directory.
+pub const DATA_FILE: &str = "partita.sqlite";
+
+/// Settings of a [`Database`].
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// How commits reach the disk (ignored in memory).
+    pub durability: Durability,
+    /// How long a transaction waits for another transaction on the same
+    /// logical partition before failing with 408.
+    pub lock_timeout: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options { durability: Durability::Full, lock_timeout: Duration::from_secs(10) }
+    }
+}
+
+pub(crate) struct DbInner {
+    pub(crate) storage: Box<dyn Storage>,
+    containers: RwLock<HashMap<String, Arc<ContainerInner>>>,
+    pub(crate) options: Options,
+    failed: AtomicBool,
+    failure: Mutex<Option<String>>,
+    /// Held (locked) for the life of the database; declared last so it is
+    /// released only after the storage has shut down.
+    _lock: Option<File>,
+}
+
+impl DbInner {
+    pub(crate) fn check_writable(&self) -> Result<()> {
+        if !self.failed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        Err(Error::ReadOnly(self.failure.lock().clone().unwrap_or_default()))
+    }
+
+    pub(crate) fn mark_failed(&self, err: &Error) {
+        let mut failure = self.failure.lock();
+        if failure.is_none() {
+            *failure = Some(err.to_string());
+        }
+        self.failed.store(true, Ordering::Release);
+    }
+}
+
+/// An open database: a set of containers. Cheap to clone; share it between
+/// threads.
+#[derive(Clone)]
+pub struct Database {
+    inner: Arc<DbInner>,
+}
+
+impl Database {
+    /// Opens (creating if needed) a durable database in `dir` with default
+    /// options (`Durability::Full`).
+    ///
+    /// # Errors
+    /// [`Error::Locked`] when another process has the directory open;
+    /// [`Error::Storage`] when it cannot be read.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Database> {
+        Database::open_with(dir, Options::default())
+    }
+
+    /// Opens a durable database in `dir` with `options`.
+    ///
+    /// # Errors
+    /// As [`Database::open`].
+    pub fn open_with(dir: impl AsRef<Path>, options: Options) -> Result<Database> {
+        let dir = dir.as_ref();
+        std::fs::create_dir_all(dir).map_err(|e| Error::storage(&format!("create {}", dir.display()), e))?;
+        let lock = lock_dir(dir)?;
+        let storage = SqliteStorage::open(&dir.join(DATA_FILE), options.durability)?;
+        Database::build(Box::new(storage), options, Some(lock))
+    }
+
+    /// A database that keeps everything in memory (no files).
+    pub fn in_memory() -> Database {
+        Database::build(Box::new(MemoryStorage::new()), Options::default(), None)
+            .expect("memory storage loads nothing and cannot fail")
+    }
+
+    /// A database over any [`Storage`] (another backend, or a wrapper that
+    /// injects faults in tests).
+    ///
+    /// # Errors
+    /// Whatever loading the storage returns.
+    pub fn with_storage(storage: Box<dyn Storage>, options: Options) -> Result<Database> {
+        Database::build(storage, options, None)
+    }
+
+    fn build(storage: Box<dyn Storage>, options: Options, lock: Option<File>) -> Result<Database> {
+        let mut containers = HashMap::new();
+        for loaded in storage.load()? {
+            let container = ContainerInner::new(loaded.meta, loaded.max_seq)?;
+            for doc in loaded.documents {
+                container.load_document(doc.partition_key, doc.rid, doc.size, doc.document);
+            }
+            containers.insert(container.meta.id.clone(), Arc::new(container));
+        }
+        let inner = DbInner {
+            storage,
+            containers: RwLock::new(containers),
+            options,
+            failed: AtomicBool::new(false),
+            failure: Mutex::new(None),
+            _lock: lock,
+        };
+        Ok(Database { inner: Arc::new(inner) })
+    }
+
+    /// Creates a container with 4 physical partitions.
+    ///
+    /// # Errors
+    /// [`Error::ContainerExists`]; [`Error::BadRequest`] for a bad id or path.
+    pub fn create_container(&self, id: &str, partition_key_path: &str) -> Result<Container> {
+        self.create_container_with(ContainerProperties::new(id, partition_key_path))
+    }
+
+    /// Creates a container.
+    ///
+    /// # Errors
+    /// [`Error::ContainerExists`]; [`Error::BadRequest`] for a bad id, path
+    /// or physical partition count.
+    pub fn create_container_with(&self, props: ContainerProperties) -> Result<Container> {
+        validate_id(&props.id).map_err(|e| Error::BadRequest(format!("container {e}")))?;
+        if !(1..=crate::MAX_PHYSICAL_PARTITIONS).contains(&props.physical_partitions) {
+            return Err(Error::BadRequest(format!(
+                "container {:?}: physical_partitions must be between 1 and {}, not {}",
+                props.id,
+                crate::MAX_PHYSICAL_PARTITIONS,
+                props.physical_partitions
+            )));
+        }
+        self.inner.check_writable()?;
+        let mut containers = self.inner.containers.write();
+        if containers.contains_key(&props.id) {
+            return Err(Error::ContainerExists(props.id));
+        }
+        let meta = ContainerMeta {
+            ordinal: containers.values().map(|c| c.meta.ordinal).max().unwrap_or(0) + 1,
+            id: props.id,
+            partition_key_path: props.partition_key_path,
+            physical_partitions: props.physical_partitions,
+        };
+        let container = Arc::new(ContainerInner::new(meta, 0)?);
+        self.inner.storage.create_container(&container.meta).inspect_err(|e| self.inner.mark_failed(e))?;
+        containers.insert(container.meta.id.clone(), container.clone());
+        Ok(Container { db: self.inner.clone(), inner: container })
+    }
+
+    /// The container `id`, creating it if it does not exist. An existing
+    /// container must have the same partition-key path.
+    ///
+    /// # Errors
+    /// [`Error::BadRequest`] when it exists with another partition-key path.
+    pub fn create_container_if_not_exists(&self, id: &str, partition_key_path: &str) -> Result<Container> {
+        match self.create_container(id, partition_key_path) {
+            Err(Error::ContainerExists(_)) => {
+                let container = self.container(id)?;
+                if container.inner.meta.partition_key_path != partition_key_path {
+                    return Err(Error::BadRequest(format!(
+                        "container {id:?} exists with partition key path {}, not {partition_key_path}",
+                        container.inner.meta.partition_key_path
+                    )));
+                }
+                Ok(container)
+            }
+            other => other,
+        }
+    }
+
+    /// The container `id`.
+    ///
+    /// # Errors
+    /// [`Error::ContainerNotFound`].
+    pub fn container(&self, id: &str) -> Result<Container> {
+        let inner = self.inner.containers.read().get(id).cloned().ok_or_else(|| Error::ContainerNotFound(id.to_owned()))?;
+        Ok(Container { db: self.inner.clone(), inner })
+    }
+
+    /// Every container's definition, ordered by id.
+    pub fn containers(&self) -> Vec<ContainerProperties> {
+        let containers = self.inner.containers.read();
+        let mut res: Vec<ContainerProperties> = containers
+            .values()
+            .map(|c| Container { db: self.inner.clone(), inner: c.clone() }.properties())
+            .collect();
+        res.sort_by(|a, b| a.id.cmp(&b.id));
+        res
+    }
+
+    /// Whether an earlier storage failure made the database refuse writes,
+    /// and why.
+    pub fn failure(&self) -> Option<String> {
+        self.inner.failure.lock().clone()
+    }
+}
+
+/// Takes the data directory's lock, or says who holds it.
+fn lock_dir(dir: &Path) -> Result<File> {
+    let path = dir.join(LOCK_FILE);
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| Error::storage(&format!("open {}", path.display()), e))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked { path: PathBuf::from(dir) }),
+        Err(std::fs::TryLockError::Error(e)) => Err(Error::storage(&format!("lock {}", path.display()), e)),
+    }
+}
+
+impl std::fmt::Debug for Database {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let containers: Vec<String> = self.containers().into_iter().map(|c| c.id).collect();
+        f.debug_struct("Database").field("containers", &containers).field("options", &self.inner.options).finish()
+    }
+}

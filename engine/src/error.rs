@@ -1,0 +1,157 @@
+//! Engine errors.
+//!
+//! Every variant carries what a caller needs to find the problem (container,
+//! partition key, document id) and maps onto one status code of the shared
+//! table, [`host_api::ErrorCode`]. Messages are lower-case and name the thing
+//! that was wrong.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use host_api::{ErrorCode, HostError, PartitionKey};
+
+/// Errors returned by the engine.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The request or document is malformed: a bad id, a value that is not a
+    /// JSON object, a bad partition-key path, a bad continuation token.
+    #[error("bad request: {0}")]
+    BadRequest(String),
+    /// A write's document belongs to another logical partition than the one
+    /// the request or transaction is for.
+    #[error(
+        "cross-partition write: document {id:?} in container {container:?} has partition key {document} but the request is for partition {request}; a transaction writes one logical partition"
+    )]
+    CrossPartition {
+        /// The container.
+        container: String,
+        /// The document's id.
+        id: String,
+        /// The key read from the document.
+        document: PartitionKey,
+        /// The key the request or transaction was opened with.
+        request: PartitionKey,
+    },
+    /// No document with this id exists in the partition.
+    #[error("document {id:?} not found in container {container:?}, partition {partition_key}")]
+    NotFound {
+        /// The container.
+        container: String,
+        /// The logical partition.
+        partition_key: PartitionKey,
+        /// The missing document's id.
+        id: String,
+    },
+    /// No container with this id exists.
+    #[error("container {0:?} not found")]
+    ContainerNotFound(String),
+    /// A document with this id already exists in the partition.
+    #[error("document {id:?} already exists in container {container:?}, partition {partition_key}")]
+    Conflict {
+        /// The container.
+        container: String,
+        /// The logical partition.
+        partition_key: PartitionKey,
+        /// The clashing id.
+        id: String,
+    },
+    /// A container with this id already exists.
+    #[error("container {0:?} already exists")]
+    ContainerExists(String),
+    /// The `If-Match` etag is not the document's current etag.
+    #[error(
+        "precondition failed for document {id:?} in container {container:?}, partition {partition_key}: If-Match {expected} but the current etag is {}",
+        actual.as_deref().unwrap_or("absent (no such document)")
+    )]
+    PreconditionFailed {
+        /// The container.
+        container: String,
+        /// The logical partition.
+        partition_key: PartitionKey,
+        /// The document's id.
+        id: String,
+        /// The etag the caller sent.
+        expected: String,
+        /// The document's etag, if it exists.
+        actual: Option<String>,
+    },
+    /// The document is larger than [`crate::MAX_DOCUMENT_SIZE`].
+    #[error(
+        "document {id:?} in container {container:?}, partition {partition_key} is {size} bytes, over the {limit}-byte limit"
+    )]
+    TooLarge {
+        /// The container.
+        container: String,
+        /// The logical partition.
+        partition_key: PartitionKey,
+        /// The document's id.
+        id: String,
+        /// Its serialized size.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// The transaction waited too long for the partition's writer.
+    #[error("timed out after {waited:?} waiting for the writer of partition {partition_key} in container {container:?}")]
+    LockTimeout {
+        /// The container.
+        container: String,
+        /// The logical partition.
+        partition_key: PartitionKey,
+        /// How long it waited.
+        waited: Duration,
+    },
+    /// An earlier storage failure made the store read-only: it refuses writes
+    /// rather than retrying an fsync whose outcome is unknown.
+    #[error("the store refuses writes after an earlier storage failure: {0}")]
+    ReadOnly(String),
+    /// The durable store failed (I/O, fsync, SQLite). The write was not
+    /// acknowledged, and the store is now read-only.
+    #[error("storage failure: {0}")]
+    Storage(String),
+    /// Another process holds the data directory.
+    #[error("data directory {} is in use by another process (lock file {})", .path.display(), .path.join(crate::database::LOCK_FILE).display())]
+    Locked {
+        /// The data directory.
+        path: PathBuf,
+    },
+}
+
+/// The engine's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// The status code of the shared table.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Error::BadRequest(_) | Error::CrossPartition { .. } => ErrorCode::BAD_REQUEST,
+            Error::NotFound { .. } | Error::ContainerNotFound(_) => ErrorCode::NOT_FOUND,
+            Error::Conflict { .. } | Error::ContainerExists(_) => ErrorCode::CONFLICT,
+            Error::PreconditionFailed { .. } => ErrorCode::PRECONDITION_FAILED,
+            Error::TooLarge { .. } => ErrorCode::TOO_LARGE,
+            Error::LockTimeout { .. } => ErrorCode::REQUEST_TIMEOUT,
+            Error::Storage(_) => ErrorCode::INTERNAL,
+            Error::ReadOnly(_) | Error::Locked { .. } => ErrorCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    /// The numeric status code (HTTP status, as Cosmos DB returns it).
+    pub fn status(&self) -> u16 {
+        self.code().as_u16()
+    }
+
+    /// Whether retrying the same request unchanged can succeed.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Error::LockTimeout { .. })
+    }
+
+    pub(crate) fn storage(context: &str, err: impl std::fmt::Display) -> Error {
+        Error::Storage(format!("{context}: {err}"))
+    }
+}
+
+impl From<Error> for HostError {
+    fn from(err: Error) -> HostError {
+        HostError::new(err.code(), err.to_string())
+    }
+}

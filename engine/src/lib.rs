@@ -1,0 +1,58 @@
+//! Partita's engine: a partitioned, transactional JSON document store on the
+//! Azure Cosmos DB model.
+//!
+//! A [`Database`] holds [`Container`]s. Each container has a partition-key
+//! path (`/postId`); all documents with the same value at that path form a
+//! logical partition, the scope of a [`Txn`]. Logical partitions are hashed
+//! onto a fixed number of physical partitions.
+//!
+//! ```text
+//!   Database ──► Container "posts" (/postId, 4 physical partitions)
+//!                  ├─ physical 0 ──► logical ["p1"] ──► { p1, c1, c2 }
+//!                  ├─ physical 1 ──► logical ["p7"] ──► { p7 }
+//!                  └─ …
+//! ```
+//!
+//! Every commit is all-or-nothing, durable before it is acknowledged (see
+//! [`storage`]), and appended to the container's change log with a [`Lsn`].
+//! The engine never runs user code: scripts live in `runtime`, which drives
+//! a [`Txn`].
+//!
+//! ```
+//! use engine::{Database, Error};
+//! use serde_json::json;
+//!
+//! let db = Database::in_memory();
+//! let posts = db.create_container("posts", "/postId")?;
+//! let post = posts.create_item("p1", json!({"id": "p1", "postId": "p1", "title": "Hello"}), None)?;
+//! assert_eq!(post["title"], "Hello");
+//! assert!(post.etag().starts_with('"'));
+//! # Ok::<(), Error>(())
+//! ```
+//!
+//! Non-goals: transactions across logical partitions, data sets larger than
+//! memory, SQL (see [`query`] for the query language).
+
+mod container;
+mod database;
+mod document;
+mod error;
+mod partition;
+pub mod query;
+pub mod storage;
+mod txn;
+
+pub use container::{Container, ContainerProperties, FeedOptions, FeedPage};
+pub use database::{DATA_FILE, Database, LOCK_FILE, Options};
+pub use document::{Document, MAX_DOCUMENT_SIZE, MAX_ID_LEN, validate_id};
+pub use error::{Error, Result};
+pub use host_api::{ErrorCode, PartitionKey};
+pub use partition::{PartitionState, physical_partition};
+pub use storage::{Change, ChangeKind, Durability, Lsn};
+pub use txn::{ItemOptions, Txn};
+
+/// Physical partitions per container unless the container says otherwise.
+pub const DEFAULT_PHYSICAL_PARTITIONS: u32 = 4;
+
+/// The most physical partitions a container may have.
+pub const MAX_PHYSICAL_PARTITIONS: u32 = 1024;

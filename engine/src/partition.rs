@@ -1,0 +1,137 @@
+//! Logical partitions and their mapping onto physical partitions.
+//!
+//! A logical partition is every document of a container with one
+//! partition-key value. It is the unit of transactions: it has exactly one
+//! writer at a time (the [`crate::Txn`] that holds its `writer` lock) and any
+//! number of readers, who work on an immutable snapshot and never wait for
+//! the writer.
+//!
+//! ```text
+//!   LogicalPartition
+//!     writer:    Arc<Mutex<()>>           held by the one open Txn
+//!     committed: RwLock<Arc<PartitionState>>
+//!                    │   readers clone the Arc and let go of the lock at once;
+//!                    │   a commit swaps in the new state under the write lock
+//!                    ▼
+//!   PartitionState (persistent maps: a clone is O(1), a write copies one path)
+//!     by_rid: rid ──► Slot { document, size }   insertion order, for scans
+//!     by_id:  id  ──► rid                        point lookups
+//! ```
+//!
+//! Physical partitions: a container hashes each logical partition's key
+//! (FNV-1a over the key's canonical text form, `["p1"]`) onto a fixed number
+//! of physical partitions, so a logical partition never spans two. Physical
+//! partitions are the unit a change-feed processor leases. A later split
+//! would double the count and move the logical partitions whose hash modulo
+//! the new count differs; the hash is part of the durable format and must
+//! never change.
+
+use std::sync::Arc;
+
+use host_api::PartitionKey;
+use imbl::{HashMap, OrdMap};
+use parking_lot::{Mutex, RwLock};
+
+use crate::document::Document;
+
+/// A stored document with what the engine keeps beside it.
+#[derive(Clone, Debug)]
+pub(crate) struct Slot {
+    /// Resource id: insertion order within the container.
+    pub(crate) rid: u64,
+    /// Serialized size in bytes.
+    pub(crate) size: usize,
+    /// The document.
+    pub(crate) document: Document,
+}
+
+/// The committed documents of one logical partition. Immutable once
+/// published; cloning is O(1).
+#[derive(Clone, Default)]
+pub struct PartitionState {
+    by_rid: OrdMap<u64, Slot>,
+    by_id: HashMap<Arc<str>, u64>,
+}
+
+impl PartitionState {
+    pub(crate) fn get(&self, id: &str) -> Option<&Slot> {
+        self.by_id.get(id).and_then(|rid| self.by_rid.get(rid))
+    }
+
+    pub(crate) fn put(&mut self, id: Arc<str>, slot: Slot) {
+        self.by_id.insert(id, slot.rid);
+        self.by_rid.insert(slot.rid, slot);
+    }
+
+    pub(crate) fn remove(&mut self, id: &str) {
+        if let Some(rid) = self.by_id.remove(id) {
+            self.by_rid.remove(&rid);
+        }
+    }
+
+    /// The documents with a rid greater than `after`, in rid order.
+    pub(crate) fn scan_after(&self, after: Option<u64>) -> impl Iterator<Item = &Slot> {
+        let start = after.map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);
+        self.by_rid.range((start, std::ops::Bound::Unbounded)).map(|(_, slot)| slot)
+    }
+
+    /// The number of documents.
+    pub fn len(&self) -> usize {
+        self.by_rid.len()
+    }
+
+    /// Whether the partition holds no document.
+    pub fn is_empty(&self) -> bool {
+        self.by_rid.is_empty()
+    }
+
+    /// The documents in insertion (rid) order.
+    pub fn documents(&self) -> impl Iterator<Item = &Document> {
+        self.by_rid.values().map(|slot| &slot.document)
+    }
+}
+
+/// One logical partition: its key, its writer lock and its committed state.
+pub(crate) struct LogicalPartition {
+    pub(crate) key: PartitionKey,
+    /// Held by the open read-write transaction, for its whole life.
+    pub(crate) writer: Arc<Mutex<()>>,
+    /// The last committed state.
+    pub(crate) committed: RwLock<Arc<PartitionState>>,
+}
+
+impl LogicalPartition {
+    pub(crate) fn new(key: PartitionKey) -> LogicalPartition {
+        LogicalPartition { key, writer: Arc::new(Mutex::new(())), committed: RwLock::new(Arc::default()) }
+    }
+
+    /// The current committed snapshot.
+    pub(crate) fn snapshot(&self) -> Arc<PartitionState> {
+        self.committed.read().clone()
+    }
+}
+
+/// The physical partition a logical partition lives on: FNV-1a (64-bit) of
+/// the key's canonical text, modulo the container's physical partition count.
+pub fn physical_partition(key: &PartitionKey, physical_partitions: u32) -> u32 {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let hash = key.to_json_array().bytes().fold(OFFSET, |h, b| (h ^ u64::from(b)).wrapping_mul(PRIME));
+    (hash % u64::from(physical_partitions.max(1))) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn physical_partition_is_stable() {
+        // These values are part of the durable format: they must never change.
+        assert_eq!(physical_partition(&PartitionKey::from("p1"), 4), physical_partition(&"p1".into(), 4));
+        let spread: std::collections::HashSet<u32> =
+            (0..100).map(|i| physical_partition(&PartitionKey::from(format!("p{i}")), 4)).collect();
+        assert_eq!(spread.len(), 4, "100 keys should reach all 4 physical partitions");
+        assert!((0..100).all(|i| physical_partition(&PartitionKey::from(i), 1) == 0));
+        assert_eq!(physical_partition(&PartitionKey::from(1), 4), physical_partition(&PartitionKey::from(1.0), 4));
+    }
+}

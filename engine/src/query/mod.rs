@@ -1,0 +1,1 @@
+//! Cosmos DB SQL queries (being written; see issue 3).

@@ -1,0 +1,219 @@
+//! Durable storage behind a narrow trait.
+//!
+//! The engine keeps every container's documents in memory and owns all
+//! concurrency (one writer per logical partition, readers on snapshots). A
+//! [`Storage`] only has to do three things: remember containers, make a
+//! committed transaction's *effects* durable atomically while appending them
+//! to the container's change log, and give everything back at start-up.
+//!
+//! ```text
+//!   Txn::commit ──► Storage::commit(CommitRecord) ──► durable? ──► publish in memory
+//!                        │                                 │
+//!                        │ assigns the LSN                 └─ error: store goes read-only
+//!                        ▼
+//!              docs(container, pk, id, rid, body, etag, ts)
+//!              changes(container, lsn, idx, pk, id, op, seq, rid, body, ts)
+//! ```
+//!
+//! Implementations: [`MemoryStorage`] (no files, for tests and demos) and
+//! [`SqliteStorage`] (one SQLite file in WAL mode with group commit). A
+//! PostgreSQL backend would implement the same trait over the same schema.
+//!
+//! Contract for implementors:
+//! * `commit` returns only after the record is durable under the configured
+//!   durability, and is all-or-nothing, including across crashes;
+//! * LSNs are assigned by `commit`, per container, starting at 1, without
+//!   gaps, in the order in which commits become durable; one LSN per record;
+//! * `read_changes` never returns a record that `commit` has not acknowledged
+//!   as durable, and never a part of a record;
+//! * an `Err` from `commit` means the record may or may not be durable; the
+//!   engine then refuses all further writes (it never retries).
+
+mod memory;
+mod sqlite;
+
+use std::sync::Arc;
+
+use host_api::PartitionKey;
+
+pub use memory::MemoryStorage;
+pub use sqlite::SqliteStorage;
+
+use crate::document::Document;
+use crate::error::Result;
+
+/// A log sequence number: the position of a committed transaction in its
+/// container's change log. Starts at 1; [`Lsn::ZERO`] is "before the first".
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Lsn(pub u64);
+
+impl Lsn {
+    /// The position before the first change.
+    pub const ZERO: Lsn = Lsn(0);
+}
+
+impl std::fmt::Display for Lsn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// How commits reach the disk.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// A commit is acknowledged after it is fsynced (SQLite `synchronous=FULL`).
+    #[default]
+    Full,
+    /// Commits are written but not fsynced (SQLite `synchronous=OFF`): a
+    /// crash of the process loses nothing, a crash of the machine may lose
+    /// the last commits. For benchmarks and tests.
+    None,
+}
+
+/// A container's durable definition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ContainerMeta {
+    /// The container id.
+    pub id: String,
+    /// Creation order, 1-based; part of every `_rid` in the container.
+    pub ordinal: u32,
+    /// The partition-key path, such as `/postId`.
+    pub partition_key_path: String,
+    /// How many physical partitions logical partitions are hashed onto.
+    pub physical_partitions: u32,
+}
+
+/// What a transaction did to one document, as the change log records it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChangeKind {
+    /// The document did not exist before the transaction.
+    Create,
+    /// The document existed before and after the transaction.
+    Replace,
+    /// The document existed before the transaction and not after.
+    Delete,
+}
+
+impl ChangeKind {
+    /// The name stored in the change log.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeKind::Create => "create",
+            ChangeKind::Replace => "replace",
+            ChangeKind::Delete => "delete",
+        }
+    }
+
+    /// Parses [`ChangeKind::as_str`].
+    pub fn parse(s: &str) -> Option<ChangeKind> {
+        Some(match s {
+            "create" => ChangeKind::Create,
+            "replace" => ChangeKind::Replace,
+            "delete" => ChangeKind::Delete,
+            _ => return None,
+        })
+    }
+}
+
+/// One document's net effect inside a [`CommitRecord`].
+#[derive(Clone, Debug)]
+pub struct RecordChange {
+    /// The document id.
+    pub id: Arc<str>,
+    /// What happened to it.
+    pub kind: ChangeKind,
+    /// The document's resource id (insertion order within the container).
+    pub rid: u64,
+    /// The container-wide sequence number of this write (also in its etag).
+    pub seq: u64,
+    /// The document after the transaction; `None` for a delete.
+    pub document: Option<Document>,
+    /// The document serialized as JSON, when the storage asked for text
+    /// ([`Storage::wants_text`]); `None` for a delete.
+    pub text: Option<Arc<str>>,
+}
+
+/// The effects of one committed transaction: one container, one logical
+/// partition, the net change of each document it wrote, in first-write order.
+#[derive(Clone, Debug)]
+pub struct CommitRecord {
+    /// The container.
+    pub container: Arc<str>,
+    /// The logical partition.
+    pub partition_key: PartitionKey,
+    /// The changes, at least one.
+    pub changes: Vec<RecordChange>,
+}
+
+/// One entry of a container's change log, as readers see it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Change {
+    /// The LSN of the transaction that made the change.
+    pub lsn: Lsn,
+    /// The logical partition.
+    pub partition_key: PartitionKey,
+    /// The document id.
+    pub id: String,
+    /// What happened.
+    pub kind: ChangeKind,
+    /// The document after the change; `None` for a delete.
+    pub document: Option<Document>,
+}
+
+/// A document as loaded at start-up.
+#[derive(Clone, Debug)]
+pub struct LoadedDocument {
+    /// The logical partition.
+    pub partition_key: PartitionKey,
+    /// The document's resource id.
+    pub rid: u64,
+    /// The document, with system properties.
+    pub document: Document,
+    /// Its serialized size in bytes.
+    pub size: usize,
+}
+
+/// A container as loaded at start-up.
+#[derive(Clone, Debug)]
+pub struct LoadedContainer {
+    /// Its definition.
+    pub meta: ContainerMeta,
+    /// The highest sequence number (rid or etag) it ever used; 0 if none.
+    pub max_seq: u64,
+    /// Its documents, in no particular order.
+    pub documents: Vec<LoadedDocument>,
+}
+
+/// The durable store. See the module docs for the contract.
+pub trait Storage: Send + Sync {
+    /// Everything stored, for start-up.
+    ///
+    /// # Errors
+    /// [`crate::Error::Storage`] when the store cannot be read.
+    fn load(&self) -> Result<Vec<LoadedContainer>>;
+
+    /// Durably records a new container.
+    ///
+    /// # Errors
+    /// [`crate::Error::Storage`] on I/O failure.
+    fn create_container(&self, meta: &ContainerMeta) -> Result<()>;
+
+    /// Makes a transaction's effects durable and appends them to the change
+    /// log; returns the LSN assigned to the record.
+    ///
+    /// # Errors
+    /// [`crate::Error::Storage`] on I/O failure; the outcome is then unknown.
+    fn commit(&self, record: CommitRecord) -> Result<Lsn>;
+
+    /// The change-log entries of `container` with an LSN greater than
+    /// `after`, in LSN order. Whole transactions only: the last transaction
+    /// is completed even if that exceeds `max_changes`.
+    ///
+    /// # Errors
+    /// [`crate::Error::Storage`] when the log cannot be read.
+    fn read_changes(&self, container: &str, after: Lsn, max_changes: usize) -> Result<Vec<Change>>;
+
+    /// Whether [`RecordChange::text`] should be filled in (the caller
+    /// serializes documents anyway to check their size).
+    fn wants_text(&self) -> bool;
+}

@@ -1,0 +1,384 @@
+//! Single-partition transactions.
+//!
+//! A transaction reads one logical partition and buffers its writes. Only one
+//! read-write transaction may be open per logical partition at a time: `Txn`
+//! owns the partition's writer lock, so a second `begin` on the same
+//! partition waits (up to [`crate::Options::lock_timeout`]) and transactions
+//! on one partition are serializable. Transactions on different partitions
+//! run in parallel. Readers never wait and never see uncommitted writes.
+//!
+//! LIFECYCLE
+//! =========
+//!
+//! ```text
+//!   begin ──► read/create/replace/upsert/delete* ──► commit ──► Storage::commit (durable) ──► publish
+//!                                          │
+//!                                          └──► rollback (or drop) ──► discard the write set
+//! ```
+//!
+//! Writes go to a private write set; the committed state is untouched until
+//! the storage has made the whole set durable, so a rollback never touches
+//! storage and a failed commit leaves memory and disk as they were. A write
+//! is visible to its own transaction at once.
+//!
+//! Non-goals: cross-partition transactions, nested transactions, multiple
+//! writers within one partition. Beginning a second transaction on the same
+//! partition from the thread that holds the first one waits for the lock
+//! timeout and fails: it cannot succeed.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use host_api::PartitionKey;
+use parking_lot::RawMutex;
+use parking_lot::lock_api::ArcMutexGuard;
+use serde_json::Value;
+
+use crate::container::ContainerInner;
+use crate::database::DbInner;
+use crate::document::{Document, MAX_DOCUMENT_SIZE, serialized_len, type_name, validate_id};
+use crate::error::{Error, Result};
+use crate::partition::{LogicalPartition, PartitionState, Slot};
+use crate::storage::{ChangeKind, CommitRecord, Lsn, RecordChange};
+
+/// Options of a single write.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ItemOptions {
+    /// `If-Match`: the write happens only if the document's current `_etag`
+    /// equals this value, otherwise it fails with 412.
+    pub if_match: Option<String>,
+}
+
+impl ItemOptions {
+    /// Options with an `If-Match` precondition.
+    pub fn if_match(etag: impl Into<String>) -> ItemOptions {
+        ItemOptions { if_match: Some(etag.into()) }
+    }
+}
+
+/// One document's pending change.
+struct Write {
+    id: Arc<str>,
+    /// The document's rid in the committed state when the transaction began.
+    before: Option<u64>,
+    /// The document after the transaction's last write to it; `None` if deleted.
+    after: Option<Slot>,
+    /// `after` as JSON text, when the storage wants it.
+    text: Option<Arc<str>>,
+    /// Sequence number of the last write to it.
+    seq: u64,
+}
+
+/// A read-write transaction on one logical partition. Dropping it without
+/// [`Txn::commit`] rolls it back.
+pub struct Txn {
+    db: Arc<DbInner>,
+    container: Arc<ContainerInner>,
+    partition: Arc<LogicalPartition>,
+    /// The committed state when the transaction began. It cannot change while
+    /// the transaction lives, because the transaction holds the writer lock.
+    base: Arc<PartitionState>,
+    writes: Vec<Write>,
+    index: HashMap<Arc<str>, usize>,
+    /// The partition's writer lock (declared last: released after the rest).
+    _writer: ArcMutexGuard<RawMutex, ()>,
+}
+
+impl Txn {
+    pub(crate) fn begin(db: Arc<DbInner>, container: Arc<ContainerInner>, key: PartitionKey) -> Result<Txn> {
+        let partition = container.partition(key);
+        let timeout = db.options.lock_timeout;
+        let Some(writer) = partition.writer.try_lock_arc_for(timeout) else {
+            return Err(Error::LockTimeout {
+                container: container.meta.id.clone(),
+                partition_key: partition.key.clone(),
+                waited: timeout,
+            });
+        };
+        let base = partition.snapshot();
+        Ok(Txn { db, container, partition, base, writes: Vec::new(), index: HashMap::new(), _writer: writer })
+    }
+
+    /// The logical partition this transaction writes.
+    pub fn partition_key(&self) -> &PartitionKey {
+        &self.partition.key
+    }
+
+    /// The container's id.
+    pub fn container_id(&self) -> &str {
+        &self.container.meta.id
+    }
+
+    fn current(&self, id: &str) -> Option<&Slot> {
+        match self.index.get(id) {
+            Some(&i) => self.writes[i].after.as_ref(),
+            None => self.base.get(id),
+        }
+    }
+
+    /// Reads a document as this transaction sees it (its own writes included).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] when there is no such document.
+    pub fn read_item(&self, id: &str) -> Result<Document> {
+        self.current(id).map(|slot| slot.document.clone()).ok_or_else(|| self.not_found(id))
+    }
+
+    /// Like [`Txn::read_item`], but `None` when there is no such document.
+    pub fn get_item(&self, id: &str) -> Option<Document> {
+        self.current(id).map(|slot| slot.document.clone())
+    }
+
+    /// The partition as this transaction sees it, in insertion order.
+    pub fn view(&self) -> PartitionState {
+        let mut view = (*self.base).clone();
+        for write in &self.writes {
+            match &write.after {
+                Some(slot) => view.put(write.id.clone(), slot.clone()),
+                None => view.remove(&write.id),
+            }
+        }
+        view
+    }
+
+    /// Creates a document.
+    ///
+    /// # Errors
+    /// [`Error::Conflict`] if the id exists; [`Error::BadRequest`],
+    /// [`Error::CrossPartition`] or [`Error::TooLarge`] for a bad document.
+    pub fn create_item(&mut self, doc: Value) -> Result<Document> {
+        let (id, doc) = self.check(doc)?;
+        if self.current(&id).is_some() {
+            return Err(self.conflict(&id));
+        }
+        self.put(id, doc, None)
+    }
+
+    /// Replaces the document `id` with `doc` (whose `id` must be `id`).
+    ///
+    /// # Errors
+    /// [`Error::NotFound`], [`Error::PreconditionFailed`] (`If-Match`),
+    /// [`Error::BadRequest`], [`Error::CrossPartition`], [`Error::TooLarge`].
+    pub fn replace_item(&mut self, id: &str, doc: Value, options: Option<&ItemOptions>) -> Result<Document> {
+        let (doc_id, doc) = self.check(doc)?;
+        if *doc_id != *id {
+            return Err(Error::BadRequest(format!(
+                "replace of document {id:?} in container {:?}, partition {}: the body's id is {doc_id:?}",
+                self.container.meta.id, self.partition.key
+            )));
+        }
+        let rid = match self.current(id) {
+            Some(slot) => {
+                self.check_etag(id, Some(&slot.document), options)?;
+                slot.rid
+            }
+            None => return Err(self.not_found(id)),
+        };
+        self.put(doc_id, doc, Some(rid))
+    }
+
+    /// Creates or replaces a document.
+    ///
+    /// # Errors
+    /// [`Error::PreconditionFailed`] when `If-Match` is given and does not
+    /// match (or the document does not exist); [`Error::BadRequest`],
+    /// [`Error::CrossPartition`], [`Error::TooLarge`].
+    pub fn upsert_item(&mut self, doc: Value, options: Option<&ItemOptions>) -> Result<Document> {
+        let (id, doc) = self.check(doc)?;
+        let existing = self.current(&id);
+        let rid = existing.map(|slot| slot.rid);
+        self.check_etag(&id, existing.map(|slot| &slot.document), options)?;
+        self.put(id, doc, rid)
+    }
+
+    /// Deletes the document `id`.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`], [`Error::PreconditionFailed`].
+    pub fn delete_item(&mut self, id: &str, options: Option<&ItemOptions>) -> Result<()> {
+        let Some(slot) = self.current(id) else { return Err(self.not_found(id)) };
+        self.check_etag(id, Some(&slot.document), options)?;
+        let seq = self.container.next_seq();
+        let i = self.slot_for(id.into());
+        let write = &mut self.writes[i];
+        write.after = None;
+        write.text = None;
+        write.seq = seq;
+        Ok(())
+    }
+
+    /// Commits: makes every write durable, then visible. Returns the LSN of
+    /// the transaction in the container's change log, or `None` when it wrote
+    /// nothing.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when the storage fails (the store then refuses all
+    /// writes), [`Error::ReadOnly`] after an earlier failure. Nothing is
+    /// published in either case.
+    pub fn commit(self) -> Result<Option<Lsn>> {
+        let Txn { db, container, partition, base, writes, _writer, .. } = self;
+        let changes: Vec<RecordChange> = writes
+            .iter()
+            .filter_map(|w| {
+                let kind = match (&w.before, &w.after) {
+                    (None, None) => return None,
+                    (None, Some(_)) => ChangeKind::Create,
+                    (Some(_), Some(_)) => ChangeKind::Replace,
+                    (Some(_), None) => ChangeKind::Delete,
+                };
+                Some(RecordChange {
+                    id: w.id.clone(),
+                    kind,
+                    rid: w.after.as_ref().map_or(w.before.unwrap_or(0), |s| s.rid),
+                    seq: w.seq,
+                    document: w.after.as_ref().map(|s| s.document.clone()),
+                    text: w.text.clone(),
+                })
+            })
+            .collect();
+        if changes.is_empty() {
+            return Ok(None);
+        }
+        db.check_writable()?;
+        let record = CommitRecord { container: container.id.clone(), partition_key: partition.key.clone(), changes };
+        let lsn = db.storage.commit(record).inspect_err(|err| db.mark_failed(err))?;
+        // Drop our reference to the old state first, so that when no reader
+        // holds it either, the new state is built in place.
+        drop(base);
+        let mut committed = partition.committed.write();
+        let state = Arc::make_mut(&mut committed);
+        for write in writes {
+            match write.after {
+                Some(slot) => state.put(write.id, slot),
+                None => state.remove(&write.id),
+            }
+        }
+        Ok(Some(lsn))
+    }
+
+    /// Discards every write. Same as dropping the transaction.
+    pub fn rollback(self) {}
+
+    /// Validates a document for this transaction; returns its id.
+    fn check(&self, doc: Value) -> Result<(Arc<str>, Value)> {
+        let container = &self.container.meta.id;
+        let Value::Object(map) = &doc else {
+            return Err(Error::BadRequest(format!(
+                "a document must be a JSON object, not {} (container {container:?})",
+                type_name(&doc)
+            )));
+        };
+        let id = match map.get("id") {
+            Some(Value::String(id)) => id,
+            Some(other) => {
+                return Err(Error::BadRequest(format!(
+                    "document id must be a string, not {} (container {container:?})",
+                    type_name(other)
+                )));
+            }
+            None => {
+                return Err(Error::BadRequest(format!(
+                    "document has no \"id\" property (container {container:?}, partition {})",
+                    self.partition.key
+                )));
+            }
+        };
+        validate_id(id).map_err(|e| Error::BadRequest(format!("{e} (container {container:?})")))?;
+        let key = self
+            .container
+            .path
+            .extract(&doc)
+            .map_err(|e| Error::BadRequest(format!("document {id:?} in container {container:?}: {e}")))?;
+        if key != self.partition.key {
+            return Err(Error::CrossPartition {
+                container: container.clone(),
+                id: id.clone(),
+                document: key,
+                request: self.partition.key.clone(),
+            });
+        }
+        Ok((Arc::from(id.as_str()), doc))
+    }
+
+    fn check_etag(&self, id: &str, current: Option<&Document>, options: Option<&ItemOptions>) -> Result<()> {
+        let Some(expected) = options.and_then(|o| o.if_match.as_deref()) else { return Ok(()) };
+        let actual = current.map(Document::etag);
+        if actual == Some(expected) {
+            return Ok(());
+        }
+        Err(Error::PreconditionFailed {
+            container: self.container.meta.id.clone(),
+            partition_key: self.partition.key.clone(),
+            id: id.to_owned(),
+            expected: expected.to_owned(),
+            actual: actual.map(str::to_owned),
+        })
+    }
+
+    /// Stamps system properties, checks the size and records the write.
+    fn put(&mut self, id: Arc<str>, mut doc: Value, rid: Option<u64>) -> Result<Document> {
+        let seq = self.container.next_seq();
+        let rid = rid.unwrap_or(seq);
+        self.container.stamp(&mut doc, rid, seq);
+        let (size, text) = if self.db.storage.wants_text() {
+            let text = doc.to_string();
+            (text.len(), Some(Arc::from(text)))
+        } else {
+            (serialized_len(&doc), None)
+        };
+        if size > MAX_DOCUMENT_SIZE {
+            return Err(Error::TooLarge {
+                container: self.container.meta.id.clone(),
+                partition_key: self.partition.key.clone(),
+                id: id.to_string(),
+                size,
+                limit: MAX_DOCUMENT_SIZE,
+            });
+        }
+        let document = Document::new(doc);
+        let i = self.slot_for(id);
+        let write = &mut self.writes[i];
+        write.after = Some(Slot { rid, size, document: document.clone() });
+        write.text = text;
+        write.seq = seq;
+        Ok(document)
+    }
+
+    /// The index of `id`'s entry in the write set, adding one if needed.
+    fn slot_for(&mut self, id: Arc<str>) -> usize {
+        if let Some(&i) = self.index.get(&id) {
+            return i;
+        }
+        let before = self.base.get(&id).map(|slot| slot.rid);
+        let after = self.base.get(&id).cloned();
+        self.writes.push(Write { id: id.clone(), before, after, text: None, seq: 0 });
+        self.index.insert(id, self.writes.len() - 1);
+        self.writes.len() - 1
+    }
+
+    fn not_found(&self, id: &str) -> Error {
+        Error::NotFound {
+            container: self.container.meta.id.clone(),
+            partition_key: self.partition.key.clone(),
+            id: id.to_owned(),
+        }
+    }
+
+    fn conflict(&self, id: &str) -> Error {
+        Error::Conflict {
+            container: self.container.meta.id.clone(),
+            partition_key: self.partition.key.clone(),
+            id: id.to_owned(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Txn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Txn")
+            .field("container", &self.container.meta.id)
+            .field("partition_key", &self.partition.key)
+            .field("writes", &self.writes.len())
+            .finish()
+    }
+}
