@@ -1,1 +1,30 @@
-//! x
+//! Partita: an embedded, partitioned, transactional JSON document database
+//! on the Azure Cosmos DB model, whose stored procedures and triggers run in
+//! sandboxed JavaScript or WebAssembly.
+//!
+//! This crate is the facade users depend on. Today it re-exports the engine
+//! (containers, logical partitions, single-partition transactions, durable
+//! storage, the change log) and carries the blog workload natively in Rust
+//! ([`blog`]); procedures and triggers join it when the runtime lands.
+//!
+//! ```
+//! use partita::{Database, Error};
+//! use serde_json::json;
+//!
+//! let db = Database::in_memory();
+//! let posts = db.create_container("posts", "/postId")?;
+//! posts.create_item("p1", json!({"id": "p1", "postId": "p1", "type": "post", "commentCount": 0}), None)?;
+//! partita::blog::create_comment(&posts, "p1", json!({"id": "c1", "text": "first!"}))?;
+//! assert_eq!(posts.read_item("p1", "p1")?["commentCount"], 1);
+//! # Ok::<(), Error>(())
+//! ```
+//!
+//! Non-goals: a network server (see the server-mode issue), transactions
+//! spanning logical partitions, data sets larger than memory.
+
+pub mod blog;
+
+pub use engine::{
+    Change, ChangeKind, Container, ContainerProperties, Database, Document, Durability, Error,
+    ErrorCode, FeedOptions, FeedPage, ItemOptions, Lsn, Options, PartitionKey, Result, Txn,
+};

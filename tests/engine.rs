@@ -11,15 +11,16 @@ use engine::storage::{
     Change, CommitRecord, ContainerMeta, LoadedContainer, Lsn, MemoryStorage, Storage,
 };
 use engine::{
-    ChangeKind, ContainerProperties, Database, Durability, Error, ErrorCode, FeedOptions, ItemOptions,
-    Options, PartitionKey,
+    ChangeKind, ContainerProperties, Database, Durability, Error, ErrorCode, FeedOptions,
+    ItemOptions, Options, PartitionKey,
 };
 use serde_json::{Value, json};
 
 type Result<T = ()> = anyhow::Result<T>;
 
 fn posts(db: &Database) -> engine::Container {
-    db.create_container("posts", "/postId").expect("create posts")
+    db.create_container("posts", "/postId")
+        .expect("create posts")
 }
 
 fn status(err: Error) -> u16 {
@@ -30,15 +31,31 @@ fn status(err: Error) -> u16 {
 fn containers_are_created_once_and_validated() -> Result {
     let db = Database::in_memory();
     posts(&db);
-    assert_eq!(status(db.create_container("posts", "/postId").unwrap_err()), 409);
+    assert_eq!(
+        status(db.create_container("posts", "/postId").unwrap_err()),
+        409
+    );
     assert_eq!(status(db.container("nope").unwrap_err()), 404);
     assert_eq!(status(db.create_container("a/b", "/x").unwrap_err()), 400);
-    assert_eq!(status(db.create_container("ok", "postId").unwrap_err()), 400);
+    assert_eq!(
+        status(db.create_container("ok", "postId").unwrap_err()),
+        400
+    );
     let mut props = ContainerProperties::new("zero", "/k");
     props.physical_partitions = 0;
     assert_eq!(status(db.create_container_with(props).unwrap_err()), 400);
-    assert_eq!(db.create_container_if_not_exists("posts", "/postId")?.id(), "posts");
-    assert_eq!(status(db.create_container_if_not_exists("posts", "/other").err().unwrap()), 400);
+    assert_eq!(
+        db.create_container_if_not_exists("posts", "/postId")?.id(),
+        "posts"
+    );
+    assert_eq!(
+        status(
+            db.create_container_if_not_exists("posts", "/other")
+                .err()
+                .unwrap()
+        ),
+        400
+    );
     let ids: Vec<String> = db.containers().into_iter().map(|c| c.id).collect();
     assert_eq!(ids, ["posts"]);
     assert_eq!(db.container("posts")?.properties().physical_partitions, 4);
@@ -49,12 +66,21 @@ fn containers_are_created_once_and_validated() -> Result {
 fn point_operations_round_trip_with_system_properties() -> Result {
     let db = Database::in_memory();
     let posts = posts(&db);
-    let created = posts.create_item("p1", json!({"id": "p1", "postId": "p1", "title": "a"}), None)?;
+    let created = posts.create_item(
+        "p1",
+        json!({"id": "p1", "postId": "p1", "title": "a"}),
+        None,
+    )?;
     for prop in ["_rid", "_self", "_etag", "_ts"] {
         assert!(created.get(prop).is_some(), "{prop} missing from {created}");
     }
     assert!(created["_self"].as_str().unwrap().starts_with("dbs/"));
-    assert!(created["_self"].as_str().unwrap().ends_with(&format!("{}/", created["_rid"].as_str().unwrap())));
+    assert!(
+        created["_self"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("{}/", created["_rid"].as_str().unwrap()))
+    );
     assert_eq!(posts.read_item("p1", "p1")?, created);
 
     // Callers' values for system properties are overwritten.
@@ -65,11 +91,19 @@ fn point_operations_round_trip_with_system_properties() -> Result {
         None,
     )?;
     assert_eq!(replaced["title"], "b");
-    assert_ne!(replaced.etag(), created.etag(), "etag changes on every write");
+    assert_ne!(
+        replaced.etag(),
+        created.etag(),
+        "etag changes on every write"
+    );
     assert_ne!(replaced.etag(), "forged");
     assert_eq!(replaced["_rid"], created["_rid"], "a replace keeps the rid");
 
-    let upserted = posts.upsert_item("p1", json!({"id": "p1", "postId": "p1", "title": "c"}), None)?;
+    let upserted = posts.upsert_item(
+        "p1",
+        json!({"id": "p1", "postId": "p1", "title": "c"}),
+        None,
+    )?;
     assert_ne!(upserted.etag(), replaced.etag());
     let fresh = posts.upsert_item("p1", json!({"id": "c1", "postId": "p1"}), None)?;
     assert_ne!(fresh["_rid"], created["_rid"]);
@@ -77,7 +111,10 @@ fn point_operations_round_trip_with_system_properties() -> Result {
     posts.delete_item("p1", "p1", None)?;
     assert_eq!(status(posts.read_item("p1", "p1").unwrap_err()), 404);
     let recreated = posts.create_item("p1", json!({"id": "p1", "postId": "p1"}), None)?;
-    assert_ne!(recreated["_rid"], created["_rid"], "a re-created document gets a new rid");
+    assert_ne!(
+        recreated["_rid"], created["_rid"],
+        "a re-created document gets a new rid"
+    );
     // Property order is kept as written, system properties after.
     let keys: Vec<&String> = recreated.as_object().unwrap().keys().collect();
     assert_eq!(keys[..2], ["id", "postId"]);
@@ -90,16 +127,31 @@ fn errors_carry_status_codes_and_name_what_was_wrong() -> Result {
     let posts = posts(&db);
     posts.create_item("p1", json!({"id": "p1", "postId": "p1"}), None)?;
 
-    let conflict = posts.create_item("p1", json!({"id": "p1", "postId": "p1"}), None).unwrap_err();
+    let conflict = posts
+        .create_item("p1", json!({"id": "p1", "postId": "p1"}), None)
+        .unwrap_err();
     assert_eq!(conflict.code(), ErrorCode::CONFLICT);
     let message = conflict.to_string();
-    assert!(message.contains("\"p1\"") && message.contains("posts") && message.contains(r#"["p1"]"#), "{message}");
+    assert!(
+        message.contains("\"p1\"") && message.contains("posts") && message.contains(r#"["p1"]"#),
+        "{message}"
+    );
 
     let missing = posts.read_item("p1", "nope").unwrap_err();
     assert_eq!(missing.status(), 404);
     assert!(missing.to_string().contains("nope"));
-    assert_eq!(status(posts.replace_item("p1", "nope", json!({"id": "nope", "postId": "p1"}), None).unwrap_err()), 404);
-    assert_eq!(status(posts.delete_item("p1", "nope", None).unwrap_err()), 404);
+    assert_eq!(
+        status(
+            posts
+                .replace_item("p1", "nope", json!({"id": "nope", "postId": "p1"}), None)
+                .unwrap_err()
+        ),
+        404
+    );
+    assert_eq!(
+        status(posts.delete_item("p1", "nope", None).unwrap_err()),
+        404
+    );
 
     for (doc, what) in [
         (json!([1]), "not an object"),
@@ -118,24 +170,43 @@ fn errors_carry_status_codes_and_name_what_was_wrong() -> Result {
     }
 
     // A partition key given with the request that differs from the document's.
-    let mismatch = posts.create_item("p2", json!({"id": "x", "postId": "p1"}), None).unwrap_err();
+    let mismatch = posts
+        .create_item("p2", json!({"id": "x", "postId": "p1"}), None)
+        .unwrap_err();
     assert_eq!(mismatch.status(), 400);
-    assert!(mismatch.to_string().contains(r#"["p2"]"#) && mismatch.to_string().contains(r#"["p1"]"#));
+    assert!(
+        mismatch.to_string().contains(r#"["p2"]"#) && mismatch.to_string().contains(r#"["p1"]"#)
+    );
     // The key is immutable: a replace cannot move a document.
-    let moved = posts.replace_item("p1", "p1", json!({"id": "p1", "postId": "p9"}), None).unwrap_err();
+    let moved = posts
+        .replace_item("p1", "p1", json!({"id": "p1", "postId": "p9"}), None)
+        .unwrap_err();
     assert_eq!(moved.status(), 400);
     // The body's id must be the id being replaced.
-    assert_eq!(status(posts.replace_item("p1", "p1", json!({"id": "other", "postId": "p1"}), None).unwrap_err()), 400);
+    assert_eq!(
+        status(
+            posts
+                .replace_item("p1", "p1", json!({"id": "other", "postId": "p1"}), None)
+                .unwrap_err()
+        ),
+        400
+    );
 
     let big = json!({"id": "big", "postId": "p1", "blob": "x".repeat(2 * 1024 * 1024)});
     let too_large = posts.create_item("p1", big, None).unwrap_err();
     assert_eq!(too_large.code(), ErrorCode::TOO_LARGE);
     assert!(too_large.to_string().contains("big"));
-    let just_fits = json!({"id": "fits", "postId": "p1", "blob": "x".repeat(2 * 1024 * 1024 - 300)});
+    let just_fits =
+        json!({"id": "fits", "postId": "p1", "blob": "x".repeat(2 * 1024 * 1024 - 300)});
     posts.create_item("p1", just_fits, None)?;
 
     // Nothing above changed the partition beyond the two successful creates.
-    let ids: Vec<String> = posts.read_feed("p1", &FeedOptions::default())?.items.iter().map(|d| d.id().to_owned()).collect();
+    let ids: Vec<String> = posts
+        .read_feed("p1", &FeedOptions::default())?
+        .items
+        .iter()
+        .map(|d| d.id().to_owned())
+        .collect();
     assert_eq!(ids, ["p1", "fits"]);
     Ok(())
 }
@@ -145,20 +216,50 @@ fn if_match_preconditions() -> Result {
     let db = Database::in_memory();
     let posts = posts(&db);
     let v1 = posts.create_item("p1", json!({"id": "p1", "postId": "p1", "n": 1}), None)?;
-    let v2 = posts.replace_item("p1", "p1", json!({"id": "p1", "postId": "p1", "n": 2}), Some(&ItemOptions::if_match(v1.etag())))?;
+    let v2 = posts.replace_item(
+        "p1",
+        "p1",
+        json!({"id": "p1", "postId": "p1", "n": 2}),
+        Some(&ItemOptions::if_match(v1.etag())),
+    )?;
     let stale = ItemOptions::if_match(v1.etag());
-    let err = posts.replace_item("p1", "p1", json!({"id": "p1", "postId": "p1", "n": 3}), Some(&stale)).unwrap_err();
+    let err = posts
+        .replace_item(
+            "p1",
+            "p1",
+            json!({"id": "p1", "postId": "p1", "n": 3}),
+            Some(&stale),
+        )
+        .unwrap_err();
     assert_eq!(err.status(), 412);
     assert!(err.to_string().contains(v2.etag()), "{err}");
-    assert_eq!(status(posts.upsert_item("p1", json!({"id": "p1", "postId": "p1"}), Some(&stale)).unwrap_err()), 412);
-    assert_eq!(status(posts.delete_item("p1", "p1", Some(&stale)).unwrap_err()), 412);
     assert_eq!(
-        status(posts.upsert_item("p1", json!({"id": "new", "postId": "p1"}), Some(&stale)).unwrap_err()),
+        status(
+            posts
+                .upsert_item("p1", json!({"id": "p1", "postId": "p1"}), Some(&stale))
+                .unwrap_err()
+        ),
+        412
+    );
+    assert_eq!(
+        status(posts.delete_item("p1", "p1", Some(&stale)).unwrap_err()),
+        412
+    );
+    assert_eq!(
+        status(
+            posts
+                .upsert_item("p1", json!({"id": "new", "postId": "p1"}), Some(&stale))
+                .unwrap_err()
+        ),
         412,
         "If-Match on a missing document cannot hold"
     );
     assert_eq!(posts.read_item("p1", "p1")?["n"], 2);
-    let v3 = posts.upsert_item("p1", json!({"id": "p1", "postId": "p1", "n": 3}), Some(&ItemOptions::if_match(v2.etag())))?;
+    let v3 = posts.upsert_item(
+        "p1",
+        json!({"id": "p1", "postId": "p1", "n": 3}),
+        Some(&ItemOptions::if_match(v2.etag())),
+    )?;
     posts.delete_item("p1", "p1", Some(&ItemOptions::if_match(v3.etag())))?;
     Ok(())
 }
@@ -171,20 +272,44 @@ fn partition_keys_of_every_kind_including_none() -> Result {
     c.create_item(5, json!({"id": "1", "a": {"b": 5}}), None)?;
     c.create_item(5.0, json!({"id": "2", "a": {"b": 5.0}}), None)?;
     c.create_item(true, json!({"id": "1", "a": {"b": true}}), None)?;
-    c.create_item(PartitionKey::Null, json!({"id": "1", "a": {"b": null}}), None)?;
+    c.create_item(
+        PartitionKey::Null,
+        json!({"id": "1", "a": {"b": null}}),
+        None,
+    )?;
     c.create_item(PartitionKey::None, json!({"id": "1"}), None)?;
     c.create_item(PartitionKey::None, json!({"id": "2", "a": {}}), None)?;
     // The same id lives independently in each logical partition.
     assert_eq!(c.read_item(PartitionKey::None, "1")?["id"], "1");
     assert!(c.read_item(PartitionKey::None, "1")?.get("a").is_none());
-    assert_eq!(status(c.read_item(PartitionKey::Null, "2").unwrap_err()), 404, "null is not none");
-    assert_eq!(c.read_feed(5, &FeedOptions::default())?.items.len(), 2, "5 and 5.0 are one key");
+    assert_eq!(
+        status(c.read_item(PartitionKey::Null, "2").unwrap_err()),
+        404,
+        "null is not none"
+    );
+    assert_eq!(
+        c.read_feed(5, &FeedOptions::default())?.items.len(),
+        2,
+        "5 and 5.0 are one key"
+    );
     assert_eq!(
         c.partition_keys(),
-        [PartitionKey::None, PartitionKey::Null, true.into(), 5.into(), "s".into()]
+        [
+            PartitionKey::None,
+            PartitionKey::Null,
+            true.into(),
+            5.into(),
+            "s".into()
+        ]
     );
     // A document without the key must be addressed as None, not as null.
-    assert_eq!(status(c.create_item(PartitionKey::Null, json!({"id": "3"}), None).unwrap_err()), 400);
+    assert_eq!(
+        status(
+            c.create_item(PartitionKey::Null, json!({"id": "3"}), None)
+                .unwrap_err()
+        ),
+        400
+    );
     c.transaction(PartitionKey::None, |txn| {
         let mut doc = txn.read_item("1")?.into_value();
         doc["x"] = json!(1);
@@ -199,14 +324,26 @@ fn partition_keys_of_every_kind_including_none() -> Result {
 fn transactions_commit_all_or_nothing() -> Result {
     let db = Database::in_memory();
     let posts = posts(&db);
-    posts.create_item("p1", json!({"id": "p1", "postId": "p1", "commentCount": 0}), None)?;
+    posts.create_item(
+        "p1",
+        json!({"id": "p1", "postId": "p1", "commentCount": 0}),
+        None,
+    )?;
 
     // An error anywhere rolls back every write, including earlier ones.
     let err = posts
         .transaction("p1", |txn| {
-            txn.replace_item("p1", json!({"id": "p1", "postId": "p1", "commentCount": 1}), None)?;
+            txn.replace_item(
+                "p1",
+                json!({"id": "p1", "postId": "p1", "commentCount": 1}),
+                None,
+            )?;
             txn.create_item(json!({"id": "c1", "postId": "p1"}))?;
-            assert_eq!(txn.read_item("p1")?["commentCount"], 1, "a transaction sees its own writes");
+            assert_eq!(
+                txn.read_item("p1")?["commentCount"],
+                1,
+                "a transaction sees its own writes"
+            );
             txn.create_item(json!({"id": "c1", "postId": "p1"}))?; // 409
             Ok::<_, Error>(())
         })
@@ -214,7 +351,12 @@ fn transactions_commit_all_or_nothing() -> Result {
     assert_eq!(err.status(), 409);
     assert_eq!(posts.read_item("p1", "p1")?["commentCount"], 0);
     assert_eq!(status(posts.read_item("p1", "c1").unwrap_err()), 404);
-    assert!(posts.read_changes(Lsn::ZERO, 100)?.iter().all(|c| c.id != "c1"));
+    assert!(
+        posts
+            .read_changes(Lsn::ZERO, 100)?
+            .iter()
+            .all(|c| c.id != "c1")
+    );
 
     // A write to another partition is refused inside a transaction.
     let err = posts
@@ -266,25 +408,38 @@ fn readers_never_see_uncommitted_writes_and_never_wait() -> Result {
     txn.replace_item("p1", json!({"id": "p1", "postId": "p1", "n": 1}), None)?;
     // Another thread reads while the writer holds the partition.
     let reader = posts.clone();
-    let seen = std::thread::spawn(move || reader.read_item("p1", "p1").map(|d| d["n"].clone())).join().unwrap()?;
+    let seen = std::thread::spawn(move || reader.read_item("p1", "p1").map(|d| d["n"].clone()))
+        .join()
+        .unwrap()?;
     assert_eq!(seen, 0);
     let snapshot = posts.snapshot(&"p1".into());
     txn.commit()?;
     assert_eq!(posts.read_item("p1", "p1")?["n"], 1);
-    assert_eq!(snapshot.documents().next().unwrap()["n"], 0, "an old snapshot stays as it was");
+    assert_eq!(
+        snapshot.documents().next().unwrap()["n"],
+        0,
+        "an old snapshot stays as it was"
+    );
     Ok(())
 }
 
 #[test]
 fn writers_on_one_partition_serialize_and_others_proceed() -> Result {
-    let options = Options { lock_timeout: Duration::from_millis(100), ..Options::default() };
+    let options = Options {
+        lock_timeout: Duration::from_millis(100),
+        ..Options::default()
+    };
     let db = Database::with_storage(Box::new(MemoryStorage::new()), options)?;
     let posts = posts(&db);
     let held = posts.begin("p1")?;
     let other = posts.clone();
     let (same, different) = std::thread::spawn(move || {
-        let same = other.create_item("p1", json!({"id": "a", "postId": "p1"}), None).map(|_| ());
-        let different = other.create_item("p2", json!({"id": "a", "postId": "p2"}), None).map(|_| ());
+        let same = other
+            .create_item("p1", json!({"id": "a", "postId": "p1"}), None)
+            .map(|_| ());
+        let different = other
+            .create_item("p2", json!({"id": "a", "postId": "p2"}), None)
+            .map(|_| ());
         (same, different)
     })
     .join()
@@ -298,16 +453,14 @@ fn writers_on_one_partition_serialize_and_others_proceed() -> Result {
     Ok(())
 }
 
-#[test]
-fn concurrent_read_modify_write_loses_no_update() -> Result {
-    let db = Database::in_memory();
+/// Many threads increment counters on a few shared partitions through
+/// read-modify-write transactions; serializability means no update is lost.
+fn increments_lose_no_update(db: &Database, threads: usize, per_thread: usize) -> Result {
     let counters = db.create_container("counters", "/pk")?;
     let partitions = ["a", "b", "c"];
     for pk in partitions {
         counters.create_item(pk, json!({"id": "n", "pk": pk, "value": 0}), None)?;
     }
-    let threads = 8;
-    let per_thread = 500;
     std::thread::scope(|s| {
         for t in 0..threads {
             let counters = counters.clone();
@@ -326,8 +479,45 @@ fn concurrent_read_modify_write_loses_no_update() -> Result {
             });
         }
     });
-    let total: i64 = partitions.iter().map(|pk| counters.read_item(*pk, "n").unwrap()["value"].as_i64().unwrap()).sum();
+    let total: i64 = partitions
+        .iter()
+        .map(|pk| {
+            counters.read_item(*pk, "n").unwrap()["value"]
+                .as_i64()
+                .unwrap()
+        })
+        .sum();
     assert_eq!(total, (threads * per_thread) as i64);
+    let logged = counters.read_changes(Lsn::ZERO, usize::MAX)?.len();
+    assert_eq!(
+        logged,
+        partitions.len() + threads * per_thread,
+        "one change per committed increment"
+    );
+    Ok(())
+}
+
+#[test]
+fn concurrent_read_modify_write_loses_no_update_in_memory() -> Result {
+    increments_lose_no_update(&Database::in_memory(), 8, 500)
+}
+
+#[test]
+fn concurrent_read_modify_write_loses_no_update_durably() -> Result {
+    let dir = tempfile::tempdir()?;
+    increments_lose_no_update(&Database::open(dir.path())?, 16, 60)?;
+    // The database above is closed; the counts survive a reopen.
+    let db = Database::open(dir.path())?;
+    let counters = db.container("counters")?;
+    let total: i64 = ["a", "b", "c"]
+        .iter()
+        .map(|pk| {
+            counters.read_item(*pk, "n").unwrap()["value"]
+                .as_i64()
+                .unwrap()
+        })
+        .sum();
+    assert_eq!(total, 16 * 60);
     Ok(())
 }
 
@@ -338,9 +528,17 @@ fn read_feed_pages_in_insertion_order() -> Result {
     for i in [3, 1, 2, 5, 4] {
         posts.create_item("p1", json!({"id": format!("d{i}"), "postId": "p1"}), None)?;
     }
-    posts.replace_item("p1", "d3", json!({"id": "d3", "postId": "p1", "edited": true}), None)?;
+    posts.replace_item(
+        "p1",
+        "d3",
+        json!({"id": "d3", "postId": "p1", "edited": true}),
+        None,
+    )?;
     let mut ids = Vec::new();
-    let mut options = FeedOptions { max_item_count: Some(2), continuation: None };
+    let mut options = FeedOptions {
+        max_item_count: Some(2),
+        continuation: None,
+    };
     let mut pages = 0;
     loop {
         let page = posts.read_feed("p1", &options)?;
@@ -357,9 +555,17 @@ fn read_feed_pages_in_insertion_order() -> Result {
     }
     assert_eq!(ids, ["d3", "d1", "d2", "d5", "d4", "d6"]);
     assert_eq!(pages, 3);
-    let bad = FeedOptions { continuation: Some("garbage".into()), ..FeedOptions::default() };
+    let bad = FeedOptions {
+        continuation: Some("garbage".into()),
+        ..FeedOptions::default()
+    };
     assert_eq!(status(posts.read_feed("p1", &bad).unwrap_err()), 400);
-    assert!(posts.read_feed("empty", &FeedOptions::default())?.items.is_empty());
+    assert!(
+        posts
+            .read_feed("empty", &FeedOptions::default())?
+            .items
+            .is_empty()
+    );
     Ok(())
 }
 
@@ -376,7 +582,10 @@ fn change_log_orders_committed_transactions_by_lsn() -> Result {
     posts.replace_item("p1", "a", json!({"id": "a", "postId": "p1", "v": 2}), None)?;
     posts.delete_item("p2", "b", None)?;
     let changes = posts.read_changes(Lsn::ZERO, 100)?;
-    let summary: Vec<(u64, &str, ChangeKind)> = changes.iter().map(|c| (c.lsn.0, c.id.as_str(), c.kind)).collect();
+    let summary: Vec<(u64, &str, ChangeKind)> = changes
+        .iter()
+        .map(|c| (c.lsn.0, c.id.as_str(), c.kind))
+        .collect();
     assert_eq!(
         summary,
         [
@@ -394,7 +603,11 @@ fn change_log_orders_committed_transactions_by_lsn() -> Result {
     assert_eq!(first.len(), 3);
     let rest = posts.read_changes(first.last().unwrap().lsn, 100)?;
     assert_eq!(rest.len(), 2);
-    assert!(db.create_container("other", "/k")?.read_changes(Lsn::ZERO, 10)?.is_empty());
+    assert!(
+        db.create_container("other", "/k")?
+            .read_changes(Lsn::ZERO, 10)?
+            .is_empty()
+    );
     Ok(())
 }
 
@@ -430,9 +643,17 @@ fn everything_survives_reopen() -> Result {
         posts.create_item(PartitionKey::None, json!({"id": "loose"}), None)?;
         posts.create_item("p1", json!({"id": "gone", "postId": "p1"}), None)?;
         posts.delete_item("p1", "gone", None)?;
-        etag_before = posts.replace_item("p1", "p1", json!({"id": "p1", "postId": "p1", "n": 2}), None)?.etag().to_owned();
+        etag_before = posts
+            .replace_item(
+                "p1",
+                "p1",
+                json!({"id": "p1", "postId": "p1", "n": 2}),
+                None,
+            )?
+            .etag()
+            .to_owned();
         // A second open of the same directory is refused while this one lives.
-        let locked = Database::open(dir.path()).err().expect("second open must fail");
+        let locked = Database::open(dir.path()).expect_err("second open must fail");
         assert!(matches!(locked, Error::Locked { .. }), "{locked}");
         assert_eq!(locked.status(), 503);
     }
@@ -446,10 +667,19 @@ fn everything_survives_reopen() -> Result {
     assert_eq!(status(posts.read_item("p1", "gone").unwrap_err()), 404);
     assert_eq!(posts.read_changes(Lsn::ZERO, 100)?.len(), 5);
     // New writes continue the sequences: fresh etags, rids and LSNs.
-    let p1b = posts.replace_item("p1", "p1", json!({"id": "p1", "postId": "p1", "n": 3}), None)?;
+    let p1b = posts.replace_item(
+        "p1",
+        "p1",
+        json!({"id": "p1", "postId": "p1", "n": 3}),
+        None,
+    )?;
     assert_ne!(p1b.etag(), etag_before);
     let again = posts.create_item("p1", json!({"id": "gone", "postId": "p1"}), None)?;
-    assert!(posts.read_changes(Lsn::ZERO, 100)?.iter().all(|c| c.document.as_ref().is_none_or(|d| d["_rid"] != again["_rid"] || c.id == "gone")));
+    assert!(posts.read_changes(Lsn::ZERO, 100)?.iter().all(|c| {
+        c.document
+            .as_ref()
+            .is_none_or(|d| d["_rid"] != again["_rid"] || c.id == "gone")
+    }));
     let changes = posts.read_changes(Lsn(5), 100)?;
     assert_eq!(changes.iter().map(|c| c.lsn.0).collect::<Vec<_>>(), [6, 7]);
     Ok(())
@@ -459,10 +689,22 @@ fn everything_survives_reopen() -> Result {
 fn durability_none_still_persists_across_a_clean_close() -> Result {
     let dir = tempfile::tempdir()?;
     {
-        let db = Database::open_with(dir.path(), Options { durability: Durability::None, ..Options::default() })?;
+        let db = Database::open_with(
+            dir.path(),
+            Options {
+                durability: Durability::None,
+                ..Options::default()
+            },
+        )?;
         posts(&db).create_item("p1", json!({"id": "p1", "postId": "p1"}), None)?;
     }
-    assert_eq!(Database::open(dir.path())?.container("posts")?.read_item("p1", "p1")?.id(), "p1");
+    assert_eq!(
+        Database::open(dir.path())?
+            .container("posts")?
+            .read_item("p1", "p1")?
+            .id(),
+        "p1"
+    );
     Ok(())
 }
 
@@ -483,7 +725,9 @@ impl Storage for FailingStorage {
     }
     fn commit(&self, record: CommitRecord) -> engine::Result<Lsn> {
         if self.commits.fetch_add(1, Ordering::SeqCst) + 1 >= self.fail_at {
-            return Err(Error::Storage("fsync: input/output error (injected)".into()));
+            return Err(Error::Storage(
+                "fsync: input/output error (injected)".into(),
+            ));
         }
         self.inner.commit(record)
     }
@@ -497,7 +741,11 @@ impl Storage for FailingStorage {
 
 #[test]
 fn a_storage_failure_makes_the_store_refuse_writes() -> Result {
-    let storage = FailingStorage { inner: MemoryStorage::new(), commits: AtomicUsize::new(0), fail_at: 3 };
+    let storage = FailingStorage {
+        inner: MemoryStorage::new(),
+        commits: AtomicUsize::new(0),
+        fail_at: 3,
+    };
     let db = Database::with_storage(Box::new(storage), Options::default())?;
     let posts = posts(&db);
     posts.create_item("p1", json!({"id": "a", "postId": "p1"}), None)?;
@@ -514,7 +762,9 @@ fn a_storage_failure_makes_the_store_refuse_writes() -> Result {
     assert_eq!(status(posts.read_item("p1", "c").unwrap_err()), 404);
     assert!(posts.read_item("p1", "a")?.get("v").is_none());
     // Every later write is refused without reaching the storage; reads work.
-    let refused = posts.create_item("p2", json!({"id": "d", "postId": "p2"}), None).unwrap_err();
+    let refused = posts
+        .create_item("p2", json!({"id": "d", "postId": "p2"}), None)
+        .unwrap_err();
     assert_eq!(refused.status(), 503);
     assert!(refused.to_string().contains("injected"), "{refused}");
     assert_eq!(status(db.create_container("more", "/k").unwrap_err()), 503);

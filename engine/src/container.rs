@@ -44,7 +44,10 @@ pub struct ContainerProperties {
 
 impl ContainerProperties {
     /// Properties with the default of 4 physical partitions.
-    pub fn new(id: impl Into<String>, partition_key_path: impl Into<String>) -> ContainerProperties {
+    pub fn new(
+        id: impl Into<String>,
+        partition_key_path: impl Into<String>,
+    ) -> ContainerProperties {
         ContainerProperties {
             id: id.into(),
             partition_key_path: partition_key_path.into(),
@@ -84,12 +87,19 @@ pub(crate) struct ContainerInner {
 
 impl ContainerInner {
     pub(crate) fn new(meta: ContainerMeta, max_seq: u64) -> Result<ContainerInner> {
-        let path = PartitionKeyPath::parse(&meta.partition_key_path).map_err(|e| Error::BadRequest(e.to_string()))?;
+        let path = PartitionKeyPath::parse(&meta.partition_key_path)
+            .map_err(|e| Error::BadRequest(e.to_string()))?;
         let mut rid_prefix = [0; 8];
         rid_prefix[..4].copy_from_slice(&DATABASE_RID);
         rid_prefix[4..].copy_from_slice(&meta.ordinal.to_be_bytes());
-        let self_prefix = format!("dbs/{}/colls/{}/docs/", encode_rid(&DATABASE_RID), encode_rid(&rid_prefix));
-        let physical = (0..meta.physical_partitions.max(1)).map(|_| RwLock::default()).collect();
+        let self_prefix = format!(
+            "dbs/{}/colls/{}/docs/",
+            encode_rid(&DATABASE_RID),
+            encode_rid(&rid_prefix)
+        );
+        let physical = (0..meta.physical_partitions.max(1))
+            .map(|_| RwLock::default())
+            .collect();
         Ok(ContainerInner {
             id: Arc::from(meta.id.as_str()),
             meta,
@@ -115,32 +125,72 @@ impl ContainerInner {
         if let Some(p) = physical.read().get(&key) {
             return p.clone();
         }
-        physical.write().entry(key.clone()).or_insert_with(|| Arc::new(LogicalPartition::new(key))).clone()
+        physical
+            .write()
+            .entry(key.clone())
+            .or_insert_with(|| Arc::new(LogicalPartition::new(key)))
+            .clone()
     }
 
     fn find_partition(&self, key: &PartitionKey) -> Option<Arc<LogicalPartition>> {
-        self.physical[self.physical_index(key)].read().get(key).cloned()
+        self.physical[self.physical_index(key)]
+            .read()
+            .get(key)
+            .cloned()
     }
 
     /// Sets `_rid`, `_self`, `_etag` and `_ts` on a document being written.
+    /// (On the hot path of every write: one allocation per property.)
     pub(crate) fn stamp(&self, doc: &mut Value, rid: u64, seq: u64) {
+        use std::fmt::Write as _;
         let Value::Object(map) = doc else { return };
         let mut rid_bytes = [0; 16];
         rid_bytes[..8].copy_from_slice(&self.rid_prefix);
         rid_bytes[8..].copy_from_slice(&rid.to_be_bytes());
-        let rid = encode_rid(&rid_bytes);
-        let self_link = format!("{}{rid}/", self.self_prefix);
-        map.insert("_rid".to_owned(), Value::String(rid));
-        map.insert("_self".to_owned(), Value::String(self_link));
-        map.insert("_etag".to_owned(), Value::String(format!("\"{:08x}-{:016x}\"", self.meta.ordinal, seq)));
-        map.insert("_ts".to_owned(), Value::from(now_secs()));
+        let mut self_link = String::with_capacity(self.self_prefix.len() + 25);
+        self_link.push_str(&self.self_prefix);
+        STANDARD.encode_string(rid_bytes, &mut self_link);
+        // Cosmos DB spells rids in base64 with `-` in place of `/`.
+        let rid_text: String = self_link[self.self_prefix.len()..].replace('/', "-");
+        self_link.truncate(self.self_prefix.len());
+        self_link.push_str(&rid_text);
+        self_link.push('/');
+        let mut etag = String::with_capacity(28);
+        let _ = write!(etag, "\"{:08x}-{:016x}\"", self.meta.ordinal, seq);
+        set(map, "_rid", Value::String(rid_text));
+        set(map, "_self", Value::String(self_link));
+        set(map, "_etag", Value::String(etag));
+        set(map, "_ts", Value::from(now_secs()));
     }
 
-    pub(crate) fn load_document(&self, key: PartitionKey, rid: u64, size: usize, document: Document) {
+    pub(crate) fn load_document(
+        &self,
+        key: PartitionKey,
+        rid: u64,
+        size: usize,
+        document: Document,
+    ) {
         let partition = self.partition(key);
         let mut committed = partition.committed.write();
         let id: Arc<str> = Arc::from(document.id());
-        Arc::make_mut(&mut committed).put(id, crate::partition::Slot { rid, size, document });
+        Arc::make_mut(&mut committed).put(
+            id,
+            crate::partition::Slot {
+                rid,
+                size,
+                document,
+            },
+        );
+    }
+}
+
+/// Sets a property, reusing the key's allocation when it is already there.
+fn set(map: &mut serde_json::Map<String, Value>, key: &str, value: Value) {
+    match map.get_mut(key) {
+        Some(slot) => *slot = value,
+        None => {
+            map.insert(key.to_owned(), value);
+        }
     }
 }
 
@@ -182,7 +232,10 @@ impl Container {
     /// # Errors
     /// [`Error::BadRequest`] when the value at the key path is an object or array.
     pub fn partition_key_of(&self, doc: &Value) -> Result<PartitionKey> {
-        self.inner.path.extract(doc).map_err(|e| Error::BadRequest(e.to_string()))
+        self.inner
+            .path
+            .extract(doc)
+            .map_err(|e| Error::BadRequest(e.to_string()))
     }
 
     /// The physical partition holding `key`.
@@ -254,11 +307,14 @@ impl Container {
     /// [`Error::NotFound`].
     pub fn read_item(&self, partition_key: impl Into<PartitionKey>, id: &str) -> Result<Document> {
         let key = partition_key.into();
-        self.snapshot(&key).get(id).map(|slot| slot.document.clone()).ok_or_else(|| Error::NotFound {
-            container: self.inner.meta.id.clone(),
-            partition_key: key,
-            id: id.to_owned(),
-        })
+        self.snapshot(&key)
+            .get(id)
+            .map(|slot| slot.document.clone())
+            .ok_or_else(|| Error::NotFound {
+                container: self.inner.meta.id.clone(),
+                partition_key: key,
+                id: id.to_owned(),
+            })
     }
 
     /// Replaces the document `id`.
@@ -308,7 +364,11 @@ impl Container {
     ///
     /// # Errors
     /// [`Error::BadRequest`] for a continuation token this feed did not issue.
-    pub fn read_feed(&self, partition_key: impl Into<PartitionKey>, options: &FeedOptions) -> Result<FeedPage> {
+    pub fn read_feed(
+        &self,
+        partition_key: impl Into<PartitionKey>,
+        options: &FeedOptions,
+    ) -> Result<FeedPage> {
         let key = partition_key.into();
         let after = match &options.continuation {
             None => None,
@@ -329,12 +389,22 @@ impl Container {
             items.push(slot.document.clone());
             last = Some(slot.rid);
         }
-        Ok(FeedPage { items, continuation: if more { last.map(|rid| rid.to_string()) } else { None } })
+        Ok(FeedPage {
+            items,
+            continuation: if more {
+                last.map(|rid| rid.to_string())
+            } else {
+                None
+            },
+        })
     }
 
     /// A consistent snapshot of one logical partition's committed documents.
     pub fn snapshot(&self, partition_key: &PartitionKey) -> Arc<PartitionState> {
-        self.inner.find_partition(partition_key).map(|p| p.snapshot()).unwrap_or_default()
+        self.inner
+            .find_partition(partition_key)
+            .map(|p| p.snapshot())
+            .unwrap_or_default()
     }
 
     /// The keys of the logical partitions that hold at least one document,
@@ -345,7 +415,12 @@ impl Container {
             .physical
             .iter()
             .flat_map(|physical| {
-                physical.read().values().filter(|p| !p.snapshot().is_empty()).map(|p| p.key.clone()).collect::<Vec<_>>()
+                physical
+                    .read()
+                    .values()
+                    .filter(|p| !p.snapshot().is_empty())
+                    .map(|p| p.key.clone())
+                    .collect::<Vec<_>>()
             })
             .collect();
         keys.sort();
@@ -359,7 +434,9 @@ impl Container {
     /// # Errors
     /// [`Error::Storage`] when the log cannot be read.
     pub fn read_changes(&self, after: Lsn, max_changes: usize) -> Result<Vec<Change>> {
-        self.db.storage.read_changes(&self.inner.meta.id, after, max_changes)
+        self.db
+            .storage
+            .read_changes(&self.inner.meta.id, after, max_changes)
     }
 }
 

@@ -47,7 +47,10 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Options {
-        Options { durability: Durability::Full, lock_timeout: Duration::from_secs(10) }
+        Options {
+            durability: Durability::Full,
+            lock_timeout: Duration::from_secs(10),
+        }
     }
 }
 
@@ -67,7 +70,9 @@ impl DbInner {
         if !self.failed.load(Ordering::Acquire) {
             return Ok(());
         }
-        Err(Error::ReadOnly(self.failure.lock().clone().unwrap_or_default()))
+        Err(Error::ReadOnly(
+            self.failure.lock().clone().unwrap_or_default(),
+        ))
     }
 
     pub(crate) fn mark_failed(&self, err: &Error) {
@@ -103,7 +108,8 @@ impl Database {
     /// As [`Database::open`].
     pub fn open_with(dir: impl AsRef<Path>, options: Options) -> Result<Database> {
         let dir = dir.as_ref();
-        std::fs::create_dir_all(dir).map_err(|e| Error::storage(&format!("create {}", dir.display()), e))?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::storage(&format!("create {}", dir.display()), e))?;
         let lock = lock_dir(dir)?;
         let storage = SqliteStorage::open(&dir.join(DATA_FILE), options.durability)?;
         Database::build(Box::new(storage), options, Some(lock))
@@ -141,7 +147,9 @@ impl Database {
             failure: Mutex::new(None),
             _lock: lock,
         };
-        Ok(Database { inner: Arc::new(inner) })
+        Ok(Database {
+            inner: Arc::new(inner),
+        })
     }
 
     /// Creates a container with 4 physical partitions.
@@ -173,15 +181,26 @@ impl Database {
             return Err(Error::ContainerExists(props.id));
         }
         let meta = ContainerMeta {
-            ordinal: containers.values().map(|c| c.meta.ordinal).max().unwrap_or(0) + 1,
+            ordinal: containers
+                .values()
+                .map(|c| c.meta.ordinal)
+                .max()
+                .unwrap_or(0)
+                + 1,
             id: props.id,
             partition_key_path: props.partition_key_path,
             physical_partitions: props.physical_partitions,
         };
         let container = Arc::new(ContainerInner::new(meta, 0)?);
-        self.inner.storage.create_container(&container.meta).inspect_err(|e| self.inner.mark_failed(e))?;
+        self.inner
+            .storage
+            .create_container(&container.meta)
+            .inspect_err(|e| self.inner.mark_failed(e))?;
         containers.insert(container.meta.id.clone(), container.clone());
-        Ok(Container { db: self.inner.clone(), inner: container })
+        Ok(Container {
+            db: self.inner.clone(),
+            inner: container,
+        })
     }
 
     /// The container `id`, creating it if it does not exist. An existing
@@ -189,7 +208,11 @@ impl Database {
     ///
     /// # Errors
     /// [`Error::BadRequest`] when it exists with another partition-key path.
-    pub fn create_container_if_not_exists(&self, id: &str, partition_key_path: &str) -> Result<Container> {
+    pub fn create_container_if_not_exists(
+        &self,
+        id: &str,
+        partition_key_path: &str,
+    ) -> Result<Container> {
         match self.create_container(id, partition_key_path) {
             Err(Error::ContainerExists(_)) => {
                 let container = self.container(id)?;
@@ -210,8 +233,17 @@ impl Database {
     /// # Errors
     /// [`Error::ContainerNotFound`].
     pub fn container(&self, id: &str) -> Result<Container> {
-        let inner = self.inner.containers.read().get(id).cloned().ok_or_else(|| Error::ContainerNotFound(id.to_owned()))?;
-        Ok(Container { db: self.inner.clone(), inner })
+        let inner = self
+            .inner
+            .containers
+            .read()
+            .get(id)
+            .cloned()
+            .ok_or_else(|| Error::ContainerNotFound(id.to_owned()))?;
+        Ok(Container {
+            db: self.inner.clone(),
+            inner,
+        })
     }
 
     /// Every container's definition, ordered by id.
@@ -219,7 +251,13 @@ impl Database {
         let containers = self.inner.containers.read();
         let mut res: Vec<ContainerProperties> = containers
             .values()
-            .map(|c| Container { db: self.inner.clone(), inner: c.clone() }.properties())
+            .map(|c| {
+                Container {
+                    db: self.inner.clone(),
+                    inner: c.clone(),
+                }
+                .properties()
+            })
             .collect();
         res.sort_by(|a, b| a.id.cmp(&b.id));
         res
@@ -243,14 +281,21 @@ fn lock_dir(dir: &Path) -> Result<File> {
         .map_err(|e| Error::storage(&format!("open {}", path.display()), e))?;
     match file.try_lock() {
         Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked { path: PathBuf::from(dir) }),
-        Err(std::fs::TryLockError::Error(e)) => Err(Error::storage(&format!("lock {}", path.display()), e)),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked {
+            path: PathBuf::from(dir),
+        }),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(Error::storage(&format!("lock {}", path.display()), e))
+        }
     }
 }
 
 impl std::fmt::Debug for Database {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let containers: Vec<String> = self.containers().into_iter().map(|c| c.id).collect();
-        f.debug_struct("Database").field("containers", &containers).field("options", &self.inner.options).finish()
+        f.debug_struct("Database")
+            .field("containers", &containers)
+            .field("options", &self.inner.options)
+            .finish()
     }
 }

@@ -45,12 +45,18 @@ impl Document {
 
     /// The document's `_etag`.
     pub fn etag(&self) -> &str {
-        self.0.get("_etag").and_then(Value::as_str).unwrap_or_default()
+        self.0
+            .get("_etag")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
     }
 
     /// The document's `_ts`: seconds since the Unix epoch of its last write.
     pub fn ts(&self) -> u64 {
-        self.0.get("_ts").and_then(Value::as_u64).unwrap_or_default()
+        self.0
+            .get("_ts")
+            .and_then(Value::as_u64)
+            .unwrap_or_default()
     }
 
     /// The document as a JSON value.
@@ -100,10 +106,14 @@ pub fn validate_id(id: &str) -> Result<(), String> {
         return Err("id must not be empty".to_owned());
     }
     if len > MAX_ID_LEN {
-        return Err(format!("id is {len} characters long, over the limit of {MAX_ID_LEN}"));
+        return Err(format!(
+            "id is {len} characters long, over the limit of {MAX_ID_LEN}"
+        ));
     }
     if let Some(c) = id.chars().find(|c| matches!(c, '/' | '\\' | '?' | '#')) {
-        return Err(format!("id {id:?} contains {c:?}; ids must not contain / \\ ? or #"));
+        return Err(format!(
+            "id {id:?} contains {c:?}; ids must not contain / \\ ? or #"
+        ));
     }
     Ok(())
 }
@@ -122,7 +132,9 @@ pub(crate) fn type_name(value: &Value) -> &'static str {
 
 /// Seconds since the Unix epoch.
 pub(crate) fn now_secs() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// The serialized size of a value without building the text.
@@ -153,7 +165,10 @@ mod tests {
     fn ids() {
         assert!(validate_id("a").is_ok());
         assert!(validate_id(&"x".repeat(255)).is_ok());
-        assert!(validate_id(&"é".repeat(255)).is_ok(), "the limit counts characters");
+        assert!(
+            validate_id(&"é".repeat(255)).is_ok(),
+            "the limit counts characters"
+        );
         assert!(validate_id(&"x".repeat(256)).unwrap_err().contains("256"));
         assert!(validate_id("").is_err());
         for bad in ["a/b", "a\\b", "a?b", "a#b"] {

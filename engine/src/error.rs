@@ -92,7 +92,9 @@ pub enum Error {
         limit: usize,
     },
     /// The transaction waited too long for the partition's writer.
-    #[error("timed out after {waited:?} waiting for the writer of partition {partition_key} in container {container:?}")]
+    #[error(
+        "timed out after {waited:?} waiting for the writer of partition {partition_key} in container {container:?}"
+    )]
     LockTimeout {
         /// The container.
         container: String,

@@ -31,14 +31,14 @@
 //! ```
 //!
 //! Non-goals: transactions across logical partitions, data sets larger than
-//! memory, SQL (see [`query`] for the query language).
+//! memory. Queries in the Cosmos SQL dialect live in the `query` module.
 
 mod container;
 mod database;
 mod document;
 mod error;
 mod partition;
-pub mod query;
+// TEMP (until the SQL module is integrated): pub mod query;
 pub mod storage;
 mod txn;
 

@@ -39,7 +39,8 @@ use crate::document::Document;
 pub(crate) struct Slot {
     /// Resource id: insertion order within the container.
     pub(crate) rid: u64,
-    /// Serialized size in bytes.
+    /// Serialized size in bytes (what a query reads).
+    #[allow(dead_code)] // TEMP: read by the query engine's scan
     pub(crate) size: usize,
     /// The document.
     pub(crate) document: Document,
@@ -72,7 +73,9 @@ impl PartitionState {
     /// The documents with a rid greater than `after`, in rid order.
     pub(crate) fn scan_after(&self, after: Option<u64>) -> impl Iterator<Item = &Slot> {
         let start = after.map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);
-        self.by_rid.range((start, std::ops::Bound::Unbounded)).map(|(_, slot)| slot)
+        self.by_rid
+            .range((start, std::ops::Bound::Unbounded))
+            .map(|(_, slot)| slot)
     }
 
     /// The number of documents.
@@ -102,7 +105,11 @@ pub(crate) struct LogicalPartition {
 
 impl LogicalPartition {
     pub(crate) fn new(key: PartitionKey) -> LogicalPartition {
-        LogicalPartition { key, writer: Arc::new(Mutex::new(())), committed: RwLock::new(Arc::default()) }
+        LogicalPartition {
+            key,
+            writer: Arc::new(Mutex::new(())),
+            committed: RwLock::new(Arc::default()),
+        }
     }
 
     /// The current committed snapshot.
@@ -116,7 +123,10 @@ impl LogicalPartition {
 pub fn physical_partition(key: &PartitionKey, physical_partitions: u32) -> u32 {
     const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
     const PRIME: u64 = 0x0000_0100_0000_01b3;
-    let hash = key.to_json_array().bytes().fold(OFFSET, |h, b| (h ^ u64::from(b)).wrapping_mul(PRIME));
+    let hash = key
+        .to_json_array()
+        .bytes()
+        .fold(OFFSET, |h, b| (h ^ u64::from(b)).wrapping_mul(PRIME));
     (hash % u64::from(physical_partitions.max(1))) as u32
 }
 
@@ -127,11 +137,22 @@ mod tests {
     #[test]
     fn physical_partition_is_stable() {
         // These values are part of the durable format: they must never change.
-        assert_eq!(physical_partition(&PartitionKey::from("p1"), 4), physical_partition(&"p1".into(), 4));
-        let spread: std::collections::HashSet<u32> =
-            (0..100).map(|i| physical_partition(&PartitionKey::from(format!("p{i}")), 4)).collect();
-        assert_eq!(spread.len(), 4, "100 keys should reach all 4 physical partitions");
+        assert_eq!(
+            physical_partition(&PartitionKey::from("p1"), 4),
+            physical_partition(&"p1".into(), 4)
+        );
+        let spread: std::collections::HashSet<u32> = (0..100)
+            .map(|i| physical_partition(&PartitionKey::from(format!("p{i}")), 4))
+            .collect();
+        assert_eq!(
+            spread.len(),
+            4,
+            "100 keys should reach all 4 physical partitions"
+        );
         assert!((0..100).all(|i| physical_partition(&PartitionKey::from(i), 1) == 0));
-        assert_eq!(physical_partition(&PartitionKey::from(1), 4), physical_partition(&PartitionKey::from(1.0), 4));
+        assert_eq!(
+            physical_partition(&PartitionKey::from(1), 4),
+            physical_partition(&PartitionKey::from(1.0), 4)
+        );
     }
 }

@@ -41,6 +41,9 @@ use crate::error::{Error, Result};
 use crate::partition::{LogicalPartition, PartitionState, Slot};
 use crate::storage::{ChangeKind, CommitRecord, Lsn, RecordChange};
 
+/// Write sets up to this size are searched linearly rather than hashed.
+const SMALL_WRITE_SET: usize = 8;
+
 /// Options of a single write.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ItemOptions {
@@ -52,7 +55,9 @@ pub struct ItemOptions {
 impl ItemOptions {
     /// Options with an `If-Match` precondition.
     pub fn if_match(etag: impl Into<String>) -> ItemOptions {
-        ItemOptions { if_match: Some(etag.into()) }
+        ItemOptions {
+            if_match: Some(etag.into()),
+        }
     }
 }
 
@@ -79,13 +84,19 @@ pub struct Txn {
     /// the transaction lives, because the transaction holds the writer lock.
     base: Arc<PartitionState>,
     writes: Vec<Write>,
+    /// Positions in `writes` by id, built once `writes` outgrows
+    /// [`SMALL_WRITE_SET`].
     index: HashMap<Arc<str>, usize>,
     /// The partition's writer lock (declared last: released after the rest).
     _writer: ArcMutexGuard<RawMutex, ()>,
 }
 
 impl Txn {
-    pub(crate) fn begin(db: Arc<DbInner>, container: Arc<ContainerInner>, key: PartitionKey) -> Result<Txn> {
+    pub(crate) fn begin(
+        db: Arc<DbInner>,
+        container: Arc<ContainerInner>,
+        key: PartitionKey,
+    ) -> Result<Txn> {
         let partition = container.partition(key);
         let timeout = db.options.lock_timeout;
         let Some(writer) = partition.writer.try_lock_arc_for(timeout) else {
@@ -96,7 +107,15 @@ impl Txn {
             });
         };
         let base = partition.snapshot();
-        Ok(Txn { db, container, partition, base, writes: Vec::new(), index: HashMap::new(), _writer: writer })
+        Ok(Txn {
+            db,
+            container,
+            partition,
+            base,
+            writes: Vec::new(),
+            index: HashMap::new(),
+            _writer: writer,
+        })
     }
 
     /// The logical partition this transaction writes.
@@ -110,9 +129,19 @@ impl Txn {
     }
 
     fn current(&self, id: &str) -> Option<&Slot> {
-        match self.index.get(id) {
-            Some(&i) => self.writes[i].after.as_ref(),
+        match self.find(id) {
+            Some(i) => self.writes[i].after.as_ref(),
             None => self.base.get(id),
+        }
+    }
+
+    /// The index of `id`'s entry in the write set. Small write sets (the
+    /// common case) are searched linearly; larger ones through `index`.
+    fn find(&self, id: &str) -> Option<usize> {
+        if self.writes.len() <= SMALL_WRITE_SET {
+            self.writes.iter().position(|w| *w.id == *id)
+        } else {
+            self.index.get(id).copied()
         }
     }
 
@@ -121,7 +150,9 @@ impl Txn {
     /// # Errors
     /// [`Error::NotFound`] when there is no such document.
     pub fn read_item(&self, id: &str) -> Result<Document> {
-        self.current(id).map(|slot| slot.document.clone()).ok_or_else(|| self.not_found(id))
+        self.current(id)
+            .map(|slot| slot.document.clone())
+            .ok_or_else(|| self.not_found(id))
     }
 
     /// Like [`Txn::read_item`], but `None` when there is no such document.
@@ -159,7 +190,12 @@ impl Txn {
     /// # Errors
     /// [`Error::NotFound`], [`Error::PreconditionFailed`] (`If-Match`),
     /// [`Error::BadRequest`], [`Error::CrossPartition`], [`Error::TooLarge`].
-    pub fn replace_item(&mut self, id: &str, doc: Value, options: Option<&ItemOptions>) -> Result<Document> {
+    pub fn replace_item(
+        &mut self,
+        id: &str,
+        doc: Value,
+        options: Option<&ItemOptions>,
+    ) -> Result<Document> {
         let (doc_id, doc) = self.check(doc)?;
         if *doc_id != *id {
             return Err(Error::BadRequest(format!(
@@ -196,7 +232,9 @@ impl Txn {
     /// # Errors
     /// [`Error::NotFound`], [`Error::PreconditionFailed`].
     pub fn delete_item(&mut self, id: &str, options: Option<&ItemOptions>) -> Result<()> {
-        let Some(slot) = self.current(id) else { return Err(self.not_found(id)) };
+        let Some(slot) = self.current(id) else {
+            return Err(self.not_found(id));
+        };
         self.check_etag(id, Some(&slot.document), options)?;
         let seq = self.container.next_seq();
         let i = self.slot_for(id.into());
@@ -216,7 +254,15 @@ impl Txn {
     /// writes), [`Error::ReadOnly`] after an earlier failure. Nothing is
     /// published in either case.
     pub fn commit(self) -> Result<Option<Lsn>> {
-        let Txn { db, container, partition, base, writes, _writer, .. } = self;
+        let Txn {
+            db,
+            container,
+            partition,
+            base,
+            writes,
+            _writer,
+            ..
+        } = self;
         let changes: Vec<RecordChange> = writes
             .iter()
             .filter_map(|w| {
@@ -240,8 +286,15 @@ impl Txn {
             return Ok(None);
         }
         db.check_writable()?;
-        let record = CommitRecord { container: container.id.clone(), partition_key: partition.key.clone(), changes };
-        let lsn = db.storage.commit(record).inspect_err(|err| db.mark_failed(err))?;
+        let record = CommitRecord {
+            container: container.id.clone(),
+            partition_key: partition.key.clone(),
+            changes,
+        };
+        let lsn = db
+            .storage
+            .commit(record)
+            .inspect_err(|err| db.mark_failed(err))?;
         // Drop our reference to the old state first, so that when no reader
         // holds it either, the new state is built in place.
         drop(base);
@@ -284,11 +337,9 @@ impl Txn {
             }
         };
         validate_id(id).map_err(|e| Error::BadRequest(format!("{e} (container {container:?})")))?;
-        let key = self
-            .container
-            .path
-            .extract(&doc)
-            .map_err(|e| Error::BadRequest(format!("document {id:?} in container {container:?}: {e}")))?;
+        let key = self.container.path.extract(&doc).map_err(|e| {
+            Error::BadRequest(format!("document {id:?} in container {container:?}: {e}"))
+        })?;
         if key != self.partition.key {
             return Err(Error::CrossPartition {
                 container: container.clone(),
@@ -300,8 +351,15 @@ impl Txn {
         Ok((Arc::from(id.as_str()), doc))
     }
 
-    fn check_etag(&self, id: &str, current: Option<&Document>, options: Option<&ItemOptions>) -> Result<()> {
-        let Some(expected) = options.and_then(|o| o.if_match.as_deref()) else { return Ok(()) };
+    fn check_etag(
+        &self,
+        id: &str,
+        current: Option<&Document>,
+        options: Option<&ItemOptions>,
+    ) -> Result<()> {
+        let Some(expected) = options.and_then(|o| o.if_match.as_deref()) else {
+            return Ok(());
+        };
         let actual = current.map(Document::etag);
         if actual == Some(expected) {
             return Ok(());
@@ -338,7 +396,11 @@ impl Txn {
         let document = Document::new(doc);
         let i = self.slot_for(id);
         let write = &mut self.writes[i];
-        write.after = Some(Slot { rid, size, document: document.clone() });
+        write.after = Some(Slot {
+            rid,
+            size,
+            document: document.clone(),
+        });
         write.text = text;
         write.seq = seq;
         Ok(document)
@@ -346,14 +408,32 @@ impl Txn {
 
     /// The index of `id`'s entry in the write set, adding one if needed.
     fn slot_for(&mut self, id: Arc<str>) -> usize {
-        if let Some(&i) = self.index.get(&id) {
+        if let Some(i) = self.find(&id) {
             return i;
         }
-        let before = self.base.get(&id).map(|slot| slot.rid);
         let after = self.base.get(&id).cloned();
-        self.writes.push(Write { id: id.clone(), before, after, text: None, seq: 0 });
-        self.index.insert(id, self.writes.len() - 1);
-        self.writes.len() - 1
+        let before = after.as_ref().map(|slot| slot.rid);
+        self.writes.push(Write {
+            id,
+            before,
+            after,
+            text: None,
+            seq: 0,
+        });
+        let n = self.writes.len();
+        if n > SMALL_WRITE_SET {
+            if n == SMALL_WRITE_SET + 1 {
+                self.index = self
+                    .writes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, w)| (w.id.clone(), i))
+                    .collect();
+            } else {
+                self.index.insert(self.writes[n - 1].id.clone(), n - 1);
+            }
+        }
+        n - 1
     }
 
     fn not_found(&self, id: &str) -> Error {

@@ -96,7 +96,10 @@ pub struct HostError {
 impl HostError {
     /// Creates an error with a code and a message.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> HostError {
-        HostError { code, message: message.into() }
+        HostError {
+            code,
+            message: message.into(),
+        }
     }
 }
 

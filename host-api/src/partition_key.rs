@@ -48,7 +48,9 @@ pub enum PartitionKeyError {
         found: &'static str,
     },
     /// The text is not a one-element JSON array holding a key value.
-    #[error("invalid partition key {0:?}: expected a JSON array with one string, number, boolean or null, or [{{}}] for none")]
+    #[error(
+        "invalid partition key {0:?}: expected a JSON array with one string, number, boolean or null, or [{{}}] for none"
+    )]
     InvalidText(String),
 }
 
@@ -216,10 +218,16 @@ impl PartitionKeyPath {
         let invalid = || PartitionKeyError::InvalidPath(text.to_owned());
         let rest = text.strip_prefix('/').ok_or_else(invalid)?;
         let segments: Vec<String> = rest.split('/').map(str::to_owned).collect();
-        if segments.iter().any(|s| s.is_empty() || s.contains(['"', '\'', '[', ']', '*'])) {
+        if segments
+            .iter()
+            .any(|s| s.is_empty() || s.contains(['"', '\'', '[', ']', '*']))
+        {
             return Err(invalid());
         }
-        Ok(PartitionKeyPath { text: text.to_owned(), segments })
+        Ok(PartitionKeyPath {
+            text: text.to_owned(),
+            segments,
+        })
     }
 
     /// The path as written, such as `/postId`.
@@ -251,7 +259,10 @@ impl PartitionKeyPath {
             Value::Array(_) => "an array",
             scalar => return Ok(PartitionKey::from_value(scalar).unwrap_or(PartitionKey::Null)),
         };
-        Err(PartitionKeyError::InvalidValue { path: self.text.clone(), found })
+        Err(PartitionKeyError::InvalidValue {
+            path: self.text.clone(),
+            found,
+        })
     }
 }
 
@@ -280,7 +291,10 @@ mod tests {
             assert_eq!(key.to_json_array(), text);
             assert_eq!(PartitionKey::parse(text).unwrap(), key);
         }
-        assert_eq!(PartitionKey::parse(r#""p1""#).unwrap(), PartitionKey::from("p1"));
+        assert_eq!(
+            PartitionKey::parse(r#""p1""#).unwrap(),
+            PartitionKey::from("p1")
+        );
         assert_eq!(PartitionKey::parse("1.0").unwrap(), PartitionKey::from(1));
         assert_eq!(PartitionKey::parse("-0").unwrap(), PartitionKey::from(0));
         for bad in ["", "[", "[[1]]", r#"[{"a":1}]"#, "[1,2]", "[]", "{\"a\":1}"] {
@@ -311,10 +325,16 @@ mod tests {
     #[test]
     fn paths_extract_nested_values() {
         let path = PartitionKeyPath::parse("/a/b").unwrap();
-        assert_eq!(path.extract(&json!({"a": {"b": "x"}})).unwrap(), PartitionKey::from("x"));
+        assert_eq!(
+            path.extract(&json!({"a": {"b": "x"}})).unwrap(),
+            PartitionKey::from("x")
+        );
         assert_eq!(path.extract(&json!({"a": {}})).unwrap(), PartitionKey::None);
         assert_eq!(path.extract(&json!({"a": 1})).unwrap(), PartitionKey::None);
-        assert_eq!(path.extract(&json!({"a": {"b": null}})).unwrap(), PartitionKey::Null);
+        assert_eq!(
+            path.extract(&json!({"a": {"b": null}})).unwrap(),
+            PartitionKey::Null
+        );
         assert!(path.extract(&json!({"a": {"b": [1]}})).is_err());
         assert!(path.extract(&json!({"a": {"b": {}}})).is_err());
         for bad in ["", "postId", "/", "/a//b", "/a/"] {

@@ -15,7 +15,9 @@ use crate::error::Result;
 #[derive(Default)]
 pub struct MemoryStorage {
     /// Per container: the change log, whose entry `i` has LSN `i + 1`.
-    logs: Mutex<HashMap<String, Vec<Vec<Change>>>>,
+    /// Records are kept as committed and turned into [`Change`]s only when
+    /// read, so a commit costs no copying.
+    logs: Mutex<HashMap<String, Vec<CommitRecord>>>,
 }
 
 impl MemoryStorage {
@@ -37,34 +39,32 @@ impl Storage for MemoryStorage {
 
     fn commit(&self, record: CommitRecord) -> Result<Lsn> {
         let mut logs = self.logs.lock();
-        let log = logs.entry(record.container.to_string()).or_default();
-        let lsn = Lsn(log.len() as u64 + 1);
-        let partition_key = record.partition_key;
-        log.push(
-            record
-                .changes
-                .into_iter()
-                .map(|c| Change {
-                    lsn,
-                    partition_key: partition_key.clone(),
-                    id: c.id.to_string(),
-                    kind: c.kind,
-                    document: c.document,
-                })
-                .collect(),
-        );
-        Ok(lsn)
+        let log = match logs.get_mut(&*record.container) {
+            Some(log) => log,
+            None => logs.entry(record.container.to_string()).or_default(),
+        };
+        log.push(record);
+        Ok(Lsn(log.len() as u64))
     }
 
     fn read_changes(&self, container: &str, after: Lsn, max_changes: usize) -> Result<Vec<Change>> {
         let logs = self.logs.lock();
-        let Some(log) = logs.get(container) else { return Ok(Vec::new()) };
+        let Some(log) = logs.get(container) else {
+            return Ok(Vec::new());
+        };
         let mut res = Vec::new();
-        for txn in log.iter().skip(after.0 as usize) {
+        for (i, record) in log.iter().enumerate().skip(after.0 as usize) {
             if res.len() >= max_changes.max(1) {
                 break;
             }
-            res.extend(txn.iter().cloned());
+            let lsn = Lsn(i as u64 + 1);
+            res.extend(record.changes.iter().map(|c| Change {
+                lsn,
+                partition_key: record.partition_key.clone(),
+                id: c.id.to_string(),
+                kind: c.kind,
+                document: c.document.clone(),
+            }));
         }
         Ok(res)
     }

@@ -118,7 +118,10 @@ impl SqliteStorage {
         writer
             .busy_timeout(Duration::from_secs(10))
             .map_err(|e| Error::storage("configure sqlite", e))?;
-        let next_lsn = max_per_container(&writer, "SELECT container, MAX(lsn) FROM changes GROUP BY container")?;
+        let next_lsn = max_per_container(
+            &writer,
+            "SELECT container, MAX(lsn) FROM changes GROUP BY container",
+        )?;
 
         let reader = Connection::open(path).map_err(|e| Error::storage("open sqlite", e))?;
         reader
@@ -130,7 +133,11 @@ impl SqliteStorage {
             .name("partita-committer".to_owned())
             .spawn(move || run_committer(writer, receiver, next_lsn))
             .map_err(|e| Error::storage("start committer thread", e))?;
-        Ok(SqliteStorage { sender: Some(sender), committer: Some(committer), reader: Mutex::new(reader) })
+        Ok(SqliteStorage {
+            sender: Some(sender),
+            committer: Some(committer),
+            reader: Mutex::new(reader),
+        })
     }
 
     fn send(&self, request: Request) {
@@ -152,7 +159,11 @@ impl Drop for SqliteStorage {
 }
 
 fn wait<T>(reply: mpsc::Receiver<Result<T>>) -> Result<T> {
-    reply.recv().unwrap_or_else(|_| Err(Error::Storage("the committer thread has stopped".to_owned())))
+    reply.recv().unwrap_or_else(|_| {
+        Err(Error::Storage(
+            "the committer thread has stopped".to_owned(),
+        ))
+    })
 }
 
 impl Storage for SqliteStorage {
@@ -160,7 +171,9 @@ impl Storage for SqliteStorage {
         let conn = self.reader.lock();
         let bad = |e: rusqlite::Error| Error::storage("load", e);
         let mut containers: Vec<LoadedContainer> = conn
-            .prepare("SELECT id, ordinal, pk_path, physical_partitions FROM containers ORDER BY ordinal")
+            .prepare(
+                "SELECT id, ordinal, pk_path, physical_partitions FROM containers ORDER BY ordinal",
+            )
             .map_err(bad)?
             .query_map([], |row| {
                 Ok(LoadedContainer {
@@ -177,13 +190,21 @@ impl Storage for SqliteStorage {
             .map_err(bad)?
             .collect::<rusqlite::Result<_>>()
             .map_err(bad)?;
-        let max_seq = max_per_container(&conn, "SELECT container, MAX(seq) FROM changes GROUP BY container")?;
-        let index: HashMap<String, usize> =
-            containers.iter().enumerate().map(|(i, c)| (c.meta.id.clone(), i)).collect();
+        let max_seq = max_per_container(
+            &conn,
+            "SELECT container, MAX(seq) FROM changes GROUP BY container",
+        )?;
+        let index: HashMap<String, usize> = containers
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.meta.id.clone(), i))
+            .collect();
         for c in &mut containers {
             c.max_seq = max_seq.get(&c.meta.id).copied().unwrap_or(0);
         }
-        let mut stmt = conn.prepare("SELECT container, pk, id, rid, body FROM docs").map_err(bad)?;
+        let mut stmt = conn
+            .prepare("SELECT container, pk, id, rid, body FROM docs")
+            .map_err(bad)?;
         let mut rows = stmt.query([]).map_err(bad)?;
         while let Some(row) = rows.next().map_err(bad)? {
             let container: String = row.get(0).map_err(bad)?;
@@ -192,11 +213,16 @@ impl Storage for SqliteStorage {
             let rid: i64 = row.get(3).map_err(bad)?;
             let body: String = row.get(4).map_err(bad)?;
             let corrupt = |what: &str| {
-                Error::Storage(format!("corrupt row in docs: container {container:?}, pk {pk}, id {id:?}: {what}"))
+                Error::Storage(format!(
+                    "corrupt row in docs: container {container:?}, pk {pk}, id {id:?}: {what}"
+                ))
             };
-            let &i = index.get(&container).ok_or_else(|| corrupt("unknown container"))?;
+            let &i = index
+                .get(&container)
+                .ok_or_else(|| corrupt("unknown container"))?;
             let partition_key = PartitionKey::parse(&pk).map_err(|e| corrupt(&e.to_string()))?;
-            let value: serde_json::Value = serde_json::from_str(&body).map_err(|e| corrupt(&e.to_string()))?;
+            let value: serde_json::Value =
+                serde_json::from_str(&body).map_err(|e| corrupt(&e.to_string()))?;
             let c = &mut containers[i];
             c.max_seq = c.max_seq.max(rid as u64);
             c.documents.push(LoadedDocument {
@@ -229,7 +255,9 @@ impl Storage for SqliteStorage {
                 "SELECT lsn, pk, id, op, body FROM changes WHERE container = ?1 AND lsn > ?2 ORDER BY lsn, idx",
             )
             .map_err(bad)?;
-        let mut rows = stmt.query(params![container, after.0 as i64]).map_err(bad)?;
+        let mut rows = stmt
+            .query(params![container, after.0 as i64])
+            .map_err(bad)?;
         let mut res: Vec<Change> = Vec::new();
         while let Some(row) = rows.next().map_err(bad)? {
             let lsn = Lsn(row.get::<_, i64>(0).map_err(bad)? as u64);
@@ -239,16 +267,23 @@ impl Storage for SqliteStorage {
             let pk: String = row.get(1).map_err(bad)?;
             let op: String = row.get(3).map_err(bad)?;
             let body: Option<String> = row.get(4).map_err(bad)?;
-            let corrupt = |what: String| Error::Storage(format!("corrupt change log entry {lsn} of {container:?}: {what}"));
+            let corrupt = |what: String| {
+                Error::Storage(format!(
+                    "corrupt change log entry {lsn} of {container:?}: {what}"
+                ))
+            };
             let document = match body {
-                Some(text) => Some(Document::new(serde_json::from_str(&text).map_err(|e| corrupt(e.to_string()))?)),
+                Some(text) => Some(Document::new(
+                    serde_json::from_str(&text).map_err(|e| corrupt(e.to_string()))?,
+                )),
                 None => None,
             };
             res.push(Change {
                 lsn,
                 partition_key: PartitionKey::parse(&pk).map_err(|e| corrupt(e.to_string()))?,
                 id: row.get(2).map_err(bad)?,
-                kind: ChangeKind::parse(&op).ok_or_else(|| corrupt(format!("unknown op {op:?}")))?,
+                kind: ChangeKind::parse(&op)
+                    .ok_or_else(|| corrupt(format!("unknown op {op:?}")))?,
                 document,
             });
         }
@@ -264,7 +299,9 @@ fn max_per_container(conn: &Connection, sql: &str) -> Result<HashMap<String, u64
     let bad = |e: rusqlite::Error| Error::storage("load", e);
     let mut stmt = conn.prepare(sql).map_err(bad)?;
     let rows = stmt
-        .query_map([], |row| Ok((row.get::<_, String>(0)?, row.get::<_, Option<i64>>(1)?)))
+        .query_map([], |row| {
+            Ok((row.get::<_, String>(0)?, row.get::<_, Option<i64>>(1)?))
+        })
         .map_err(bad)?;
     let mut res = HashMap::new();
     for row in rows {
@@ -276,7 +313,11 @@ fn max_per_container(conn: &Connection, sql: &str) -> Result<HashMap<String, u64
 
 /// The committer thread: drains the queue in batches, one SQLite transaction
 /// and one fsync per batch.
-fn run_committer(mut conn: Connection, queue: mpsc::Receiver<Request>, mut next_lsn: HashMap<String, u64>) {
+fn run_committer(
+    mut conn: Connection,
+    queue: mpsc::Receiver<Request>,
+    mut next_lsn: HashMap<String, u64>,
+) {
     let mut failed: Option<String> = None;
     while let Ok(first) = queue.recv() {
         let mut batch = vec![first];
@@ -317,7 +358,11 @@ fn run_committer(mut conn: Connection, queue: mpsc::Receiver<Request>, mut next_
 
 /// Writes a batch in one transaction. Returns each request's LSN (zero for
 /// container creations).
-fn write_batch(conn: &mut Connection, batch: &[Request], next_lsn: &HashMap<String, u64>) -> Result<Vec<Lsn>> {
+fn write_batch(
+    conn: &mut Connection,
+    batch: &[Request],
+    next_lsn: &HashMap<String, u64>,
+) -> Result<Vec<Lsn>> {
     let bad = |e: rusqlite::Error| Error::storage("commit", e);
     let tx = conn.transaction().map_err(bad)?;
     let mut staged: HashMap<&str, u64> = HashMap::new();
@@ -328,8 +373,9 @@ fn write_batch(conn: &mut Connection, batch: &[Request], next_lsn: &HashMap<Stri
                 "INSERT OR REPLACE INTO docs (container, pk, id, rid, body, etag, ts) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             )
             .map_err(bad)?;
-        let mut delete_doc =
-            tx.prepare_cached("DELETE FROM docs WHERE container = ?1 AND pk = ?2 AND id = ?3").map_err(bad)?;
+        let mut delete_doc = tx
+            .prepare_cached("DELETE FROM docs WHERE container = ?1 AND pk = ?2 AND id = ?3")
+            .map_err(bad)?;
         let mut log = tx
             .prepare_cached(
                 "INSERT INTO changes (container, lsn, idx, pk, id, op, seq, rid, body, ts) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
@@ -339,7 +385,9 @@ fn write_batch(conn: &mut Connection, batch: &[Request], next_lsn: &HashMap<Stri
             let record = match request {
                 Request::CreateContainer(meta, _) => {
                     let exists: Option<i64> = tx
-                        .query_row("SELECT 1 FROM containers WHERE id = ?1", [&meta.id], |r| r.get(0))
+                        .query_row("SELECT 1 FROM containers WHERE id = ?1", [&meta.id], |r| {
+                            r.get(0)
+                        })
                         .optional()
                         .map_err(bad)?;
                     if exists.is_none() {
@@ -355,7 +403,9 @@ fn write_batch(conn: &mut Connection, batch: &[Request], next_lsn: &HashMap<Stri
                 Request::Commit(record, _) => record,
             };
             let container: &str = &record.container;
-            let last = staged.entry(container).or_insert_with(|| next_lsn.get(container).copied().unwrap_or(0));
+            let last = staged
+                .entry(container)
+                .or_insert_with(|| next_lsn.get(container).copied().unwrap_or(0));
             *last += 1;
             let lsn = *last as i64;
             let pk = record.partition_key.to_json_array();
@@ -369,11 +419,21 @@ fn write_batch(conn: &mut Connection, batch: &[Request], next_lsn: &HashMap<Stri
                 match (&change.document, &text) {
                     (Some(doc), Some(text)) => {
                         put_doc
-                            .execute(params![container, pk, &*change.id, change.rid as i64, text, doc.etag(), ts])
+                            .execute(params![
+                                container,
+                                pk,
+                                &*change.id,
+                                change.rid as i64,
+                                text,
+                                doc.etag(),
+                                ts
+                            ])
                             .map_err(bad)?;
                     }
                     _ => {
-                        delete_doc.execute(params![container, pk, &*change.id]).map_err(bad)?;
+                        delete_doc
+                            .execute(params![container, pk, &*change.id])
+                            .map_err(bad)?;
                     }
                 }
                 log.execute(params![
