@@ -26,5 +26,7 @@ pub mod blog;
 
 pub use engine::{
     Change, ChangeKind, Container, ContainerProperties, Database, Document, Durability, Error,
-    ErrorCode, FeedOptions, FeedPage, ItemOptions, Lsn, Options, PartitionKey, Result, Txn,
+    ErrorCode, FeedOptions, FeedPage, ItemOptions, Lsn, Options, PartitionKey, QueryItemsOptions,
+    QueryPage, Result, Script, ScriptKind, ScriptLanguage, ScriptProperties, TriggerOperation,
+    TriggerType, Txn,
 };

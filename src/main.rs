@@ -1,17 +1,32 @@
-//! The `partita` command line.
+//! The `partita` command line: JSON in, JSON out.
 //!
-//! `partita demo` runs the blog workload's createComment transaction from
-//! several threads against an embedded database (in memory by default, or a
-//! durable data directory with `--data`), checks the workload's invariant on
-//! every post, and prints a JSON report.
+//! Every command opens the database (`--data DIR`, default `./partita-data`,
+//! or `--in-memory`), does one thing and prints its response as JSON on
+//! stdout. A failure prints `{"status": …, "substatus": …, "message": …}` on
+//! stderr and exits with status 1 (2 for usage errors).
+//!
+//! ```text
+//! partita container create posts --pk /postId
+//! partita item create posts --pk p1 --body '{"id":"p1","postId":"p1","commentCount":0}'
+//! partita item read posts --pk p1 --id p1
+//! partita query posts 'SELECT * FROM c WHERE c.commentCount > @n' --param n=0
+//! partita changes posts --from-lsn 0
+//! partita demo
+//! ```
 
+mod demo;
+
+use std::io::Write;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::process::ExitCode;
 
-use anyhow::{Context, ensure};
-use clap::{Parser, Subcommand};
-use partita::{Database, Lsn, blog};
-use serde_json::json;
+use clap::error::ErrorKind;
+use clap::{Args, Parser, Subcommand};
+use partita::{
+    ContainerProperties, Database, Error, ItemOptions, Lsn, PartitionKey, QueryItemsOptions,
+    Script, ScriptKind, ScriptLanguage, ScriptProperties, TriggerOperation, TriggerType,
+};
+use serde_json::{Map, Value, json};
 
 #[derive(Parser)]
 #[command(
@@ -20,118 +35,521 @@ use serde_json::json;
     about = "Partitioned, transactional JSON documents with stored procedures"
 )]
 struct Cli {
+    /// Data directory of the durable database.
+    #[arg(long, global = true, value_name = "DIR")]
+    data: Option<PathBuf>,
+    /// Use a throwaway in-memory database instead of a data directory.
+    #[arg(long, global = true, conflicts_with = "data")]
+    in_memory: bool,
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run the blog workload (createComment) and print a JSON report.
-    Demo {
-        /// Durable data directory; in memory when absent.
+    /// Create or list containers.
+    #[command(subcommand)]
+    Container(ContainerCommand),
+    /// Point operations on documents.
+    #[command(subcommand)]
+    Item(ItemCommand),
+    /// Run a Cosmos SQL query.
+    #[command(after_help = "Example: partita query posts 'SELECT VALUE COUNT(1) FROM c' --pk p1")]
+    Query {
+        /// The container.
+        container: String,
+        /// The SQL text.
+        sql: String,
+        #[command(flatten)]
+        pk: OptionalPk,
+        /// A parameter as NAME=JSON (the @ is optional); repeatable.
+        #[arg(long = "param", value_name = "NAME=JSON")]
+        params: Vec<String>,
+        /// The most items in the page.
         #[arg(long)]
-        data: Option<PathBuf>,
-        /// Number of posts, each its own logical partition.
-        #[arg(long, default_value_t = 100)]
-        posts: u64,
-        /// Number of comments to create, spread over the posts.
-        #[arg(long, default_value_t = 20_000)]
-        comments: u64,
-        /// Concurrent callers.
+        max_items: Option<usize>,
+        /// The continuation token of the previous page.
+        #[arg(long)]
+        continuation: Option<String>,
+    },
+    /// Manage stored procedures.
+    #[command(subcommand)]
+    Sproc(ScriptCommand),
+    /// Manage triggers (`--type pre|post --operation all|create|replace|delete|upsert`).
+    #[command(subcommand)]
+    Trigger(ScriptCommand),
+    /// Manage user-defined functions.
+    #[command(subcommand)]
+    Udf(ScriptCommand),
+    /// Read a container's change feed.
+    #[command(after_help = "Example: partita changes posts --from-lsn 0 --max-items 100")]
+    Changes {
+        /// The container.
+        container: String,
+        /// Changes after this LSN (0: from the beginning).
+        #[arg(long, default_value_t = 0)]
+        from_lsn: u64,
+        /// The most changes (whole transactions are never split).
+        #[arg(long, default_value_t = 1000)]
+        max_items: usize,
+    },
+    /// Run the blog workload's createComment natively and print a report.
+    #[command(after_help = "Example: partita demo --comments 20000 --threads 4")]
+    Demo(demo::DemoArgs),
+}
+
+#[derive(Subcommand)]
+enum ContainerCommand {
+    /// Create a container.
+    #[command(after_help = "Example: partita container create posts --pk /postId")]
+    Create {
+        /// The container id.
+        name: String,
+        /// The partition-key path.
+        #[arg(long)]
+        pk: String,
+        /// Physical partitions to hash logical partitions onto.
         #[arg(long, default_value_t = 4)]
-        threads: u64,
+        physical_partitions: u32,
+    },
+    /// List containers.
+    List,
+}
+
+/// The partition key of a request: `--pk` (a string), `--pk-json` (any JSON
+/// key value) or `--pk-none` (documents without the key property).
+#[derive(Args)]
+#[group(required = true, multiple = false)]
+struct Pk {
+    /// The partition-key value, as a string.
+    #[arg(long)]
+    pk: Option<String>,
+    /// The partition-key value as JSON (a number, boolean, null or string).
+    #[arg(long, value_name = "JSON")]
+    pk_json: Option<String>,
+    /// The partition of documents that lack the key property.
+    #[arg(long)]
+    pk_none: bool,
+}
+
+/// Like [`Pk`], but optional (queries fan out without one).
+#[derive(Args)]
+#[group(required = false, multiple = false)]
+struct OptionalPk {
+    /// Run in the logical partition with this string key.
+    #[arg(long)]
+    pk: Option<String>,
+    /// Run in the logical partition with this JSON key.
+    #[arg(long, value_name = "JSON")]
+    pk_json: Option<String>,
+    /// Run in the partition of documents that lack the key property.
+    #[arg(long)]
+    pk_none: bool,
+}
+
+fn partition_key(
+    pk: Option<String>,
+    pk_json: Option<String>,
+    pk_none: bool,
+) -> Result<Option<PartitionKey>, Error> {
+    Ok(match (pk, pk_json) {
+        (Some(s), _) => Some(PartitionKey::String(s)),
+        (None, Some(text)) => {
+            Some(PartitionKey::parse(&text).map_err(|e| Error::BadRequest(e.to_string()))?)
+        }
+        (None, None) if pk_none => Some(PartitionKey::None),
+        (None, None) => None,
+    })
+}
+
+impl Pk {
+    fn key(self) -> Result<PartitionKey, Error> {
+        partition_key(self.pk, self.pk_json, self.pk_none)
+            .map(|k| k.expect("clap requires one of --pk, --pk-json, --pk-none"))
+    }
+}
+
+#[derive(Subcommand)]
+enum ScriptCommand {
+    /// Store a new script from a file (`.js`).
+    #[command(
+        after_help = "Example: partita sproc create posts createComment sprocs/js/createComment.js"
+    )]
+    Create(ScriptArgs),
+    /// Replace a script; the next call uses the new version.
+    Replace(ScriptArgs),
+    /// Delete a script.
+    Delete {
+        /// The container.
+        container: String,
+        /// The script id.
+        id: String,
+    },
+    /// Show a script.
+    Read {
+        /// The container.
+        container: String,
+        /// The script id.
+        id: String,
+    },
+    /// List a container's scripts of this kind.
+    List {
+        /// The container.
+        container: String,
     },
 }
 
-fn main() -> anyhow::Result<()> {
-    match Cli::parse().command {
-        Command::Demo {
-            data,
-            posts,
-            comments,
-            threads,
-        } => demo(data, posts, comments, threads),
+#[derive(Args)]
+struct ScriptArgs {
+    /// The container.
+    container: String,
+    /// The script id.
+    id: String,
+    /// The script file: `.js` (JavaScript).
+    file: PathBuf,
+    /// Triggers only: `pre` or `post`.
+    #[arg(long = "type")]
+    trigger_type: Option<TriggerType>,
+    /// Triggers only: `all`, `create`, `replace`, `delete` or `upsert`.
+    #[arg(long)]
+    operation: Option<TriggerOperation>,
+}
+
+#[derive(Subcommand)]
+enum ItemCommand {
+    /// Create a document.
+    #[command(
+        after_help = "Example: partita item create posts --pk p1 --body '{\"id\":\"p1\",\"postId\":\"p1\"}'"
+    )]
+    Create(WriteArgs),
+    /// Create or replace a document.
+    Upsert(WriteArgs),
+    /// Replace a document (its id is taken from the body).
+    Replace(WriteArgs),
+    /// Read a document.
+    #[command(after_help = "Example: partita item read posts --pk p1 --id p1")]
+    Read {
+        /// The container.
+        container: String,
+        #[command(flatten)]
+        pk: Pk,
+        /// The document id.
+        #[arg(long)]
+        id: String,
+    },
+    /// Delete a document.
+    Delete {
+        /// The container.
+        container: String,
+        #[command(flatten)]
+        pk: Pk,
+        /// The document id.
+        #[arg(long)]
+        id: String,
+        /// Only if the document's etag is this.
+        #[arg(long)]
+        if_match: Option<String>,
+    },
+}
+
+#[derive(Args)]
+struct WriteArgs {
+    /// The container.
+    container: String,
+    #[command(flatten)]
+    pk: Pk,
+    /// The document, as JSON.
+    #[arg(long)]
+    body: String,
+    /// Only if the document's etag is this (replace, upsert).
+    #[arg(long)]
+    if_match: Option<String>,
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err)
+            if matches!(
+                err.kind(),
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
+            ) =>
+        {
+            err.exit()
+        }
+        Err(err) => {
+            // Usage errors are JSON too, with clap's explanation as the message.
+            let message = err.to_string().trim().to_owned();
+            let _ = writeln!(
+                std::io::stderr(),
+                "{}",
+                json!({"status": 400, "substatus": 0, "message": message})
+            );
+            return ExitCode::from(2);
+        }
+    };
+    match run(cli) {
+        Ok(response) => {
+            let text =
+                serde_json::to_string_pretty(&response).unwrap_or_else(|_| response.to_string());
+            // A closed pipe (`partita … | head`) is not an error worth a panic.
+            let _ = writeln!(std::io::stdout(), "{text}");
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            let (status, message) = match err.downcast_ref::<Error>() {
+                Some(e) => (e.status(), e.to_string()),
+                None => (400, format!("{err:#}")),
+            };
+            let _ = writeln!(
+                std::io::stderr(),
+                "{}",
+                json!({"status": status, "substatus": 0, "message": message})
+            );
+            ExitCode::FAILURE
+        }
     }
 }
 
-fn demo(data: Option<PathBuf>, n_posts: u64, n_comments: u64, threads: u64) -> anyhow::Result<()> {
-    ensure!(
-        n_posts > 0 && threads > 0,
-        "--posts and --threads must be at least 1"
-    );
-    let db = match &data {
-        Some(dir) => Database::open(dir).with_context(|| format!("open {}", dir.display()))?,
-        None => Database::in_memory(),
-    };
-    let posts = db.create_container_if_not_exists("posts", "/postId")?;
-    let run = posts
-        .read_changes(Lsn::ZERO, usize::MAX)?
-        .last()
-        .map_or(0, |c| c.lsn.0);
-    for p in 0..n_posts {
-        let id = format!("post-{p}");
-        if posts.read_item(id.as_str(), &id).is_err() {
-            posts.create_item(
-                id.as_str(),
-                blog::post(&id, &format!("u{}", p % 10), p),
-                None,
-            )?;
+fn open(cli_data: Option<PathBuf>, in_memory: bool) -> anyhow::Result<Database> {
+    if in_memory {
+        return Ok(Database::in_memory());
+    }
+    Ok(Database::open(
+        cli_data.unwrap_or_else(|| PathBuf::from("partita-data")),
+    )?)
+}
+
+fn run(cli: Cli) -> anyhow::Result<Value> {
+    if let Command::Demo(args) = cli.command {
+        // The demo runs in memory unless a data directory is named.
+        let db = if cli.in_memory || cli.data.is_none() {
+            Database::in_memory()
+        } else {
+            open(cli.data, false)?
+        };
+        return demo::run(&db, &args);
+    }
+    let db = open(cli.data, cli.in_memory)?;
+    Ok(match cli.command {
+        Command::Demo(_) => unreachable!("handled above"),
+        Command::Container(ContainerCommand::Create {
+            name,
+            pk,
+            physical_partitions,
+        }) => {
+            let mut props = ContainerProperties::new(name, pk);
+            props.physical_partitions = physical_partitions;
+            let container = db.create_container_with(props)?;
+            container_json(&container.properties())
         }
-    }
-
-    let started = Instant::now();
-    let mut latencies: Vec<Duration> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                let posts = posts.clone();
-                s.spawn(move || -> anyhow::Result<Vec<Duration>> {
-                    let mut latencies = Vec::new();
-                    for i in (t..n_comments).step_by(threads as usize) {
-                        let post_id = format!("post-{}", i % n_posts);
-                        let comment = json!({"id": format!("c{run}-{i}"), "userId": "u1", "content": "Nice post!"});
-                        let begin = Instant::now();
-                        blog::create_comment(&posts, &post_id, comment)?;
-                        latencies.push(begin.elapsed());
-                    }
-                    Ok(latencies)
-                })
+        Command::Container(ContainerCommand::List) => {
+            Value::Array(db.containers().iter().map(container_json).collect())
+        }
+        Command::Item(ItemCommand::Create(args)) => {
+            let body = parse_json("--body", &args.body)?;
+            db.container(&args.container)?
+                .create_item(args.pk.key()?, body, None)?
+                .into_value()
+        }
+        Command::Item(ItemCommand::Upsert(args)) => {
+            let body = parse_json("--body", &args.body)?;
+            let options = args.if_match.map(ItemOptions::if_match);
+            db.container(&args.container)?
+                .upsert_item(args.pk.key()?, body, options.as_ref())?
+                .into_value()
+        }
+        Command::Item(ItemCommand::Replace(args)) => {
+            let body = parse_json("--body", &args.body)?;
+            let id = body
+                .get("id")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .ok_or_else(|| {
+                    Error::BadRequest(
+                        "--body must be a JSON object with a string \"id\"".to_owned(),
+                    )
+                })?;
+            let options = args.if_match.map(ItemOptions::if_match);
+            db.container(&args.container)?
+                .replace_item(args.pk.key()?, &id, body, options.as_ref())?
+                .into_value()
+        }
+        Command::Item(ItemCommand::Read { container, pk, id }) => db
+            .container(&container)?
+            .read_item(pk.key()?, &id)?
+            .into_value(),
+        Command::Item(ItemCommand::Delete {
+            container,
+            pk,
+            id,
+            if_match,
+        }) => {
+            let options = if_match.map(ItemOptions::if_match);
+            db.container(&container)?
+                .delete_item(pk.key()?, &id, options.as_ref())?;
+            json!({"deleted": id})
+        }
+        Command::Query {
+            container,
+            sql,
+            pk,
+            params,
+            max_items,
+            continuation,
+        } => {
+            let options = QueryItemsOptions {
+                partition_key: partition_key(pk.pk, pk.pk_json, pk.pk_none)?,
+                max_item_count: max_items,
+                continuation,
+            };
+            let page =
+                db.container(&container)?
+                    .query_items(&sql, &parse_params(&params)?, &options)?;
+            json!({
+                "items": page.items,
+                "continuation": page.continuation,
+                "stats": {
+                    "docs_scanned": page.stats.docs_scanned,
+                    "docs_returned": page.stats.docs_returned,
+                    "bytes_read": page.stats.bytes_read,
+                },
             })
-            .collect();
-        handles.into_iter().map(|h| h.join().expect("worker panicked")).collect::<anyhow::Result<Vec<_>>>()
-    })?
-    .into_iter()
-    .flatten()
-    .collect();
-    let elapsed = started.elapsed();
-    latencies.sort();
+        }
+        Command::Sproc(command) => script_command(&db, ScriptKind::StoredProcedure, command)?,
+        Command::Trigger(command) => script_command(&db, ScriptKind::Trigger, command)?,
+        Command::Udf(command) => script_command(&db, ScriptKind::UserDefinedFunction, command)?,
+        Command::Changes {
+            container,
+            from_lsn,
+            max_items,
+        } => {
+            let changes = db
+                .container(&container)?
+                .read_changes(Lsn(from_lsn), max_items)?;
+            let last = changes.last().map_or(from_lsn, |c| c.lsn.0);
+            let items: Vec<Value> = changes
+                .into_iter()
+                .map(|c| {
+                    json!({
+                        "lsn": c.lsn.0,
+                        "partitionKey": c.partition_key.to_value(),
+                        "id": c.id,
+                        "operation": c.kind.as_str(),
+                        "document": c.document.map(|d| d.into_value()),
+                    })
+                })
+                .collect();
+            json!({"changes": items, "lastLsn": last})
+        }
+    })
+}
 
-    let mut checked = 0;
-    for p in 0..n_posts {
-        let id = format!("post-{p}");
-        let (count, comments) = blog::comment_counts(&posts, &id)?;
-        ensure!(
-            count == comments,
-            "invariant violated on {id}: commentCount {count}, {comments} comments"
-        );
-        checked += 1;
+fn script_command(
+    db: &Database,
+    kind: ScriptKind,
+    command: ScriptCommand,
+) -> anyhow::Result<Value> {
+    Ok(match command {
+        ScriptCommand::Create(args) => script_json(
+            &db.container(&args.container)?
+                .create_script(script_props(kind, args)?)?,
+        ),
+        ScriptCommand::Replace(args) => script_json(
+            &db.container(&args.container)?
+                .replace_script(script_props(kind, args)?)?,
+        ),
+        ScriptCommand::Delete { container, id } => {
+            db.container(&container)?.delete_script(kind, &id)?;
+            json!({"deleted": id})
+        }
+        ScriptCommand::Read { container, id } => {
+            script_json(&db.container(&container)?.read_script(kind, &id)?)
+        }
+        ScriptCommand::List { container } => Value::Array(
+            db.container(&container)?
+                .list_scripts(kind)
+                .iter()
+                .map(script_json)
+                .collect(),
+        ),
+    })
+}
+
+fn script_props(kind: ScriptKind, args: ScriptArgs) -> Result<ScriptProperties, Error> {
+    let extension = args
+        .file
+        .extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    if extension != "js" {
+        return Err(Error::BadRequest(format!(
+            "{}: only JavaScript (.js) scripts are supported so far",
+            args.file.display()
+        )));
     }
-    let percentile = |q: f64| {
-        latencies
-            .get(((latencies.len() as f64 - 1.0) * q) as usize)
-            .map_or(0.0, |d| d.as_secs_f64() * 1e6)
-    };
-    let report = json!({
-        "workload": "createComment (native Rust transaction)",
-        "storage": data.as_ref().map_or("in memory".to_owned(), |d| format!("durable, {}", d.display())),
-        "posts": n_posts,
-        "comments_created": latencies.len(),
-        "threads": threads,
-        "seconds": elapsed.as_secs_f64(),
-        "transactions_per_second": latencies.len() as f64 / elapsed.as_secs_f64(),
-        "latency_us": {"p50": percentile(0.5), "p99": percentile(0.99)},
-        "invariant": format!("commentCount equals the number of comments on all {checked} posts"),
-        "change_log_entries": posts.read_changes(Lsn::ZERO, usize::MAX)?.len(),
+    let body = std::fs::read(&args.file)
+        .map_err(|e| Error::BadRequest(format!("cannot read {}: {e}", args.file.display())))?;
+    if kind != ScriptKind::Trigger && (args.trigger_type.is_some() || args.operation.is_some()) {
+        return Err(Error::BadRequest(
+            "--type and --operation apply to triggers only".to_owned(),
+        ));
+    }
+    Ok(ScriptProperties {
+        id: args.id,
+        kind,
+        language: ScriptLanguage::JavaScript,
+        body,
+        trigger_type: args.trigger_type,
+        trigger_operation: args.operation,
+    })
+}
+
+fn script_json(script: &Script) -> Value {
+    let mut res = json!({
+        "id": script.id,
+        "body": String::from_utf8_lossy(&script.body),
+        "language": match script.language {
+            ScriptLanguage::JavaScript => "javascript",
+            ScriptLanguage::Wasm => "wasm",
+        },
+        "_version": script.version,
+        "_ts": script.ts,
     });
-    println!("{}", serde_json::to_string_pretty(&report)?);
-    Ok(())
+    if let (Some(t), Some(o)) = (script.trigger_type, script.trigger_operation) {
+        res["triggerType"] = json!(t.to_string());
+        res["triggerOperation"] = json!(o.to_string());
+    }
+    res
+}
+
+fn container_json(props: &ContainerProperties) -> Value {
+    json!({
+        "id": props.id,
+        "partitionKey": {"paths": [props.partition_key_path], "kind": "Hash"},
+        "physicalPartitions": props.physical_partitions,
+    })
+}
+
+fn parse_json(what: &str, text: &str) -> Result<Value, Error> {
+    serde_json::from_str(text)
+        .map_err(|e| Error::BadRequest(format!("{what} is not valid JSON: {e}")))
+}
+
+/// `NAME=JSON` pairs into query parameters, `@` added when missing.
+fn parse_params(pairs: &[String]) -> Result<Map<String, Value>, Error> {
+    let mut params = Map::new();
+    for pair in pairs {
+        let (name, value) = pair.split_once('=').ok_or_else(|| {
+            Error::BadRequest(format!("--param {pair:?} is not of the form NAME=JSON"))
+        })?;
+        let name = if name.starts_with('@') {
+            name.to_owned()
+        } else {
+            format!("@{name}")
+        };
+        params.insert(name, parse_json(&format!("--param {pair:?}"), value)?);
+    }
+    Ok(params)
 }

@@ -174,3 +174,26 @@ fn check(dir: &std::path::Path, acked: &BTreeSet<u64>) -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+#[test]
+fn a_second_process_cannot_open_a_data_directory_in_use() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_crash-writer"))
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
+    let mut line = String::new();
+    stdout.read_line(&mut line)?; // the child holds the directory once it commits
+    let refused = Database::open(dir.path()).expect_err("the directory is in use");
+    assert!(matches!(refused, engine::Error::Locked { .. }), "{refused}");
+    assert!(
+        refused.to_string().contains("in use by another process"),
+        "{refused}"
+    );
+    child.kill()?;
+    child.wait()?;
+    Database::open(dir.path())?; // the lock died with the process
+    Ok(())
+}

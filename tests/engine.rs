@@ -8,11 +8,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use engine::storage::{
-    Change, CommitRecord, ContainerMeta, LoadedContainer, Lsn, MemoryStorage, Storage,
+    Change, CommitRecord, ContainerMeta, LoadedContainer, Lsn, MemoryStorage, ScriptRecord, Storage,
 };
 use engine::{
     ChangeKind, ContainerProperties, Database, Durability, Error, ErrorCode, FeedOptions,
-    ItemOptions, Options, PartitionKey,
+    ItemOptions, Options, PartitionKey, ScriptKind, ScriptProperties, TriggerOperation,
+    TriggerType,
 };
 use serde_json::{Value, json};
 
@@ -723,6 +724,12 @@ impl Storage for FailingStorage {
     fn create_container(&self, meta: &ContainerMeta) -> engine::Result<()> {
         self.inner.create_container(meta)
     }
+    fn put_script(&self, script: &ScriptRecord) -> engine::Result<()> {
+        self.inner.put_script(script)
+    }
+    fn delete_script(&self, container: &str, kind: ScriptKind, id: &str) -> engine::Result<()> {
+        self.inner.delete_script(container, kind, id)
+    }
     fn commit(&self, record: CommitRecord) -> engine::Result<Lsn> {
         if self.commits.fetch_add(1, Ordering::SeqCst) + 1 >= self.fail_at {
             return Err(Error::Storage(
@@ -784,5 +791,127 @@ fn documents_are_shared_not_copied_by_reads() -> Result {
     let value: Value = a.into_value();
     assert_eq!(value["id"], "p1");
     let _ = Arc::new(b);
+    Ok(())
+}
+
+#[test]
+fn scripts_are_stored_versioned_and_durable() -> Result {
+    let dir = tempfile::tempdir()?;
+    let (v1, in_flight);
+    {
+        let db = Database::open(dir.path())?;
+        let posts = posts(&db);
+        v1 = posts.create_script(ScriptProperties::stored_procedure(
+            "createComment",
+            "function f() {}",
+        ))?;
+        assert_eq!(v1.kind, ScriptKind::StoredProcedure);
+        assert_eq!(
+            status(
+                posts
+                    .create_script(ScriptProperties::stored_procedure(
+                        "createComment",
+                        "function g() {}"
+                    ))
+                    .unwrap_err()
+            ),
+            409
+        );
+        in_flight = posts.read_script(ScriptKind::StoredProcedure, "createComment")?;
+        let v2 = posts.replace_script(ScriptProperties::stored_procedure(
+            "createComment",
+            "function g() {}",
+        ))?;
+        assert!(v2.version > v1.version, "a replace makes a new version");
+        assert_eq!(
+            &*in_flight.body, b"function f() {}",
+            "a caller holding the old version keeps it"
+        );
+        assert_eq!(
+            &*posts
+                .read_script(ScriptKind::StoredProcedure, "createComment")?
+                .body,
+            b"function g() {}"
+        );
+        assert_eq!(
+            status(
+                posts
+                    .replace_script(ScriptProperties::stored_procedure("nope", "x"))
+                    .unwrap_err()
+            ),
+            404
+        );
+
+        let trigger = ScriptProperties::trigger(
+            "truncateFeed",
+            "function t() {}",
+            TriggerType::Post,
+            TriggerOperation::Create,
+        );
+        posts.create_script(trigger)?;
+        // The same id may exist once per kind.
+        posts.create_script(ScriptProperties::user_defined_function(
+            "truncateFeed",
+            "function u(x) { return x; }",
+        ))?;
+        let mut untyped = ScriptProperties::trigger(
+            "bad",
+            "function t() {}",
+            TriggerType::Pre,
+            TriggerOperation::All,
+        );
+        untyped.trigger_type = None;
+        let err = posts.create_script(untyped).unwrap_err();
+        assert_eq!(err.status(), 400);
+        assert!(err.to_string().contains("triggerType"), "{err}");
+        for bad in [
+            ScriptProperties::stored_procedure("a/b", "function f() {}"),
+            ScriptProperties::stored_procedure("empty", "  "),
+            ScriptProperties {
+                body: vec![0xff, 0xfe],
+                ..ScriptProperties::stored_procedure("bin", "")
+            },
+        ] {
+            assert_eq!(status(posts.create_script(bad).unwrap_err()), 400);
+        }
+        let huge =
+            ScriptProperties::stored_procedure("huge", "x".repeat(engine::MAX_SCRIPT_SIZE + 1));
+        assert_eq!(status(posts.create_script(huge).unwrap_err()), 413);
+        posts.create_script(ScriptProperties::stored_procedure(
+            "temp",
+            "function t() {}",
+        ))?;
+        posts.delete_script(ScriptKind::StoredProcedure, "temp")?;
+        assert_eq!(
+            status(
+                posts
+                    .delete_script(ScriptKind::StoredProcedure, "temp")
+                    .unwrap_err()
+            ),
+            404
+        );
+    }
+    let db = Database::open(dir.path())?;
+    let posts = db.container("posts")?;
+    let procs: Vec<String> = posts
+        .list_scripts(ScriptKind::StoredProcedure)
+        .iter()
+        .map(|s| s.id.clone())
+        .collect();
+    assert_eq!(procs, ["createComment"]);
+    let reloaded = posts.read_script(ScriptKind::StoredProcedure, "createComment")?;
+    assert_eq!(&*reloaded.body, b"function g() {}");
+    let trigger = posts.read_script(ScriptKind::Trigger, "truncateFeed")?;
+    assert_eq!(
+        (trigger.trigger_type, trigger.trigger_operation),
+        (Some(TriggerType::Post), Some(TriggerOperation::Create))
+    );
+    assert_eq!(posts.list_scripts(ScriptKind::UserDefinedFunction).len(), 1);
+    // Versions keep growing after a restart, so compiled-code caches never confuse two versions.
+    let v3 = posts.replace_script(ScriptProperties::stored_procedure(
+        "createComment",
+        "function h() {}",
+    ))?;
+    assert!(v3.version > reloaded.version);
     Ok(())
 }

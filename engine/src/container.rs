@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use host_api::{PartitionKey, PartitionKeyPath};
+use host_api::{PartitionKey, PartitionKeyPath, ScriptKind};
 use parking_lot::RwLock;
 use serde_json::Value;
 
@@ -24,8 +24,11 @@ use crate::database::DbInner;
 use crate::document::{Document, now_secs};
 use crate::error::{Error, Result};
 use crate::partition::{LogicalPartition, PartitionState, physical_partition};
-use crate::storage::{Change, ContainerMeta, Lsn};
+use crate::storage::{Change, ContainerMeta, Lsn, ScriptRecord};
 use crate::txn::{ItemOptions, Txn};
+
+/// The database name in name-based links (`dbs/partita/colls/posts`).
+pub const DATABASE_ID: &str = "partita";
 
 /// The database part of every `_rid` and `_self` (Cosmos DB has one database
 /// rid per account database; Partita's database is the whole store).
@@ -83,6 +86,8 @@ pub(crate) struct ContainerInner {
     rid_prefix: [u8; 8],
     self_prefix: String,
     physical: Vec<RwLock<HashMap<PartitionKey, Arc<LogicalPartition>>>>,
+    /// Stored procedures, triggers and UDFs by kind and id.
+    pub(crate) scripts: RwLock<HashMap<(ScriptKind, String), Arc<ScriptRecord>>>,
 }
 
 impl ContainerInner {
@@ -108,11 +113,28 @@ impl ContainerInner {
             rid_prefix,
             self_prefix,
             physical,
+            scripts: RwLock::default(),
         })
     }
 
     pub(crate) fn next_seq(&self) -> u64 {
         self.seq.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// `dbs/{dbRid}/colls/{collRid}/`.
+    pub(crate) fn self_link(&self) -> String {
+        self.self_prefix
+            .strip_suffix("docs/")
+            .unwrap_or(&self.self_prefix)
+            .to_owned()
+    }
+
+    /// The rid of a document `_rid` of this container, if it is one.
+    pub(crate) fn decode_document_rid(&self, text: &str) -> Option<u64> {
+        let bytes = STANDARD.decode(text.replace('-', "/")).ok()?;
+        let bytes: [u8; 16] = bytes.try_into().ok()?;
+        (bytes[..8] == self.rid_prefix)
+            .then(|| u64::from_be_bytes(bytes[8..].try_into().expect("8 bytes")))
     }
 
     fn physical_index(&self, key: &PartitionKey) -> usize {
@@ -139,7 +161,8 @@ impl ContainerInner {
             .cloned()
     }
 
-    /// Sets `_rid`, `_self`, `_etag` and `_ts` on a document being written.
+    /// Sets `_rid`, `_self`, `_etag`, `_attachments` and `_ts` on a document
+    /// being written.
     /// (On the hot path of every write: one allocation per property.)
     pub(crate) fn stamp(&self, doc: &mut Value, rid: u64, seq: u64) {
         use std::fmt::Write as _;
@@ -147,19 +170,44 @@ impl ContainerInner {
         let mut rid_bytes = [0; 16];
         rid_bytes[..8].copy_from_slice(&self.rid_prefix);
         rid_bytes[8..].copy_from_slice(&rid.to_be_bytes());
-        let mut self_link = String::with_capacity(self.self_prefix.len() + 25);
-        self_link.push_str(&self.self_prefix);
-        STANDARD.encode_string(rid_bytes, &mut self_link);
-        // Cosmos DB spells rids in base64 with `-` in place of `/`.
-        let rid_text: String = self_link[self.self_prefix.len()..].replace('/', "-");
-        self_link.truncate(self.self_prefix.len());
-        self_link.push_str(&rid_text);
-        self_link.push('/');
+        // 16 bytes are 24 base64 characters. Cosmos DB spells rids with `-`
+        // in place of `/`, so they fit in a link segment.
+        let mut rid_buf = [0u8; 24];
+        let n = STANDARD.encode_slice(rid_bytes, &mut rid_buf).unwrap_or(0);
+        for b in &mut rid_buf[..n] {
+            if *b == b'/' {
+                *b = b'-';
+            }
+        }
+        let rid_text = std::str::from_utf8(&rid_buf[..n]).unwrap_or_default();
+        // A document read, changed and written back (the common replace)
+        // already carries its `_rid` and `_self`: keep their allocations.
+        let self_ok = map.get("_self").and_then(Value::as_str).is_some_and(|s| {
+            s.len() == self.self_prefix.len() + n + 1
+                && s.starts_with(&self.self_prefix)
+                && s[self.self_prefix.len()..].starts_with(rid_text)
+                && s.ends_with('/')
+        });
+        if map.get("_rid").and_then(Value::as_str) != Some(rid_text) {
+            set(map, "_rid", Value::String(rid_text.to_owned()));
+        }
+        if !self_ok {
+            let mut self_link = String::with_capacity(self.self_prefix.len() + n + 1);
+            self_link.push_str(&self.self_prefix);
+            self_link.push_str(rid_text);
+            self_link.push('/');
+            set(map, "_self", Value::String(self_link));
+        }
         let mut etag = String::with_capacity(28);
         let _ = write!(etag, "\"{:08x}-{:016x}\"", self.meta.ordinal, seq);
-        set(map, "_rid", Value::String(rid_text));
-        set(map, "_self", Value::String(self_link));
         set(map, "_etag", Value::String(etag));
+        if map.get("_attachments").and_then(Value::as_str) != Some("attachments/") {
+            set(
+                map,
+                "_attachments",
+                Value::String("attachments/".to_owned()),
+            );
+        }
         set(map, "_ts", Value::from(now_secs()));
     }
 
@@ -198,6 +246,41 @@ fn set(map: &mut serde_json::Map<String, Value>, key: &str, value: Value) {
 /// fit in a path segment.
 fn encode_rid(bytes: &[u8]) -> String {
     STANDARD.encode(bytes).replace('/', "-")
+}
+
+/// One page of a partition's documents in rid order, resuming after the rid
+/// in `continuation`.
+pub(crate) fn feed_page(
+    state: &PartitionState,
+    max_item_count: Option<usize>,
+    continuation: Option<&str>,
+) -> Result<(Vec<Document>, Option<String>)> {
+    let after = match continuation.filter(|c| !c.is_empty()) {
+        None => None,
+        Some(token) => Some(token.parse::<u64>().map_err(|_| {
+            Error::BadRequest(format!("invalid read-feed continuation token {token:?}"))
+        })?),
+    };
+    let max = max_item_count.unwrap_or(usize::MAX).max(1);
+    let mut items = Vec::new();
+    let mut last = None;
+    let mut more = false;
+    for slot in state.scan_after(after) {
+        if items.len() == max {
+            more = true;
+            break;
+        }
+        items.push(slot.document.clone());
+        last = Some(slot.rid);
+    }
+    Ok((
+        items,
+        if more {
+            last.map(|rid| rid.to_string())
+        } else {
+            None
+        },
+    ))
 }
 
 /// A handle to one container. Cheap to clone.
@@ -369,33 +452,15 @@ impl Container {
         partition_key: impl Into<PartitionKey>,
         options: &FeedOptions,
     ) -> Result<FeedPage> {
-        let key = partition_key.into();
-        let after = match &options.continuation {
-            None => None,
-            Some(token) => Some(token.parse::<u64>().map_err(|_| {
-                Error::BadRequest(format!("invalid read-feed continuation token {token:?}"))
-            })?),
-        };
-        let snapshot = self.snapshot(&key);
-        let max = options.max_item_count.unwrap_or(usize::MAX).max(1);
-        let mut items = Vec::new();
-        let mut last = None;
-        let mut more = false;
-        for slot in snapshot.scan_after(after) {
-            if items.len() == max {
-                more = true;
-                break;
-            }
-            items.push(slot.document.clone());
-            last = Some(slot.rid);
-        }
+        let snapshot = self.snapshot(&partition_key.into());
+        let (items, continuation) = feed_page(
+            &snapshot,
+            options.max_item_count,
+            options.continuation.as_deref(),
+        )?;
         Ok(FeedPage {
             items,
-            continuation: if more {
-                last.map(|rid| rid.to_string())
-            } else {
-                None
-            },
+            continuation,
         })
     }
 

@@ -134,6 +134,12 @@ impl Database {
         let mut containers = HashMap::new();
         for loaded in storage.load()? {
             let container = ContainerInner::new(loaded.meta, loaded.max_seq)?;
+            for script in loaded.scripts {
+                container
+                    .scripts
+                    .write()
+                    .insert((script.kind, script.id.clone()), Arc::new(script));
+            }
             for doc in loaded.documents {
                 container.load_document(doc.partition_key, doc.rid, doc.size, doc.document);
             }

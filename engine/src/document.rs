@@ -15,10 +15,7 @@
 //! Values a caller puts in these properties are overwritten. Stored
 //! documents are immutable and shared ([`Document`] is a cheap `Arc` clone).
 
-use std::fmt;
 use std::io;
-use std::ops::Deref;
-use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
@@ -29,72 +26,7 @@ pub const MAX_DOCUMENT_SIZE: usize = 2 * 1024 * 1024;
 /// The longest document or container id, in characters.
 pub const MAX_ID_LEN: usize = 255;
 
-/// A stored document, with its system properties. Cloning is cheap.
-#[derive(Clone, PartialEq)]
-pub struct Document(Arc<Value>);
-
-impl Document {
-    pub(crate) fn new(value: Value) -> Document {
-        Document(Arc::new(value))
-    }
-
-    /// The document's `id`.
-    pub fn id(&self) -> &str {
-        self.0.get("id").and_then(Value::as_str).unwrap_or_default()
-    }
-
-    /// The document's `_etag`.
-    pub fn etag(&self) -> &str {
-        self.0
-            .get("_etag")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-    }
-
-    /// The document's `_ts`: seconds since the Unix epoch of its last write.
-    pub fn ts(&self) -> u64 {
-        self.0
-            .get("_ts")
-            .and_then(Value::as_u64)
-            .unwrap_or_default()
-    }
-
-    /// The document as a JSON value.
-    pub fn value(&self) -> &Value {
-        &self.0
-    }
-
-    /// The document as an owned JSON value (cloned only if shared).
-    pub fn into_value(self) -> Value {
-        Arc::unwrap_or_clone(self.0)
-    }
-}
-
-impl Deref for Document {
-    type Target = Value;
-
-    fn deref(&self) -> &Value {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Document {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.0, f)
-    }
-}
-
-impl fmt::Display for Document {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.0, f)
-    }
-}
-
-impl From<Document> for Value {
-    fn from(doc: Document) -> Value {
-        doc.into_value()
-    }
-}
+pub use host_api::Document;
 
 /// Checks a document or container id: 1 to 255 characters, none of `/ \ ? #`.
 ///

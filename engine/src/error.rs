@@ -103,6 +103,40 @@ pub enum Error {
         /// How long it waited.
         waited: Duration,
     },
+    /// No script of this kind and id exists in the container.
+    #[error("{kind} {id:?} not found in container {container:?}")]
+    ScriptNotFound {
+        /// The container.
+        container: String,
+        /// "stored procedure", "trigger" or "user-defined function".
+        kind: &'static str,
+        /// The script id.
+        id: String,
+    },
+    /// A script of this kind and id already exists in the container.
+    #[error("{kind} {id:?} already exists in container {container:?}")]
+    ScriptExists {
+        /// The container.
+        container: String,
+        /// "stored procedure", "trigger" or "user-defined function".
+        kind: &'static str,
+        /// The script id.
+        id: String,
+    },
+    /// A request body other than a document is over its size limit.
+    #[error("{what} is {size} bytes, over the {limit}-byte limit")]
+    RequestTooLarge {
+        /// What was too large.
+        what: String,
+        /// Its size.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// A query is malformed or cannot run (syntax, unknown function, missing
+    /// parameter, bad continuation token).
+    #[error("bad query: {0}")]
+    Query(#[from] crate::query::QueryError),
     /// An earlier storage failure made the store read-only: it refuses writes
     /// rather than retrying an fsync whose outcome is unknown.
     #[error("the store refuses writes after an earlier storage failure: {0}")]
@@ -126,11 +160,17 @@ impl Error {
     /// The status code of the shared table.
     pub fn code(&self) -> ErrorCode {
         match self {
-            Error::BadRequest(_) | Error::CrossPartition { .. } => ErrorCode::BAD_REQUEST,
-            Error::NotFound { .. } | Error::ContainerNotFound(_) => ErrorCode::NOT_FOUND,
-            Error::Conflict { .. } | Error::ContainerExists(_) => ErrorCode::CONFLICT,
+            Error::BadRequest(_) | Error::CrossPartition { .. } | Error::Query(_) => {
+                ErrorCode::BAD_REQUEST
+            }
+            Error::NotFound { .. } | Error::ContainerNotFound(_) | Error::ScriptNotFound { .. } => {
+                ErrorCode::NOT_FOUND
+            }
+            Error::Conflict { .. } | Error::ContainerExists(_) | Error::ScriptExists { .. } => {
+                ErrorCode::CONFLICT
+            }
             Error::PreconditionFailed { .. } => ErrorCode::PRECONDITION_FAILED,
-            Error::TooLarge { .. } => ErrorCode::TOO_LARGE,
+            Error::TooLarge { .. } | Error::RequestTooLarge { .. } => ErrorCode::TOO_LARGE,
             Error::LockTimeout { .. } => ErrorCode::REQUEST_TIMEOUT,
             Error::Storage(_) => ErrorCode::INTERNAL,
             Error::ReadOnly(_) | Error::Locked { .. } => ErrorCode::SERVICE_UNAVAILABLE,

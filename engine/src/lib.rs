@@ -31,23 +31,29 @@
 //! ```
 //!
 //! Non-goals: transactions across logical partitions, data sets larger than
-//! memory. Queries in the Cosmos SQL dialect live in the `query` module.
+//! memory. Queries use Cosmos DB's SQL dialect ([`query`], [`Container::query_items`]).
 
+mod collection;
 mod container;
 mod database;
 mod document;
 mod error;
 mod partition;
-// TEMP (until the SQL module is integrated): pub mod query;
+pub mod query;
+mod script;
 pub mod storage;
 mod txn;
 
-pub use container::{Container, ContainerProperties, FeedOptions, FeedPage};
+pub use collection::QueryItemsOptions;
+pub use container::{Container, ContainerProperties, DATABASE_ID, FeedOptions, FeedPage};
 pub use database::{DATA_FILE, Database, LOCK_FILE, Options};
 pub use document::{Document, MAX_DOCUMENT_SIZE, MAX_ID_LEN, validate_id};
 pub use error::{Error, Result};
-pub use host_api::{ErrorCode, PartitionKey};
+pub use host_api::{Collection, ErrorCode, PartitionKey};
+pub use host_api::{ScriptKind, ScriptLanguage, TriggerOperation, TriggerType};
 pub use partition::{PartitionState, physical_partition};
+pub use query::{QueryPage, QueryStats};
+pub use script::{MAX_SCRIPT_SIZE, Script, ScriptProperties};
 pub use storage::{Change, ChangeKind, Durability, Lsn};
 pub use txn::{ItemOptions, Txn};
 

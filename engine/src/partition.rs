@@ -40,7 +40,6 @@ pub(crate) struct Slot {
     /// Resource id: insertion order within the container.
     pub(crate) rid: u64,
     /// Serialized size in bytes (what a query reads).
-    #[allow(dead_code)] // TEMP: read by the query engine's scan
     pub(crate) size: usize,
     /// The document.
     pub(crate) document: Document,
@@ -57,6 +56,10 @@ pub struct PartitionState {
 impl PartitionState {
     pub(crate) fn get(&self, id: &str) -> Option<&Slot> {
         self.by_id.get(id).and_then(|rid| self.by_rid.get(rid))
+    }
+
+    pub(crate) fn get_by_rid(&self, rid: u64) -> Option<&Slot> {
+        self.by_rid.get(&rid)
     }
 
     pub(crate) fn put(&mut self, id: Arc<str>, slot: Slot) {

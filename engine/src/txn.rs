@@ -29,7 +29,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use host_api::PartitionKey;
+use host_api::{CallStats, PartitionKey};
 use parking_lot::RawMutex;
 use parking_lot::lock_api::ArcMutexGuard;
 use serde_json::Value;
@@ -84,6 +84,8 @@ pub struct Txn {
     /// the transaction lives, because the transaction holds the writer lock.
     base: Arc<PartitionState>,
     writes: Vec<Write>,
+    /// What the call did, for [`host_api::Collection::stats`].
+    stats: CallStats,
     /// Positions in `writes` by id, built once `writes` outgrows
     /// [`SMALL_WRITE_SET`].
     index: HashMap<Arc<str>, usize>,
@@ -113,6 +115,7 @@ impl Txn {
             partition,
             base,
             writes: Vec::new(),
+            stats: CallStats::default(),
             index: HashMap::new(),
             _writer: writer,
         })
@@ -126,6 +129,60 @@ impl Txn {
     /// The container's id.
     pub fn container_id(&self) -> &str {
         &self.container.meta.id
+    }
+
+    /// The committed state the transaction began with.
+    pub(crate) fn base(&self) -> &PartitionState {
+        &self.base
+    }
+
+    pub(crate) fn container_inner(&self) -> &ContainerInner {
+        &self.container
+    }
+
+    /// Whether the transaction has deleted `id` (which may have existed).
+    pub(crate) fn deleted(&self, id: &str) -> bool {
+        self.find(id)
+            .is_some_and(|i| self.writes[i].after.is_none())
+    }
+
+    /// The id of the document with resource id `rid`, as the transaction sees it.
+    pub(crate) fn id_by_rid(&self, rid: u64) -> Option<String> {
+        if let Some(w) = self
+            .writes
+            .iter()
+            .find(|w| w.after.as_ref().is_some_and(|s| s.rid == rid))
+        {
+            return Some(w.id.to_string());
+        }
+        let slot = self.base.get_by_rid(rid)?;
+        let id = slot.document.id();
+        self.current(id)
+            .is_some_and(|s| s.rid == rid)
+            .then(|| id.to_owned())
+    }
+
+    pub(crate) fn size_of(&self, id: &str) -> u64 {
+        self.current(id).map_or(0, |slot| slot.size as u64)
+    }
+
+    pub(crate) fn record_read(&mut self, docs: u64, bytes: u64) {
+        self.stats.docs_read += docs;
+        self.stats.bytes_read += bytes;
+    }
+
+    pub(crate) fn record_write(&mut self, doc: &Document) {
+        let size = self.size_of(doc.id());
+        self.stats.docs_written += 1;
+        self.stats.bytes_written += size;
+    }
+
+    pub(crate) fn record_delete(&mut self) {
+        self.stats.docs_written += 1;
+    }
+
+    pub(crate) fn call_stats(&self) -> CallStats {
+        self.stats
     }
 
     fn current(&self, id: &str) -> Option<&Slot> {

@@ -8,12 +8,23 @@
 //!   crosses the sandbox boundary (Cosmos DB's HTTP status codes).
 //! - [`PartitionKey`] and [`PartitionKeyPath`]: which logical partition a
 //!   document belongs to, and where in the document that value lives.
+//! - [`Document`]: a stored JSON document, shared without copying.
+//! - [`Collection`]: the operations a procedure or trigger can perform on
+//!   its logical partition, implemented by the engine and adapted by both
+//!   sandboxes.
+//! - [`ScriptKind`], [`TriggerType`], [`TriggerOperation`]: what scripts are.
 //!
 //! Non-goals: no I/O, no storage, no script engine types (`JsValue`, guest
 //! pointers) ever appear here.
 
+mod collection;
+mod document;
 mod error;
 mod partition_key;
+mod script;
 
+pub use collection::{CallStats, Collection, Page, QueryRequest, WriteOptions};
+pub use document::Document;
 pub use error::{ErrorCode, HostError};
 pub use partition_key::{PartitionKey, PartitionKeyError, PartitionKeyPath};
+pub use script::{ParseScriptEnumError, ScriptKind, ScriptLanguage, TriggerOperation, TriggerType};

@@ -174,5 +174,8 @@ fn main() {
     let mut criterion = Criterion::default().configure_from_args();
     create_comment(&mut criterion);
     criterion.final_summary();
-    latency_report();
+    // `--profile-time` (for profilers) and `--list` runs skip the report.
+    if !std::env::args().any(|a| a == "--profile-time" || a == "--list") {
+        latency_report();
+    }
 }

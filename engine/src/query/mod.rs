@@ -1,1 +1,247 @@
-//! Cosmos DB SQL queries (being written; see issue 3).
+//! Cosmos DB SQL queries over JSON documents.
+//!
+//! [`parse`] turns query text into a reusable [`Query`]; [`execute`] runs one
+//! page of it over a [`Source`] (the logical partitions to scan and their
+//! documents in RID order) and returns a [`QueryPage`] with the items, a
+//! continuation token when more remain, and the cost ([`QueryStats`]).
+//! Semantics follow `cosmos-sql.md` (the reference): JSON values plus
+//! *undefined*, three-valued logic, Cosmos type order, undefined dropped from
+//! projections, numbers as doubles (integral results print as integers).
+//!
+//! # Pipeline
+//!
+//! FROM (each document, `FROM c.path x`, or `FROM x IN c.arr` elements) →
+//! JOIN (cross product within the document) → WHERE (keeps rows whose
+//! predicate is exactly `true`) → ORDER BY (top-k) → aggregate / GROUP BY →
+//! SELECT → DISTINCT → TOP → OFFSET/LIMIT → page. Subqueries (`EXISTS(…)`,
+//! `ARRAY(…)`, `(SELECT …)`) run per row over values of that row
+//! (`FROM t IN c.tags`); `udf.name(…)` calls go to [`QueryOptions::udf`].
+//!
+//! # Files
+//!
+//! * `lexer.rs` – tokens with line/column; `parser.rs` – recursive descent
+//!   with a nesting-depth limit ([`MAX_DEPTH`] levels), name resolution and
+//!   aggregate lifting; `ast.rs` – the compiled form.
+//! * `eval.rs` – expressions, undefined, three-valued logic, LIKE;
+//!   `functions.rs` – built-ins; `order.rs` – Cosmos type order, comparison,
+//!   copy and drop without recursion (deeply nested documents are safe).
+//! * `exec.rs` – scanning, joins, top-k, aggregation, DISTINCT, windows,
+//!   cross-partition merge, subqueries; `continuation.rs` – tokens.
+//! * `tests.rs` and `testdata/golden.txt` – golden, property, fuzz and depth
+//!   tests.
+//!
+//! # Cross-partition execution and continuation tokens
+//!
+//! Partitions are visited in ascending [`PartitionKey`] order. Without ORDER
+//! BY rows come partition by partition in RID order and the token is the
+//! position of the next row (partition key, RID, JOIN row ordinal), so a
+//! later call resumes exactly there, even after writes elsewhere: documents
+//! added behind the position are not returned, those ahead of it are.
+//! With ORDER BY every partition is scanned into a bounded top-k buffer
+//! (only sort keys are copied; the k winners are re-read at the end) and rows
+//! are merged in one total order (sort keys, partition key, RID, JOIN row
+//! ordinal); the token holds the last returned row's sort keys and position
+//! and the next page returns the rows strictly after it. TOP / OFFSET / LIMIT
+//! are global: the token also counts the rows already consumed. Aggregates,
+//! GROUP BY and DISTINCT are computed over all partitions (aggregates per
+//! partition, then merged; AVG from sum and count) and paged by result index,
+//! so each of their pages re-runs the query (a deliberate simplification).
+//! Tokens are tied to the query text and parameter values; anything
+//! malformed, foreign or stale is a 400 [`QueryError::InvalidContinuation`].
+//!
+//! # Non-goals
+//!
+//! Spatial, date/time and most math/string families beyond the common ones;
+//! GROUP BY inside subqueries; indexes (every query scans its partitions);
+//! Cosmos' request-unit accounting (cost is reported as documents and bytes).
+
+mod ast;
+mod continuation;
+mod eval;
+mod exec;
+mod functions;
+mod lexer;
+mod order;
+mod parser;
+#[cfg(test)]
+mod tests;
+
+use std::ops::ControlFlow;
+
+pub use ast::Query;
+use host_api::PartitionKey;
+use serde_json::Value;
+
+/// Maximum nesting depth of a query's expressions; deeper queries are a 400.
+pub const MAX_DEPTH: usize = parser::MAX_DEPTH;
+
+/// Query parameters: names (`"@userId"`, the `@` optional) to JSON values.
+pub type Params = serde_json::Map<String, Value>;
+
+/// Parses query text into a reusable, thread-safe [`Query`].
+///
+/// # Errors
+/// A 400 [`QueryError`]: a syntax error (with line, column and the unexpected
+/// token), an unknown function or identifier, a wrong argument count, a query
+/// nested deeper than [`MAX_DEPTH`], or an invalid clause combination.
+pub fn parse(sql: &str) -> Result<Query, QueryError> {
+    parser::parse_query(sql)
+}
+
+/// What the engine provides: the partitions to scan and their documents.
+///
+/// A source must show one consistent view for the duration of an
+/// [`execute`] call: ORDER BY re-reads its few winning documents by
+/// partition key and RID at the end (`scan(key, Some(rid - 1), …)`, stopping
+/// after the first document). Across calls RIDs must be stable and increase
+/// with insertion, since continuation tokens resume by partition key and RID.
+/// A transaction's private view is a source like any other: scan its
+/// snapshot merged with its own writes, in RID order, hiding what it deleted.
+pub trait Source {
+    /// Logical partitions to scan, in ascending [`PartitionKey`] order (one for
+    /// a single-partition query). The engine sorts them again to be safe.
+    fn partitions(&self) -> Vec<PartitionKey>;
+
+    /// Calls `f(rid, doc, size_bytes)` for each document of `key` with
+    /// rid > `after` (all when None), in ascending rid order, until `f`
+    /// returns [`ControlFlow::Break`].
+    fn scan(
+        &self,
+        key: &PartitionKey,
+        after: Option<u64>,
+        f: &mut dyn FnMut(u64, &Value, usize) -> ControlFlow<()>,
+    );
+}
+
+/// A hook for `udf.name(args)` calls.
+pub trait Udf {
+    /// Calls the user-defined function `name`. Undefined arguments are `None`;
+    /// returning `Ok(None)` yields undefined. An `Err(message)` fails the query
+    /// with a 400 [`QueryError::Udf`].
+    fn call(&self, name: &str, args: &[Option<Value>]) -> Result<Option<Value>, String>;
+}
+
+/// How to run one page of a query.
+#[derive(Clone, Copy, Default)]
+pub struct QueryOptions<'a> {
+    /// Most items to return in this page; None for all (0 counts as 1).
+    pub max_item_count: Option<usize>,
+    /// The token of the previous page, to continue from there.
+    pub continuation: Option<&'a str>,
+    /// Handler for `udf.name(...)` calls; without it such calls are a 400.
+    pub udf: Option<&'a dyn Udf>,
+}
+
+impl std::fmt::Debug for QueryOptions<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueryOptions")
+            .field("max_item_count", &self.max_item_count)
+            .field("continuation", &self.continuation)
+            .field("udf", &self.udf.map(|_| "<hook>"))
+            .finish()
+    }
+}
+
+/// One page of results.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QueryPage {
+    /// The results, in order.
+    pub items: Vec<Value>,
+    /// Where the next page starts; None when there are no more results.
+    pub continuation: Option<String>,
+    /// What producing this page cost.
+    pub stats: QueryStats,
+}
+
+/// The cost of a page.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueryStats {
+    /// Documents read from the source.
+    pub docs_scanned: u64,
+    /// Items in the page.
+    pub docs_returned: u64,
+    /// Serialized bytes of the documents read.
+    pub bytes_read: u64,
+}
+
+/// Why a query failed; every variant is a user error (status 400).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum QueryError {
+    /// The text does not follow the grammar.
+    #[error("syntax error at line {line}, column {column}: unexpected {found}")]
+    Syntax {
+        /// 1-based line.
+        line: u32,
+        /// 1-based column (characters).
+        column: u32,
+        /// The unexpected token, described.
+        found: String,
+    },
+    /// Expressions nest deeper than [`MAX_DEPTH`].
+    #[error("query nested too deeply at line {line}, column {column} (limit {limit} levels)")]
+    TooDeep {
+        /// 1-based line.
+        line: u32,
+        /// 1-based column.
+        column: u32,
+        /// The limit.
+        limit: usize,
+    },
+    /// A call to a function that does not exist.
+    #[error("unknown function '{0}'")]
+    UnknownFunction(String),
+    /// A built-in called with the wrong number of arguments.
+    #[error("function '{name}' takes {expected} argument(s), got {got}")]
+    ArgumentCount {
+        /// The function.
+        name: String,
+        /// Accepted counts, in words.
+        expected: String,
+        /// Arguments given.
+        got: usize,
+    },
+    /// An identifier that is not a FROM or JOIN alias.
+    #[error("identifier '{0}' could not be resolved")]
+    UnknownIdentifier(String),
+    /// A parameter the query uses was not supplied.
+    #[error("parameter '{0}' was not supplied")]
+    MissingParameter(String),
+    /// A semantically invalid query (clause combinations and the like).
+    #[error("invalid query: {0}")]
+    Invalid(String),
+    /// A malformed, foreign or stale continuation token.
+    #[error("invalid continuation token: {0}")]
+    InvalidContinuation(String),
+    /// `udf.name(...)` without a UDF hook.
+    #[error("unknown user-defined function 'udf.{0}'")]
+    UnknownUdf(String),
+    /// A user-defined function failed.
+    #[error("user-defined function 'udf.{name}' failed: {message}")]
+    Udf {
+        /// The function.
+        name: String,
+        /// Its error message.
+        message: String,
+    },
+}
+
+impl QueryError {
+    /// The HTTP-style status: 400 (bad request) for every query error.
+    pub fn status(&self) -> u16 {
+        400
+    }
+}
+
+/// Runs one page of `query` with `params` over `source`.
+///
+/// # Errors
+/// A 400 [`QueryError`] for a missing parameter, an invalid TOP/OFFSET/LIMIT
+/// parameter, an invalid continuation token or a failing UDF.
+pub fn execute(
+    query: &Query,
+    params: &Params,
+    source: &dyn Source,
+    options: &QueryOptions<'_>,
+) -> Result<QueryPage, QueryError> {
+    exec::execute(query, params, source, options)
+}

@@ -8,7 +8,9 @@ use std::collections::HashMap;
 
 use parking_lot::Mutex;
 
-use super::{Change, CommitRecord, ContainerMeta, LoadedContainer, Lsn, Storage};
+use host_api::ScriptKind;
+
+use super::{Change, CommitRecord, ContainerMeta, LoadedContainer, Lsn, ScriptRecord, Storage};
 use crate::error::Result;
 
 /// Storage that keeps the change log in memory.
@@ -34,6 +36,14 @@ impl Storage for MemoryStorage {
 
     fn create_container(&self, meta: &ContainerMeta) -> Result<()> {
         self.logs.lock().entry(meta.id.clone()).or_default();
+        Ok(())
+    }
+
+    fn put_script(&self, _script: &ScriptRecord) -> Result<()> {
+        Ok(())
+    }
+
+    fn delete_script(&self, _container: &str, _kind: ScriptKind, _id: &str) -> Result<()> {
         Ok(())
     }
 

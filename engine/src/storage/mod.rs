@@ -34,7 +34,7 @@ mod sqlite;
 
 use std::sync::Arc;
 
-use host_api::PartitionKey;
+use host_api::{PartitionKey, ScriptKind, ScriptLanguage, TriggerOperation, TriggerType};
 
 pub use memory::MemoryStorage;
 pub use sqlite::SqliteStorage;
@@ -92,6 +92,39 @@ pub enum ChangeKind {
     Replace,
     /// The document existed before the transaction and not after.
     Delete,
+}
+
+/// The text forms of script enums in storage.
+pub(crate) fn kind_name(kind: ScriptKind) -> &'static str {
+    match kind {
+        ScriptKind::StoredProcedure => "sproc",
+        ScriptKind::Trigger => "trigger",
+        ScriptKind::UserDefinedFunction => "udf",
+    }
+}
+
+pub(crate) fn parse_kind(s: &str) -> Option<ScriptKind> {
+    Some(match s {
+        "sproc" => ScriptKind::StoredProcedure,
+        "trigger" => ScriptKind::Trigger,
+        "udf" => ScriptKind::UserDefinedFunction,
+        _ => return None,
+    })
+}
+
+pub(crate) fn language_name(language: ScriptLanguage) -> &'static str {
+    match language {
+        ScriptLanguage::JavaScript => "javascript",
+        ScriptLanguage::Wasm => "wasm",
+    }
+}
+
+pub(crate) fn parse_language(s: &str) -> Option<ScriptLanguage> {
+    Some(match s {
+        "javascript" => ScriptLanguage::JavaScript,
+        "wasm" => ScriptLanguage::Wasm,
+        _ => return None,
+    })
 }
 
 impl ChangeKind {
@@ -173,11 +206,37 @@ pub struct LoadedDocument {
     pub size: usize,
 }
 
+/// A stored procedure, trigger or user-defined function, as stored.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScriptRecord {
+    /// The container it belongs to.
+    pub container: String,
+    /// Procedure, trigger or UDF.
+    pub kind: ScriptKind,
+    /// Its id, unique per container and kind.
+    pub id: String,
+    /// JavaScript or WebAssembly.
+    pub language: ScriptLanguage,
+    /// JavaScript text (UTF-8) or a WebAssembly module.
+    pub body: Arc<[u8]>,
+    /// For triggers: pre or post.
+    pub trigger_type: Option<TriggerType>,
+    /// For triggers: the writes it accepts.
+    pub trigger_operation: Option<TriggerOperation>,
+    /// Changes on every create and replace (a container sequence number):
+    /// the cache key of compiled code.
+    pub version: u64,
+    /// Seconds since the Unix epoch of the last write.
+    pub ts: u64,
+}
+
 /// A container as loaded at start-up.
 #[derive(Clone, Debug)]
 pub struct LoadedContainer {
     /// Its definition.
     pub meta: ContainerMeta,
+    /// Its scripts.
+    pub scripts: Vec<ScriptRecord>,
     /// The highest sequence number (rid or etag) it ever used; 0 if none.
     pub max_seq: u64,
     /// Its documents, in no particular order.
@@ -197,6 +256,18 @@ pub trait Storage: Send + Sync {
     /// # Errors
     /// [`crate::Error::Storage`] on I/O failure.
     fn create_container(&self, meta: &ContainerMeta) -> Result<()>;
+
+    /// Durably stores a script, replacing any with the same container, kind and id.
+    ///
+    /// # Errors
+    /// [`crate::Error::Storage`] on I/O failure.
+    fn put_script(&self, script: &ScriptRecord) -> Result<()>;
+
+    /// Durably removes a script (no error if it does not exist).
+    ///
+    /// # Errors
+    /// [`crate::Error::Storage`] on I/O failure.
+    fn delete_script(&self, container: &str, kind: ScriptKind, id: &str) -> Result<()>;
 
     /// Makes a transaction's effects durable and appends them to the change
     /// log; returns the LSN assigned to the record.

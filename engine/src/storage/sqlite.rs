@@ -31,13 +31,13 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use host_api::PartitionKey;
+use host_api::{PartitionKey, ScriptKind};
 use parking_lot::Mutex;
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, params};
 
 use super::{
     Change, ChangeKind, CommitRecord, ContainerMeta, Durability, LoadedContainer, LoadedDocument,
-    Lsn, Storage,
+    Lsn, ScriptRecord, Storage, kind_name, language_name, parse_kind, parse_language,
 };
 use crate::document::{Document, now_secs};
 use crate::error::{Error, Result};
@@ -75,11 +75,35 @@ CREATE TABLE IF NOT EXISTS changes (
     ts INTEGER NOT NULL,
     PRIMARY KEY (container, lsn, idx)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS scripts (
+    container TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    id TEXT NOT NULL,
+    language TEXT NOT NULL,
+    body BLOB NOT NULL,
+    trigger_type TEXT,
+    trigger_operation TEXT,
+    version INTEGER NOT NULL,
+    ts INTEGER NOT NULL,
+    PRIMARY KEY (container, kind, id)
+) WITHOUT ROWID;
 ";
 
 enum Request {
     Commit(CommitRecord, mpsc::SyncSender<Result<Lsn>>),
-    CreateContainer(ContainerMeta, mpsc::SyncSender<Result<()>>),
+    /// Container and script definitions: written in the same batches, in
+    /// queue order with the commits.
+    Meta(MetaOp, mpsc::SyncSender<Result<()>>),
+}
+
+enum MetaOp {
+    CreateContainer(ContainerMeta),
+    PutScript(ScriptRecord),
+    DeleteScript {
+        container: String,
+        kind: ScriptKind,
+        id: String,
+    },
 }
 
 impl Request {
@@ -87,7 +111,7 @@ impl Request {
         // A caller that stopped waiting is not an error of ours.
         match self {
             Request::Commit(_, reply) => drop(reply.send(Err(err()))),
-            Request::CreateContainer(_, reply) => drop(reply.send(Err(err()))),
+            Request::Meta(_, reply) => drop(reply.send(Err(err()))),
         }
     }
 }
@@ -140,6 +164,12 @@ impl SqliteStorage {
         })
     }
 
+    fn meta(&self, op: MetaOp) -> Result<()> {
+        let (reply, receive) = mpsc::sync_channel(1);
+        self.send(Request::Meta(op, reply));
+        wait(receive)
+    }
+
     fn send(&self, request: Request) {
         let sender = self.sender.as_ref().expect("sender lives until drop");
         if let Err(mpsc::SendError(request)) = sender.send(request) {
@@ -184,6 +214,7 @@ impl Storage for SqliteStorage {
                         physical_partitions: row.get(3)?,
                     },
                     max_seq: 0,
+                    scripts: Vec::new(),
                     documents: Vec::new(),
                 })
             })
@@ -202,6 +233,7 @@ impl Storage for SqliteStorage {
         for c in &mut containers {
             c.max_seq = max_seq.get(&c.meta.id).copied().unwrap_or(0);
         }
+        load_scripts(&conn, &index, &mut containers)?;
         let mut stmt = conn
             .prepare("SELECT container, pk, id, rid, body FROM docs")
             .map_err(bad)?;
@@ -236,9 +268,19 @@ impl Storage for SqliteStorage {
     }
 
     fn create_container(&self, meta: &ContainerMeta) -> Result<()> {
-        let (reply, receive) = mpsc::sync_channel(1);
-        self.send(Request::CreateContainer(meta.clone(), reply));
-        wait(receive)
+        self.meta(MetaOp::CreateContainer(meta.clone()))
+    }
+
+    fn put_script(&self, script: &ScriptRecord) -> Result<()> {
+        self.meta(MetaOp::PutScript(script.clone()))
+    }
+
+    fn delete_script(&self, container: &str, kind: ScriptKind, id: &str) -> Result<()> {
+        self.meta(MetaOp::DeleteScript {
+            container: container.to_owned(),
+            kind,
+            id: id.to_owned(),
+        })
     }
 
     fn commit(&self, record: CommitRecord) -> Result<Lsn> {
@@ -295,6 +337,60 @@ impl Storage for SqliteStorage {
     }
 }
 
+/// Adds every stored script to its container.
+fn load_scripts(
+    conn: &Connection,
+    index: &HashMap<String, usize>,
+    containers: &mut [LoadedContainer],
+) -> Result<()> {
+    let bad = |e: rusqlite::Error| Error::storage("load scripts", e);
+    let mut stmt = conn
+        .prepare("SELECT container, kind, id, language, body, trigger_type, trigger_operation, version, ts FROM scripts")
+        .map_err(bad)?;
+    let mut rows = stmt.query([]).map_err(bad)?;
+    while let Some(row) = rows.next().map_err(bad)? {
+        let container: String = row.get(0).map_err(bad)?;
+        let id: String = row.get(2).map_err(bad)?;
+        let corrupt = |what: &str| {
+            Error::Storage(format!(
+                "corrupt row in scripts: container {container:?}, id {id:?}: {what}"
+            ))
+        };
+        let kind =
+            parse_kind(&row.get::<_, String>(1).map_err(bad)?).ok_or_else(|| corrupt("kind"))?;
+        let language = parse_language(&row.get::<_, String>(3).map_err(bad)?)
+            .ok_or_else(|| corrupt("language"))?;
+        let body: Vec<u8> = row.get(4).map_err(bad)?;
+        let trigger_type = match row.get::<_, Option<String>>(5).map_err(bad)? {
+            Some(t) => Some(t.parse().map_err(|_| corrupt("trigger type"))?),
+            None => None,
+        };
+        let trigger_operation = match row.get::<_, Option<String>>(6).map_err(bad)? {
+            Some(o) => Some(o.parse().map_err(|_| corrupt("trigger operation"))?),
+            None => None,
+        };
+        let version = row.get::<_, i64>(7).map_err(bad)? as u64;
+        let ts = row.get::<_, i64>(8).map_err(bad)? as u64;
+        let &i = index
+            .get(&container)
+            .ok_or_else(|| corrupt("unknown container"))?;
+        let c = &mut containers[i];
+        c.max_seq = c.max_seq.max(version);
+        c.scripts.push(ScriptRecord {
+            container: container.clone(),
+            kind,
+            id: id.clone(),
+            language,
+            body: body.into(),
+            trigger_type,
+            trigger_operation,
+            version,
+            ts,
+        });
+    }
+    Ok(())
+}
+
 fn max_per_container(conn: &Connection, sql: &str) -> Result<HashMap<String, u64>> {
     let bad = |e: rusqlite::Error| Error::storage("load", e);
     let mut stmt = conn.prepare(sql).map_err(bad)?;
@@ -341,7 +437,7 @@ fn run_committer(
                             next_lsn.insert(record.container.to_string(), lsn.0);
                             let _ = reply.send(Ok(lsn));
                         }
-                        Request::CreateContainer(_, reply) => drop(reply.send(Ok(()))),
+                        Request::Meta(_, reply) => drop(reply.send(Ok(()))),
                     }
                 }
             }
@@ -354,6 +450,44 @@ fn run_committer(
             }
         }
     }
+}
+
+fn write_meta(tx: &rusqlite::Transaction<'_>, op: &MetaOp) -> rusqlite::Result<()> {
+    match op {
+        MetaOp::CreateContainer(meta) => {
+            tx.execute(
+                "INSERT OR IGNORE INTO containers (id, ordinal, pk_path, physical_partitions) VALUES (?1, ?2, ?3, ?4)",
+                params![meta.id, meta.ordinal, meta.partition_key_path, meta.physical_partitions],
+            )?;
+        }
+        MetaOp::PutScript(script) => {
+            tx.execute(
+                "INSERT OR REPLACE INTO scripts (container, kind, id, language, body, trigger_type, trigger_operation, version, ts) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                params![
+                    script.container,
+                    kind_name(script.kind),
+                    script.id,
+                    language_name(script.language),
+                    &*script.body,
+                    script.trigger_type.map(|t| t.to_string()),
+                    script.trigger_operation.map(|o| o.to_string()),
+                    script.version as i64,
+                    script.ts as i64
+                ],
+            )?;
+        }
+        MetaOp::DeleteScript {
+            container,
+            kind,
+            id,
+        } => {
+            tx.execute(
+                "DELETE FROM scripts WHERE container = ?1 AND kind = ?2 AND id = ?3",
+                params![container, kind_name(*kind), id],
+            )?;
+        }
+    }
+    Ok(())
 }
 
 /// Writes a batch in one transaction. Returns each request's LSN (zero for
@@ -383,20 +517,8 @@ fn write_batch(
             .map_err(bad)?;
         for request in batch {
             let record = match request {
-                Request::CreateContainer(meta, _) => {
-                    let exists: Option<i64> = tx
-                        .query_row("SELECT 1 FROM containers WHERE id = ?1", [&meta.id], |r| {
-                            r.get(0)
-                        })
-                        .optional()
-                        .map_err(bad)?;
-                    if exists.is_none() {
-                        tx.execute(
-                            "INSERT INTO containers (id, ordinal, pk_path, physical_partitions) VALUES (?1, ?2, ?3, ?4)",
-                            params![meta.id, meta.ordinal, meta.partition_key_path, meta.physical_partitions],
-                        )
-                        .map_err(bad)?;
-                    }
+                Request::Meta(op, _) => {
+                    write_meta(&tx, op).map_err(bad)?;
                     lsns.push(Lsn::ZERO);
                     continue;
                 }
@@ -455,4 +577,89 @@ fn write_batch(
     }
     tx.commit().map_err(bad)?;
     Ok(lsns)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::storage::RecordChange;
+
+    fn record(id: &str) -> CommitRecord {
+        let doc =
+            Document::new(serde_json::json!({"id": id, "pk": "a", "_etag": "\"1\"", "_ts": 1}));
+        CommitRecord {
+            container: Arc::from("c"),
+            partition_key: PartitionKey::from("a"),
+            changes: vec![RecordChange {
+                id: Arc::from(id),
+                kind: ChangeKind::Create,
+                rid: 1,
+                seq: 1,
+                text: Some(Arc::from(doc.value().to_string())),
+                document: Some(doc),
+            }],
+        }
+    }
+
+    #[test]
+    fn a_failed_batch_makes_the_committer_refuse_everything_after() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        let storage = SqliteStorage::open(&path, Durability::Full).unwrap();
+        let meta = ContainerMeta {
+            id: "c".into(),
+            ordinal: 1,
+            partition_key_path: "/pk".into(),
+            physical_partitions: 1,
+        };
+        storage.create_container(&meta).unwrap();
+        assert_eq!(storage.commit(record("a")).unwrap(), Lsn(1));
+        // Break the schema behind the storage's back: the next batch fails.
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch("DROP TABLE changes")
+            .unwrap();
+        let failed = storage.commit(record("b")).unwrap_err();
+        assert!(matches!(failed, Error::Storage(_)), "{failed}");
+        // Repairing the table does not help: the store never retries.
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch(SCHEMA)
+            .unwrap();
+        let refused = storage.commit(record("c")).unwrap_err();
+        assert!(matches!(refused, Error::ReadOnly(_)), "{refused}");
+        assert!(storage.create_container(&meta).is_err());
+    }
+
+    #[test]
+    fn change_log_survives_reopen_and_continues_its_lsns() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        let meta = ContainerMeta {
+            id: "c".into(),
+            ordinal: 1,
+            partition_key_path: "/pk".into(),
+            physical_partitions: 1,
+        };
+        {
+            let storage = SqliteStorage::open(&path, Durability::Full).unwrap();
+            storage.create_container(&meta).unwrap();
+            storage.commit(record("a")).unwrap();
+            storage.commit(record("b")).unwrap();
+        }
+        let storage = SqliteStorage::open(&path, Durability::Full).unwrap();
+        let loaded = storage.load().unwrap();
+        assert_eq!(loaded.len(), 1);
+        assert_eq!(loaded[0].documents.len(), 2);
+        assert_eq!(storage.commit(record("c")).unwrap(), Lsn(3));
+        let ids: Vec<String> = storage
+            .read_changes("c", Lsn(1), 10)
+            .unwrap()
+            .into_iter()
+            .map(|c| c.id)
+            .collect();
+        assert_eq!(ids, ["b", "c"]);
+    }
 }

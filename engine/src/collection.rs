@@ -1,0 +1,301 @@
+//! The engine side of the collection API: [`host_api::Collection`] for a
+//! transaction, and the query sources that give queries their view.
+//!
+//! Who sees what (Cosmos DB's rules, which real scripts depend on):
+//!
+//! | operation | sees |
+//! |---|---|
+//! | point read, read feed | the transaction's own writes |
+//! | query inside a transaction | the partition as committed when the transaction began, minus the documents it deleted |
+//! | `Container::query_items` | each partition's committed state |
+//!
+//! Links: a container's alt link is `dbs/partita/colls/{id}` and its self
+//! link `dbs/{dbRid}/colls/{collRid}/`; a document is addressed by
+//! `alt_link + "/docs/" + id` or by its `_self`. Segment keywords compare
+//! case-insensitively, and a trailing `/` is allowed.
+
+use std::ops::ControlFlow;
+use std::sync::Arc;
+
+use host_api::{
+    CallStats, Collection, Document, HostError, Page, PartitionKey, QueryRequest, WriteOptions,
+};
+use serde_json::Value;
+
+use crate::container::{Container, DATABASE_ID};
+use crate::error::{Error, Result};
+use crate::partition::PartitionState;
+use crate::query::{self, QueryOptions, QueryPage, Source};
+use crate::txn::{ItemOptions, Txn};
+
+/// Options of [`Container::query_items`].
+#[derive(Clone, Debug, Default)]
+pub struct QueryItemsOptions {
+    /// Run in this logical partition only; all partitions when `None`.
+    pub partition_key: Option<PartitionKey>,
+    /// The most items per page (all when `None`).
+    pub max_item_count: Option<usize>,
+    /// Where the previous page stopped.
+    pub continuation: Option<String>,
+}
+
+/// Committed snapshots of a set of logical partitions.
+struct Snapshots(Vec<(PartitionKey, Arc<PartitionState>)>);
+
+impl Source for Snapshots {
+    fn partitions(&self) -> Vec<PartitionKey> {
+        self.0.iter().map(|(key, _)| key.clone()).collect()
+    }
+
+    fn scan(
+        &self,
+        key: &PartitionKey,
+        after: Option<u64>,
+        f: &mut dyn FnMut(u64, &Value, usize) -> ControlFlow<()>,
+    ) {
+        if let Some((_, state)) = self.0.iter().find(|(k, _)| k == key) {
+            scan(state, after, &|_| false, f);
+        }
+    }
+}
+
+fn scan(
+    state: &PartitionState,
+    after: Option<u64>,
+    hidden: &dyn Fn(&str) -> bool,
+    f: &mut dyn FnMut(u64, &Value, usize) -> ControlFlow<()>,
+) {
+    for slot in state.scan_after(after) {
+        if hidden(slot.document.id()) {
+            continue;
+        }
+        if f(slot.rid, slot.document.value(), slot.size).is_break() {
+            return;
+        }
+    }
+}
+
+impl Container {
+    /// Runs a Cosmos SQL query and returns one page of results.
+    ///
+    /// With [`QueryItemsOptions::partition_key`] the query runs in that
+    /// logical partition; without it, it fans out over every partition and
+    /// merges (ORDER BY, TOP, OFFSET/LIMIT, aggregates and DISTINCT apply to
+    /// the whole container). Pass the page's continuation back in `options`
+    /// to get the next page.
+    ///
+    /// ```
+    /// # use engine::{Database, Error, QueryItemsOptions};
+    /// # use serde_json::json;
+    /// let db = Database::in_memory();
+    /// let posts = db.create_container("posts", "/postId")?;
+    /// for i in 0..3 {
+    ///     let id = format!("p{i}");
+    ///     posts.create_item(id.as_str(), json!({"id": id, "postId": id, "likes": i}), None)?;
+    /// }
+    /// let params = serde_json::from_value(json!({"@min": 1})).unwrap();
+    /// let page = posts.query_items(
+    ///     "SELECT VALUE p.id FROM p WHERE p.likes >= @min ORDER BY p.likes DESC",
+    ///     &params,
+    ///     &QueryItemsOptions::default(),
+    /// )?;
+    /// assert_eq!(page.items, [json!("p2"), json!("p1")]);
+    /// # Ok::<(), Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Query`] (400) for a syntax error, an unknown function, a
+    /// missing parameter or a bad continuation token.
+    pub fn query_items(
+        &self,
+        sql: &str,
+        params: &query::Params,
+        options: &QueryItemsOptions,
+    ) -> Result<QueryPage> {
+        let parsed = query::parse(sql)?;
+        let keys = match &options.partition_key {
+            Some(key) => vec![key.clone()],
+            None => self.partition_keys(),
+        };
+        let source = Snapshots(
+            keys.into_iter()
+                .map(|key| (key.clone(), self.snapshot(&key)))
+                .collect(),
+        );
+        let query_options = QueryOptions {
+            max_item_count: options.max_item_count,
+            continuation: options.continuation.as_deref().filter(|c| !c.is_empty()),
+            udf: None,
+        };
+        Ok(query::execute(&parsed, params, &source, &query_options)?)
+    }
+}
+
+/// A transaction's view for queries: the snapshot it began with, minus the
+/// documents it deleted.
+struct TxnQueryView<'a> {
+    txn: &'a Txn,
+}
+
+impl Source for TxnQueryView<'_> {
+    fn partitions(&self) -> Vec<PartitionKey> {
+        vec![self.txn.partition_key().clone()]
+    }
+
+    fn scan(
+        &self,
+        key: &PartitionKey,
+        after: Option<u64>,
+        f: &mut dyn FnMut(u64, &Value, usize) -> ControlFlow<()>,
+    ) {
+        if key == self.txn.partition_key() {
+            scan(self.txn.base(), after, &|id| self.txn.deleted(id), f);
+        }
+    }
+}
+
+fn host(err: Error) -> HostError {
+    HostError::from(err)
+}
+
+impl Collection for Txn {
+    fn container_id(&self) -> &str {
+        Txn::container_id(self)
+    }
+
+    fn partition_key(&self) -> &PartitionKey {
+        Txn::partition_key(self)
+    }
+
+    fn self_link(&self) -> String {
+        self.container_inner().self_link()
+    }
+
+    fn alt_link(&self) -> String {
+        format!("dbs/{DATABASE_ID}/colls/{}", Txn::container_id(self))
+    }
+
+    fn resolve_document_link(&self, link: &str) -> Result<String, HostError> {
+        let bad = |what: &str| {
+            HostError::new(
+                host_api::ErrorCode::BAD_REQUEST,
+                format!("{what}: \"{link}\""),
+            )
+        };
+        let trimmed = link.strip_suffix('/').unwrap_or(link);
+        let segments: Vec<&str> = trimmed.split('/').collect();
+        let [dbs, db, colls, coll, docs, doc] = segments[..] else {
+            return Err(bad("Invalid document link"));
+        };
+        if !(dbs.eq_ignore_ascii_case("dbs")
+            && colls.eq_ignore_ascii_case("colls")
+            && docs.eq_ignore_ascii_case("docs"))
+            || doc.is_empty()
+        {
+            return Err(bad("Invalid document link"));
+        }
+        let outside = || {
+            bad(
+                "Function is not allowed to operate on resources outside current collection. Make sure that the link provided belongs to current collection",
+            )
+        };
+        let inner = self.container_inner();
+        if db == DATABASE_ID && coll == Txn::container_id(self) {
+            return Ok(doc.to_owned());
+        }
+        if format!("dbs/{db}/colls/{coll}/") != inner.self_link() {
+            return Err(outside());
+        }
+        let rid = inner
+            .decode_document_rid(doc)
+            .ok_or_else(|| bad("Invalid document link"))?;
+        self.id_by_rid(rid).ok_or_else(|| {
+            HostError::new(
+                host_api::ErrorCode::NOT_FOUND,
+                format!("no document with link {link} in this partition"),
+            )
+        })
+    }
+
+    fn read(&mut self, id: &str) -> Result<Document, HostError> {
+        let doc = self.read_item(id).map_err(host)?;
+        self.record_read(1, self.size_of(id));
+        Ok(doc)
+    }
+
+    fn read_feed(
+        &mut self,
+        page_size: Option<usize>,
+        continuation: Option<&str>,
+    ) -> Result<Page, HostError> {
+        let view = self.view();
+        let (items, continuation) =
+            crate::container::feed_page(&view, page_size, continuation).map_err(host)?;
+        let bytes = items
+            .iter()
+            .map(|d| crate::document::serialized_len(d.value()) as u64)
+            .sum();
+        self.record_read(items.len() as u64, bytes);
+        Ok(Page {
+            items: items.into_iter().map(Document::into_value).collect(),
+            continuation,
+        })
+    }
+
+    fn create(&mut self, doc: Value) -> Result<Document, HostError> {
+        let doc = self.create_item(doc).map_err(host)?;
+        self.record_write(&doc);
+        Ok(doc)
+    }
+
+    fn replace(
+        &mut self,
+        id: &str,
+        doc: Value,
+        options: WriteOptions<'_>,
+    ) -> Result<Document, HostError> {
+        let options = options.if_match.map(ItemOptions::if_match);
+        let doc = self.replace_item(id, doc, options.as_ref()).map_err(host)?;
+        self.record_write(&doc);
+        Ok(doc)
+    }
+
+    fn upsert(&mut self, doc: Value, options: WriteOptions<'_>) -> Result<Document, HostError> {
+        let options = options.if_match.map(ItemOptions::if_match);
+        let doc = self.upsert_item(doc, options.as_ref()).map_err(host)?;
+        self.record_write(&doc);
+        Ok(doc)
+    }
+
+    fn delete(&mut self, id: &str, options: WriteOptions<'_>) -> Result<(), HostError> {
+        let options = options.if_match.map(ItemOptions::if_match);
+        self.delete_item(id, options.as_ref()).map_err(host)?;
+        self.record_delete();
+        Ok(())
+    }
+
+    fn query(&mut self, request: QueryRequest<'_>) -> Result<Page, HostError> {
+        let parsed = query::parse(request.sql).map_err(|e| host(e.into()))?;
+        let options = QueryOptions {
+            max_item_count: request.page_size,
+            continuation: request.continuation.filter(|c| !c.is_empty()),
+            udf: None,
+        };
+        let page = query::execute(
+            &parsed,
+            request.parameters,
+            &TxnQueryView { txn: self },
+            &options,
+        )
+        .map_err(|e| host(e.into()))?;
+        self.record_read(page.stats.docs_scanned, page.stats.bytes_read);
+        Ok(Page {
+            items: page.items,
+            continuation: page.continuation,
+        })
+    }
+
+    fn stats(&self) -> CallStats {
+        self.call_stats()
+    }
+}

@@ -1,0 +1,235 @@
+//! The parsed (and name-resolved) form of a query.
+//!
+//! The parser produces a [`Query`] whose expressions already refer to FROM
+//! bindings by slot number ([`Expr::Slot`]) and whose aggregates have been
+//! lifted out of the projection into [`Query::aggregates`] (the projection then
+//! reads them through [`Expr::AggRef`]). Expression trees are at most
+//! [`crate::query::parser::MAX_DEPTH`] levels deep, which bounds every
+//! recursive walk over them (evaluation, cloning, dropping).
+
+use serde_json::Value;
+
+use crate::query::functions::Func;
+
+/// A compiled query: immutable, cheap to share between threads and reusable
+/// with different parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Query {
+    pub(crate) text_hash: u64,
+    pub(crate) distinct: bool,
+    pub(crate) top: Option<Count>,
+    pub(crate) select: Select,
+    pub(crate) from: Option<From>,
+    pub(crate) filter: Option<Expr>,
+    pub(crate) group_by: Vec<Expr>,
+    pub(crate) order_by: Vec<SortItem>,
+    pub(crate) offset_limit: Option<(Count, Count)>,
+    /// Aggregates lifted out of the projection, read back by [`Expr::AggRef`].
+    pub(crate) aggregates: Vec<AggSpec>,
+    /// Names of all parameters the query refers to (with the leading `@`).
+    pub(crate) params: Vec<String>,
+}
+
+impl Query {
+    /// True when rows are aggregated (aggregate functions or GROUP BY).
+    pub(crate) fn is_aggregate(&self) -> bool {
+        !self.aggregates.is_empty() || !self.group_by.is_empty()
+    }
+}
+
+/// `TOP`, `OFFSET` and `LIMIT` operands: a literal or a parameter.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Count {
+    Lit(u64),
+    Param(String),
+}
+
+/// The SELECT clause.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Select {
+    /// `SELECT *`: the binding in slot `star_slot` of the FROM clause.
+    Star,
+    /// `SELECT VALUE expr`.
+    Value(Expr),
+    /// `SELECT a AS x, b, ...`: an object with the properties in this order.
+    List(Vec<(String, Expr)>),
+}
+
+/// The FROM clause: slot 0 is the document (or the value at `root_path` in
+/// it), and each join adds one slot iterating over an array.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct From {
+    /// Slots of the enclosing query's row (subqueries); 0 at top level.
+    pub(crate) base: usize,
+    /// Property path applied to the document to get slot 0 (`FROM c.children ch`).
+    pub(crate) root_path: Vec<PathSeg>,
+    /// Binding names, one per slot.
+    pub(crate) names: Vec<String>,
+    /// `JOIN x IN expr` sources for slots 1.., in order.
+    pub(crate) joins: Vec<Expr>,
+    /// The slot `SELECT *` returns (1 for `FROM x IN c.arr`, else 0).
+    pub(crate) star_slot: usize,
+    /// Whether `SELECT *` is allowed (no explicit JOIN).
+    pub(crate) star_ok: bool,
+}
+
+/// A literal path step in FROM.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum PathSeg {
+    Prop(String),
+    Index(usize),
+}
+
+/// One ORDER BY key.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct SortItem {
+    pub(crate) expr: Expr,
+    pub(crate) descending: bool,
+}
+
+/// The aggregate functions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AggKind {
+    Count,
+    Sum,
+    Avg,
+    Min,
+    Max,
+}
+
+/// An aggregate lifted out of the projection.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct AggSpec {
+    pub(crate) kind: AggKind,
+    pub(crate) arg: Expr,
+}
+
+/// Unary operators.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum UnOp {
+    Neg,
+    Plus,
+    BitNot,
+    Not,
+}
+
+/// Binary operators.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BinOp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    And,
+    Or,
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Mod,
+    Concat,
+    BitAnd,
+    BitOr,
+    BitXor,
+    Shl,
+    Shr,
+    UShr,
+}
+
+/// A scalar expression.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Expr {
+    /// A JSON literal (boxed to keep `Expr` small).
+    Lit(Box<Value>),
+    /// The `undefined` literal.
+    Undefined,
+    /// `@name`: index into [`Query::params`].
+    Param(usize),
+    /// An identifier before name resolution.
+    Var(String),
+    /// A FROM binding, after name resolution.
+    Slot(usize),
+    /// `base.name` or `base["name"]` with a literal name.
+    Prop(Box<Expr>, String),
+    /// `base[expr]`.
+    Index(Box<Expr>, Box<Expr>),
+    Unary(UnOp, Box<Expr>),
+    Binary(BinOp, Box<Expr>, Box<Expr>),
+    In {
+        expr: Box<Expr>,
+        list: Vec<Expr>,
+        negated: bool,
+    },
+    Between {
+        expr: Box<Expr>,
+        low: Box<Expr>,
+        high: Box<Expr>,
+        negated: bool,
+    },
+    Like {
+        expr: Box<Expr>,
+        pattern: Box<Expr>,
+        escape: Option<char>,
+        negated: bool,
+    },
+    Ternary(Box<Expr>, Box<Expr>, Box<Expr>),
+    Coalesce(Box<Expr>, Box<Expr>),
+    Object(Vec<(String, Expr)>),
+    Array(Vec<Expr>),
+    Call(Func, Vec<Expr>),
+    Udf(String, Vec<Expr>),
+    /// An aggregate call as parsed; replaced by [`Expr::AggRef`] when compiled.
+    Agg(AggKind, Box<Expr>),
+    /// The value of aggregate number `n` of the current group.
+    AggRef(usize),
+    /// The value of GROUP BY key number `n` of the current group.
+    GroupKey(usize),
+    /// A subquery as parsed; compiled once the enclosing scope is known.
+    RawSubquery(SubKind, Box<RawQuery>),
+    /// A compiled (possibly correlated) subquery.
+    Subquery(SubKind, Box<Query>),
+}
+
+/// How a subquery's rows become a value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SubKind {
+    /// `EXISTS(SELECT …)`: whether there is a row.
+    Exists,
+    /// `ARRAY(SELECT …)`: all rows as an array.
+    Array,
+    /// `(SELECT …)`: the first row, or undefined.
+    Scalar,
+}
+
+/// A query as parsed, before name resolution.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct RawQuery {
+    pub(crate) distinct: bool,
+    pub(crate) top: Option<Count>,
+    pub(crate) select: RawSelect,
+    pub(crate) from: Option<RawFrom>,
+    pub(crate) filter: Option<Expr>,
+    pub(crate) group_by: Vec<Expr>,
+    pub(crate) order_by: Vec<SortItem>,
+    pub(crate) offset_limit: Option<(Count, Count)>,
+}
+
+/// The SELECT clause as parsed (aliases optional).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum RawSelect {
+    Star,
+    Value(Expr),
+    List(Vec<(Option<String>, Expr)>),
+}
+
+/// The FROM clause as parsed.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct RawFrom {
+    pub(crate) root_path: Vec<PathSeg>,
+    pub(crate) names: Vec<String>,
+    pub(crate) joins: Vec<Expr>,
+    pub(crate) star_slot: usize,
+    pub(crate) star_ok: bool,
+}
