@@ -16,6 +16,12 @@
 
 mod demo;
 
+/// mimalloc, not the system allocator: every write allocates a few dozen
+/// small strings and maps, and mimalloc cut the instructions of an in-memory
+/// createComment by about 15% (callgrind). Library users choose their own.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -201,6 +201,25 @@ fn errors_carry_status_codes_and_name_what_was_wrong() -> Result {
         json!({"id": "fits", "postId": "p1", "blob": "x".repeat(2 * 1024 * 1024 - 300)});
     posts.create_item("p1", just_fits, None)?;
 
+    // Nesting: 128 levels are accepted, deeper documents are refused (even a
+    // million levels deep, without overflowing the stack).
+    let nest = |depth: usize, id: &str| {
+        let mut v = json!(1);
+        for _ in 0..depth {
+            v = Value::Array(vec![v]);
+        }
+        let mut doc = json!({"id": id, "postId": "p1"});
+        doc["deep"] = v; // (`json!` would serialize `v` recursively)
+        doc
+    };
+    posts.create_item("p1", nest(127, "ok"), None)?;
+    posts.delete_item("p1", "ok", None)?;
+    assert_eq!(status(posts.create_item("p1", nest(128, "deep"), None).unwrap_err()), 400);
+    assert_eq!(status(posts.create_item("p1", nest(1_000_000, "deeper"), None).unwrap_err()), 400);
+    let mut bad_id = nest(1_000_000, "bad/id");
+    bad_id["id"] = json!("bad/id");
+    assert_eq!(status(posts.create_item("p1", bad_id, None).unwrap_err()), 400);
+
     // Nothing above changed the partition beyond the two successful creates.
     let ids: Vec<String> = posts
         .read_feed("p1", &FeedOptions::default())?

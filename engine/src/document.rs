@@ -69,22 +69,155 @@ pub(crate) fn now_secs() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// The serialized size of a value without building the text.
-pub(crate) fn serialized_len(value: &Value) -> usize {
-    struct Counter(usize);
-    impl io::Write for Counter {
-        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-            self.0 += buf.len();
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
+/// How deeply objects and arrays may nest in a document (Cosmos DB's limit).
+pub const MAX_NESTING: usize = 128;
+
+/// The length of `value` serialized as compact JSON, or `None` when it nests
+/// deeper than [`MAX_NESTING`]. Checking depth first is what makes the
+/// recursive serializer, comparisons and `drop` safe on stored documents.
+pub(crate) fn checked_len(value: &Value) -> Option<usize> {
+    fn walk(value: &Value, depth: usize) -> Option<usize> {
+        match value {
+            Value::Array(items) => {
+                if depth >= MAX_NESTING {
+                    return None;
+                }
+                let mut len = 2 + items.len().saturating_sub(1);
+                for item in items {
+                    len += walk(item, depth + 1)?;
+                }
+                Some(len)
+            }
+            Value::Object(map) => {
+                if depth >= MAX_NESTING {
+                    return None;
+                }
+                let mut len = 2 + map.len().saturating_sub(1);
+                for (k, v) in map {
+                    len += string_len(k) + 1 + walk(v, depth + 1)?;
+                }
+                Some(len)
+            }
+            scalar => Some(serialized_len(scalar)),
         }
     }
-    let mut counter = Counter(0);
-    // Writing a `Value` to an infallible writer cannot fail.
-    let _ = serde_json::to_writer(&mut counter, value);
-    counter.0
+    walk(value, 0)
+}
+
+/// Drops a value of any depth without recursion (the derived `Drop` of a
+/// `Value` recurses and overflows the stack on a hostile, deeply nested one).
+pub(crate) fn drop_deep(value: Value) {
+    let mut stack = vec![value];
+    while let Some(value) = stack.pop() {
+        match value {
+            Value::Array(items) => stack.extend(items),
+            Value::Object(map) => stack.extend(map.into_iter().map(|(_, v)| v)),
+            _ => {}
+        }
+    }
+}
+
+/// The length of `value` serialized as compact JSON (exactly what
+/// `serde_json::to_string` produces), computed without building the text.
+/// Recursive: only for values whose depth is known to be bounded.
+///
+/// Every write needs a document's size (for the 2 MB limit and for read
+/// statistics), and serializing just to count was the most expensive step of
+/// an in-memory write.
+pub(crate) fn serialized_len(value: &Value) -> usize {
+    match value {
+        Value::Null => 4,
+        Value::Bool(true) => 4,
+        Value::Bool(false) => 5,
+        Value::Number(n) => number_len(n),
+        Value::String(s) => string_len(s),
+        Value::Array(items) => {
+            // Brackets and the commas between items.
+            2 + items.len().saturating_sub(1) + items.iter().map(serialized_len).sum::<usize>()
+        }
+        Value::Object(map) => {
+            // Braces, commas, and a colon per member.
+            2 + map.len().saturating_sub(1)
+                + map.iter().map(|(k, v)| string_len(k) + 1 + serialized_len(v)).sum::<usize>()
+        }
+    }
+}
+
+/// A JSON string's length with quotes and serde_json's escapes: `\"` and
+/// `\\`, two-character escapes for `\b \t \n \f \r`, `\u00XX` for the
+/// other control characters.
+pub(crate) fn string_len(s: &str) -> usize {
+    let bytes = s.as_bytes();
+    // Eight bytes at a time: most strings need no escapes at all.
+    let mut chunks = bytes.chunks_exact(8);
+    let mut clean = true;
+    for chunk in &mut chunks {
+        let word = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+        if word_needs_escape(word) {
+            clean = false;
+            break;
+        }
+    }
+    if clean && chunks.remainder().iter().all(|&b| !byte_needs_escape(b)) {
+        return s.len() + 2;
+    }
+    let extra: usize = bytes
+        .iter()
+        .filter(|&&b| byte_needs_escape(b))
+        .map(|&b| match b {
+            b'"' | b'\\' | 0x08 | 0x09 | 0x0a | 0x0c | 0x0d => 1,
+            _ => 5,
+        })
+        .sum();
+    s.len() + 2 + extra
+}
+
+fn byte_needs_escape(b: u8) -> bool {
+    b < 0x20 || b == b'"' || b == b'\\'
+}
+
+/// Whether any byte of `word` is below 0x20, a `"` or a `\\` (the classic
+/// "has a byte less than n" and "has a zero byte" bit tricks).
+fn word_needs_escape(word: u64) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let has_zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS != 0;
+    let below_0x20 = word.wrapping_sub(ONES * 0x20) & !word & HIGHS != 0;
+    below_0x20 || has_zero(word ^ (ONES * u64::from(b'"'))) || has_zero(word ^ (ONES * u64::from(b'\\')))
+}
+
+fn number_len(n: &serde_json::Number) -> usize {
+    if let Some(i) = n.as_u64() {
+        decimal_digits(i)
+    } else if let Some(i) = n.as_i64() {
+        1 + decimal_digits(i.unsigned_abs())
+    } else {
+        // Floats (rare in documents): count what serde_json's own float
+        // formatter writes, so the two can never disagree.
+        struct Counter(usize);
+        impl io::Write for Counter {
+            fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+                self.0 += buf.len();
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let mut counter = Counter(0);
+        // Writing a number to an infallible writer cannot fail.
+        let _ = serde_json::to_writer(&mut counter, n);
+        counter.0
+    }
+}
+
+fn decimal_digits(mut n: u64) -> usize {
+    let mut digits = 1;
+    while n >= 10 {
+        n /= 10;
+        digits += 1;
+    }
+    digits
 }
 
 #[cfg(test)]
@@ -110,7 +243,73 @@ mod tests {
 
     #[test]
     fn serialized_len_matches_text() {
-        let v = json!({"id": "x", "n": [1, 2.5, null], "s": "é\"\n"});
+        let v = json!({"id": "x", "n": [1, 2.5, null, -17, 1e300, 0.1, -0.0, u64::MAX, i64::MIN], "s": "é\"\n\u{1}\u{7f}\\"});
         assert_eq!(serialized_len(&v), v.to_string().len());
+        assert_eq!(serialized_len(&json!({})), 2);
+        assert_eq!(serialized_len(&json!([])), 2);
+        assert_eq!(serialized_len(&json!([[], {}, ""])), "[[],{},\"\"]".len());
+    }
+
+    fn arb_json() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
+            any::<String>().prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 64, 8, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..8).prop_map(Value::Array),
+                proptest::collection::vec((any::<String>(), inner), 0..8)
+                    .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn serialized_len_matches_serde_json(value in arb_json()) {
+            proptest::prop_assert_eq!(serialized_len(&value), value.to_string().len());
+            proptest::prop_assert_eq!(checked_len(&value), Some(value.to_string().len()));
+        }
+    }
+
+    #[test]
+    fn escapes_are_found_at_every_position() {
+        for special in ['"', '\\', '\n', '\u{1}', '\u{1f}'] {
+            for pos in 0..20 {
+                let mut s: String = "abcdefghijklmnopqrs".chars().take(19).collect();
+                s.insert(pos, special);
+                let v = Value::String(s.clone());
+                assert_eq!(string_len(&s), v.to_string().len(), "{s:?}");
+            }
+        }
+        for clean in ["", "a", "é日本語", "0123456789abcdef ~\u{7f}"] {
+            assert_eq!(string_len(clean), Value::String(clean.to_owned()).to_string().len());
+        }
+    }
+
+    #[test]
+    fn depth_is_bounded_and_deep_values_drop_safely() {
+        let nest = |depth: usize| {
+            let mut v = json!(1);
+            for i in 0..depth {
+                v = if i % 2 == 0 {
+                    Value::Array(vec![v])
+                } else {
+                    Value::Object([("a".to_owned(), v)].into_iter().collect())
+                };
+            }
+            v
+        };
+        assert!(checked_len(&nest(MAX_NESTING)).is_some());
+        assert!(checked_len(&nest(MAX_NESTING + 1)).is_none());
+        // A million levels: measuring stops early and dropping does not recurse.
+        let deep = nest(1_000_000);
+        assert!(checked_len(&deep).is_none());
+        drop_deep(deep);
     }
 }

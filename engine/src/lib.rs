@@ -47,7 +47,7 @@ mod txn;
 pub use collection::QueryItemsOptions;
 pub use container::{Container, ContainerProperties, DATABASE_ID, FeedOptions, FeedPage};
 pub use database::{DATA_FILE, Database, LOCK_FILE, Options};
-pub use document::{Document, MAX_DOCUMENT_SIZE, MAX_ID_LEN, validate_id};
+pub use document::{Document, MAX_DOCUMENT_SIZE, MAX_ID_LEN, MAX_NESTING, validate_id};
 pub use error::{Error, Result};
 pub use host_api::{Collection, ErrorCode, PartitionKey};
 pub use host_api::{ScriptKind, ScriptLanguage, TriggerOperation, TriggerType};

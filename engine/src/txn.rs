@@ -36,7 +36,9 @@ use serde_json::Value;
 
 use crate::container::ContainerInner;
 use crate::database::DbInner;
-use crate::document::{Document, MAX_DOCUMENT_SIZE, serialized_len, type_name, validate_id};
+use crate::document::{
+    Document, MAX_DOCUMENT_SIZE, MAX_NESTING, checked_len, drop_deep, type_name, validate_id,
+};
 use crate::error::{Error, Result};
 use crate::partition::{LogicalPartition, PartitionState, Slot};
 use crate::storage::{ChangeKind, CommitRecord, Lsn, RecordChange};
@@ -59,6 +61,13 @@ impl ItemOptions {
             if_match: Some(etag.into()),
         }
     }
+}
+
+/// A document that passed [`Txn::check`], with its serialized length.
+struct Checked {
+    id: Arc<str>,
+    doc: Value,
+    len: usize,
 }
 
 /// One document's pending change.
@@ -235,11 +244,11 @@ impl Txn {
     /// [`Error::Conflict`] if the id exists; [`Error::BadRequest`],
     /// [`Error::CrossPartition`] or [`Error::TooLarge`] for a bad document.
     pub fn create_item(&mut self, doc: Value) -> Result<Document> {
-        let (id, doc) = self.check(doc)?;
-        if self.current(&id).is_some() {
-            return Err(self.conflict(&id));
+        let checked = self.check(doc)?;
+        if self.current(&checked.id).is_some() {
+            return Err(self.conflict(&checked.id));
         }
-        self.put(id, doc, None)
+        self.put(checked, None)
     }
 
     /// Replaces the document `id` with `doc` (whose `id` must be `id`).
@@ -253,11 +262,11 @@ impl Txn {
         doc: Value,
         options: Option<&ItemOptions>,
     ) -> Result<Document> {
-        let (doc_id, doc) = self.check(doc)?;
-        if *doc_id != *id {
+        let checked = self.check(doc)?;
+        if *checked.id != *id {
             return Err(Error::BadRequest(format!(
-                "replace of document {id:?} in container {:?}, partition {}: the body's id is {doc_id:?}",
-                self.container.meta.id, self.partition.key
+                "replace of document {id:?} in container {:?}, partition {}: the body's id is {:?}",
+                self.container.meta.id, self.partition.key, checked.id
             )));
         }
         let rid = match self.current(id) {
@@ -267,7 +276,7 @@ impl Txn {
             }
             None => return Err(self.not_found(id)),
         };
-        self.put(doc_id, doc, Some(rid))
+        self.put(checked, Some(rid))
     }
 
     /// Creates or replaces a document.
@@ -277,11 +286,11 @@ impl Txn {
     /// match (or the document does not exist); [`Error::BadRequest`],
     /// [`Error::CrossPartition`], [`Error::TooLarge`].
     pub fn upsert_item(&mut self, doc: Value, options: Option<&ItemOptions>) -> Result<Document> {
-        let (id, doc) = self.check(doc)?;
-        let existing = self.current(&id);
+        let checked = self.check(doc)?;
+        let existing = self.current(&checked.id);
         let rid = existing.map(|slot| slot.rid);
-        self.check_etag(&id, existing.map(|slot| &slot.document), options)?;
-        self.put(id, doc, rid)
+        self.check_etag(&checked.id, existing.map(|slot| &slot.document), options)?;
+        self.put(checked, rid)
     }
 
     /// Deletes the document `id`.
@@ -369,9 +378,18 @@ impl Txn {
     /// Discards every write. Same as dropping the transaction.
     pub fn rollback(self) {}
 
-    /// Validates a document for this transaction; returns its id.
-    fn check(&self, doc: Value) -> Result<(Arc<str>, Value)> {
+    /// Validates a document for this transaction.
+    fn check(&self, doc: Value) -> Result<Checked> {
         let container = &self.container.meta.id;
+        // The depth check comes first: it bounds every recursion over the
+        // document from here on (serialization, queries, and `drop` on the
+        // error paths below).
+        let Some(len) = checked_len(&doc) else {
+            drop_deep(doc);
+            return Err(Error::BadRequest(format!(
+                "a document in container {container:?} nests objects and arrays more than {MAX_NESTING} levels deep"
+            )));
+        };
         let Value::Object(map) = &doc else {
             return Err(Error::BadRequest(format!(
                 "a document must be a JSON object, not {} (container {container:?})",
@@ -405,7 +423,7 @@ impl Txn {
                 request: self.partition.key.clone(),
             });
         }
-        Ok((Arc::from(id.as_str()), doc))
+        Ok(Checked { id: Arc::from(id.as_str()), doc, len })
     }
 
     fn check_etag(
@@ -431,16 +449,13 @@ impl Txn {
     }
 
     /// Stamps system properties, checks the size and records the write.
-    fn put(&mut self, id: Arc<str>, mut doc: Value, rid: Option<u64>) -> Result<Document> {
+    fn put(&mut self, checked: Checked, rid: Option<u64>) -> Result<Document> {
+        let Checked { id, mut doc, len } = checked;
         let seq = self.container.next_seq();
         let rid = rid.unwrap_or(seq);
-        self.container.stamp(&mut doc, rid, seq);
-        let (size, text) = if self.db.storage.wants_text() {
-            let text = doc.to_string();
-            (text.len(), Some(Arc::from(text)))
-        } else {
-            (serialized_len(&doc), None)
-        };
+        let size = (len as isize + self.container.stamp(&mut doc, rid, seq)) as usize;
+        // Every debug-build test checks the arithmetic against the serializer.
+        debug_assert_eq!(size, doc.to_string().len(), "size bookkeeping of {id:?}");
         if size > MAX_DOCUMENT_SIZE {
             return Err(Error::TooLarge {
                 container: self.container.meta.id.clone(),
@@ -450,6 +465,7 @@ impl Txn {
                 limit: MAX_DOCUMENT_SIZE,
             });
         }
+        let text = self.db.storage.wants_text().then(|| Arc::from(doc.to_string()));
         let document = Document::new(doc);
         let i = self.slot_for(id);
         let write = &mut self.writes[i];

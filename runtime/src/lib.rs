@@ -1,8 +1,197 @@
-//! The sandboxes that run procedures and triggers: JavaScript on boa and
-//! WebAssembly on wasmtime, as thin adapters over the collection API that
-//! `host-api` defines.
+//! The sandboxes that run procedures and triggers. Today: JavaScript on boa,
+//! as a thin adapter over the collection API that `host-api` defines (the
+//! WebAssembly runtime comes next, over the same trait).
 //!
-//! This crate is the only one that will know boa or wasmtime exist. It is
-//! empty until the JavaScript-procedures issue lands: the foundation keeps
-//! the crate (and its place in the dependency graph) without pulling in
-//! either engine, so that builds stay fast until they are needed.
+//! [`run_js`] runs one stored procedure or trigger, written against Azure
+//! Cosmos DB's server-side JavaScript API, against a `&mut dyn Collection`
+//! (the engine's transaction on one logical partition):
+//!
+//! ```text
+//!   facade: begin txn ──► run_js(script, invocation, &mut txn, limits) ──► Ok  ──► commit
+//!                                                                      └─► Err ──► drop (rollback)
+//! ```
+//!
+//! `run_js` never commits. It returns `Ok` only once the script's function
+//! has returned and every queued operation callback and promise job has
+//! drained; it never panics on any script, and leaves the collection usable.
+//!
+//! CONCEPTS
+//! ========
+//!
+//! * A script is the text of one function (`function f(a){..}`, anonymous,
+//!   trailing `;`, arrow), evaluated as an expression and called with the
+//!   parameters (`apply` semantics), in sloppy mode unless it opts in.
+//! * Collection calls return "accepted" at once and queue their callback;
+//!   the operation itself runs when the queue reaches it, after the current
+//!   turn, so the native functions never touch the collection: only
+//!   `run_js`, which owns the `&mut dyn Collection`, does. No unsafe code.
+//! * Bounds the script cannot catch: an instruction budget (boa's `fuzz`
+//!   counter), a recursion limit, a wall-clock deadline checked at every
+//!   host call, and a memory limit enforced by guarded built-ins (see
+//!   [`Limits`] for what these do and do not cover).
+//! * Speed: each thread keeps a small pool of prepared, locked-down boa
+//!   contexts; each context caches compiled scripts by (id, version).
+//!
+//! Non-goals: user-defined functions called from SQL (next issue), Cosmos
+//! DB attachments, `__.unwind`, `__.spatial`, response-size (413) checks on
+//! `setBody`, and a process-level memory cap (that needs OS isolation).
+
+mod error;
+mod js;
+
+use std::time::Duration;
+
+pub use error::{Budget, Error, SUBSTATUS_COMPILE_ERROR};
+
+/// How much one call may do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Bytecode instructions one call may execute, including its callbacks
+    /// and promise jobs (each job also counts 50, for the native promise
+    /// machinery the counter does not see). A call that used more fails with
+    /// [`Budget::Instructions`] even if it finished; a call that never ends
+    /// is stopped after at most about `2 × instructions` (boa's counter is
+    /// per context and cannot be refilled, so a pooled context is retired
+    /// once less than `instructions` remain).
+    pub instructions: u64,
+    /// After this many instructions collection operations stop being
+    /// accepted (they return `false`), so a script can return a continuation
+    /// (Cosmos DB's bounded execution).
+    pub accept_instructions: u64,
+    /// After this many accepted collection operations further ones return
+    /// `false`. Tests lower it to force the continuation path.
+    pub max_operations: u64,
+    /// Wall-clock limit of one call. Checked whenever the script calls the
+    /// host (collection, request, response, console) or a guarded built-in,
+    /// and between queued callbacks; a pure computation loop is stopped by
+    /// the instruction budget instead.
+    pub wall_time: Duration,
+    /// After this much wall time collection operations stop being accepted.
+    pub accept_wall_time: Duration,
+    /// The most memory the guarded built-ins (`repeat`, `padStart`,
+    /// `padEnd`, `concat`, `join`, `fill`, `split`, `Array.from`,
+    /// `ArrayBuffer`, `JSON.stringify`, ...) and value conversions may
+    /// allocate in one call, counted cumulatively, and the largest single
+    /// string or array they may produce. Not covered: strings grown with
+    /// `+` or template literals, and many small objects created in a loop
+    /// (bounded only by the instruction budget).
+    pub max_memory_bytes: usize,
+    /// How deeply JavaScript calls may nest.
+    pub recursion: usize,
+    /// The most `console.log` output kept; more is cut with a marker.
+    pub max_log_bytes: usize,
+}
+
+impl Default for Limits {
+    /// About two seconds of work on this project's 2-core machine.
+    fn default() -> Limits {
+        Limits {
+            instructions: 100_000_000,
+            accept_instructions: 80_000_000,
+            max_operations: 100_000,
+            wall_time: Duration::from_secs(5),
+            accept_wall_time: Duration::from_secs(4),
+            max_memory_bytes: 128 << 20,
+            recursion: 400,
+            max_log_bytes: 64 << 10,
+        }
+    }
+}
+
+/// A script to run: its text and the identity its compiled form is cached
+/// under.
+#[derive(Clone, Copy, Debug)]
+pub struct Script<'a> {
+    /// The script's id.
+    pub id: &'a str,
+    /// Changes on every replace of the script; with `id`, the cache key.
+    pub version: u64,
+    /// The JavaScript text: one function.
+    pub body: &'a str,
+}
+
+/// What the script is run as, with its inputs.
+#[derive(Clone, Debug)]
+pub enum Invocation {
+    /// A stored procedure called with `params` (`fn.apply(null, params)`).
+    Procedure {
+        /// The parameters.
+        params: Vec<serde_json::Value>,
+    },
+    /// A pre-trigger: it may read and change the document about to be
+    /// written (`getRequest().getBody()/setBody()`); it has no response.
+    PreTrigger {
+        /// The document about to be written (for a delete: the document
+        /// being deleted).
+        request_body: serde_json::Value,
+        /// The write being performed.
+        operation: host_api::TriggerOperation,
+    },
+    /// A post-trigger, run after the write in the same transaction: it may
+    /// read the request and read and change the response body.
+    PostTrigger {
+        /// The request document (after any pre-trigger change).
+        request_body: serde_json::Value,
+        /// The written document, with system properties.
+        response_body: serde_json::Value,
+        /// The write performed.
+        operation: host_api::TriggerOperation,
+    },
+}
+
+/// What a successful call produced.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Output {
+    /// Procedure: the response body it set (`""` when it set none, as in
+    /// Cosmos DB); pre-trigger: the (possibly changed) request body;
+    /// post-trigger: the (possibly changed) response body. `None` when the
+    /// script set `undefined`.
+    pub body: Option<serde_json::Value>,
+    /// `console.log` output, one line per call.
+    pub logs: String,
+    /// What the call cost.
+    pub stats: ExecStats,
+}
+
+/// What a call cost.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExecStats {
+    /// Bytecode instructions executed by the call.
+    pub instructions: u64,
+    /// Wall time of the call, compilation included.
+    pub wall_time: Duration,
+    /// What the call did to the collection.
+    pub collection: host_api::CallStats,
+}
+
+/// A failed call: why, and what it logged and cost up to the failure.
+#[derive(Debug)]
+pub struct Failure {
+    /// Why the call failed.
+    pub error: Error,
+    /// `console.log` output up to the failure.
+    pub logs: String,
+    /// What the call cost up to the failure.
+    pub stats: ExecStats,
+}
+
+/// Runs a JavaScript stored procedure or trigger against `collection`.
+///
+/// Never commits: the caller commits on `Ok` and drops (rolls back) the
+/// transaction on `Err`. Returns only after the script's function returned
+/// and all queued callbacks and promise jobs drained.
+///
+/// # Errors
+/// A [`Failure`] whose [`Error`] says why; see [`Error::status`] for the
+/// status to report.
+// `Failure` is 136 bytes; the signature is the facade's contract and the
+// failure path is cold, so it is returned unboxed.
+#[allow(clippy::result_large_err)]
+pub fn run_js(
+    script: &Script<'_>,
+    invocation: Invocation,
+    collection: &mut dyn host_api::Collection,
+    limits: &Limits,
+) -> Result<Output, Failure> {
+    js::run(script, invocation, collection, limits)
+}

@@ -9,6 +9,12 @@
 //! individually and prints true p50/p99 (criterion's figures are means per
 //! sample). `PARTITA_BENCH_QUICK=1` shortens everything for a smoke run.
 
+/// The allocator the `partita` binary ships with (see src/main.rs); build
+/// with `--features system-alloc` to measure the system allocator instead.
+#[cfg(not(feature = "system-alloc"))]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 

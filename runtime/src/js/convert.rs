@@ -1,0 +1,186 @@
+//! `JsValue` → `serde_json::Value` with `JSON.stringify` semantics and bounds.
+//!
+//! boa's own `JsValue::to_json` recurses without a depth limit (a deeply
+//! nested value would overflow the Rust stack and abort the process), keeps
+//! non-enumerable properties, ignores `toJSON` (so a `Date` becomes `{}`)
+//! and has no size limit (an array holding the same 10 MB string a million
+//! times would exhaust memory). This converter follows `JSON.stringify`:
+//! enumerable own string keys in order, `toJSON` honoured, `undefined`,
+//! functions and symbols dropped (`null` in arrays), `NaN`/`Infinity` as
+//! `null`, integral numbers as integers; it stops at [`MAX_DEPTH`] levels
+//! and when the estimated output exceeds a byte budget.
+//!
+//! The other direction uses boa's `JsValue::from_json`, whose input comes
+//! from serde_json (parsed with its 128-level recursion limit) or the engine.
+
+use boa_engine::property::PropertyKey;
+use boa_engine::value::JsVariant;
+use boa_engine::{Context, JsError, JsObject, JsValue, js_string};
+use serde_json::{Map, Number, Value};
+
+/// Deepest nesting converted (Cosmos DB's document limit is 128 levels).
+pub(crate) const MAX_DEPTH: usize = 128;
+
+/// Why a conversion stopped.
+pub(crate) enum ConvertError {
+    /// A getter or `toJSON` threw, or the value holds a `BigInt`.
+    Js(JsError),
+    /// Nested deeper than [`MAX_DEPTH`], or cyclic.
+    TooDeep,
+    /// The output would exceed the byte budget.
+    TooLarge,
+}
+
+impl From<JsError> for ConvertError {
+    fn from(err: JsError) -> ConvertError {
+        ConvertError::Js(err)
+    }
+}
+
+/// Converts `value` as `JSON.stringify` would, spending at most `*budget`
+/// bytes of estimated output (the remainder is left in `*budget`). `None`
+/// for values JSON cannot represent at top level (`undefined`, functions).
+pub(crate) fn to_json(
+    value: &JsValue,
+    budget: &mut usize,
+    context: &mut Context,
+) -> Result<Option<Value>, ConvertError> {
+    convert(value, 0, budget, context)
+}
+
+fn spend(budget: &mut usize, bytes: usize) -> Result<(), ConvertError> {
+    *budget = budget.checked_sub(bytes).ok_or(ConvertError::TooLarge)?;
+    Ok(())
+}
+
+fn number(n: f64) -> Value {
+    if n.is_finite() && n.fract() == 0.0 && n.abs() <= 9_007_199_254_740_992.0 {
+        if n == 0.0 {
+            return Value::from(0);
+        }
+        // In range and integral: exact.
+        #[allow(clippy::cast_possible_truncation)]
+        return Value::from(n as i64);
+    }
+    Number::from_f64(n).map_or(Value::Null, Value::Number)
+}
+
+fn convert(
+    value: &JsValue,
+    depth: usize,
+    budget: &mut usize,
+    context: &mut Context,
+) -> Result<Option<Value>, ConvertError> {
+    match value.variant() {
+        JsVariant::Null => {
+            spend(budget, 4)?;
+            Ok(Some(Value::Null))
+        }
+        JsVariant::Undefined | JsVariant::Symbol(_) => Ok(None),
+        JsVariant::Boolean(b) => {
+            spend(budget, 5)?;
+            Ok(Some(Value::Bool(b)))
+        }
+        JsVariant::String(s) => {
+            spend(budget, s.len() + 2)?;
+            Ok(Some(Value::String(s.to_std_string_escaped())))
+        }
+        JsVariant::Float64(n) => {
+            spend(budget, 8)?;
+            Ok(Some(number(n)))
+        }
+        JsVariant::Integer32(n) => {
+            spend(budget, 8)?;
+            Ok(Some(Value::from(n)))
+        }
+        JsVariant::BigInt(_) => Err(ConvertError::Js(
+            boa_engine::JsNativeError::typ()
+                .with_message("BigInt value can't be serialized in JSON")
+                .into(),
+        )),
+        JsVariant::Object(obj) => convert_object(&obj, depth, budget, context),
+    }
+}
+
+fn convert_object(
+    obj: &JsObject,
+    depth: usize,
+    budget: &mut usize,
+    context: &mut Context,
+) -> Result<Option<Value>, ConvertError> {
+    if depth >= MAX_DEPTH {
+        return Err(ConvertError::TooDeep);
+    }
+    let to_json = obj.get(js_string!("toJSON"), context)?;
+    if let Some(f) = to_json.as_callable() {
+        let replaced = f.call(&JsValue::from(obj.clone()), &[], context)?;
+        if replaced.as_object().is_some_and(|o| &o == obj) {
+            // A toJSON returning itself: convert the plain properties.
+        } else {
+            return convert(&replaced, depth + 1, budget, context);
+        }
+    }
+    if obj.is_callable() {
+        return Ok(None);
+    }
+    spend(budget, 2)?;
+    if obj.is_array() {
+        let len = obj.get(js_string!("length"), context)?.to_length(context)?;
+        // Every element costs at least one byte, so a length over the
+        // budget cannot fit: refuse before allocating.
+        if len > *budget as u64 {
+            return Err(ConvertError::TooLarge);
+        }
+        #[allow(clippy::cast_possible_truncation)]
+        let mut items = Vec::with_capacity(len as usize);
+        for i in 0..len {
+            let item = obj.get(i, context)?;
+            spend(budget, 1)?;
+            items.push(convert(&item, depth + 1, budget, context)?.unwrap_or(Value::Null));
+        }
+        return Ok(Some(Value::Array(items)));
+    }
+    // Boxed primitives serialize as their primitive.
+    if let Some(primitive) = unbox(obj) {
+        return convert(&primitive, depth, budget, context);
+    }
+    let keys = obj.own_property_keys(context)?;
+    let mut map = Map::new();
+    for key in keys {
+        let name = match &key {
+            PropertyKey::String(s) => s.to_std_string_escaped(),
+            PropertyKey::Index(i) => i.get().to_string(),
+            PropertyKey::Symbol(_) => continue,
+        };
+        let desc = obj.borrow().properties().get(&key);
+        let value = match desc {
+            Some(desc) if desc.enumerable() == Some(true) => match desc.value() {
+                Some(v) => v.clone(),
+                None => obj.get(key.clone(), context)?,
+            },
+            Some(_) => continue,
+            // Exotic objects (typed arrays, strings) keep some properties
+            // outside the property map.
+            None => obj.get(key.clone(), context)?,
+        };
+        if let Some(v) = convert(&value, depth + 1, budget, context)? {
+            spend(budget, name.len() + 3)?;
+            map.insert(name, v);
+        }
+    }
+    Ok(Some(Value::Object(map)))
+}
+
+fn unbox(obj: &JsObject) -> Option<JsValue> {
+    use boa_engine::JsString;
+    if let Some(s) = obj.downcast_ref::<JsString>() {
+        return Some(JsValue::from(s.clone()));
+    }
+    if let Some(n) = obj.downcast_ref::<f64>() {
+        return Some(JsValue::from(*n));
+    }
+    if let Some(b) = obj.downcast_ref::<bool>() {
+        return Some(JsValue::from(*b));
+    }
+    None
+}

@@ -1,0 +1,19 @@
+//! The JavaScript sandbox, on boa.
+//!
+//! - `sandbox.rs`: prepared, locked-down contexts, pooled per thread, with
+//!   their compiled-script cache.
+//! - `run.rs`: one call, from the function call to the drained queue.
+//! - `host.rs`: the call state and the native functions scripts call
+//!   (`getContext()`, collection methods, request, response, console).
+//! - `guards.rs`: guarded built-ins (the memory bound) and host hooks.
+//! - `convert.rs`: bounded `JsValue` → JSON conversion.
+//! - `prelude.js`: the JavaScript half of the API (JScript `Error`, the
+//!   fluent `__` API, lockdown).
+
+mod convert;
+mod guards;
+mod host;
+mod run;
+mod sandbox;
+
+pub(crate) use run::run;

@@ -1,0 +1,571 @@
+//! One call: set up the call state, run the script's function, drain the
+//! queue of operations and promise jobs, collect the output.
+//!
+//! ```text
+//!   f(...params) ─► microtasks ─► op 1 ─► callback 1 ─► microtasks ─► op 2 ─► … ─► queue empty ─► Ok
+//!        any uncaught throw, abort(), unhandled op error or bound ─────────────────────────────► Err
+//! ```
+//!
+//! Operations run in the order they were accepted, each after the turn
+//! that queued it, against the `&mut dyn Collection` this module owns.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::time::Instant;
+
+use boa_engine::error::EngineError;
+use boa_engine::error::RuntimeLimitError;
+use boa_engine::object::builtins::JsArray;
+use boa_engine::{Context, JsError, JsObject, JsResult, JsString, JsValue, js_string};
+use host_api::{Collection, ErrorCode, HostError, QueryRequest, WriteOptions};
+use serde_json::Value;
+
+use super::host::{self, Body, CallState, Fault, Kind, Op, Pending};
+use super::sandbox::{self, Sandbox};
+use crate::{Budget, Error, ExecStats, Failure, Invocation, Limits, Output, Script};
+
+/// Stack a call needs free; with less, it runs on a fresh stack.
+const RED_ZONE: usize = 4 << 20;
+
+/// Size of the fresh stack.
+const STACK_SIZE: usize = 16 << 20;
+
+/// Runs one script call; see [`crate::run_js`]. Runs on a stack of at least
+/// [`RED_ZONE`] bytes: on threads with smaller stacks (2 MB by default for
+/// spawned threads) every call pays for a fresh 16 MB stack segment.
+#[allow(clippy::result_large_err)] // The shape of `run_js`; see lib.rs.
+pub(crate) fn run(
+    script: &Script<'_>,
+    invocation: Invocation,
+    collection: &mut dyn Collection,
+    limits: &Limits,
+) -> Result<Output, Failure> {
+    stacker::maybe_grow(RED_ZONE, STACK_SIZE, || {
+        run_here(script, invocation, collection, limits)
+    })
+}
+
+#[allow(clippy::result_large_err)]
+fn run_here(
+    script: &Script<'_>,
+    invocation: Invocation,
+    collection: &mut dyn Collection,
+    limits: &Limits,
+) -> Result<Output, Failure> {
+    let started = Instant::now();
+    let mut sandbox = match sandbox::take(limits) {
+        Ok(s) => s,
+        Err(e) => {
+            return Err(Failure {
+                error: Error::Internal(e),
+                logs: String::new(),
+                stats: ExecStats {
+                    wall_time: started.elapsed(),
+                    collection: collection.stats(),
+                    ..ExecStats::default()
+                },
+            });
+        }
+    };
+    let res = catch_unwind(AssertUnwindSafe(|| {
+        call(&mut sandbox, script, invocation, &mut *collection, limits)
+    }));
+    let res = match res {
+        Ok(res) => res,
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "panic".to_owned());
+            // The context may be in any state: never touch it again.
+            let logs = std::mem::take(&mut sandbox.host.borrow_mut().logs);
+            std::mem::forget(sandbox);
+            return Err(Failure {
+                error: Error::Internal(format!("the script engine panicked: {message}")),
+                logs,
+                stats: ExecStats {
+                    wall_time: started.elapsed(),
+                    collection: collection.stats(),
+                    ..ExecStats::default()
+                },
+            });
+        }
+    };
+    let (instructions, logs) = finish(&mut sandbox);
+    let stats = ExecStats {
+        instructions,
+        wall_time: started.elapsed(),
+        collection: collection.stats(),
+    };
+    let res = match res {
+        Ok(body) if instructions > limits.instructions => {
+            drop(body);
+            Err(Error::Budget(Budget::Instructions {
+                limit: limits.instructions,
+            }))
+        }
+        other => other,
+    };
+    match res {
+        Ok(body) => {
+            sandbox::give_back(sandbox);
+            Ok(Output { body, logs, stats })
+        }
+        Err(error) => {
+            if !matches!(error, Error::Script { .. } | Error::Compile(_)) {
+                sandbox.poisoned = true;
+            }
+            sandbox::give_back(sandbox);
+            Err(Failure { error, logs, stats })
+        }
+    }
+}
+
+/// Resets the sandbox after a call; returns the instructions used and logs.
+fn finish(sandbox: &mut Sandbox) -> (u64, String) {
+    sandbox.jobs.clear();
+    let (used, logs) = {
+        let mut s = sandbox.host.borrow_mut();
+        let used = s.used(&sandbox.context);
+        s.active = false;
+        s.queue.clear();
+        s.fault = None;
+        s.request = Body::Json(Value::Null);
+        s.response = None;
+        (used, std::mem::take(&mut s.logs))
+    };
+    sandbox.clean_globals();
+    (used, logs)
+}
+
+fn call(
+    sandbox: &mut Sandbox,
+    script: &Script<'_>,
+    invocation: Invocation,
+    collection: &mut dyn Collection,
+    limits: &Limits,
+) -> Result<Option<Value>, Error> {
+    let (kind, params, request, response, operation) = match invocation {
+        Invocation::Procedure { params } => (
+            Kind::Procedure,
+            params.clone(),
+            Value::Array(params),
+            Some(Value::String(String::new())),
+            None,
+        ),
+        Invocation::PreTrigger {
+            request_body,
+            operation,
+        } => (Kind::Pre, Vec::new(), request_body, None, Some(operation)),
+        Invocation::PostTrigger {
+            request_body,
+            response_body,
+            operation,
+        } => (
+            Kind::Post,
+            Vec::new(),
+            request_body,
+            Some(response_body),
+            Some(operation),
+        ),
+    };
+    {
+        let mut s = sandbox.host.borrow_mut();
+        let s: &mut CallState = &mut s;
+        s.active = true;
+        s.kind = kind;
+        s.operation = operation;
+        s.self_link = collection.self_link();
+        s.alt_link = collection.alt_link();
+        s.instructions = limits.instructions;
+        s.recursion = limits.recursion;
+        s.accept_instructions = limits.accept_instructions;
+        s.max_operations = limits.max_operations;
+        s.started = Instant::now();
+        s.wall_time = limits.wall_time;
+        s.accept_wall_time = limits.accept_wall_time;
+        s.start_remaining = sandbox.context.instructions_remaining();
+        s.ops_accepted = 0;
+        s.extra_instructions = 0;
+        s.logs.clear();
+        s.max_log_bytes = limits.max_log_bytes;
+        s.mem_used = 0;
+        s.join_depth = 0;
+        s.max_memory = limits.max_memory_bytes;
+        s.fault = None;
+        s.request = Body::Json(request);
+        s.response = response.map(Body::Json);
+    }
+    sandbox
+        .context
+        .runtime_limits_mut()
+        .set_recursion_limit(limits.recursion);
+
+    let wrapper = sandbox
+        .compiled(script.id, script.version, script.body)
+        .map_err(Error::Compile)?;
+    let context = &mut sandbox.context;
+    let function = wrapper
+        .call(&JsValue::undefined(), &[], context)
+        .map_err(|e| classify(e, &sandbox.host, context))?;
+    let Some(function) = function.as_callable() else {
+        return Err(Error::Compile(
+            "the script does not evaluate to a function".to_owned(),
+        ));
+    };
+    let mut args = Vec::with_capacity(params.len());
+    for p in &params {
+        args.push(JsValue::from_json(p, context).map_err(|e| Error::Internal(e.to_string()))?);
+    }
+    function
+        .call(&JsValue::undefined(), &args, context)
+        .map_err(|e| classify(e, &sandbox.host, context))?;
+    drain(sandbox, collection)?;
+
+    // Collect the body the caller gets.
+    let body = {
+        let mut s = sandbox.host.borrow_mut();
+        match kind {
+            Kind::Pre => std::mem::replace(&mut s.request, Body::Json(Value::Null)),
+            _ => s.response.take().unwrap_or(Body::Json(Value::Null)),
+        }
+    };
+    match body {
+        Body::Json(v) => Ok(Some(v)),
+        Body::Js(v) => {
+            let context = &mut sandbox.context;
+            host::value_to_json(&v, "the response body", context)
+                .map_err(|e| classify(e, &sandbox.host, context))
+        }
+    }
+}
+
+/// Instructions charged per promise job: resolving and reacting is native
+/// work the counter does not see, so a script that only chains promises
+/// would otherwise run for long on a small count.
+const JOB_INSTRUCTIONS: u64 = 50;
+
+/// Runs promise jobs and queued operations until both are empty.
+fn drain(sandbox: &mut Sandbox, collection: &mut dyn Collection) -> Result<(), Error> {
+    loop {
+        while let Some(job) = sandbox.jobs.pop() {
+            sandbox.host.borrow_mut().extra_instructions += JOB_INSTRUCTIONS;
+            let context = &mut sandbox.context;
+            job.call(context)
+                .map_err(|e| classify(e, &sandbox.host, context))?;
+            check(sandbox)?;
+        }
+        check(sandbox)?;
+        let next = sandbox.host.borrow_mut().queue.pop_front();
+        let Some(pending) = next else { return Ok(()) };
+        perform(sandbox, collection, pending)?;
+    }
+}
+
+/// Fails the call when a native recorded a fault or a bound is exceeded.
+fn check(sandbox: &mut Sandbox) -> Result<(), Error> {
+    let mut s = sandbox.host.borrow_mut();
+    if s.check(&sandbox.context).is_err() || s.fault.is_some() {
+        drop(s);
+        return Err(classify(
+            host::uncatchable(),
+            &sandbox.host,
+            &mut sandbox.context,
+        ));
+    }
+    Ok(())
+}
+
+/// The result of an operation, before it is turned into callback arguments.
+enum Done {
+    Doc(host_api::Document),
+    Deleted,
+    Page(host_api::Page),
+    Items(JsValue, Option<String>),
+}
+
+fn write_options(if_match: Option<&String>) -> WriteOptions<'_> {
+    WriteOptions {
+        if_match: if_match.map(String::as_str),
+    }
+}
+
+fn perform(
+    sandbox: &mut Sandbox,
+    collection: &mut dyn Collection,
+    pending: Pending,
+) -> Result<(), Error> {
+    let Pending { op, callback } = pending;
+    let res: Result<Done, HostError> = match &op {
+        Op::Create { doc } => collection.create(doc.clone()).map(Done::Doc),
+        Op::Upsert { doc, if_match } => collection
+            .upsert(doc.clone(), write_options(if_match.as_ref()))
+            .map(Done::Doc),
+        Op::Replace {
+            link,
+            doc,
+            if_match,
+        } => collection
+            .resolve_document_link(link)
+            .and_then(|id| collection.replace(&id, doc.clone(), write_options(if_match.as_ref())))
+            .map(Done::Doc),
+        Op::Read { link } => collection
+            .resolve_document_link(link)
+            .and_then(|id| collection.read(&id))
+            .map(Done::Doc),
+        Op::Delete { link, if_match } => collection
+            .resolve_document_link(link)
+            .and_then(|id| collection.delete(&id, write_options(if_match.as_ref())))
+            .map(|()| Done::Deleted),
+        Op::ReadFeed {
+            page_size,
+            continuation,
+        } => collection
+            .read_feed(Some(*page_size), continuation.as_deref())
+            .map(Done::Page),
+        Op::Query {
+            sql,
+            parameters,
+            page_size,
+            continuation,
+        } => collection
+            .query(QueryRequest {
+                sql,
+                parameters,
+                page_size: Some(*page_size),
+                continuation: continuation.as_deref(),
+            })
+            .map(Done::Page),
+        Op::Fluent {
+            stages,
+            page_size,
+            continuation,
+        } => fluent(
+            sandbox,
+            collection,
+            stages,
+            *page_size,
+            continuation.as_deref(),
+        )?,
+    };
+    let host = sandbox.host.clone();
+    let context = &mut sandbox.context;
+    let undefined = JsValue::undefined();
+    let done = match res {
+        Ok(done) => done,
+        Err(e) if e.code == ErrorCode::INTERNAL || e.code == ErrorCode::SERVICE_UNAVAILABLE => {
+            return Err(Error::Host(e));
+        }
+        Err(e) => {
+            // Without a callback the error is thrown in the completion
+            // context: nothing can catch it.
+            let Some(callback) = callback else {
+                return Err(Error::Script {
+                    message: e.message,
+                    number: e.code.as_u16(),
+                    stack: None,
+                });
+            };
+            let err = host::make_error(context, e.code.as_u16(), &e.message)
+                .map_err(|x| classify(x, &host, context))?;
+            let options = JsObject::with_object_proto(context.intrinsics());
+            callback
+                .call(
+                    &undefined,
+                    &[err, undefined.clone(), options.into()],
+                    context,
+                )
+                .map_err(|x| classify(x, &host, context))?;
+            return Ok(());
+        }
+    };
+    let Some(callback) = callback else {
+        return Ok(());
+    };
+    let args = callback_args(done, context).map_err(|x| classify(x, &host, context))?;
+    callback
+        .call(&undefined, &args, context)
+        .map_err(|x| classify(x, &host, context))?;
+    Ok(())
+}
+
+fn feed_options(continuation: Option<String>, context: &mut Context) -> JsResult<JsValue> {
+    let options = JsObject::with_object_proto(context.intrinsics());
+    let continuation = match continuation {
+        Some(c) => JsValue::from(JsString::from(c.as_str())),
+        None => JsValue::undefined(),
+    };
+    options.set(js_string!("continuation"), continuation, false, context)?;
+    Ok(options.into())
+}
+
+fn callback_args(done: Done, context: &mut Context) -> JsResult<Vec<JsValue>> {
+    let undefined = JsValue::undefined();
+    Ok(match done {
+        Done::Doc(doc) => {
+            let doc = JsValue::from_json(doc.value(), context)?;
+            vec![
+                undefined,
+                doc,
+                JsObject::with_object_proto(context.intrinsics()).into(),
+            ]
+        }
+        Done::Deleted => vec![
+            undefined,
+            JsObject::with_object_proto(context.intrinsics()).into(),
+        ],
+        Done::Page(page) => {
+            let items = JsValue::from_json(&Value::Array(page.items), context)?;
+            vec![undefined, items, feed_options(page.continuation, context)?]
+        }
+        Done::Items(items, continuation) => {
+            vec![undefined, items, feed_options(continuation, context)?]
+        }
+    })
+}
+
+/// Runs a fluent query (`__.filter(...)`): the stages are JavaScript, so
+/// they run here over the partition's documents (read through the feed,
+/// which sees the call's own writes), then the result is paged.
+fn fluent(
+    sandbox: &mut Sandbox,
+    collection: &mut dyn Collection,
+    stages: &JsValue,
+    page_size: usize,
+    continuation: Option<&str>,
+) -> Result<Result<Done, HostError>, Error> {
+    let offset = match continuation.map(str::parse::<usize>) {
+        None => 0,
+        Some(Ok(n)) => n,
+        Some(Err(_)) => {
+            return Ok(Err(HostError::new(
+                ErrorCode::BAD_REQUEST,
+                "Invalid continuation token.",
+            )));
+        }
+    };
+    let mut items = Vec::new();
+    let mut next: Option<String> = None;
+    loop {
+        match collection.read_feed(Some(1000), next.as_deref()) {
+            Ok(page) => {
+                items.extend(page.items);
+                match page.continuation {
+                    Some(c) => next = Some(c),
+                    None => break,
+                }
+            }
+            Err(e) => return Ok(Err(e)),
+        }
+    }
+    let host = sandbox.host.clone();
+    let context = &mut sandbox.context;
+    let run = |context: &mut Context| -> JsResult<(JsValue, Option<String>)> {
+        let docs = JsValue::from_json(&Value::Array(items), context)?;
+        let result =
+            sandbox
+                .apply_stages
+                .call(&JsValue::undefined(), &[docs, stages.clone()], context)?;
+        let Some(array) = result
+            .as_object()
+            .and_then(|o| JsArray::from_object(o).ok())
+        else {
+            return Ok((JsArray::new(context)?.into(), None));
+        };
+        let len = usize::try_from(array.length(context)?).unwrap_or(usize::MAX);
+        let end = offset.saturating_add(page_size).min(len);
+        let page = array.slice(
+            Some(u32::try_from(offset.min(len)).unwrap_or(u32::MAX)),
+            Some(u32::try_from(end).unwrap_or(u32::MAX)),
+            context,
+        )?;
+        let next = (end < len).then(|| end.to_string());
+        Ok((page.into(), next))
+    };
+    let (page, next) = run(context).map_err(|e| classify(e, &host, context))?;
+    Ok(Ok(Done::Items(page, next)))
+}
+
+/// Turns an error that unwound the script into the call's [`Error`].
+fn classify(
+    err: JsError,
+    host: &std::rc::Rc<std::cell::RefCell<CallState>>,
+    context: &mut Context,
+) -> Error {
+    let (fault, instructions, recursion) = {
+        let mut s = host.borrow_mut();
+        (s.fault.take(), s.instructions, s.recursion)
+    };
+    match fault {
+        Some(Fault::Budget(budget)) => return Error::Budget(budget),
+        Some(Fault::Abort(value)) => return script_error(&value, context),
+        None => {}
+    }
+    if let Some(engine) = err.as_engine() {
+        return match engine {
+            EngineError::NoInstructionsRemain
+            | EngineError::RuntimeLimit(RuntimeLimitError::LoopIteration) => {
+                Error::Budget(Budget::Instructions {
+                    limit: instructions,
+                })
+            }
+            EngineError::RuntimeLimit(
+                RuntimeLimitError::Recursion | RuntimeLimitError::StackSize,
+            ) => Error::Budget(Budget::Recursion { limit: recursion }),
+            EngineError::Panic(p) => Error::Internal(p.to_string()),
+        };
+    }
+    match err.into_opaque(context) {
+        Ok(value) => script_error(&value, context),
+        Err(e) => Error::Internal(e.to_string()),
+    }
+}
+
+/// A thrown value as a script error: its `number` and `message` when it is
+/// an object, its string form otherwise.
+fn script_error(value: &JsValue, context: &mut Context) -> Error {
+    let Some(obj) = value.as_object() else {
+        let message = value
+            .to_string(context)
+            .map_or_else(|_| "exception".to_owned(), |s| s.to_std_string_escaped());
+        return Error::Script {
+            message,
+            number: 0,
+            stack: None,
+        };
+    };
+    let number = obj
+        .get(js_string!("number"), context)
+        .ok()
+        .and_then(|v| v.as_number())
+        .filter(|n| n.fract() == 0.0 && (0.0..=65535.0).contains(n))
+        .map_or(0, |n| {
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            let n = n as u16;
+            n
+        });
+    let message = obj
+        .get(js_string!("message"), context)
+        .ok()
+        .filter(|v| !v.is_undefined())
+        .and_then(|v| v.to_string(context).ok())
+        .map(|s| s.to_std_string_escaped());
+    let message = match message {
+        Some(m) => m,
+        None => match host::value_to_json(value, "the thrown value", context) {
+            Ok(Some(json)) => json.to_string(),
+            _ => "exception".to_owned(),
+        },
+    };
+    let stack = obj
+        .get(js_string!("stack"), context)
+        .ok()
+        .and_then(|v| v.as_string())
+        .map(|s| s.to_std_string_escaped())
+        .filter(|s| !s.is_empty());
+    Error::Script {
+        message,
+        number,
+        stack,
+    }
+}

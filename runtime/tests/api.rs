@@ -1,0 +1,348 @@
+//! The Cosmos DB server-side API, behaviour by behaviour
+//! (`shared/reference/cosmos-server-api.md`), against the real engine.
+
+#![allow(clippy::result_large_err)]
+
+mod common;
+
+use common::{call, container, failure, ok_body};
+
+use serde_json::json;
+
+#[test]
+fn function_forms_and_apply_semantics() {
+    let (_db, c) = container("posts", "/postId");
+    for body in [
+        "function f(a, b) { getContext().getResponse().setBody([a, b]); }",
+        "function (a, b) { getContext().getResponse().setBody([a, b]); };",
+        "(a, b) => { getContext().getResponse().setBody([a, b]); }",
+        "  // leading comment\n function (a, b) { getContext().getResponse().setBody([a, b]); } ;; ",
+    ] {
+        assert_eq!(
+            ok_body(call(&c, "p1", body, vec![json!(1), json!("two")])),
+            json!([1, "two"]),
+            "{body}"
+        );
+    }
+    // No params: typeof param === "undefined"; the default body is "".
+    assert_eq!(
+        ok_body(call(
+            &c,
+            "p1",
+            "function (p) { getContext().getResponse().setBody(typeof p); }",
+            vec![]
+        )),
+        json!("undefined")
+    );
+    assert_eq!(ok_body(call(&c, "p1", "function () {}", vec![])), json!(""));
+}
+
+fn seed(c: &engine::Container) {
+    for i in 0..5 {
+        c.create_item(
+            "p1",
+            json!({"id": format!("d{i}"), "postId": "p1", "n": i}),
+            None,
+        )
+        .unwrap();
+    }
+}
+
+#[test]
+fn response_body_rules() {
+    let (_db, c) = container("posts", "/postId");
+    let r = |body: &str, params| ok_body(call(&c, "p1", body, params));
+    assert_eq!(
+        r(
+            "function () { for (var i = 0; i < 1000; i++) getContext().getResponse().setBody(i); }",
+            vec![]
+        ),
+        json!(999)
+    );
+    assert_eq!(
+        r(
+            "function () { for (var i = 0; i < 10; i++) getContext().getResponse().appendValue('Body', i); }",
+            vec![]
+        ),
+        json!("0123456789")
+    );
+    assert_eq!(
+        r(
+            "function (p) { getContext().getResponse().setBody(p); }",
+            vec![json!(null)]
+        ),
+        json!(null)
+    );
+    let f = failure(call(
+        &c,
+        "p1",
+        "function () { getContext().getResponse().setValue('Test', 1); }",
+        vec![],
+    ));
+    assert_eq!(f.error.substatus(), Some(400));
+    let f = failure(call(
+        &c,
+        "p1",
+        "function () { getContext().getRequest().setBody(1); }",
+        vec![],
+    ));
+    assert_eq!(f.error.substatus(), Some(403));
+}
+
+#[test]
+fn errors_numbers_and_statuses() {
+    let (_db, c) = container("posts", "/postId");
+    let f = failure(call(
+        &c,
+        "p1",
+        "function () { throw new Error(1234, 'Error 1234'); }",
+        vec![],
+    ));
+    assert_eq!((f.error.status(), f.error.substatus()), (400, Some(1234)));
+    assert!(f.error.to_string().contains("Error 1234"));
+    let f = failure(call(
+        &c,
+        "p1",
+        "function () { throw new Error('plain'); }",
+        vec![],
+    ));
+    assert_eq!((f.error.status(), f.error.substatus()), (400, Some(0)));
+    let f = failure(call(&c, "p1", "function () { throw 'a string'; }", vec![]));
+    assert_eq!((f.error.status(), f.error.substatus()), (400, Some(0)));
+    let f = failure(call(&c, "p1", "serverScript() { var x = 10; }", vec![]));
+    assert_eq!((f.error.status(), f.error.substatus()), (400, Some(65535)));
+    // err.number, ErrorCodes, instanceof, and subclassing.
+    let body = "function () { var e = new Error(409, 'msg'); class Mine extends Error {} var m = new Mine('x'); getContext().getResponse().setBody([e.number, e.message, e instanceof Error, ErrorCodes.Conflict, m instanceof Mine, m instanceof Error, m.message]); }";
+    assert_eq!(
+        ok_body(call(&c, "p1", body, vec![])),
+        json!([409, "msg", true, 409, true, true, "x"])
+    );
+    // An error handled in a callback does not abort; the write before it commits.
+    c.create_item("p1", json!({"id": "dup", "postId": "p1"}), None)
+        .unwrap();
+    let body = "function () { var c = getContext().getCollection(); c.createDocument(c.getSelfLink(), {id: 'kept', postId: 'p1'}); c.createDocument(c.getSelfLink(), {id: 'dup', postId: 'p1'}, function (err) { getContext().getResponse().setBody(err.number === ErrorCodes.Conflict); }); }";
+    assert_eq!(ok_body(call(&c, "p1", body, vec![])), json!(true));
+    assert!(c.read_item("p1", "kept").is_ok());
+    // Argument checks throw 400 synchronously.
+    for body in [
+        "function () { getContext().getCollection().createDocument(getContext().getCollection().getSelfLink()); }",
+        "function () { var c = getContext().getCollection(); c.createDocument(c.getSelfLink(), {}, 'options'); }",
+        "function () { var c = getContext().getCollection(); c.createDocument(c.getSelfLink(), {}, {}, 'callback'); }",
+        "function () { var c = getContext().getCollection(); c.createDocument(c.getSelfLink(), 42); }",
+        "function () { var c = getContext().getCollection(); c.queryDocuments(c.getSelfLink(), 42); }",
+    ] {
+        assert_eq!(
+            failure(call(&c, "p1", body, vec![])).error.substatus(),
+            Some(400),
+            "{body}"
+        );
+    }
+}
+
+#[test]
+fn callbacks_run_after_the_turn_in_order() {
+    let (_db, c) = container("posts", "/postId");
+    seed(&c);
+    let body = r#"function () {
+        var c = getContext().getCollection(), log = [];
+        log.push(c.readDocument(c.getAltLink() + "/docs/d1", function (err, doc) { log.push("cb1:" + doc.n); }));
+        log.push(c.readDocument(c.getAltLink() + "/docs/d2", {}, function (err, doc) { log.push("cb2:" + doc.n); getContext().getResponse().setBody(log); }));
+        log.push("end");
+    }"#;
+    assert_eq!(
+        ok_body(call(&c, "p1", body, vec![])),
+        json!([true, true, "end", "cb1:1", "cb2:2"])
+    );
+}
+
+#[test]
+fn ids_are_generated_on_a_shallow_clone() {
+    let (_db, c) = container("posts", "/postId");
+    let body = r#"function () {
+        var c = getContext().getCollection(), doc = {postId: "p1", id: ""};
+        c.createDocument(c.getSelfLink(), doc, function (err, created) {
+            c.createDocument(c.getSelfLink(), {postId: "p1"}, {disableAutomaticIdGeneration: true}, function (err2) {
+                getContext().getResponse().setBody([doc.id, /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/.test(created.id), err2.number]);
+            });
+        });
+    }"#;
+    assert_eq!(
+        ok_body(call(&c, "p1", body, vec![])),
+        json!(["", true, 400])
+    );
+}
+
+#[test]
+fn queries_feeds_and_paging() {
+    let (_db, c) = container("posts", "/postId");
+    seed(&c);
+    let body = r#"function () {
+        var c = getContext().getCollection(), out = {};
+        c.queryDocuments(c.getSelfLink(), "SELECT VALUE COUNT(1) FROM f", function (err, r) { out.count = r[0]; });
+        c.queryDocuments(c.getSelfLink(), {query: "SELECT VALUE d.n FROM d WHERE d.n >= @min", parameters: [{name: "@min", value: 3}]}, {setEnableCrossPartitionQuery: true}, function (err, r) { out.param = r; });
+        var pages = [];
+        function page(cont) {
+            c.readDocuments(c.getSelfLink(), {pageSize: 2, continuation: cont}, function (err, docs, opts) {
+                pages.push(docs.length);
+                if (opts.continuation) page(opts.continuation); else { out.pages = pages; getContext().getResponse().setBody(out); }
+            });
+        }
+        page();
+        c.queryDocuments(c.getSelfLink(), "SELEC nonsense", function (err) { out.syntax = err.number; });
+    }"#;
+    let out = ok_body(call(&c, "p1", body, vec![]));
+    assert_eq!(
+        out,
+        json!({"count": 5, "param": [3, 4], "syntax": 400, "pages": [2, 2, 1]})
+    );
+}
+
+#[test]
+fn etag_and_replace_delete() {
+    let (_db, c) = container("posts", "/postId");
+    seed(&c);
+    let body = r#"function () {
+        var c = getContext().getCollection();
+        c.readDocument(c.getAltLink() + "/docs/d0", function (err, doc) {
+            doc.n = 100;
+            c.replaceDocument(doc._self, doc, {etag: "\"stale\""}, function (err) {
+                var stale = err.number;
+                c.replaceDocument(doc._self, doc, {etag: doc._etag}, function (err, replaced) {
+                    c.deleteDocument(replaced._self, function (err, opts) {
+                        getContext().getResponse().setBody([stale, replaced.n, err === undefined, typeof opts]);
+                    });
+                });
+            });
+        });
+    }"#;
+    assert_eq!(
+        ok_body(call(&c, "p1", body, vec![])),
+        json!([412, 100, true, "object"])
+    );
+    assert!(c.read_item("p1", "d0").is_err());
+}
+
+#[test]
+fn promises_and_async_await() {
+    let (_db, c) = container("posts", "/postId");
+    seed(&c);
+    let body = r#"async function () {
+        const c = getContext().getCollection();
+        const read = (id) => new Promise((resolve, reject) => {
+            const ok = c.readDocument(`${c.getAltLink()}/docs/${id}`, (err, doc) => err ? reject(err) : resolve(doc));
+            if (!ok) reject(new Error(ErrorCodes.RequestEntityTooLarge, "not accepted"));
+        });
+        const { n: a } = await read("d1");
+        const { n: b } = await read("d2");
+        let missing;
+        try { await read("nope"); } catch (e) { missing = e.number; }
+        getContext().getResponse().setBody({ sum: a + b, missing });
+    }"#;
+    assert_eq!(
+        ok_body(call(&c, "p1", body, vec![])),
+        json!({"sum": 3, "missing": 404})
+    );
+    // The documentation's pattern: main().catch(err => getContext().abort(err)).
+    let body = "function () { async function main() { throw new Error(409, 'async'); } main().catch(err => getContext().abort(err)); }";
+    let f = failure(call(&c, "p1", body, vec![]));
+    assert_eq!(f.error.substatus(), Some(409));
+}
+
+#[test]
+fn console_log_is_captured_even_on_failure() {
+    let (_db, c) = container("posts", "/postId");
+    let out = call(
+        &c,
+        "p1",
+        "function () { console.log('The value of %s is %s.', 'x', 1); console.log({a: [1]}); }",
+        vec![],
+    )
+    .unwrap();
+    assert_eq!(out.logs, "The value of x is 1.\n{\"a\":[1]}\n");
+    let f = failure(call(
+        &c,
+        "p1",
+        "function () { console.log('before'); throw new Error(1, 'x'); }",
+        vec![],
+    ));
+    assert_eq!(f.logs, "before\n");
+    assert!(out.stats.instructions > 0);
+}
+
+#[test]
+fn triggers_read_and_change_bodies() {
+    use host_api::TriggerOperation;
+    use runtime::{Invocation, Limits, Script, run_js};
+    let (_db, c) = container("posts", "/postId");
+    let run = |body: &str, invocation| {
+        let mut txn = c.begin("p1").unwrap();
+        let script = Script {
+            id: "t",
+            version: common::version_of(body),
+            body,
+        };
+        run_js(&script, invocation, &mut txn, &Limits::default())
+    };
+    // Pre-trigger: setBody captures by reference; no getResponse; operation type.
+    let pre = "function () { var r = getContext().getRequest(); var d = r.getBody(); d.id = d.id.toUpperCase() + 't1'; r.setBody(d); d.op = r.getOperationType(); d.hasResponse = typeof getContext().getResponse; }";
+    let out = run(
+        pre,
+        Invocation::PreTrigger {
+            request_body: json!({"id": "doc1", "postId": "p1"}),
+            operation: TriggerOperation::Create,
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        out.body.unwrap(),
+        json!({"id": "DOC1t1", "postId": "p1", "op": "Create", "hasResponse": "undefined"})
+    );
+    let f = run(
+        "function () { getContext().getResponse(); }",
+        Invocation::PreTrigger {
+            request_body: json!({}),
+            operation: TriggerOperation::Create,
+        },
+    )
+    .unwrap_err();
+    assert_eq!(f.error.status(), 400);
+    // Post-trigger: the response body can change; the request is read-only.
+    let post = "function () { var b = getContext().getResponse().getBody(); b.id = b.id + 'response2'; getContext().getResponse().setBody(b); try { getContext().getRequest().setBody({}); } catch (e) { b.readOnly = e.number; } }";
+    let out = run(
+        post,
+        Invocation::PostTrigger {
+            request_body: json!({"id": "x"}),
+            response_body: json!({"id": "x", "_etag": "e"}),
+            operation: TriggerOperation::Upsert,
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        out.body.unwrap(),
+        json!({"id": "xresponse2", "_etag": "e", "readOnly": 403})
+    );
+}
+
+#[test]
+fn fluent_query_api() {
+    let (_db, c) = container("posts", "/postId");
+    seed(&c);
+    let body = r#"function () {
+        var out = {};
+        var r = __.chain().filter(function (d) { return d.n % 2 === 0; }).sortByDescending(function (d) { return d.n; }).pluck("n").value(function (err, items) { out.chain = items; });
+        out.accepted = r.isAccepted;
+        __.map(function (d) { return [d.n, d.n]; }, function (err, items) {
+            __.chain().map(function (d) { return [d.n]; }).flatten().value({pageSize: 2}, function (err, flat, opts) { out.flat = flat; out.cont = opts.continuation; getContext().getResponse().setBody(out); });
+        });
+        try { __.filter(); } catch (e) { out.missing = e.number; }
+    }"#;
+    assert_eq!(
+        ok_body(call(&c, "p1", body, vec![])),
+        json!({"accepted": true, "missing": 400, "chain": [4, 2, 0], "flat": [0, 1], "cont": "2"})
+    );
+    // With no callback, results are appended to the response body.
+    let body = "function () { __.filter(function (d) { return d.n === 1; }); }";
+    let out = ok_body(call(&c, "p1", body, vec![]));
+    let parsed: serde_json::Value = serde_json::from_str(out.as_str().unwrap()).unwrap();
+    assert_eq!(parsed[0]["id"], "d1");
+}
