@@ -23,6 +23,12 @@
 //! spanning logical partitions, data sets larger than memory.
 
 pub mod blog;
+mod scripts;
+
+pub use runtime::Limits;
+pub use scripts::{
+    CallError, CallStatistics, ItemResponse, ProcedureResponse, Scripts, WriteOptions,
+};
 
 pub use engine::{
     Change, ChangeKind, Container, ContainerProperties, Database, Document, Durability, Error,

@@ -29,8 +29,9 @@ use std::process::ExitCode;
 use clap::error::ErrorKind;
 use clap::{Args, Parser, Subcommand};
 use partita::{
-    ContainerProperties, Database, Error, ItemOptions, Lsn, PartitionKey, QueryItemsOptions,
-    Script, ScriptKind, ScriptLanguage, ScriptProperties, TriggerOperation, TriggerType,
+    CallError, CallStatistics, Container, ContainerProperties, Database, Error, ItemResponse, Lsn,
+    PartitionKey, QueryItemsOptions, Script, ScriptKind, ScriptLanguage, ScriptProperties, Scripts,
+    TriggerOperation, TriggerType, WriteOptions,
 };
 use serde_json::{Map, Value, json};
 
@@ -203,6 +204,21 @@ enum ScriptCommand {
         /// The container.
         container: String,
     },
+    /// Execute a stored procedure in one logical partition (sproc only).
+    #[command(
+        after_help = "Example: partita sproc exec posts createComment --pk p1 --params '[\"p1\", {\"text\": \"hi\"}]'"
+    )]
+    Exec {
+        /// The container.
+        container: String,
+        /// The procedure id.
+        id: String,
+        #[command(flatten)]
+        pk: Pk,
+        /// The parameters, as a JSON array.
+        #[arg(long)]
+        params: Option<String>,
+    },
 }
 
 #[derive(Args)]
@@ -255,6 +271,8 @@ enum ItemCommand {
         /// Only if the document's etag is this.
         #[arg(long)]
         if_match: Option<String>,
+        #[command(flatten)]
+        triggers: TriggerArgs,
     },
 }
 
@@ -270,6 +288,63 @@ struct WriteArgs {
     /// Only if the document's etag is this (replace, upsert).
     #[arg(long)]
     if_match: Option<String>,
+    #[command(flatten)]
+    triggers: TriggerArgs,
+}
+
+/// The triggers a write runs, in its transaction.
+#[derive(Args)]
+struct TriggerArgs {
+    /// A pre-trigger to run before the write.
+    #[arg(long)]
+    pre_trigger: Option<String>,
+    /// A post-trigger to run after the write.
+    #[arg(long)]
+    post_trigger: Option<String>,
+}
+
+impl TriggerArgs {
+    fn options(self, if_match: Option<String>) -> WriteOptions {
+        WriteOptions {
+            if_match,
+            pre_triggers: self.pre_trigger.into_iter().collect(),
+            post_triggers: self.post_trigger.into_iter().collect(),
+            limits: None,
+        }
+    }
+}
+
+fn write_args(
+    db: &Database,
+    args: WriteArgs,
+) -> anyhow::Result<(Container, PartitionKey, Value, WriteOptions)> {
+    let container = db.container(&args.container)?;
+    let body = parse_json("--body", &args.body)?;
+    Ok((
+        container,
+        args.pk.key()?,
+        body,
+        args.triggers.options(args.if_match),
+    ))
+}
+
+fn item_json(response: ItemResponse) -> Value {
+    let mut res = json!({"resource": response.resource, "stats": stats_json(&response.stats)});
+    if !response.logs.is_empty() {
+        res["logs"] = json!(response.logs);
+    }
+    res
+}
+
+fn stats_json(stats: &CallStatistics) -> Value {
+    json!({
+        "docs_read": stats.docs_read,
+        "docs_written": stats.docs_written,
+        "bytes_read": stats.bytes_read,
+        "bytes_written": stats.bytes_written,
+        "instructions": stats.instructions,
+        "wall_time_us": stats.wall_time.as_micros() as u64,
+    })
 }
 
 fn main() -> ExitCode {
@@ -303,15 +378,25 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(err) => {
-            let (status, message) = match err.downcast_ref::<Error>() {
-                Some(e) => (e.status(), e.to_string()),
-                None => (400, format!("{err:#}")),
+            let mut report = match (err.downcast_ref::<Error>(), err.downcast_ref::<CallError>()) {
+                (Some(e), _) => {
+                    json!({"status": e.status(), "substatus": 0, "message": e.to_string()})
+                }
+                (_, Some(e)) => json!({
+                    "status": e.status(),
+                    "substatus": e.substatus().unwrap_or(0),
+                    "message": e.to_string(),
+                }),
+                _ => json!({"status": 400, "substatus": 0, "message": format!("{err:#}")}),
             };
-            let _ = writeln!(
-                std::io::stderr(),
-                "{}",
-                json!({"status": status, "substatus": 0, "message": message})
-            );
+            if let Some(logs) = err
+                .downcast_ref::<CallError>()
+                .map(CallError::logs)
+                .filter(|l| !l.is_empty())
+            {
+                report["logs"] = json!(logs);
+            }
+            let _ = writeln!(std::io::stderr(), "{report}");
             ExitCode::FAILURE
         }
     }
@@ -353,20 +438,15 @@ fn run(cli: Cli) -> anyhow::Result<Value> {
             Value::Array(db.containers().iter().map(container_json).collect())
         }
         Command::Item(ItemCommand::Create(args)) => {
-            let body = parse_json("--body", &args.body)?;
-            db.container(&args.container)?
-                .create_item(args.pk.key()?, body, None)?
-                .into_value()
+            let (container, pk, body, options) = write_args(&db, args)?;
+            item_json(container.create_item_with(pk, body, &options)?)
         }
         Command::Item(ItemCommand::Upsert(args)) => {
-            let body = parse_json("--body", &args.body)?;
-            let options = args.if_match.map(ItemOptions::if_match);
-            db.container(&args.container)?
-                .upsert_item(args.pk.key()?, body, options.as_ref())?
-                .into_value()
+            let (container, pk, body, options) = write_args(&db, args)?;
+            item_json(container.upsert_item_with(pk, body, &options)?)
         }
         Command::Item(ItemCommand::Replace(args)) => {
-            let body = parse_json("--body", &args.body)?;
+            let (container, pk, body, options) = write_args(&db, args)?;
             let id = body
                 .get("id")
                 .and_then(Value::as_str)
@@ -376,25 +456,48 @@ fn run(cli: Cli) -> anyhow::Result<Value> {
                         "--body must be a JSON object with a string \"id\"".to_owned(),
                     )
                 })?;
-            let options = args.if_match.map(ItemOptions::if_match);
-            db.container(&args.container)?
-                .replace_item(args.pk.key()?, &id, body, options.as_ref())?
-                .into_value()
+            item_json(container.replace_item_with(pk, &id, body, &options)?)
         }
-        Command::Item(ItemCommand::Read { container, pk, id }) => db
-            .container(&container)?
-            .read_item(pk.key()?, &id)?
-            .into_value(),
+        Command::Item(ItemCommand::Read { container, pk, id }) => {
+            let doc = db.container(&container)?.read_item(pk.key()?, &id)?;
+            let size = doc.to_string().len();
+            json!({"resource": doc.into_value(), "stats": {"docs_read": 1, "bytes_read": size}})
+        }
         Command::Item(ItemCommand::Delete {
             container,
             pk,
             id,
             if_match,
+            triggers,
         }) => {
-            let options = if_match.map(ItemOptions::if_match);
-            db.container(&container)?
-                .delete_item(pk.key()?, &id, options.as_ref())?;
-            json!({"deleted": id})
+            let options = triggers.options(if_match);
+            item_json(
+                db.container(&container)?
+                    .delete_item_with(pk.key()?, &id, &options)?,
+            )
+        }
+        Command::Sproc(ScriptCommand::Exec {
+            container,
+            id,
+            pk,
+            params,
+        }) => {
+            let params = match params {
+                None => Vec::new(),
+                Some(text) => match parse_json("--params", &text)? {
+                    Value::Array(items) => items,
+                    other => {
+                        return Err(Error::BadRequest(format!(
+                            "--params must be a JSON array of the procedure's parameters, not {other}"
+                        ))
+                        .into());
+                    }
+                },
+            };
+            let response =
+                db.container(&container)?
+                    .execute_stored_procedure(&id, pk.key()?, params)?;
+            json!({"body": response.body, "logs": response.logs, "stats": stats_json(&response.stats)})
         }
         Command::Query {
             container,
@@ -471,6 +574,13 @@ fn script_command(
         }
         ScriptCommand::Read { container, id } => {
             script_json(&db.container(&container)?.read_script(kind, &id)?)
+        }
+        ScriptCommand::Exec { .. } => {
+            return Err(Error::BadRequest(
+                "only stored procedures can be executed; triggers run with writes (--pre-trigger, --post-trigger)"
+                    .to_owned(),
+            )
+            .into());
         }
         ScriptCommand::List { container } => Value::Array(
             db.container(&container)?

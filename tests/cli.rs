@@ -71,10 +71,11 @@ fn containers_items_queries_and_changes() {
         "--body",
         r#"{"id":"p1","postId":"p1","commentCount":0}"#,
     ]);
-    let etag = created["_etag"].as_str().unwrap().to_owned();
+    let etag = created["resource"]["_etag"].as_str().unwrap().to_owned();
+    assert_eq!(created["stats"]["docs_written"], 1);
     // The data directory persists between invocations.
     assert_eq!(
-        cli.ok(&["item", "read", "posts", "--pk", "p1", "--id", "p1"])["_etag"],
+        cli.ok(&["item", "read", "posts", "--pk", "p1", "--id", "p1"])["resource"]["_etag"],
         etag.as_str()
     );
     cli.ok(&[
@@ -302,6 +303,133 @@ fn scripts_are_managed_by_kind() {
             .unwrap()
             .is_empty()
     );
+}
+
+#[test]
+fn procedures_and_triggers_from_the_command_line() {
+    let cli = Cli::new();
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/sprocs/js");
+    cli.ok(&["container", "create", "posts", "--pk", "/postId"]);
+    cli.ok(&[
+        "sproc",
+        "create",
+        "posts",
+        "createComment",
+        &format!("{root}/createComment.js"),
+    ]);
+    cli.ok(&[
+        "item",
+        "create",
+        "posts",
+        "--pk",
+        "p1",
+        "--body",
+        r#"{"id":"p1","postId":"p1","commentCount":0}"#,
+    ]);
+    let response = cli.ok(&[
+        "sproc",
+        "exec",
+        "posts",
+        "createComment",
+        "--pk",
+        "p1",
+        "--params",
+        r#"["p1", {"id": "c1"}]"#,
+    ]);
+    assert_eq!(response["body"], "");
+    assert!(response["stats"]["instructions"].as_u64().unwrap() > 0);
+    assert_eq!(
+        cli.ok(&["item", "read", "posts", "--pk", "p1", "--id", "p1"])["resource"]["commentCount"],
+        1
+    );
+    // The duplicate comment id: 400 with the operation's 409 as substatus, nothing committed.
+    let failed = cli.fails(
+        &[
+            "sproc",
+            "exec",
+            "posts",
+            "createComment",
+            "--pk",
+            "p1",
+            "--params",
+            r#"["p1", {"id": "c1"}]"#,
+        ],
+        400,
+    );
+    assert_eq!(failed["substatus"], 409, "{failed}");
+    assert_eq!(
+        cli.ok(&["item", "read", "posts", "--pk", "p1", "--id", "p1"])["resource"]["commentCount"],
+        1
+    );
+    cli.fails(
+        &[
+            "sproc",
+            "exec",
+            "posts",
+            "createComment",
+            "--pk",
+            "p1",
+            "--params",
+            "{}",
+        ],
+        400,
+    );
+    cli.fails(&["sproc", "exec", "posts", "nope", "--pk", "p1"], 404);
+    cli.fails(&["trigger", "exec", "posts", "x", "--pk", "p1"], 400);
+
+    cli.ok(&["container", "create", "feed", "--pk", "/type"]);
+    cli.ok(&[
+        "trigger",
+        "create",
+        "feed",
+        "truncateFeed",
+        &format!("{root}/truncateFeed.js"),
+        "--type",
+        "post",
+        "--operation",
+        "all",
+    ]);
+    let written = cli.ok(&[
+        "item",
+        "create",
+        "feed",
+        "--pk",
+        "post",
+        "--post-trigger",
+        "truncateFeed",
+        "--body",
+        r#"{"id":"a","type":"post","creationDate":"2026-01-01"}"#,
+    ]);
+    assert_eq!(written["resource"]["id"], "a");
+    assert!(
+        written["stats"]["instructions"].as_u64().unwrap() > 0,
+        "the trigger ran: {written}"
+    );
+    cli.fails(
+        &[
+            "item",
+            "create",
+            "feed",
+            "--pk",
+            "post",
+            "--pre-trigger",
+            "truncateFeed",
+            "--body",
+            r#"{"id":"b","type":"post"}"#,
+        ],
+        400,
+    );
+    cli.ok(&[
+        "item",
+        "delete",
+        "feed",
+        "--pk",
+        "post",
+        "--id",
+        "a",
+        "--post-trigger",
+        "truncateFeed",
+    ]);
 }
 
 #[test]

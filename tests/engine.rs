@@ -214,11 +214,28 @@ fn errors_carry_status_codes_and_name_what_was_wrong() -> Result {
     };
     posts.create_item("p1", nest(127, "ok"), None)?;
     posts.delete_item("p1", "ok", None)?;
-    assert_eq!(status(posts.create_item("p1", nest(128, "deep"), None).unwrap_err()), 400);
-    assert_eq!(status(posts.create_item("p1", nest(1_000_000, "deeper"), None).unwrap_err()), 400);
+    assert_eq!(
+        status(
+            posts
+                .create_item("p1", nest(128, "deep"), None)
+                .unwrap_err()
+        ),
+        400
+    );
+    assert_eq!(
+        status(
+            posts
+                .create_item("p1", nest(1_000_000, "deeper"), None)
+                .unwrap_err()
+        ),
+        400
+    );
     let mut bad_id = nest(1_000_000, "bad/id");
     bad_id["id"] = json!("bad/id");
-    assert_eq!(status(posts.create_item("p1", bad_id, None).unwrap_err()), 400);
+    assert_eq!(
+        status(posts.create_item("p1", bad_id, None).unwrap_err()),
+        400
+    );
 
     // Nothing above changed the partition beyond the two successful creates.
     let ids: Vec<String> = posts

@@ -1,0 +1,519 @@
+//! Stored procedures and triggers: where an engine transaction meets the
+//! script runtime.
+//!
+//! The engine stores scripts and runs transactions; the runtime runs one
+//! script against a `host_api::Collection`. This module composes them, the
+//! way Cosmos DB does for one request:
+//!
+//! ```text
+//!   procedure:  begin(pk) ──► run_js(procedure) ─────────────────────────────────► commit
+//!   write:      begin(pk) ──► run_js(pre-trigger) ──► write ──► run_js(post-trigger) ──► commit
+//!                   any failure on the way ──► drop the transaction (rollback) ──► error
+//! ```
+//!
+//! Everything runs in one transaction on one logical partition, so a throw
+//! anywhere (in the procedure, in either trigger, or the write itself)
+//! leaves no trace. The response carries the script's body, its
+//! `console.log` output (from both triggers too, which Cosmos DB cannot
+//! return) and statistics; a failure carries the logs up to the failure.
+//!
+//! Scripts are looked up once per request: a script replaced meanwhile takes
+//! effect for the next request, and the request finishes on the version it
+//! started with.
+
+use std::time::Duration;
+
+use engine::{
+    Container, Document, ItemOptions, PartitionKey, Script, ScriptKind, ScriptLanguage,
+    TriggerOperation, TriggerType, Txn,
+};
+use host_api::CallStats;
+use runtime::{Invocation, Limits};
+use serde_json::Value;
+
+/// Options of a point write that may run triggers.
+#[derive(Clone, Debug, Default)]
+pub struct WriteOptions {
+    /// `If-Match`: write only if the document's current etag is this.
+    pub if_match: Option<String>,
+    /// The pre-trigger to run before the write (at most one, as in Cosmos DB).
+    pub pre_triggers: Vec<String>,
+    /// The post-trigger to run after the write (at most one).
+    pub post_triggers: Vec<String>,
+    /// Bounds of each script; the runtime's defaults when `None`.
+    pub limits: Option<Limits>,
+}
+
+/// What a call did, summed over every script it ran.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CallStatistics {
+    /// Documents read (point reads, feeds, documents scanned by queries).
+    pub docs_read: u64,
+    /// Documents created, replaced or deleted (by scripts and by the write).
+    pub docs_written: u64,
+    /// Bytes of documents read.
+    pub bytes_read: u64,
+    /// Bytes of documents written.
+    pub bytes_written: u64,
+    /// Script instructions executed.
+    pub instructions: u64,
+    /// Wall time of the whole call.
+    pub wall_time: Duration,
+}
+
+impl CallStatistics {
+    fn add(&mut self, collection: CallStats, instructions: u64) {
+        self.docs_read += collection.docs_read;
+        self.docs_written += collection.docs_written;
+        self.bytes_read += collection.bytes_read;
+        self.bytes_written += collection.bytes_written;
+        self.instructions += instructions;
+    }
+}
+
+/// The response of a stored procedure.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProcedureResponse {
+    /// What the procedure set with `getContext().getResponse().setBody()`
+    /// (`""` when it set nothing, as in Cosmos DB).
+    pub body: Value,
+    /// Its `console.log` output.
+    pub logs: String,
+    /// What it did.
+    pub stats: CallStatistics,
+}
+
+/// The response of a point write.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ItemResponse {
+    /// The written document, or what a post-trigger set as the response
+    /// body; `None` for a delete.
+    pub resource: Option<Value>,
+    /// `console.log` output of the triggers (pre-trigger first).
+    pub logs: String,
+    /// What the write and its triggers did.
+    pub stats: CallStatistics,
+}
+
+/// Why a procedure or a write with triggers did not commit. Nothing it did
+/// is visible.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// The engine refused: a missing script or document, a conflicting
+    /// write, a bad trigger choice, a storage failure.
+    #[error(transparent)]
+    Engine(#[from] engine::Error),
+    /// A script failed: it threw, exhausted a budget, or did not compile.
+    #[error("{}", .0.error)]
+    Script(Box<ScriptFailure>),
+}
+
+/// A script's failure, with what it logged and did before it.
+#[derive(Debug)]
+pub struct ScriptFailure {
+    /// What went wrong.
+    pub error: runtime::Error,
+    /// `console.log` output up to the failure (of every script that ran).
+    pub logs: String,
+    /// What the call did up to the failure.
+    pub stats: CallStatistics,
+}
+
+impl CallError {
+    /// The HTTP status Cosmos DB would return.
+    pub fn status(&self) -> u16 {
+        match self {
+            CallError::Engine(e) => e.status(),
+            CallError::Script(failure) => failure.error.status(),
+        }
+    }
+
+    /// The `x-ms-substatus` Cosmos DB would return, if any.
+    pub fn substatus(&self) -> Option<u16> {
+        match self {
+            CallError::Engine(_) => None,
+            CallError::Script(failure) => failure.error.substatus(),
+        }
+    }
+
+    /// `console.log` output of the scripts up to the failure.
+    pub fn logs(&self) -> &str {
+        match self {
+            CallError::Engine(_) => "",
+            CallError::Script(failure) => &failure.logs,
+        }
+    }
+}
+
+/// Stored procedures and trigger-aware writes on a container.
+///
+/// ```
+/// use partita::{Database, ScriptProperties, Scripts};
+/// use serde_json::json;
+///
+/// let db = Database::in_memory();
+/// let posts = db.create_container("posts", "/postId")?;
+/// posts.create_script(ScriptProperties::stored_procedure(
+///     "hello",
+///     "function hello(name) { getContext().getResponse().setBody('hello ' + name); }",
+/// ))?;
+/// let response = posts.execute_stored_procedure("hello", "p1", vec![json!("world")])?;
+/// assert_eq!(response.body, "hello world");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub trait Scripts {
+    /// Runs a stored procedure in one logical partition, atomically.
+    ///
+    /// # Errors
+    /// [`CallError::Engine`] (404 when there is no such procedure);
+    /// [`CallError::Script`] when the procedure throws (400), does not
+    /// compile (400/65535) or exhausts a budget (408). Nothing is committed.
+    fn execute_stored_procedure(
+        &self,
+        id: &str,
+        partition_key: impl Into<PartitionKey>,
+        params: Vec<Value>,
+    ) -> Result<ProcedureResponse, CallError> {
+        self.execute_stored_procedure_with(id, partition_key, params, &Limits::default())
+    }
+
+    /// [`Scripts::execute_stored_procedure`] with explicit bounds.
+    ///
+    /// # Errors
+    /// As [`Scripts::execute_stored_procedure`].
+    fn execute_stored_procedure_with(
+        &self,
+        id: &str,
+        partition_key: impl Into<PartitionKey>,
+        params: Vec<Value>,
+        limits: &Limits,
+    ) -> Result<ProcedureResponse, CallError>;
+
+    /// Creates a document, running the named triggers in its transaction.
+    ///
+    /// # Errors
+    /// The write's own errors (409 for a duplicate id, ...), 400 for a
+    /// trigger that does not exist, has the wrong type or operation, or is
+    /// one of several; a trigger's failure as [`CallError::Script`].
+    fn create_item_with(
+        &self,
+        partition_key: impl Into<PartitionKey>,
+        doc: Value,
+        options: &WriteOptions,
+    ) -> Result<ItemResponse, CallError>;
+
+    /// Creates or replaces a document, running the named triggers.
+    ///
+    /// # Errors
+    /// As [`Scripts::create_item_with`], plus 412 for a stale `if_match`.
+    fn upsert_item_with(
+        &self,
+        partition_key: impl Into<PartitionKey>,
+        doc: Value,
+        options: &WriteOptions,
+    ) -> Result<ItemResponse, CallError>;
+
+    /// Replaces a document, running the named triggers.
+    ///
+    /// # Errors
+    /// As [`Scripts::create_item_with`], plus 404 and 412.
+    fn replace_item_with(
+        &self,
+        partition_key: impl Into<PartitionKey>,
+        id: &str,
+        doc: Value,
+        options: &WriteOptions,
+    ) -> Result<ItemResponse, CallError>;
+
+    /// Deletes a document, running the named triggers (their request body
+    /// is `null`).
+    ///
+    /// # Errors
+    /// As [`Scripts::create_item_with`], plus 404 and 412.
+    fn delete_item_with(
+        &self,
+        partition_key: impl Into<PartitionKey>,
+        id: &str,
+        options: &WriteOptions,
+    ) -> Result<ItemResponse, CallError>;
+}
+
+/// The JavaScript text of a script, or 400 for a kind of script the runtime
+/// cannot run yet.
+fn javascript(script: &Script) -> Result<&str, engine::Error> {
+    if script.language != ScriptLanguage::JavaScript {
+        return Err(engine::Error::BadRequest(format!(
+            "script {:?} is WebAssembly, which this build cannot run yet",
+            script.id
+        )));
+    }
+    std::str::from_utf8(&script.body)
+        .map_err(|_| engine::Error::BadRequest(format!("script {:?} is not UTF-8 text", script.id)))
+}
+
+/// Runs one script in `txn`, adding its logs and statistics to the call's.
+fn run(
+    script: &Script,
+    invocation: Invocation,
+    txn: &mut Txn,
+    limits: &Limits,
+    logs: &mut String,
+    stats: &mut CallStatistics,
+) -> Result<Option<Value>, CallError> {
+    let body = javascript(script)?;
+    let source = runtime::Script {
+        id: &script.id,
+        version: script.version,
+        body,
+    };
+    let before = host_api::Collection::stats(txn);
+    let result = runtime::run_js(&source, invocation, txn, limits);
+    let (output_logs, exec, outcome) = match result {
+        Ok(output) => (output.logs, output.stats, Ok(output.body)),
+        Err(failure) => (failure.logs, failure.stats, Err(failure.error)),
+    };
+    logs.push_str(&output_logs);
+    // The collection's counters are cumulative over the transaction; the
+    // runtime reports them as of the end of this script.
+    let after = exec.collection;
+    stats.add(
+        CallStats {
+            docs_read: after.docs_read.saturating_sub(before.docs_read),
+            docs_written: after.docs_written.saturating_sub(before.docs_written),
+            bytes_read: after.bytes_read.saturating_sub(before.bytes_read),
+            bytes_written: after.bytes_written.saturating_sub(before.bytes_written),
+        },
+        exec.instructions,
+    );
+    outcome.map_err(|error| {
+        CallError::Script(Box::new(ScriptFailure {
+            error,
+            logs: logs.clone(),
+            stats: *stats,
+        }))
+    })
+}
+
+/// The write a trigger runs around.
+enum Write<'a> {
+    Create(Value),
+    Upsert(Value),
+    Replace(&'a str, Value),
+    Delete(&'a str),
+}
+
+impl Write<'_> {
+    fn operation(&self) -> TriggerOperation {
+        match self {
+            Write::Create(_) => TriggerOperation::Create,
+            Write::Upsert(_) => TriggerOperation::Upsert,
+            Write::Replace(..) => TriggerOperation::Replace,
+            Write::Delete(_) => TriggerOperation::Delete,
+        }
+    }
+}
+
+/// Looks up the (at most one) trigger of `trigger_type` named in `ids` and
+/// checks that it accepts `operation`.
+fn trigger(
+    container: &Container,
+    ids: &[String],
+    trigger_type: TriggerType,
+    operation: TriggerOperation,
+) -> Result<Option<Script>, engine::Error> {
+    let id = match ids {
+        [] => return Ok(None),
+        [id] => id,
+        _ => {
+            return Err(engine::Error::BadRequest(format!(
+                "at most one {trigger_type}-trigger may run per operation, not {} ({})",
+                ids.len(),
+                ids.join(", ")
+            )));
+        }
+    };
+    let script = container
+        .read_script(ScriptKind::Trigger, id)
+        .map_err(|e| match e {
+            engine::Error::ScriptNotFound { .. } => engine::Error::BadRequest(e.to_string()),
+            other => other,
+        })?;
+    if script.trigger_type != Some(trigger_type) {
+        return Err(engine::Error::BadRequest(format!(
+            "trigger {id:?} is a {}-trigger and cannot run as a {trigger_type}-trigger",
+            script
+                .trigger_type
+                .map_or("?".to_owned(), |t| t.to_string())
+        )));
+    }
+    if !script
+        .trigger_operation
+        .is_some_and(|o| o.accepts(operation))
+    {
+        return Err(engine::Error::BadRequest(format!(
+            "trigger {id:?} is declared for {} operations and cannot run on a {operation}",
+            script
+                .trigger_operation
+                .map_or("?".to_owned(), |o| o.to_string())
+        )));
+    }
+    Ok(Some(script))
+}
+
+fn write_with_triggers(
+    container: &Container,
+    partition_key: PartitionKey,
+    write: Write<'_>,
+    options: &WriteOptions,
+) -> Result<ItemResponse, CallError> {
+    let started = std::time::Instant::now();
+    let operation = write.operation();
+    let pre = trigger(
+        container,
+        &options.pre_triggers,
+        TriggerType::Pre,
+        operation,
+    )?;
+    let post = trigger(
+        container,
+        &options.post_triggers,
+        TriggerType::Post,
+        operation,
+    )?;
+    let default_limits = Limits::default();
+    let limits = options.limits.as_ref().unwrap_or(&default_limits);
+    let if_match = options.if_match.clone().map(ItemOptions::if_match);
+    let mut logs = String::new();
+    let mut stats = CallStatistics::default();
+    let mut txn = container.begin(partition_key)?;
+
+    let (write, request_body) = match pre {
+        None => {
+            let body = match &write {
+                Write::Create(doc) | Write::Upsert(doc) | Write::Replace(_, doc) => doc.clone(),
+                Write::Delete(_) => Value::Null,
+            };
+            (write, body)
+        }
+        Some(pre) => {
+            let request_body = match &write {
+                Write::Create(doc) | Write::Upsert(doc) | Write::Replace(_, doc) => doc.clone(),
+                Write::Delete(_) => Value::Null,
+            };
+            let invocation = Invocation::PreTrigger {
+                request_body,
+                operation,
+            };
+            let changed = run(&pre, invocation, &mut txn, limits, &mut logs, &mut stats)?
+                .unwrap_or(Value::Null);
+            let write = match write {
+                Write::Create(_) => Write::Create(changed.clone()),
+                Write::Upsert(_) => Write::Upsert(changed.clone()),
+                Write::Replace(id, _) => Write::Replace(id, changed.clone()),
+                Write::Delete(id) => Write::Delete(id),
+            };
+            (write, changed)
+        }
+    };
+
+    let written: Option<Document> = match write {
+        Write::Create(doc) => Some(txn.create_item(doc)?),
+        Write::Upsert(doc) => Some(txn.upsert_item(doc, if_match.as_ref())?),
+        Write::Replace(id, doc) => Some(txn.replace_item(id, doc, if_match.as_ref())?),
+        Write::Delete(id) => {
+            txn.delete_item(id, if_match.as_ref())?;
+            None
+        }
+    };
+    stats.docs_written += 1;
+    if let Some(doc) = &written {
+        stats.bytes_written += doc.to_string().len() as u64;
+    }
+    let mut resource = written.map(Document::into_value);
+
+    if let Some(post) = post {
+        let invocation = Invocation::PostTrigger {
+            request_body,
+            response_body: resource.clone().unwrap_or(Value::Null),
+            operation,
+        };
+        if let Some(body) = run(&post, invocation, &mut txn, limits, &mut logs, &mut stats)? {
+            resource = Some(body);
+        }
+    }
+    txn.commit()?;
+    stats.wall_time = started.elapsed();
+    Ok(ItemResponse {
+        resource,
+        logs,
+        stats,
+    })
+}
+
+impl Scripts for Container {
+    fn execute_stored_procedure_with(
+        &self,
+        id: &str,
+        partition_key: impl Into<PartitionKey>,
+        params: Vec<Value>,
+        limits: &Limits,
+    ) -> Result<ProcedureResponse, CallError> {
+        let started = std::time::Instant::now();
+        let script = self.read_script(ScriptKind::StoredProcedure, id)?;
+        let mut txn = self.begin(partition_key)?;
+        let mut logs = String::new();
+        let mut stats = CallStatistics::default();
+        let body = run(
+            &script,
+            Invocation::Procedure { params },
+            &mut txn,
+            limits,
+            &mut logs,
+            &mut stats,
+        )?;
+        txn.commit()?;
+        stats.wall_time = started.elapsed();
+        Ok(ProcedureResponse {
+            body: body.unwrap_or_else(|| Value::String(String::new())),
+            logs,
+            stats,
+        })
+    }
+
+    fn create_item_with(
+        &self,
+        partition_key: impl Into<PartitionKey>,
+        doc: Value,
+        options: &WriteOptions,
+    ) -> Result<ItemResponse, CallError> {
+        write_with_triggers(self, partition_key.into(), Write::Create(doc), options)
+    }
+
+    fn upsert_item_with(
+        &self,
+        partition_key: impl Into<PartitionKey>,
+        doc: Value,
+        options: &WriteOptions,
+    ) -> Result<ItemResponse, CallError> {
+        write_with_triggers(self, partition_key.into(), Write::Upsert(doc), options)
+    }
+
+    fn replace_item_with(
+        &self,
+        partition_key: impl Into<PartitionKey>,
+        id: &str,
+        doc: Value,
+        options: &WriteOptions,
+    ) -> Result<ItemResponse, CallError> {
+        write_with_triggers(self, partition_key.into(), Write::Replace(id, doc), options)
+    }
+
+    fn delete_item_with(
+        &self,
+        partition_key: impl Into<PartitionKey>,
+        id: &str,
+        options: &WriteOptions,
+    ) -> Result<ItemResponse, CallError> {
+        write_with_triggers(self, partition_key.into(), Write::Delete(id), options)
+    }
+}

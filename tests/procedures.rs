@@ -1,0 +1,423 @@
+//! Stored procedures and triggers through the facade (`partita::Scripts`):
+//! the workload's scripts from `sprocs/js/`, unmodified, atomically in one
+//! logical partition; triggers in the write's transaction; logs and
+//! statistics in responses and failures; scripts that survive a restart and
+//! replacements that take effect on the next call.
+
+use partita::{
+    Container, Database, Error, ScriptKind, ScriptProperties, Scripts, TriggerOperation,
+    TriggerType, WriteOptions, blog,
+};
+use serde_json::{Value, json};
+
+type Result<T = ()> = anyhow::Result<T>;
+
+fn script(name: &str) -> String {
+    let path = format!("{}/../sprocs/js/{name}.js", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn blog_posts(db: &Database) -> Result<Container> {
+    let posts = db.create_container("posts", "/postId")?;
+    posts.create_item("p1", blog::post("p1", "u1", 1), None)?;
+    posts.create_script(ScriptProperties::stored_procedure(
+        "createComment",
+        script("createComment"),
+    ))?;
+    Ok(posts)
+}
+
+#[test]
+fn create_comment_runs_unmodified_and_atomically() -> Result {
+    let db = Database::in_memory();
+    let posts = blog_posts(&db)?;
+    let response = posts.execute_stored_procedure(
+        "createComment",
+        "p1",
+        vec![json!("p1"), json!({"text": "hi"})],
+    )?;
+    assert_eq!(response.body, "", "createComment sets no body");
+    assert!(
+        response.stats.docs_written >= 2 && response.stats.instructions > 0,
+        "{:?}",
+        response.stats
+    );
+    let (count, comments) = blog::comment_counts(&posts, "p1")?;
+    assert_eq!(
+        (count, comments),
+        (1, 0),
+        "the script's comment has no type, so count it directly"
+    );
+    let docs = posts.read_feed("p1", &Default::default())?.items;
+    let comment = docs
+        .iter()
+        .find(|d| d.get("text").is_some())
+        .expect("the comment");
+    assert_eq!(comment["postId"], "p1");
+    assert_eq!(
+        comment.id().len(),
+        36,
+        "a generated GUID id: {}",
+        comment.id()
+    );
+
+    // A failing operation inside (duplicate id) rolls back the increment too.
+    let duplicate = json!({"id": comment.id(), "text": "again"});
+    let err = posts
+        .execute_stored_procedure("createComment", "p1", vec![json!("p1"), duplicate])
+        .unwrap_err();
+    assert_eq!((err.status(), err.substatus()), (400, Some(409)), "{err}");
+    assert_eq!(posts.read_item("p1", "p1")?["commentCount"], 1);
+
+    // A missing post: the script rethrows the 404.
+    let err = posts
+        .execute_stored_procedure("createComment", "p9", vec![json!("p9"), json!({})])
+        .unwrap_err();
+    assert_eq!((err.status(), err.substatus()), (400, Some(404)), "{err}");
+    // A missing procedure is a plain 404.
+    let err = posts
+        .execute_stored_procedure("nope", "p1", vec![])
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            partita::CallError::Engine(Error::ScriptNotFound { .. })
+        ),
+        "{err}"
+    );
+    assert_eq!(err.status(), 404);
+    Ok(())
+}
+
+#[test]
+fn concurrent_calls_keep_the_invariant() -> Result {
+    let db = Database::in_memory();
+    let posts = blog_posts(&db)?;
+    let threads = 4;
+    let calls = 25;
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let posts = posts.clone();
+            s.spawn(move || {
+                for i in 0..calls {
+                    let comment = json!({"id": format!("c{t}-{i}"), "type": "comment"});
+                    posts
+                        .execute_stored_procedure("createComment", "p1", vec![json!("p1"), comment])
+                        .expect("call");
+                }
+            });
+        }
+    });
+    assert_eq!(blog::comment_counts(&posts, "p1")?, (100, 100));
+    Ok(())
+}
+
+#[test]
+fn logs_and_failures() -> Result {
+    let db = Database::in_memory();
+    let c = db.create_container("c", "/pk")?;
+    c.create_script(ScriptProperties::stored_procedure(
+        "logThenThrow",
+        "function f(n) { console.log('about to fail with', n); getContext().getCollection().createDocument(getContext().getCollection().getSelfLink(), {id: 'x', pk: 'a'}); throw new Error(n, 'custom failure'); }",
+    ))?;
+    let err = c
+        .execute_stored_procedure("logThenThrow", "a", vec![json!(1234)])
+        .unwrap_err();
+    assert_eq!((err.status(), err.substatus()), (400, Some(1234)));
+    assert!(
+        err.logs().contains("about to fail with 1234"),
+        "{:?}",
+        err.logs()
+    );
+    assert!(err.to_string().contains("custom failure"), "{err}");
+    assert_eq!(
+        c.read_item("a", "x").unwrap_err().status(),
+        404,
+        "rolled back"
+    );
+
+    c.create_script(ScriptProperties::stored_procedure(
+        "broken",
+        "function f( {",
+    ))?;
+    let err = c
+        .execute_stored_procedure("broken", "a", vec![])
+        .unwrap_err();
+    assert_eq!(
+        (err.status(), err.substatus()),
+        (400, Some(65535)),
+        "compile errors surface at the first call"
+    );
+
+    c.create_script(ScriptProperties::stored_procedure(
+        "spin",
+        "function f() { while (true) {} }",
+    ))?;
+    let limits = partita::Limits {
+        instructions: 2_000_000,
+        accept_instructions: 1_000_000,
+        ..Default::default()
+    };
+    let err = c
+        .execute_stored_procedure_with("spin", "a", vec![], &limits)
+        .unwrap_err();
+    assert_eq!(err.status(), 408, "{err}");
+
+    // A script that writes another partition fails with 400 and leaves nothing.
+    c.create_script(ScriptProperties::stored_procedure(
+        "escape",
+        "function f() { var c = getContext().getCollection(); c.createDocument(c.getSelfLink(), {id: 'in', pk: 'a'}); c.createDocument(c.getSelfLink(), {id: 'out', pk: 'b'}); }",
+    ))?;
+    let err = c
+        .execute_stored_procedure("escape", "a", vec![])
+        .unwrap_err();
+    assert_eq!(err.status(), 400, "{err}");
+    assert_eq!(c.read_item("a", "in").unwrap_err().status(), 404);
+    assert_eq!(c.read_item("b", "out").unwrap_err().status(), 404);
+    Ok(())
+}
+
+fn feed_with_trigger(db: &Database) -> Result<Container> {
+    let feed = db.create_container("feed", "/type")?;
+    feed.create_script(ScriptProperties::trigger(
+        "truncateFeed",
+        script("truncateFeed"),
+        TriggerType::Post,
+        TriggerOperation::All,
+    ))?;
+    Ok(feed)
+}
+
+fn feed_post(i: usize) -> Value {
+    json!({"id": format!("post{i:03}"), "type": "post", "creationDate": format!("2026-01-01T00:{:02}:{:02}Z", i / 60, i % 60)})
+}
+
+#[test]
+fn truncate_feed_post_trigger_keeps_the_newest_100() -> Result {
+    let db = Database::in_memory();
+    let feed = feed_with_trigger(&db)?;
+    let options = WriteOptions {
+        post_triggers: vec!["truncateFeed".into()],
+        ..Default::default()
+    };
+    for i in 0..105 {
+        feed.upsert_item_with("post", feed_post(i), &options)?;
+    }
+    let ids: Vec<String> = feed
+        .read_feed("post", &Default::default())?
+        .items
+        .iter()
+        .map(|d| d.id().to_owned())
+        .collect();
+    assert_eq!(ids.len(), 100);
+    let oldest_left = feed
+        .query_items(
+            "SELECT VALUE MIN(f.creationDate) FROM f",
+            &Default::default(),
+            &Default::default(),
+        )?
+        .items;
+    let expected: Vec<Value> = vec![feed_post(5)["creationDate"].clone()];
+    assert_eq!(oldest_left, expected, "the five oldest were deleted");
+    Ok(())
+}
+
+#[test]
+fn triggers_run_in_the_write_transaction() -> Result {
+    let db = Database::in_memory();
+    let c = db.create_container("c", "/pk")?;
+    c.create_script(ScriptProperties::trigger(
+        "stamp",
+        "function stamp() { var req = getContext().getRequest(); var doc = req.getBody(); doc.stamped = true; req.setBody(doc); console.log('pre saw', doc.id); }",
+        TriggerType::Pre,
+        TriggerOperation::Create,
+    ))?;
+    c.create_script(ScriptProperties::trigger(
+        "audit",
+        "function audit() { var c = getContext().getCollection(); var doc = getContext().getResponse().getBody(); console.log('post saw', doc.id); c.createDocument(c.getSelfLink(), {id: 'audit-' + doc.id, pk: doc.pk}); getContext().getResponse().setBody({wrapped: doc.id}); }",
+        TriggerType::Post,
+        TriggerOperation::All,
+    ))?;
+    c.create_script(ScriptProperties::trigger(
+        "veto",
+        "function veto() { throw new Error(403, 'vetoed'); }",
+        TriggerType::Post,
+        TriggerOperation::All,
+    ))?;
+    let both = WriteOptions {
+        pre_triggers: vec!["stamp".into()],
+        post_triggers: vec!["audit".into()],
+        ..Default::default()
+    };
+    let response = c.create_item_with("a", json!({"id": "d1", "pk": "a"}), &both)?;
+    assert_eq!(
+        response.resource,
+        Some(json!({"wrapped": "d1"})),
+        "the post-trigger changed the response"
+    );
+    let (pre, post) = (
+        response.logs.find("pre saw d1"),
+        response.logs.find("post saw d1"),
+    );
+    assert!(
+        pre.is_some() && post.is_some() && pre < post,
+        "logs of both triggers, in order: {:?}",
+        response.logs
+    );
+    assert_eq!(
+        c.read_item("a", "d1")?["stamped"],
+        true,
+        "the pre-trigger changed the document"
+    );
+    assert_eq!(
+        c.read_item("a", "audit-d1")?.id(),
+        "audit-d1",
+        "the post-trigger's write committed with it"
+    );
+
+    // A throwing post-trigger rolls back the write and the trigger's own writes.
+    let vetoed = WriteOptions {
+        post_triggers: vec!["veto".into()],
+        ..Default::default()
+    };
+    let err = c
+        .create_item_with("a", json!({"id": "d2", "pk": "a"}), &vetoed)
+        .unwrap_err();
+    assert_eq!((err.status(), err.substatus()), (400, Some(403)), "{err}");
+    assert_eq!(c.read_item("a", "d2").unwrap_err().status(), 404);
+
+    // A write that fails on its own returns its own status (409), and nothing stays.
+    let err = c
+        .create_item_with("a", json!({"id": "d1", "pk": "a"}), &both)
+        .unwrap_err();
+    assert_eq!(err.status(), 409, "{err}");
+
+    // Wrong choices of trigger are 400s that name the problem.
+    let cases = [
+        (
+            WriteOptions {
+                pre_triggers: vec!["audit".into()],
+                ..Default::default()
+            },
+            "Post-trigger",
+        ),
+        (
+            WriteOptions {
+                post_triggers: vec!["stamp".into()],
+                ..Default::default()
+            },
+            "Pre-trigger",
+        ),
+        (
+            WriteOptions {
+                pre_triggers: vec!["missing".into()],
+                ..Default::default()
+            },
+            "missing",
+        ),
+        (
+            WriteOptions {
+                post_triggers: vec!["audit".into(), "veto".into()],
+                ..Default::default()
+            },
+            "at most one",
+        ),
+    ];
+    for (options, needle) in cases {
+        let err = c
+            .create_item_with("a", json!({"id": "d3", "pk": "a"}), &options)
+            .unwrap_err();
+        assert_eq!(err.status(), 400, "{err}");
+        assert!(
+            err.to_string().contains(needle),
+            "{err} should mention {needle}"
+        );
+    }
+    // `stamp` is declared for creates only.
+    let err = c
+        .replace_item_with(
+            "a",
+            "d1",
+            json!({"id": "d1", "pk": "a"}),
+            &WriteOptions {
+                pre_triggers: vec!["stamp".into()],
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
+    assert_eq!(err.status(), 400);
+    assert!(err.to_string().contains("Create"), "{err}");
+    // Delete with an All post-trigger: the trigger sees a null request body and runs.
+    c.delete_item_with("a", "audit-d1", &WriteOptions::default())?;
+    c.delete_item_with(
+        "a",
+        "d1",
+        &WriteOptions {
+            if_match: Some("\"stale\"".into()),
+            ..Default::default()
+        },
+    )
+    .map(|_| ())
+    .expect_err("412");
+    assert_eq!(c.read_item("a", "d1")?.id(), "d1");
+    Ok(())
+}
+
+#[test]
+fn scripts_survive_restart_and_replacements_apply_to_the_next_call() -> Result {
+    let dir = tempfile::tempdir()?;
+    {
+        let db = Database::open(dir.path())?;
+        let c = db.create_container("c", "/pk")?;
+        c.create_script(ScriptProperties::stored_procedure(
+            "version",
+            "function v() { getContext().getResponse().setBody(1); }",
+        ))?;
+        assert_eq!(c.execute_stored_procedure("version", "a", vec![])?.body, 1);
+        c.replace_script(ScriptProperties::stored_procedure(
+            "version",
+            "function v() { getContext().getResponse().setBody(2); }",
+        ))?;
+        assert_eq!(c.execute_stored_procedure("version", "a", vec![])?.body, 2);
+    }
+    let db = Database::open(dir.path())?;
+    let c = db.container("c")?;
+    assert_eq!(c.execute_stored_procedure("version", "a", vec![])?.body, 2);
+    assert_eq!(c.list_scripts(ScriptKind::StoredProcedure).len(), 1);
+    Ok(())
+}
+
+#[test]
+fn update_usernames_rewrites_every_item_of_the_user() -> Result {
+    let db = Database::in_memory();
+    let posts = db.create_container("posts", "/postId")?;
+    posts.create_script(ScriptProperties::stored_procedure(
+        "updateUsernames",
+        script("updateUsernames"),
+    ))?;
+    posts.create_item(
+        "p1",
+        json!({"id": "p1", "postId": "p1", "userId": "u1", "userUsername": "old"}),
+        None,
+    )?;
+    posts.create_item(
+        "p1",
+        json!({"id": "c1", "postId": "p1", "userId": "u1", "userUsername": "old"}),
+        None,
+    )?;
+    posts.create_item(
+        "p1",
+        json!({"id": "c2", "postId": "p1", "userId": "u2", "userUsername": "other"}),
+        None,
+    )?;
+    posts.execute_stored_procedure("updateUsernames", "p1", vec![json!("u1"), json!("new")])?;
+    let names: Vec<Value> = posts
+        .query_items(
+            "SELECT VALUE c.userUsername FROM c ORDER BY c.id",
+            &Default::default(),
+            &Default::default(),
+        )?
+        .items;
+    assert_eq!(names, [json!("new"), json!("other"), json!("new")]);
+    Ok(())
+}
