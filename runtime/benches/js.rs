@@ -1,5 +1,6 @@
 //! createComment through the JavaScript sandbox, in memory: the warm path
-//! (pooled context, cached script) and the first call of a new procedure.
+//! (pooled context, cached script) and the first call of a new procedure;
+//! and a warm call of a one-line user-defined function.
 //!
 //! Besides criterion's estimate, prints p50/p99 of individually timed
 //! calls, since the targets are on tail latency.
@@ -9,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use engine::{Container, Database};
-use runtime::{Invocation, Limits, Script, run_js};
+use runtime::{Invocation, Limits, Script, run_js, run_udf};
 use serde_json::json;
 
 const CREATE_COMMENT: &str = include_str!("../../sprocs/js/createComment.js");
@@ -100,6 +101,25 @@ fn bench(c: &mut Criterion) {
             };
             create_comment(&posts, black_box(&fresh), &limits);
         });
+    });
+
+    // A user-defined function, called once per document of a query.
+    let tax = Script {
+        id: "tax",
+        version: 1,
+        body: "function tax(x){ return x * 0.08; }",
+    };
+    let args = [Some(json!(1234.5))];
+    let mut samples = Vec::new();
+    for _ in 0..20_000 {
+        let t = Instant::now();
+        run_udf(&tax, &args, &limits).expect("tax");
+        samples.push(t.elapsed());
+    }
+    let (p50, p99) = percentiles(samples);
+    eprintln!("udf tax warm: p50 {p50:?}, p99 {p99:?}");
+    c.bench_function("udf tax (warm)", |b| {
+        b.iter(|| run_udf(black_box(&tax), black_box(&args), &limits).expect("tax"))
     });
 }
 

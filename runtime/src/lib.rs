@@ -31,9 +31,12 @@
 //!   [`Limits`] for what these do and do not cover).
 //! * Speed: each thread keeps a small pool of prepared, locked-down boa
 //!   contexts; each context caches compiled scripts by (id, version).
+//!   Scripts with `{ __proto__: value }` literals are refused when compiled.
 //!
-//! Non-goals: user-defined functions called from SQL (next issue), Cosmos
-//! DB attachments, `__.unwind`, `__.spatial`, response-size (413) checks on
+//! [`run_udf`] calls a user-defined function (`udf.name(args)` in SQL): a
+//! compute-only function with no `getContext()`, in the same sandbox.
+//!
+//! Non-goals: Cosmos DB attachments, `__.unwind`, `__.spatial`, response-size (413) checks on
 //! `setBody`, and a process-level memory cap (that needs OS isolation).
 
 mod error;
@@ -72,9 +75,30 @@ pub struct Limits {
     /// `padEnd`, `concat`, `join`, `fill`, `split`, `Array.from`,
     /// `ArrayBuffer`, `JSON.stringify`, ...) and value conversions may
     /// allocate in one call, counted cumulatively, and the largest single
-    /// string or array they may produce. Not covered: strings grown with
-    /// `+` or template literals, and many small objects created in a loop
-    /// (bounded only by the instruction budget).
+    /// string or array they may produce.
+    ///
+    /// Not covered (measured in release, boa 0.22): strings grown with `+`
+    /// or template literals, which boa concatenates eagerly with no length
+    /// limit and no hook: `s = s + s` reaches 1 GB in 283 instructions, and
+    /// a few more doublings make an allocation fail, which aborts the
+    /// process; and many small objects created in a loop (about 125 bytes
+    /// per `{}`, 9 bytes per instruction: ~1 GB within the default budget).
+    /// boa 0.22 exposes no heap size, string limit or allocation hook, so a
+    /// hard cap needs process isolation (a worker process with an rlimit or
+    /// cgroup).
+    ///
+    /// Deep prototype chains: boa looks properties up recursively in Rust
+    /// (per level, release: ~190 bytes of native stack for a get, ~320 for
+    /// a set; debug: ~770 for a get). Every way the runtime can see refuses
+    /// chains deeper than 100 (`Object.create`, `Object.setPrototypeOf`,
+    /// `Reflect.setPrototypeOf`, the `__proto__` setter) and `{ __proto__: v }`
+    /// literals are refused at compile time. Objects whose prototype boa
+    /// sets in bytecode are not covered: `new F()` after `F.prototype = o`
+    /// (about 10 instructions per level) and `class extends` in a loop
+    /// (quadratic: 100,000 levels take ~1.5 s of CPU in ~1.4 M instructions,
+    /// unseen by the wall clock, which is only checked at host calls). A
+    /// lookup on such a chain deeper than about 50,000 levels (release,
+    /// 16 MB call stack) overflows the native stack and kills the process.
     pub max_memory_bytes: usize,
     /// How deeply JavaScript calls may nest.
     pub recursion: usize,
@@ -194,4 +218,34 @@ pub fn run_js(
     limits: &Limits,
 ) -> Result<Output, Failure> {
     js::run(script, invocation, collection, limits)
+}
+
+/// Calls a JavaScript user-defined function (`udf.name(args)` in SQL) once.
+///
+/// `udf.body` is one function in any of the forms [`run_js`] accepts
+/// (`function tax(x) { return x * 0.08; }`, anonymous, arrow); it is
+/// called with `args` (`None` is `undefined`) and its return value is
+/// converted as `JSON.stringify` would (`None` when it returned `undefined`
+/// or a function). A UDF computes from its arguments only: calling
+/// `getContext()` throws (400), `__` is `undefined`, and there is no
+/// collection. It runs under the same bounds as a procedure (`limits`),
+/// in the same per-thread pool of locked-down contexts, with compiled
+/// functions cached by (`id`, `version`) apart from procedures; no state
+/// survives from one call to the next. Promise jobs it queues are dropped,
+/// and its `console.log` output is kept only in a [`Failure`].
+///
+/// A warm call of a one-line function costs a few microseconds (see
+/// `benches/js.rs`): it is meant to be called once per document of a query.
+///
+/// # Errors
+/// A [`Failure`]: a throw is [`Error::Script`] (400 with the thrown
+/// `number`), a script that does not compile [`Error::Compile`]
+/// (400/65535), a bound [`Error::Budget`] (408).
+#[allow(clippy::result_large_err)] // As `run_js`.
+pub fn run_udf(
+    udf: &Script<'_>,
+    args: &[Option<serde_json::Value>],
+    limits: &Limits,
+) -> Result<Option<serde_json::Value>, Failure> {
+    js::run_udf(udf, args, limits)
 }

@@ -10,18 +10,22 @@
 //! which bounds each step's growth to a small factor of the limit.
 //!
 //! What this does not cover, honestly: strings grown with `+` or template
-//! literals (doubling a string 30 times takes ~100 instructions), and many
-//! small allocations in a loop (`while (1) a.push({})`), which only the
-//! instruction budget bounds (roughly 100 bytes per instruction at worst).
-//! A hard memory cap needs process isolation (cgroup or rlimit).
+//! literals (doubling a string 30 times reaches 1 GB in ~280 instructions;
+//! a few more make an allocation fail, which aborts the process), and many
+//! small allocations in a loop (`while (1) a.push({})`, ~9 bytes per
+//! instruction), which only the instruction budget bounds. boa 0.22 has no
+//! string length limit, heap size or allocation hook; a hard memory cap
+//! needs process isolation (cgroup or rlimit).
 //!
 //! Deep chains: boa walks prototype chains, bound-function chains and
 //! nested arrays (`String(a)`) recursively in Rust, and a native stack
 //! overflow aborts the process. `Object.create`, `Object.setPrototypeOf`,
-//! `Reflect.setPrototypeOf` and `Function.prototype.bind` refuse to build
-//! chains deeper than 100, and `join` refuses to re-enter itself deeper than
-//! 100. Not covered: chains built with `class extends` in a loop, the
-//! `__proto__` setter or `{ __proto__: o }` literals.
+//! `Reflect.setPrototypeOf`, the `__proto__` setter and
+//! `Function.prototype.bind` refuse to build chains deeper than 100, and
+//! `join` refuses to re-enter itself deeper than 100; `{ __proto__: o }`
+//! literals are refused when the script is compiled (sandbox.rs). Not
+//! covered: objects whose prototype boa sets in bytecode, which no hook of
+//! boa 0.22 sees (see [`Limits`](crate::Limits) for the measured bound).
 //!
 //! Also here: dynamic code (`eval`, `Function`) is refused by the host hook,
 //! `ArrayBuffer` sizes are capped by the host hook, and `Proxy`, `WeakRef`
@@ -358,6 +362,57 @@ fn flat(original: JsObject) -> NativeFunction {
     )
 }
 
+/// Replaces the setter of `Object.prototype.__proto__` by one that refuses
+/// chains deeper than [`MAX_CHAIN`], as `Object.setPrototypeOf` does.
+fn guard_proto_setter(context: &mut Context) -> JsResult<()> {
+    use boa_engine::property::PropertyDescriptor;
+
+    let object = context.intrinsics().constructors().object().constructor();
+    let object_proto = context.intrinsics().constructors().object().prototype();
+    let describe = object.get(js_string!("getOwnPropertyDescriptor"), context)?;
+    let describe = describe
+        .as_callable()
+        .expect("Object.getOwnPropertyDescriptor is a built-in");
+    let desc = describe.call(
+        &object.clone().into(),
+        &[object_proto.clone().into(), js_string!("__proto__").into()],
+        context,
+    )?;
+    let Some(desc) = desc.as_object() else {
+        return Ok(());
+    };
+    let getter = desc.get(js_string!("get"), context)?;
+    let setter = desc.get(js_string!("set"), context)?;
+    let Some(setter) = setter.as_object() else {
+        return Ok(());
+    };
+    let realm = context.realm().clone();
+    let guarded = boa_engine::object::FunctionObjectBuilder::new(
+        &realm,
+        NativeFunction::from_copy_closure_with_captures(
+            |this, args, original: &JsObject, context| {
+                if proto_depth(&arg(args, 0)) >= MAX_CHAIN {
+                    return too_deep("the prototype chain");
+                }
+                original.call(this, args, context)
+            },
+            setter.clone(),
+        ),
+    )
+    .name(js_string!("set __proto__"))
+    .length(1)
+    .build();
+    let mut builder = PropertyDescriptor::builder()
+        .set(guarded)
+        .enumerable(false)
+        .configurable(true);
+    if let Some(getter) = getter.as_object() {
+        builder = builder.get(getter.clone());
+    }
+    object_proto.define_property_or_throw(js_string!("__proto__"), builder, context)?;
+    Ok(())
+}
+
 fn replace_method(
     target: &JsObject,
     name: &'static str,
@@ -477,6 +532,7 @@ pub(crate) fn install(context: &mut Context) -> JsResult<()> {
         |o| guard(o, "Function.prototype.bind", bind_check, false),
         context,
     )?;
+    guard_proto_setter(context)?;
     replace_method(&array_proto, "flat", flat, context)?;
     replace_method(
         &json,

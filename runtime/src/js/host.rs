@@ -37,6 +37,8 @@ pub(crate) enum Kind {
     Pre = 1,
     /// A post-trigger.
     Post = 2,
+    /// A user-defined function: no `getContext()`, no `__`, no collection.
+    Udf = 3,
 }
 
 /// A request or response body: JSON until the script first reads it.
@@ -248,6 +250,7 @@ impl CallState {
 
     fn accepts(&self, context: &Context) -> bool {
         self.fault.is_none()
+            && self.kind != Kind::Udf
             && self.ops_accepted < self.max_operations
             && self.used(context) < self.accept_instructions
             && self.started.elapsed() < self.accept_wall_time
@@ -361,12 +364,25 @@ pub(crate) fn get_context(_: &JsValue, _: &[JsValue], context: &mut Context) -> 
     checkpoint(context)?;
     let st = state(context);
     let s = st.borrow();
+    if s.kind == Kind::Udf {
+        drop(s);
+        return throw(
+            context,
+            400,
+            "getContext() is not available in user-defined functions: they compute a value from their arguments and cannot access the collection, request or response.",
+        );
+    }
     Ok(s.shared().contexts[s.kind as usize].clone().into())
 }
 
+/// The `__` getter: the collection of the current procedure or trigger;
+/// `undefined` in a user-defined function.
 pub(crate) fn get_under(_: &JsValue, _: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
     let st = state(context);
     let s = st.borrow();
+    if s.kind == Kind::Udf {
+        return Ok(JsValue::undefined());
+    }
     Ok(s.shared().unders[s.kind as usize].clone().into())
 }
 

@@ -2,7 +2,8 @@
 //!
 //! - `sandbox.rs`: prepared, locked-down contexts, pooled per thread, with
 //!   their compiled-script cache.
-//! - `run.rs`: one call, from the function call to the drained queue.
+//! - `run.rs`: one call, from the function call to the drained queue, and
+//!   one call of a user-defined function.
 //! - `host.rs`: the call state and the native functions scripts call
 //!   (`getContext()`, collection methods, request, response, console).
 //! - `guards.rs`: guarded built-ins (the memory bound) and host hooks.
@@ -16,4 +17,4 @@ mod host;
 mod run;
 mod sandbox;
 
-pub(crate) use run::run;
+pub(crate) use run::{run, run_udf};

@@ -40,17 +40,44 @@ pub(crate) fn run(
     limits: &Limits,
 ) -> Result<Output, Failure> {
     stacker::maybe_grow(RED_ZONE, STACK_SIZE, || {
-        run_here(script, invocation, collection, limits)
+        let res = in_sandbox(limits, |sandbox| {
+            call(sandbox, script, invocation, &mut *collection, limits)
+        });
+        match res {
+            Ok((body, logs, mut stats)) => {
+                stats.collection = collection.stats();
+                Ok(Output { body, logs, stats })
+            }
+            Err(mut failure) => {
+                failure.stats.collection = collection.stats();
+                Err(failure)
+            }
+        }
     })
 }
 
-#[allow(clippy::result_large_err)]
-fn run_here(
-    script: &Script<'_>,
-    invocation: Invocation,
-    collection: &mut dyn Collection,
+/// Runs one call of a user-defined function; see [`crate::run_udf`].
+#[allow(clippy::result_large_err)] // The shape of `run_udf`; see lib.rs.
+pub(crate) fn run_udf(
+    udf: &Script<'_>,
+    args: &[Option<Value>],
     limits: &Limits,
-) -> Result<Output, Failure> {
+) -> Result<Option<Value>, Failure> {
+    stacker::maybe_grow(RED_ZONE, STACK_SIZE, || {
+        in_sandbox(limits, |sandbox| call_udf(sandbox, udf, args, limits))
+            .map(|(value, _, _)| value)
+    })
+}
+
+/// Takes a sandbox, runs `f` in it (catching panics), resets the sandbox,
+/// applies the instruction budget and gives the sandbox back unless the
+/// call hit a bound or failed internally. The stats have no collection
+/// part: the caller adds it.
+#[allow(clippy::result_large_err)]
+fn in_sandbox<T>(
+    limits: &Limits,
+    f: impl FnOnce(&mut Sandbox) -> Result<T, Error>,
+) -> Result<(T, String, ExecStats), Failure> {
     let started = Instant::now();
     let mut sandbox = match sandbox::take(limits) {
         Ok(s) => s,
@@ -60,15 +87,12 @@ fn run_here(
                 logs: String::new(),
                 stats: ExecStats {
                     wall_time: started.elapsed(),
-                    collection: collection.stats(),
                     ..ExecStats::default()
                 },
             });
         }
     };
-    let res = catch_unwind(AssertUnwindSafe(|| {
-        call(&mut sandbox, script, invocation, &mut *collection, limits)
-    }));
+    let res = catch_unwind(AssertUnwindSafe(|| f(&mut sandbox)));
     let res = match res {
         Ok(res) => res,
         Err(panic) => {
@@ -85,7 +109,6 @@ fn run_here(
                 logs,
                 stats: ExecStats {
                     wall_time: started.elapsed(),
-                    collection: collection.stats(),
                     ..ExecStats::default()
                 },
             });
@@ -95,11 +118,11 @@ fn run_here(
     let stats = ExecStats {
         instructions,
         wall_time: started.elapsed(),
-        collection: collection.stats(),
+        collection: host_api::CallStats::default(),
     };
     let res = match res {
-        Ok(body) if instructions > limits.instructions => {
-            drop(body);
+        Ok(value) if instructions > limits.instructions => {
+            drop(value);
             Err(Error::Budget(Budget::Instructions {
                 limit: limits.instructions,
             }))
@@ -107,9 +130,9 @@ fn run_here(
         other => other,
     };
     match res {
-        Ok(body) => {
+        Ok(value) => {
             sandbox::give_back(sandbox);
-            Ok(Output { body, logs, stats })
+            Ok((value, logs, stats))
         }
         Err(error) => {
             if !matches!(error, Error::Script { .. } | Error::Compile(_)) {
@@ -136,6 +159,85 @@ fn finish(sandbox: &mut Sandbox) -> (u64, String) {
     };
     sandbox.clean_globals();
     (used, logs)
+}
+
+/// Arms the call state with the bounds of `limits` for a call of `kind`.
+fn begin(sandbox: &mut Sandbox, kind: Kind, limits: &Limits) {
+    {
+        let mut s = sandbox.host.borrow_mut();
+        let s: &mut CallState = &mut s;
+        s.active = true;
+        s.kind = kind;
+        s.instructions = limits.instructions;
+        s.recursion = limits.recursion;
+        s.accept_instructions = limits.accept_instructions;
+        s.max_operations = limits.max_operations;
+        s.started = Instant::now();
+        s.wall_time = limits.wall_time;
+        s.accept_wall_time = limits.accept_wall_time;
+        s.start_remaining = sandbox.context.instructions_remaining();
+        s.ops_accepted = 0;
+        s.extra_instructions = 0;
+        s.logs.clear();
+        s.max_log_bytes = limits.max_log_bytes;
+        s.mem_used = 0;
+        s.join_depth = 0;
+        s.max_memory = limits.max_memory_bytes;
+        s.fault = None;
+    }
+    sandbox
+        .context
+        .runtime_limits_mut()
+        .set_recursion_limit(limits.recursion);
+}
+
+/// Calls the script's function: re-creates it from the cached wrapper (so
+/// no state survives from an earlier call) and applies it to `args`.
+fn apply(
+    sandbox: &mut Sandbox,
+    script: &Script<'_>,
+    udf: bool,
+    args: &[JsValue],
+) -> Result<JsValue, Error> {
+    let wrapper = sandbox
+        .compiled(udf, script.id, script.version, script.body)
+        .map_err(Error::Compile)?;
+    let context = &mut sandbox.context;
+    let function = wrapper
+        .call(&JsValue::undefined(), &[], context)
+        .map_err(|e| classify(e, &sandbox.host, context))?;
+    let Some(function) = function.as_callable() else {
+        return Err(Error::Compile(
+            "the script does not evaluate to a function".to_owned(),
+        ));
+    };
+    function
+        .call(&JsValue::undefined(), args, context)
+        .map_err(|e| classify(e, &sandbox.host, context))
+}
+
+fn call_udf(
+    sandbox: &mut Sandbox,
+    udf: &Script<'_>,
+    args: &[Option<Value>],
+    limits: &Limits,
+) -> Result<Option<Value>, Error> {
+    begin(sandbox, Kind::Udf, limits);
+    let mut js_args = Vec::with_capacity(args.len());
+    for a in args {
+        js_args.push(match a {
+            Some(v) => JsValue::from_json(v, &mut sandbox.context)
+                .map_err(|e| Error::Internal(e.to_string()))?,
+            None => JsValue::undefined(),
+        });
+    }
+    let result = apply(sandbox, udf, true, &js_args)?;
+    // Promise jobs a function queued are dropped, not run: its value is
+    // what it returned.
+    check(sandbox)?;
+    let context = &mut sandbox.context;
+    host::value_to_json(&result, "the function's result", context)
+        .map_err(|e| classify(e, &sandbox.host, context))
 }
 
 fn call(
@@ -169,57 +271,23 @@ fn call(
             Some(operation),
         ),
     };
+    begin(sandbox, kind, limits);
     {
         let mut s = sandbox.host.borrow_mut();
-        let s: &mut CallState = &mut s;
-        s.active = true;
-        s.kind = kind;
         s.operation = operation;
         s.self_link = collection.self_link();
         s.alt_link = collection.alt_link();
-        s.instructions = limits.instructions;
-        s.recursion = limits.recursion;
-        s.accept_instructions = limits.accept_instructions;
-        s.max_operations = limits.max_operations;
-        s.started = Instant::now();
-        s.wall_time = limits.wall_time;
-        s.accept_wall_time = limits.accept_wall_time;
-        s.start_remaining = sandbox.context.instructions_remaining();
-        s.ops_accepted = 0;
-        s.extra_instructions = 0;
-        s.logs.clear();
-        s.max_log_bytes = limits.max_log_bytes;
-        s.mem_used = 0;
-        s.join_depth = 0;
-        s.max_memory = limits.max_memory_bytes;
-        s.fault = None;
         s.request = Body::Json(request);
         s.response = response.map(Body::Json);
     }
-    sandbox
-        .context
-        .runtime_limits_mut()
-        .set_recursion_limit(limits.recursion);
-
-    let wrapper = sandbox
-        .compiled(script.id, script.version, script.body)
-        .map_err(Error::Compile)?;
-    let context = &mut sandbox.context;
-    let function = wrapper
-        .call(&JsValue::undefined(), &[], context)
-        .map_err(|e| classify(e, &sandbox.host, context))?;
-    let Some(function) = function.as_callable() else {
-        return Err(Error::Compile(
-            "the script does not evaluate to a function".to_owned(),
-        ));
-    };
     let mut args = Vec::with_capacity(params.len());
     for p in &params {
-        args.push(JsValue::from_json(p, context).map_err(|e| Error::Internal(e.to_string()))?);
+        args.push(
+            JsValue::from_json(p, &mut sandbox.context)
+                .map_err(|e| Error::Internal(e.to_string()))?,
+        );
     }
-    function
-        .call(&JsValue::undefined(), &args, context)
-        .map_err(|e| classify(e, &sandbox.host, context))?;
+    apply(sandbox, script, false, &args)?;
     drain(sandbox, collection)?;
 
     // Collect the body the caller gets.

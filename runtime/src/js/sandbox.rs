@@ -3,7 +3,8 @@
 //! A fresh boa `Context` costs ~0.7 ms and locking it down a few more, a
 //! warm call ~15 µs, so each thread keeps a small pool of prepared
 //! [`Sandbox`]es. A sandbox serves every script (compiled scripts are cached
-//! in it by id and version: a new version replaces the old one) until its
+//! in it by id, version and text, user-defined functions apart from
+//! procedures: a new version replaces the old one) until its
 //! instruction counter runs low, a call hits a bound, or it fails a health
 //! check; then it is dropped and a new one is built.
 //!
@@ -43,7 +44,7 @@ const SETUP_INSTRUCTIONS: usize = 20_000_000;
 /// Sandboxes kept per thread.
 const POOL_SIZE: usize = 2;
 
-/// Compiled scripts kept per sandbox.
+/// Compiled scripts kept per sandbox (and as many user-defined functions).
 const MAX_SCRIPTS: usize = 256;
 
 /// The promise job queue. Only promise jobs exist in this sandbox (no
@@ -87,8 +88,11 @@ pub(crate) struct Sandbox {
     pub(crate) host: Rc<RefCell<CallState>>,
     /// `applyStages(items, stages)` from prelude.js.
     pub(crate) apply_stages: JsObject,
-    /// Compiled wrappers by script id: (version, wrapper).
-    scripts: HashMap<String, (u64, JsObject)>,
+    /// Compiled wrappers of procedures and triggers by script id.
+    scripts: HashMap<String, Compiled>,
+    /// Compiled wrappers of user-defined functions by id (a separate
+    /// namespace, as in Cosmos DB).
+    udfs: HashMap<String, Compiled>,
     /// The per-call instruction limit the counter was sized for.
     built_for: u64,
     /// The global object's own keys after lockdown.
@@ -96,6 +100,15 @@ pub(crate) struct Sandbox {
     baseline_len: usize,
     /// Set when the sandbox must not be reused.
     pub(crate) poisoned: bool,
+}
+
+/// One cached script: its version, its text (compared too, so that two
+/// databases whose scripts share an id and a version never run each
+/// other's code) and its compiled wrapper.
+struct Compiled {
+    version: u64,
+    body: Box<str>,
+    wrapper: JsObject,
 }
 
 fn function(f: boa_engine::native_function::NativeFunctionPointer) -> NativeFunction {
@@ -132,6 +145,7 @@ impl Sandbox {
             host,
             apply_stages,
             scripts: HashMap::new(),
+            udfs: HashMap::new(),
             built_for: limits.instructions,
             baseline,
             baseline_len,
@@ -149,17 +163,21 @@ impl Sandbox {
     /// The wrapper function of `script`, compiling it on first use.
     ///
     /// The wrapper is `(function () { return (BODY\n); })`: each call gets
-    /// a fresh function object from it.
+    /// a fresh function object from it. `udf` selects the namespace of
+    /// user-defined functions.
     pub(crate) fn compiled(
         &mut self,
+        udf: bool,
         id: &str,
         version: u64,
         body: &str,
     ) -> Result<JsObject, String> {
-        if let Some((v, f)) = self.scripts.get(id)
-            && *v == version
+        let cache = if udf { &self.udfs } else { &self.scripts };
+        if let Some(c) = cache.get(id)
+            && c.version == version
+            && *c.body == *body
         {
-            return Ok(f.clone());
+            return Ok(c.wrapper.clone());
         }
         let text = strip(body);
         if nesting(text) > MAX_NESTING {
@@ -168,6 +186,11 @@ impl Sandbox {
             ));
         }
         let source = format!("(function () {{ return (\n{text}\n); }})");
+        if has_proto_literal(&source, &mut self.context) {
+            return Err(format!(
+                "Encountered exception while compiling Javascript. {PROTO_LITERAL}"
+            ));
+        }
         let script = Script::parse(
             Source::from_bytes(source.as_bytes()),
             None,
@@ -186,11 +209,22 @@ impl Sandbox {
                 &mut self.context,
             )
             .ok();
-        if self.scripts.len() >= MAX_SCRIPTS {
-            self.scripts.clear();
+        let cache = if udf {
+            &mut self.udfs
+        } else {
+            &mut self.scripts
+        };
+        if cache.len() >= MAX_SCRIPTS {
+            cache.clear();
         }
-        self.scripts
-            .insert(id.to_owned(), (version, wrapper.clone()));
+        cache.insert(
+            id.to_owned(),
+            Compiled {
+                version,
+                body: body.into(),
+                wrapper: wrapper.clone(),
+            },
+        );
         Ok(wrapper)
     }
 
@@ -261,6 +295,51 @@ fn nesting(text: &str) -> usize {
         i += 1;
     }
     max
+}
+
+/// Why a script with a `{ __proto__: value }` literal is refused.
+const PROTO_LITERAL: &str = "Object literals with a `__proto__: value` entry are not supported (only `__proto__: null`): use Object.create(value), which bounds the depth of prototype chains.";
+
+/// Whether `source` has an object literal entry `__proto__: value` with a
+/// value other than `null`. Such entries set the new object's prototype
+/// inside boa's bytecode, where no guard can see them, so a loop could build
+/// a prototype chain deep enough for boa's recursive property lookup to
+/// overflow the native stack (and its cycle check makes building it
+/// quadratic in time). Parses the text once more, only when it could hold
+/// such an entry (`proto` or an escape in the text); a text that does not
+/// parse is left to the compiler's error.
+fn has_proto_literal(source: &str, context: &mut Context) -> bool {
+    use std::ops::ControlFlow;
+
+    use boa_engine::ast::expression::Expression;
+    use boa_engine::ast::expression::literal::{LiteralKind, PropertyDefinition};
+    use boa_engine::ast::property::PropertyName;
+    use boa_engine::ast::scope::Scope;
+    use boa_engine::ast::visitor::{VisitWith, Visitor};
+    use boa_engine::interner::Sym;
+
+    struct Finder;
+    impl<'ast> Visitor<'ast> for Finder {
+        type BreakTy = ();
+        fn visit_property_definition(&mut self, node: &'ast PropertyDefinition) -> ControlFlow<()> {
+            if let PropertyDefinition::Property(PropertyName::Literal(name), value) = node
+                && name.sym() == Sym::__PROTO__
+                && !matches!(value, Expression::Literal(l) if matches!(l.kind(), LiteralKind::Null))
+            {
+                return ControlFlow::Break(());
+            }
+            node.visit_with(self)
+        }
+    }
+
+    if !source.contains("proto") && !source.contains('\\') {
+        return false;
+    }
+    let mut parser = boa_engine::parser::Parser::new(Source::from_bytes(source.as_bytes()));
+    let Ok(script) = parser.parse_script(&Scope::new_global(), context.interner_mut()) else {
+        return false;
+    };
+    Finder.visit_script(&script).is_break()
 }
 
 /// Strips surrounding whitespace and trailing semicolons from a script.
