@@ -514,7 +514,7 @@ fn run(cli: Cli) -> anyhow::Result<Value> {
             };
             let page =
                 db.container(&container)?
-                    .query_items(&sql, &parse_params(&params)?, &options)?;
+                    .run_query(&sql, &parse_params(&params)?, &options)?;
             json!({
                 "items": page.items,
                 "continuation": page.continuation,

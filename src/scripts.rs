@@ -21,11 +21,15 @@
 //! effect for the next request, and the request finishes on the version it
 //! started with.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
 use std::time::Duration;
 
+use engine::query::{Params, Udf};
 use engine::{
-    Container, Document, ItemOptions, PartitionKey, Script, ScriptKind, ScriptLanguage,
-    TriggerOperation, TriggerType, Txn,
+    Container, Document, ItemOptions, PartitionKey, QueryItemsOptions, QueryPage, Script,
+    ScriptKind, ScriptLanguage, TriggerOperation, TriggerType, Txn,
 };
 use host_api::CallStats;
 use runtime::{Invocation, Limits};
@@ -225,6 +229,19 @@ pub trait Scripts {
         options: &WriteOptions,
     ) -> Result<ItemResponse, CallError>;
 
+    /// Runs a query (like `Container::query_items`) with the container's
+    /// user-defined functions callable as `udf.name(args)`.
+    ///
+    /// # Errors
+    /// As `Container::query_items`; a UDF that is missing, throws or exhausts
+    /// its budget fails the query with 400.
+    fn run_query(
+        &self,
+        sql: &str,
+        params: &Params,
+        options: &QueryItemsOptions,
+    ) -> Result<QueryPage, engine::Error>;
+
     /// Deletes a document, running the named triggers (their request body
     /// is `null`).
     ///
@@ -292,6 +309,51 @@ fn run(
             stats: *stats,
         }))
     })
+}
+
+/// The container's user-defined functions, for the query engine: looked up
+/// once per query (a replace during the query does not switch versions
+/// halfway) and run by the JavaScript runtime.
+struct ContainerUdfs {
+    container: Container,
+    limits: Limits,
+    scripts: RefCell<HashMap<String, Script>>,
+}
+
+impl ContainerUdfs {
+    fn new(container: &Container, limits: &Limits) -> ContainerUdfs {
+        ContainerUdfs {
+            container: container.clone(),
+            limits: limits.clone(),
+            scripts: RefCell::default(),
+        }
+    }
+}
+
+impl Udf for ContainerUdfs {
+    fn call(&self, name: &str, args: &[Option<Value>]) -> Result<Option<Value>, String> {
+        let cached = self.scripts.borrow().get(name).cloned();
+        let script = match cached {
+            Some(script) => script,
+            None => {
+                let script = self
+                    .container
+                    .read_script(ScriptKind::UserDefinedFunction, name)
+                    .map_err(|e| e.to_string())?;
+                self.scripts
+                    .borrow_mut()
+                    .insert(name.to_owned(), script.clone());
+                script
+            }
+        };
+        let body = javascript(&script).map_err(|e| e.to_string())?;
+        let source = runtime::Script {
+            id: &script.id,
+            version: script.version,
+            body,
+        };
+        runtime::run_udf(&source, args, &self.limits).map_err(|failure| failure.error.to_string())
+    }
 }
 
 /// The write a trigger runs around.
@@ -386,6 +448,7 @@ fn write_with_triggers(
     let mut logs = String::new();
     let mut stats = CallStatistics::default();
     let mut txn = container.begin(partition_key)?;
+    txn.set_udfs(Rc::new(ContainerUdfs::new(container, limits)));
 
     let (write, request_body) = match pre {
         None => {
@@ -451,6 +514,16 @@ fn write_with_triggers(
 }
 
 impl Scripts for Container {
+    fn run_query(
+        &self,
+        sql: &str,
+        params: &Params,
+        options: &QueryItemsOptions,
+    ) -> Result<QueryPage, engine::Error> {
+        let udfs = ContainerUdfs::new(self, &Limits::default());
+        self.query_items_with_udfs(sql, params, options, Some(&udfs))
+    }
+
     fn execute_stored_procedure_with(
         &self,
         id: &str,
@@ -461,6 +534,7 @@ impl Scripts for Container {
         let started = std::time::Instant::now();
         let script = self.read_script(ScriptKind::StoredProcedure, id)?;
         let mut txn = self.begin(partition_key)?;
+        txn.set_udfs(Rc::new(ContainerUdfs::new(self, limits)));
         let mut logs = String::new();
         let mut stats = CallStatistics::default();
         let body = run(

@@ -452,7 +452,8 @@ fn demo_runs_in_memory_and_checks_its_invariant() {
         String::from_utf8_lossy(&output.stderr)
     );
     let report: Value = serde_json::from_slice(&output.stdout).expect("JSON report");
-    assert_eq!(report["comments_created"], 500);
+    assert_eq!(report["native_rust_transaction"]["comments_created"], 500);
+    assert_eq!(report["javascript_procedure"]["comments_created"], 500);
     assert!(
         report["invariant"]
             .as_str()

@@ -421,3 +421,67 @@ fn update_usernames_rewrites_every_item_of_the_user() -> Result {
     assert_eq!(names, [json!("new"), json!("other"), json!("new")]);
     Ok(())
 }
+
+#[test]
+fn user_defined_functions_in_queries_and_in_procedures() -> Result {
+    let db = Database::in_memory();
+    let c = db.create_container("orders", "/customerId")?;
+    c.create_script(ScriptProperties::user_defined_function(
+        "tax",
+        "function tax(x) { return x * 0.25; }",
+    ))?;
+    c.create_script(ScriptProperties::user_defined_function(
+        "fail",
+        "function fail() { throw new Error('no'); }",
+    ))?;
+    for (i, price) in [100, 40, 8].into_iter().enumerate() {
+        c.create_item(
+            "a",
+            json!({"id": format!("o{i}"), "customerId": "a", "price": price}),
+            None,
+        )?;
+    }
+    let page = c.run_query(
+        "SELECT VALUE udf.tax(o.price) FROM o ORDER BY o.price",
+        &Default::default(),
+        &Default::default(),
+    )?;
+    assert_eq!(page.items, [json!(2), json!(10), json!(25)]);
+    let filtered = c.run_query(
+        "SELECT VALUE o.id FROM o WHERE udf.tax(o.price) > 5",
+        &Default::default(),
+        &Default::default(),
+    )?;
+    assert_eq!(filtered.items, [json!("o0"), json!("o1")]);
+    for sql in [
+        "SELECT VALUE udf.missing(o.price) FROM o",
+        "SELECT VALUE udf.fail() FROM o",
+    ] {
+        let err = c
+            .run_query(sql, &Default::default(), &Default::default())
+            .unwrap_err();
+        assert_eq!(err.status(), 400, "{sql}: {err}");
+    }
+    // Without the facade's handler, UDF calls are refused rather than ignored.
+    assert_eq!(
+        c.query_items(
+            "SELECT VALUE udf.tax(1) FROM o",
+            &Default::default(),
+            &Default::default()
+        )
+        .unwrap_err()
+        .status(),
+        400
+    );
+
+    // A procedure's query calls UDFs too (the runtime runs both, nested, on one thread).
+    c.create_script(ScriptProperties::stored_procedure(
+        "totalTax",
+        "function totalTax() { var c = getContext().getCollection(); c.queryDocuments(c.getSelfLink(), 'SELECT VALUE SUM(udf.tax(o.price)) FROM o', function (err, res) { if (err) throw err; getContext().getResponse().setBody(res[0]); }); }",
+    ))?;
+    assert_eq!(
+        c.execute_stored_procedure("totalTax", "a", vec![])?.body,
+        37
+    );
+    Ok(())
+}

@@ -112,6 +112,21 @@ impl Container {
         params: &query::Params,
         options: &QueryItemsOptions,
     ) -> Result<QueryPage> {
+        self.query_items_with_udfs(sql, params, options, None)
+    }
+
+    /// [`Container::query_items`] with a handler for `udf.name(args)` calls
+    /// (without one, such calls are a 400).
+    ///
+    /// # Errors
+    /// As [`Container::query_items`], plus the UDF's failures (400).
+    pub fn query_items_with_udfs(
+        &self,
+        sql: &str,
+        params: &query::Params,
+        options: &QueryItemsOptions,
+        udfs: Option<&dyn query::Udf>,
+    ) -> Result<QueryPage> {
         let parsed = query::parse(sql)?;
         let keys = match &options.partition_key {
             Some(key) => vec![key.clone()],
@@ -125,7 +140,7 @@ impl Container {
         let query_options = QueryOptions {
             max_item_count: options.max_item_count,
             continuation: options.continuation.as_deref().filter(|c| !c.is_empty()),
-            udf: None,
+            udf: udfs,
         };
         Ok(query::execute(&parsed, params, &source, &query_options)?)
     }
@@ -279,7 +294,7 @@ impl Collection for Txn {
         let options = QueryOptions {
             max_item_count: request.page_size,
             continuation: request.continuation.filter(|c| !c.is_empty()),
-            udf: None,
+            udf: self.udfs().map(|u| &**u),
         };
         let page = query::execute(
             &parsed,

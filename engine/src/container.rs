@@ -222,7 +222,10 @@ impl ContainerInner {
             delta += serialized_len(&new) as isize - serialized_len(value) as isize;
             *value = new;
         }
-        for (slot, key) in ["_rid", "_self", "_etag", "_attachments", "_ts"].into_iter().enumerate() {
+        for (slot, key) in ["_rid", "_self", "_etag", "_attachments", "_ts"]
+            .into_iter()
+            .enumerate()
+        {
             if found[slot] {
                 continue;
             }
@@ -234,7 +237,8 @@ impl ContainerInner {
                 _ => Value::from(now_secs()),
             };
             // A comma (unless the map was empty), the key, a colon, the value.
-            delta += isize::from(!map.is_empty()) + (string_len(key) + 1 + serialized_len(&new)) as isize;
+            delta += isize::from(!map.is_empty())
+                + (string_len(key) + 1 + serialized_len(&new)) as isize;
             map.insert(key.to_owned(), new);
         }
         delta
@@ -559,6 +563,9 @@ mod tests {
     #[test]
     fn etags_are_quoted_hex() {
         assert_eq!(super::etag(1, 0x2a), format!("\"{:08x}-{:016x}\"", 1, 0x2a));
-        assert_eq!(super::etag(u32::MAX, u64::MAX), format!("\"{:08x}-{:016x}\"", u32::MAX, u64::MAX));
+        assert_eq!(
+            super::etag(u32::MAX, u64::MAX),
+            format!("\"{:08x}-{:016x}\"", u32::MAX, u64::MAX)
+        );
     }
 }

@@ -138,7 +138,10 @@ pub(crate) fn serialized_len(value: &Value) -> usize {
         Value::Object(map) => {
             // Braces, commas, and a colon per member.
             2 + map.len().saturating_sub(1)
-                + map.iter().map(|(k, v)| string_len(k) + 1 + serialized_len(v)).sum::<usize>()
+                + map
+                    .iter()
+                    .map(|(k, v)| string_len(k) + 1 + serialized_len(v))
+                    .sum::<usize>()
         }
     }
 }
@@ -183,7 +186,9 @@ fn word_needs_escape(word: u64) -> bool {
     const HIGHS: u64 = 0x8080_8080_8080_8080;
     let has_zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS != 0;
     let below_0x20 = word.wrapping_sub(ONES * 0x20) & !word & HIGHS != 0;
-    below_0x20 || has_zero(word ^ (ONES * u64::from(b'"'))) || has_zero(word ^ (ONES * u64::from(b'\\')))
+    below_0x20
+        || has_zero(word ^ (ONES * u64::from(b'"')))
+        || has_zero(word ^ (ONES * u64::from(b'\\')))
 }
 
 fn number_len(n: &serde_json::Number) -> usize {
@@ -257,7 +262,9 @@ mod tests {
             any::<bool>().prop_map(Value::Bool),
             any::<i64>().prop_map(Value::from),
             any::<u64>().prop_map(Value::from),
-            any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(Value::from),
             any::<String>().prop_map(Value::String),
         ];
         leaf.prop_recursive(4, 64, 8, |inner| {
@@ -288,7 +295,10 @@ mod tests {
             }
         }
         for clean in ["", "a", "é日本語", "0123456789abcdef ~\u{7f}"] {
-            assert_eq!(string_len(clean), Value::String(clean.to_owned()).to_string().len());
+            assert_eq!(
+                string_len(clean),
+                Value::String(clean.to_owned()).to_string().len()
+            );
         }
     }
 

@@ -27,6 +27,7 @@
 //! timeout and fails: it cannot succeed.
 
 use std::collections::HashMap;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use host_api::{CallStats, PartitionKey};
@@ -41,6 +42,7 @@ use crate::document::{
 };
 use crate::error::{Error, Result};
 use crate::partition::{LogicalPartition, PartitionState, Slot};
+use crate::query::Udf;
 use crate::storage::{ChangeKind, CommitRecord, Lsn, RecordChange};
 
 /// Write sets up to this size are searched linearly rather than hashed.
@@ -95,6 +97,8 @@ pub struct Txn {
     writes: Vec<Write>,
     /// What the call did, for [`host_api::Collection::stats`].
     stats: CallStats,
+    /// How queries in this transaction call `udf.name(...)`.
+    udfs: Option<Rc<dyn Udf>>,
     /// Positions in `writes` by id, built once `writes` outgrows
     /// [`SMALL_WRITE_SET`].
     index: HashMap<Arc<str>, usize>,
@@ -125,6 +129,7 @@ impl Txn {
             base,
             writes: Vec::new(),
             stats: CallStats::default(),
+            udfs: None,
             index: HashMap::new(),
             _writer: writer,
         })
@@ -138,6 +143,16 @@ impl Txn {
     /// The container's id.
     pub fn container_id(&self) -> &str {
         &self.container.meta.id
+    }
+
+    /// Lets queries run in this transaction (by a procedure, through
+    /// [`host_api::Collection::query`]) call user-defined functions.
+    pub fn set_udfs(&mut self, udfs: Rc<dyn Udf>) {
+        self.udfs = Some(udfs);
+    }
+
+    pub(crate) fn udfs(&self) -> Option<&Rc<dyn Udf>> {
+        self.udfs.as_ref()
     }
 
     /// The committed state the transaction began with.
@@ -423,7 +438,11 @@ impl Txn {
                 request: self.partition.key.clone(),
             });
         }
-        Ok(Checked { id: Arc::from(id.as_str()), doc, len })
+        Ok(Checked {
+            id: Arc::from(id.as_str()),
+            doc,
+            len,
+        })
     }
 
     fn check_etag(
@@ -465,7 +484,11 @@ impl Txn {
                 limit: MAX_DOCUMENT_SIZE,
             });
         }
-        let text = self.db.storage.wants_text().then(|| Arc::from(doc.to_string()));
+        let text = self
+            .db
+            .storage
+            .wants_text()
+            .then(|| Arc::from(doc.to_string()));
         let document = Document::new(doc);
         let i = self.slot_for(id);
         let write = &mut self.writes[i];
