@@ -279,7 +279,7 @@ fn etag(ordinal: u32, seq: u64) -> String {
         buf[10 + i] = HEX[(seq >> (60 - 4 * i) & 0xf) as usize];
     }
     buf[26] = b'"';
-    buf.iter().map(|&b| char::from(b)).collect()
+    std::str::from_utf8(&buf).unwrap_or_default().to_owned()
 }
 
 /// The value of `_attachments` (Cosmos DB's relative attachments link).

@@ -63,6 +63,11 @@ impl PartitionState {
     }
 
     pub(crate) fn put(&mut self, id: Arc<str>, slot: Slot) {
+        // A replace keeps its rid, so the id index is already right.
+        if let Some(existing) = self.by_rid.get_mut(&slot.rid) {
+            *existing = slot;
+            return;
+        }
         self.by_id.insert(id, slot.rid);
         self.by_rid.insert(slot.rid, slot);
     }
@@ -122,20 +127,56 @@ impl LogicalPartition {
 }
 
 /// The physical partition a logical partition lives on: FNV-1a (64-bit) of
-/// the key's canonical text, modulo the container's physical partition count.
+/// the key's canonical text (`["p1"]`, see [`PartitionKey::to_json_array`]),
+/// modulo the container's physical partition count. The text is streamed into
+/// the hash rather than built, since every transaction computes this.
 pub fn physical_partition(key: &PartitionKey, physical_partitions: u32) -> u32 {
-    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-    const PRIME: u64 = 0x0000_0100_0000_01b3;
-    let hash = key
-        .to_json_array()
-        .bytes()
-        .fold(OFFSET, |h, b| (h ^ u64::from(b)).wrapping_mul(PRIME));
-    (hash % u64::from(physical_partitions.max(1))) as u32
+    struct Fnv(u64);
+    impl std::io::Write for Fnv {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            const PRIME: u64 = 0x0000_0100_0000_01b3;
+            for &b in buf {
+                self.0 = (self.0 ^ u64::from(b)).wrapping_mul(PRIME);
+            }
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut fnv = Fnv(0xcbf2_9ce4_8422_2325);
+    // Writing to an in-memory hasher cannot fail.
+    let _ = match key {
+        PartitionKey::String(s) => {
+            let _ = std::io::Write::write_all(&mut fnv, b"[");
+            let _ = serde_json::to_writer(&mut fnv, s);
+            std::io::Write::write_all(&mut fnv, b"]")
+        }
+        other => std::io::Write::write_all(&mut fnv, other.to_json_array().as_bytes()),
+    };
+    (fnv.0 % u64::from(physical_partitions.max(1))) as u32
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn streamed_hash_equals_hash_of_the_canonical_text() {
+        let fnv = |text: &str| {
+            text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+            })
+        };
+        for key in ["p1", "", "quote\"and\\slash", "日本", "\u{1}"] {
+            let key = PartitionKey::from(key);
+            assert_eq!(
+                u64::from(physical_partition(&key, 1000)),
+                fnv(&key.to_json_array()) % 1000,
+                "{key}"
+            );
+        }
+    }
 
     #[test]
     fn physical_partition_is_stable() {
