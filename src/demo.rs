@@ -71,9 +71,7 @@ pub(crate) fn run(db: &Database, args: &DemoArgs) -> anyhow::Result<Value> {
         n_posts,
         n_comments,
         threads,
-        |posts, post_id, id| {
-            let comment =
-                json!({"id": id, "type": "comment", "userId": "u1", "content": "Nice post!"});
+        |posts, post_id, comment| {
             blog::create_comment(posts, post_id, comment)?;
             Ok(())
         },
@@ -84,9 +82,7 @@ pub(crate) fn run(db: &Database, args: &DemoArgs) -> anyhow::Result<Value> {
         n_posts,
         n_comments,
         threads,
-        |posts, post_id, id| {
-            let comment =
-                json!({"id": id, "type": "comment", "userId": "u1", "content": "Nice post!"});
+        |posts, post_id, comment| {
             posts.execute_stored_procedure(
                 "createComment",
                 post_id,
@@ -128,14 +124,14 @@ pub(crate) fn run(db: &Database, args: &DemoArgs) -> anyhow::Result<Value> {
 const CREATE_COMMENT_JS: &str = include_str!("../sprocs/js/createComment.js");
 
 /// Creates `n_comments` comments spread over the posts from `threads`
-/// threads with `call(posts, post_id, comment_id)`, and reports throughput
+/// threads with `call(posts, post_id, comment)`, and reports throughput
 /// and latency percentiles.
 fn run_workload(
     posts: &Container,
     n_posts: u64,
     n_comments: u64,
     threads: u64,
-    call: impl Fn(&Container, &str, &str) -> anyhow::Result<()> + Sync,
+    call: impl Fn(&Container, &str, Value) -> anyhow::Result<()> + Sync,
     prefix: &str,
 ) -> anyhow::Result<Value> {
     let started = Instant::now();
@@ -147,9 +143,14 @@ fn run_workload(
                     let mut latencies = Vec::new();
                     for i in (t..n_comments).step_by(threads as usize) {
                         let post_id = format!("post-{}", i % n_posts);
-                        let id = format!("c{prefix}-{i}");
+                        let comment = json!({
+                            "id": format!("c{prefix}-{i}"),
+                            "type": "comment",
+                            "userId": "u1",
+                            "content": "Nice post!",
+                        });
                         let begin = Instant::now();
-                        call(posts, &post_id, &id)?;
+                        call(posts, &post_id, comment)?;
                         latencies.push(begin.elapsed());
                     }
                     Ok(latencies)

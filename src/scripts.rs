@@ -365,6 +365,29 @@ enum Write<'a> {
 }
 
 impl Write<'_> {
+    /// The document being written; `None` for a delete.
+    fn body(&self) -> Option<&Value> {
+        match self {
+            Write::Create(doc) | Write::Upsert(doc) | Write::Replace(_, doc) => Some(doc),
+            Write::Delete(_) => None,
+        }
+    }
+
+    /// Takes the document out (`null` for a delete), for a pre-trigger.
+    fn take_body(&mut self) -> Value {
+        match self {
+            Write::Create(doc) | Write::Upsert(doc) | Write::Replace(_, doc) => std::mem::take(doc),
+            Write::Delete(_) => Value::Null,
+        }
+    }
+
+    /// Puts a pre-trigger's document back (ignored for a delete).
+    fn set_body(&mut self, body: Value) {
+        if let Write::Create(doc) | Write::Upsert(doc) | Write::Replace(_, doc) = self {
+            *doc = body;
+        }
+    }
+
     fn operation(&self) -> TriggerOperation {
         match self {
             Write::Create(_) => TriggerOperation::Create,
@@ -450,33 +473,23 @@ fn write_with_triggers(
     let mut txn = container.begin(partition_key)?;
     txn.set_udfs(Rc::new(ContainerUdfs::new(container, limits)));
 
-    let (write, request_body) = match pre {
-        None => {
-            let body = match &write {
-                Write::Create(doc) | Write::Upsert(doc) | Write::Replace(_, doc) => doc.clone(),
-                Write::Delete(_) => Value::Null,
-            };
-            (write, body)
-        }
-        Some(pre) => {
-            let request_body = match &write {
-                Write::Create(doc) | Write::Upsert(doc) | Write::Replace(_, doc) => doc.clone(),
-                Write::Delete(_) => Value::Null,
-            };
-            let invocation = Invocation::PreTrigger {
-                request_body,
-                operation,
-            };
-            let changed = run(&pre, invocation, &mut txn, limits, &mut logs, &mut stats)?
-                .unwrap_or(Value::Null);
-            let write = match write {
-                Write::Create(_) => Write::Create(changed.clone()),
-                Write::Upsert(_) => Write::Upsert(changed.clone()),
-                Write::Replace(id, _) => Write::Replace(id, changed.clone()),
-                Write::Delete(id) => Write::Delete(id),
-            };
-            (write, changed)
-        }
+    // The pre-trigger gets the body being written (moved, not copied) and
+    // hands back what is to be written instead.
+    let mut write = write;
+    if let Some(pre) = pre {
+        let request_body = write.take_body();
+        let invocation = Invocation::PreTrigger {
+            request_body,
+            operation,
+        };
+        let changed = run(&pre, invocation, &mut txn, limits, &mut logs, &mut stats)?;
+        write.set_body(changed.unwrap_or(Value::Null));
+    }
+    // Only a post-trigger needs the request body after the write.
+    let request_body = if post.is_some() {
+        write.body().cloned().unwrap_or(Value::Null)
+    } else {
+        Value::Null
     };
 
     let written: Option<Document> = match write {
@@ -489,20 +502,22 @@ fn write_with_triggers(
         }
     };
     stats.docs_written += 1;
-    if let Some(doc) = &written {
-        stats.bytes_written += doc.to_string().len() as u64;
-    }
+    stats.bytes_written += written
+        .as_ref()
+        .and_then(|doc| txn.document_size(doc.id()))
+        .unwrap_or(0) as u64;
     let mut resource = written.map(Document::into_value);
 
     if let Some(post) = post {
+        let is_delete = resource.is_none();
         let invocation = Invocation::PostTrigger {
             request_body,
-            response_body: resource.clone().unwrap_or(Value::Null),
+            response_body: resource.take().unwrap_or(Value::Null),
             operation,
         };
-        if let Some(body) = run(&post, invocation, &mut txn, limits, &mut logs, &mut stats)? {
-            resource = Some(body);
-        }
+        // The runtime hands the (possibly changed) response body back.
+        let response = run(&post, invocation, &mut txn, limits, &mut logs, &mut stats)?;
+        resource = if is_delete { None } else { response };
     }
     txn.commit()?;
     stats.wall_time = started.elapsed();

@@ -14,6 +14,7 @@
 //! `alt_link + "/docs/" + id` or by its `_self`. Segment keywords compare
 //! case-insensitively, and a trailing `/` is allowed.
 
+use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
@@ -39,12 +40,12 @@ pub struct QueryItemsOptions {
     pub continuation: Option<String>,
 }
 
-/// Committed snapshots of a set of logical partitions.
-struct Snapshots(Vec<(PartitionKey, Arc<PartitionState>)>);
+/// Committed snapshots of a set of logical partitions, by key.
+struct Snapshots(BTreeMap<PartitionKey, Arc<PartitionState>>);
 
 impl Source for Snapshots {
     fn partitions(&self) -> Vec<PartitionKey> {
-        self.0.iter().map(|(key, _)| key.clone()).collect()
+        self.0.keys().cloned().collect()
     }
 
     fn scan(
@@ -53,7 +54,7 @@ impl Source for Snapshots {
         after: Option<u64>,
         f: &mut dyn FnMut(u64, &Value, usize) -> ControlFlow<()>,
     ) {
-        if let Some((_, state)) = self.0.iter().find(|(k, _)| k == key) {
+        if let Some(state) = self.0.get(key) {
             scan(state, after, &|_| false, f);
         }
     }

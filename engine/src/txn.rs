@@ -186,6 +186,12 @@ impl Txn {
             .then(|| id.to_owned())
     }
 
+    /// The serialized size in bytes of the document `id` as this transaction
+    /// sees it.
+    pub fn document_size(&self, id: &str) -> Option<usize> {
+        self.current(id).map(|slot| slot.size)
+    }
+
     pub(crate) fn size_of(&self, id: &str) -> u64 {
         self.current(id).map_or(0, |slot| slot.size as u64)
     }
