@@ -21,7 +21,7 @@ use parking_lot::RwLock;
 use serde_json::Value;
 
 use crate::database::DbInner;
-use crate::document::{Document, now_secs, serialized_len, string_len};
+use crate::document::{Document, now_secs, serialized_len};
 use crate::error::{Error, Result};
 use crate::partition::{LogicalPartition, PartitionState, physical_partition};
 use crate::storage::{Change, ContainerMeta, Lsn, ScriptRecord};
@@ -85,7 +85,10 @@ pub(crate) struct ContainerInner {
     seq: AtomicU64,
     rid_prefix: [u8; 8],
     self_prefix: String,
-    physical: Vec<RwLock<HashMap<PartitionKey, Arc<LogicalPartition>>>>,
+    /// Per physical partition, its logical partitions (foldhash: looked up
+    /// by every transaction).
+    physical:
+        Vec<RwLock<HashMap<PartitionKey, Arc<LogicalPartition>, foldhash::quality::RandomState>>>,
     /// Stored procedures, triggers and UDFs by kind and id.
     pub(crate) scripts: RwLock<HashMap<(ScriptKind, String), Arc<ScriptRecord>>>,
 }
@@ -193,6 +196,27 @@ impl ContainerInner {
                 && s[self.self_prefix.len()..].starts_with(rid_text)
                 && s.ends_with('/')
         };
+        let ts = now_secs();
+        // The new values and their serialized lengths, known without
+        // measuring: rids, links and the attachments link are base64 and
+        // path characters (nothing to escape), an etag is 27 characters of
+        // which two are quotes (escaped as `\"`).
+        let new_value = |slot: usize| -> (Value, usize) {
+            match slot {
+                0 => (Value::String(rid_text.to_owned()), n + 2),
+                1 => {
+                    let link = self_link();
+                    let len = link.len() + 2;
+                    (Value::String(link), len)
+                }
+                2 => (
+                    Value::String(etag(self.meta.ordinal, seq)),
+                    ETAG_LEN + 2 + 2,
+                ),
+                3 => (Value::String(ATTACHMENTS.to_owned()), ATTACHMENTS.len() + 2),
+                _ => (Value::from(ts), decimal_len(ts)),
+            }
+        };
         let mut delta = 0;
         // One pass over the members updates the system properties that are
         // already there without hashing a key (a document that was read,
@@ -209,36 +233,27 @@ impl ContainerInner {
                 _ => continue,
             };
             found[slot] = true;
-            let new = match slot {
-                0 if value.as_str() == Some(rid_text) => continue,
-                0 => Value::String(rid_text.to_owned()),
-                1 if value.as_str().is_some_and(self_ok) => continue,
-                1 => Value::String(self_link()),
-                2 => Value::String(etag(self.meta.ordinal, seq)),
-                3 if value.as_str() == Some(ATTACHMENTS) => continue,
-                3 => Value::String(ATTACHMENTS.to_owned()),
-                _ => Value::from(now_secs()),
+            let unchanged = match slot {
+                0 => value.as_str() == Some(rid_text),
+                1 => value.as_str().is_some_and(self_ok),
+                3 => value.as_str() == Some(ATTACHMENTS),
+                _ => false,
             };
-            delta += serialized_len(&new) as isize - serialized_len(value) as isize;
+            if unchanged {
+                continue;
+            }
+            let (new, new_len) = new_value(slot);
+            // The old value is whatever the caller sent (depth-checked).
+            delta += new_len as isize - serialized_len(value) as isize;
             *value = new;
         }
-        for (slot, key) in ["_rid", "_self", "_etag", "_attachments", "_ts"]
-            .into_iter()
-            .enumerate()
-        {
+        for (slot, key) in SYSTEM_PROPERTIES.into_iter().enumerate() {
             if found[slot] {
                 continue;
             }
-            let new = match slot {
-                0 => Value::String(rid_text.to_owned()),
-                1 => Value::String(self_link()),
-                2 => Value::String(etag(self.meta.ordinal, seq)),
-                3 => Value::String(ATTACHMENTS.to_owned()),
-                _ => Value::from(now_secs()),
-            };
+            let (new, new_len) = new_value(slot);
             // A comma (unless the map was empty), the key, a colon, the value.
-            delta += isize::from(!map.is_empty())
-                + (string_len(key) + 1 + serialized_len(&new)) as isize;
+            delta += isize::from(!map.is_empty()) + (key.len() + 2 + 1 + new_len) as isize;
             map.insert(key.to_owned(), new);
         }
         delta
@@ -269,7 +284,7 @@ impl ContainerInner {
 /// hand: `format!` was a measurable part of every write).
 fn etag(ordinal: u32, seq: u64) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut buf = [0u8; 27];
+    let mut buf = [0u8; ETAG_LEN];
     buf[0] = b'"';
     for i in 0..8 {
         buf[1 + i] = HEX[(ordinal >> (28 - 4 * i) & 0xf) as usize];
@@ -280,6 +295,22 @@ fn etag(ordinal: u32, seq: u64) -> String {
     }
     buf[26] = b'"';
     std::str::from_utf8(&buf).unwrap_or_default().to_owned()
+}
+
+/// The system properties the engine sets, in the order it appends them.
+const SYSTEM_PROPERTIES: [&str; 5] = ["_rid", "_self", "_etag", "_attachments", "_ts"];
+
+/// The length of an etag's text: a quote, 8 + 1 + 16 hex digits, a quote.
+const ETAG_LEN: usize = 27;
+
+/// The number of decimal digits of `n`.
+fn decimal_len(mut n: u64) -> usize {
+    let mut digits = 1;
+    while n >= 10 {
+        n /= 10;
+        digits += 1;
+    }
+    digits
 }
 
 /// The value of `_attachments` (Cosmos DB's relative attachments link).

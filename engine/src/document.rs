@@ -98,6 +98,7 @@ pub(crate) fn checked_len(value: &Value) -> Option<usize> {
                 }
                 Some(len)
             }
+            Value::String(s) => Some(string_len(s)),
             scalar => Some(serialized_len(scalar)),
         }
     }

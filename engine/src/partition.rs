@@ -29,7 +29,8 @@
 use std::sync::Arc;
 
 use host_api::PartitionKey;
-use imbl::{HashMap, OrdMap};
+use imbl::shared_ptr::DefaultSharedPtr;
+use imbl::{GenericHashMap, OrdMap};
 use parking_lot::{Mutex, RwLock};
 
 use crate::document::Document;
@@ -50,7 +51,9 @@ pub(crate) struct Slot {
 #[derive(Clone, Default)]
 pub struct PartitionState {
     by_rid: OrdMap<u64, Slot>,
-    by_id: HashMap<Arc<str>, u64>,
+    /// foldhash (seeded per process), not SipHash: ids are hashed several
+    /// times per transaction, and this map only serves one partition.
+    by_id: GenericHashMap<Arc<str>, u64, foldhash::quality::RandomState, DefaultSharedPtr>,
 }
 
 impl PartitionState {
