@@ -21,8 +21,11 @@ use serde_json::{Value, json};
 pub fn create_comment(posts: &Container, post_id: &str, mut comment: Value) -> Result<Document> {
     posts.transaction(post_id, |txn| {
         let mut post = txn.read_item(post_id)?.into_value();
-        let count = post["commentCount"].as_i64().unwrap_or(0);
-        post["commentCount"] = json!(count + 1);
+        if let Some(count) = post.get_mut("commentCount") {
+            *count = json!(count.as_i64().unwrap_or(0) + 1);
+        } else {
+            post["commentCount"] = json!(1);
+        }
         txn.replace_item(post_id, post, None)?;
         if let Value::Object(map) = &mut comment {
             map.insert("postId".to_owned(), json!(post_id));

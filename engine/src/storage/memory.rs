@@ -19,7 +19,7 @@ pub struct MemoryStorage {
     /// Per container: the change log, whose entry `i` has LSN `i + 1`.
     /// Records are kept as committed and turned into [`Change`]s only when
     /// read, so a commit costs no copying.
-    logs: Mutex<HashMap<String, Vec<CommitRecord>>>,
+    logs: Mutex<HashMap<String, Vec<CommitRecord>, foldhash::quality::RandomState>>,
 }
 
 impl MemoryStorage {
