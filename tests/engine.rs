@@ -426,6 +426,24 @@ fn transactions_commit_all_or_nothing() -> Result {
     lsn?;
     assert_eq!(posts.read_changes(Lsn::ZERO, 100)?.len(), before);
 
+    // Delete and re-create in one transaction: one document, with a new rid.
+    let old_rid = posts.read_item("p1", "p1")?["_rid"].clone();
+    posts.transaction("p1", |txn| {
+        txn.delete_item("p1", None)?;
+        txn.create_item(json!({"id": "p1", "postId": "p1", "commentCount": 7}))?;
+        Ok::<_, Error>(())
+    })?;
+    let copies: Vec<Value> = posts
+        .read_feed("p1", &FeedOptions::default())?
+        .items
+        .iter()
+        .filter(|d| d.id() == "p1")
+        .map(|d| d.value().clone())
+        .collect();
+    assert_eq!(copies.len(), 1, "{copies:?}");
+    assert_eq!(copies[0]["commentCount"], 7);
+    assert_ne!(copies[0]["_rid"], old_rid);
+
     // The view merges committed documents with the transaction's writes, in rid order.
     posts.transaction("p1", |txn| {
         txn.create_item(json!({"id": "c4", "postId": "p1"}))?;

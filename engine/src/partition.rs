@@ -71,7 +71,11 @@ impl PartitionState {
             *existing = slot;
             return;
         }
-        self.by_id.insert(id, slot.rid);
+        // A new rid for an existing id (deleted and re-created in one
+        // transaction): the old entry goes.
+        if let Some(old_rid) = self.by_id.insert(id, slot.rid) {
+            self.by_rid.remove(&old_rid);
+        }
         self.by_rid.insert(slot.rid, slot);
     }
 
