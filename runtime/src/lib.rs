@@ -53,9 +53,10 @@ pub struct Limits {
     /// and promise jobs (each job also counts 50, for the native promise
     /// machinery the counter does not see). A call that used more fails with
     /// [`Budget::Instructions`] even if it finished; a call that never ends
-    /// is stopped after at most about `2 × instructions` (boa's counter is
-    /// per context and cannot be refilled, so a pooled context is retired
-    /// once less than `instructions` remain).
+    /// is stopped after at most `2 × instructions` plus, on the first call
+    /// of a freshly built context, under 20,000 left over from setup (boa's
+    /// counter is per context and cannot be refilled or lowered, so a
+    /// pooled context is retired once less than `instructions` remain).
     pub instructions: u64,
     /// After this many instructions collection operations stop being
     /// accepted (they return `false`), so a script can return a continuation

@@ -91,6 +91,45 @@ fn instruction_budget_stops_loops() {
     healthy(&c);
 }
 
+/// The first call on a freshly built sandbox gets no more than any other
+/// call: a runaway loop is stopped after about `2 × instructions`, not
+/// after the setup reserve as well.
+#[test]
+fn fresh_sandbox_budget_is_not_overrun() {
+    const BUDGET: u64 = 200_000;
+    // A new thread: its pool is empty, so the call builds a sandbox.
+    let f = std::thread::spawn(|| {
+        let (_db, c) = container("posts", "/postId");
+        let limits = Limits {
+            instructions: BUDGET,
+            accept_instructions: BUDGET / 2,
+            ..Limits::default()
+        };
+        let body = "function () { var n = 0; console.log('start'); while (true) { n++; } }";
+        failure(call_with(
+            &c,
+            "p1",
+            "fresh",
+            body,
+            Invocation::Procedure { params: vec![] },
+            &limits,
+        ))
+    })
+    .join()
+    .expect("thread");
+    assert!(
+        matches!(f.error, Error::Budget(Budget::Instructions { .. })),
+        "{}",
+        f.error
+    );
+    assert_eq!(f.logs, "start\n");
+    let used = f.stats.instructions;
+    eprintln!("fresh sandbox: stopped after {used} instructions (budget {BUDGET})");
+    assert!(used > BUDGET, "stopped early: {used}");
+    // 2 × the budget plus what setup left of its reserve.
+    assert!(used <= 2 * BUDGET + 25_000, "overran: {used}");
+}
+
 #[test]
 fn recursion_is_bounded() {
     let (_db, c) = container("posts", "/postId");

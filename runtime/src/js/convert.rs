@@ -14,9 +14,31 @@
 //! from serde_json (parsed with its 128-level recursion limit) or the engine.
 
 use boa_engine::property::PropertyKey;
+use boa_engine::string::JsStrVariant;
 use boa_engine::value::JsVariant;
-use boa_engine::{Context, JsError, JsObject, JsValue, js_string};
+use boa_engine::{Context, JsError, JsObject, JsString, JsValue, js_string};
 use serde_json::{Map, Number, Value};
+
+/// `JsString` → `String`, as `to_std_string_escaped` (lone surrogates as
+/// `\uXXXX`) but without formatting char by char: ASCII text (nearly all
+/// document text) is copied as is.
+pub(crate) trait StdString {
+    fn to_std(&self) -> String;
+}
+
+impl StdString for JsString {
+    fn to_std(&self) -> String {
+        match self.variant() {
+            JsStrVariant::Latin1(bytes) => match std::str::from_utf8(bytes) {
+                Ok(text) if bytes.is_ascii() => text.to_owned(),
+                _ => bytes.iter().copied().map(char::from).collect(),
+            },
+            JsStrVariant::Utf16(units) => {
+                String::from_utf16(units).unwrap_or_else(|_| self.to_std_string_escaped())
+            }
+        }
+    }
+}
 
 /// Deepest nesting converted (Cosmos DB's document limit is 128 levels).
 pub(crate) const MAX_DEPTH: usize = 128;
@@ -83,7 +105,7 @@ fn convert(
         }
         JsVariant::String(s) => {
             spend(budget, s.len() + 2)?;
-            Ok(Some(Value::String(s.to_std_string_escaped())))
+            Ok(Some(Value::String(s.to_std())))
         }
         JsVariant::Float64(n) => {
             spend(budget, 8)?;
@@ -148,7 +170,7 @@ fn convert_object(
     let mut map = Map::new();
     for key in keys {
         let name = match &key {
-            PropertyKey::String(s) => s.to_std_string_escaped(),
+            PropertyKey::String(s) => s.to_std(),
             PropertyKey::Index(i) => i.get().to_string(),
             PropertyKey::Symbol(_) => continue,
         };
@@ -172,7 +194,6 @@ fn convert_object(
 }
 
 fn unbox(obj: &JsObject) -> Option<JsValue> {
-    use boa_engine::JsString;
     if let Some(s) = obj.downcast_ref::<JsString>() {
         return Some(JsValue::from(s.clone()));
     }
@@ -183,4 +204,24 @@ fn unbox(obj: &JsObject) -> Option<JsValue> {
         return Some(JsValue::from(*b));
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use boa_engine::JsString;
+
+    use super::StdString;
+
+    #[test]
+    fn to_std_matches_the_escaping_conversion() {
+        let lone_surrogate: &[u16] = &[0x61, 0xD800, 0x62];
+        let mut cases: Vec<JsString> = ["", "plain ascii", "café", "ÿ\u{80}", "日本語", "emoji 😀"]
+            .into_iter()
+            .map(JsString::from)
+            .collect();
+        cases.push(JsString::from(lone_surrogate));
+        for s in cases {
+            assert_eq!(s.to_std(), s.to_std_string_escaped(), "{s:?}");
+        }
+    }
 }

@@ -25,7 +25,7 @@ use boa_engine::{Context, JsError, JsObject, JsResult, JsString, JsValue, js_str
 use host_api::TriggerOperation;
 use serde_json::{Map, Value};
 
-use super::convert::{self, ConvertError};
+use super::convert::{self, ConvertError, StdString};
 use crate::Budget;
 
 /// What kind of script the current call runs.
@@ -346,14 +346,14 @@ pub(crate) fn value_to_json(
 /// Renders a value for `console.log`: strings as they are, objects as JSON.
 fn display(value: &JsValue, context: &mut Context) -> JsResult<String> {
     match value.variant() {
-        JsVariant::String(s) => Ok(s.to_std_string_escaped()),
+        JsVariant::String(s) => Ok(s.to_std()),
         JsVariant::Object(obj) if !obj.is_callable() => {
             Ok(match value_to_json(value, "console.log", context)? {
                 Some(json) => json.to_string(),
                 None => "undefined".to_owned(),
             })
         }
-        _ => Ok(value.to_string(context)?.to_std_string_escaped()),
+        _ => Ok(value.to_string(context)?.to_std()),
     }
 }
 
@@ -400,7 +400,7 @@ pub(crate) fn console_log(
         );
     };
     let line = if let Some(fmt) = first.as_string() {
-        let fmt = fmt.to_std_string_escaped();
+        let fmt = fmt.to_std();
         let mut out = String::with_capacity(fmt.len());
         let mut rest = args[1..].iter();
         let mut chars = fmt.chars().peekable();
@@ -514,7 +514,7 @@ fn body_set(
     context: &mut Context,
 ) -> JsResult<JsValue> {
     checkpoint(context)?;
-    let name = name.to_string(context)?.to_std_string_escaped();
+    let name = name.to_string(context)?.to_std();
     let kind = state(context).borrow().kind;
     if name != "Body" {
         return throw(context, 400, &format!("Cannot set new values: {name}"));
@@ -553,7 +553,7 @@ fn get_value(side: Side, args: &[JsValue], context: &mut Context) -> JsResult<Js
         .cloned()
         .unwrap_or_default()
         .to_string(context)?
-        .to_std_string_escaped();
+        .to_std();
     match name.as_str() {
         "Body" => body_get(side, context),
         "OperationType" if side == Side::Request => operation_type(context),
@@ -740,7 +740,7 @@ fn read_options(value: &JsValue, context: &mut Context) -> JsResult<Options> {
     };
     let etag = obj.get(js_string!("etag"), context)?;
     if !etag.is_null_or_undefined() {
-        res.etag = Some(etag.to_string(context)?.to_std_string_escaped());
+        res.etag = Some(etag.to_string(context)?.to_std());
     }
     let page_size = obj.get(js_string!("pageSize"), context)?;
     if let Some(n) = page_size.as_number()
@@ -754,7 +754,7 @@ fn read_options(value: &JsValue, context: &mut Context) -> JsResult<Options> {
     if let Some(s) = continuation.as_string()
         && !s.is_empty()
     {
-        res.continuation = Some(s.to_std_string_escaped());
+        res.continuation = Some(s.to_std());
     }
     res.disable_id_generation = obj
         .get(js_string!("disableAutomaticIdGeneration"), context)?
@@ -817,10 +817,10 @@ fn same_link(a: &str, b: &str) -> bool {
 fn link_arg(value: &JsValue, collection: bool, context: &mut Context) -> JsResult<String> {
     let what = if collection { "collection" } else { "document" };
     let Some(s) = value.as_string() else {
-        let shown = value.to_string(context)?.to_std_string_escaped();
+        let shown = value.to_string(context)?.to_std();
         return throw(context, 400, &format!("Invalid {what} link: \"{shown}\"."));
     };
-    let link = s.to_std_string_escaped();
+    let link = s.to_std();
     if collection {
         let st = state(context);
         let ok = {
@@ -842,7 +842,7 @@ fn link_arg(value: &JsValue, collection: bool, context: &mut Context) -> JsResul
 
 fn document_body(value: &JsValue, what: &str, context: &mut Context) -> JsResult<Value> {
     if let Some(s) = value.as_string() {
-        let text = s.to_std_string_escaped();
+        let text = s.to_std();
         return match serde_json::from_str::<Value>(&text) {
             Ok(v @ Value::Object(_)) => Ok(v),
             _ => throw(
@@ -912,7 +912,7 @@ fn needs_id(doc: &Value) -> bool {
 
 fn parse_query(value: &JsValue, context: &mut Context) -> JsResult<(String, Map<String, Value>)> {
     if let Some(s) = value.as_string() {
-        return Ok((s.to_std_string_escaped(), Map::new()));
+        return Ok((s.to_std(), Map::new()));
     }
     let Some(obj) = value.as_object().filter(|o| !o.is_callable()) else {
         let actual = value.type_of();
@@ -944,13 +944,13 @@ fn parse_query(value: &JsValue, context: &mut Context) -> JsResult<(String, Map<
             let name = p
                 .get(js_string!("name"), context)?
                 .to_string(context)?
-                .to_std_string_escaped();
+                .to_std();
             let value = p.get(js_string!("value"), context)?;
             let value = value_to_json(&value, "query parameter", context)?.unwrap_or(Value::Null);
             parameters.insert(name, value);
         }
     }
-    Ok((sql.to_std_string_escaped(), parameters))
+    Ok((sql.to_std(), parameters))
 }
 
 fn collection_op(method: Method, args: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
