@@ -339,6 +339,19 @@ fn partition_keys_of_every_kind_including_none() -> Result {
             "s".into()
         ]
     );
+    // String keys are limited to 2,048 bytes, as in Cosmos DB.
+    let long = "k".repeat(2049);
+    let err = c
+        .create_item(long.as_str(), json!({"id": "1", "a": {"b": long}}), None)
+        .unwrap_err();
+    assert_eq!(err.status(), 400);
+    assert!(err.to_string().contains("2048"), "{err}");
+    let longest = "k".repeat(2048);
+    c.create_item(
+        longest.as_str(),
+        json!({"id": "1", "a": {"b": longest}}),
+        None,
+    )?;
     // A document without the key must be addressed as None, not as null.
     assert_eq!(
         status(

@@ -60,5 +60,8 @@ pub use txn::{ItemOptions, Txn};
 /// Physical partitions per container unless the container says otherwise.
 pub const DEFAULT_PHYSICAL_PARTITIONS: u32 = 4;
 
+/// The longest string partition-key value, in bytes (Cosmos DB's limit).
+pub const MAX_PARTITION_KEY_SIZE: usize = 2048;
+
 /// The most physical partitions a container may have.
 pub const MAX_PHYSICAL_PARTITIONS: u32 = 1024;

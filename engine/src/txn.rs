@@ -112,6 +112,16 @@ impl Txn {
         container: Arc<ContainerInner>,
         key: PartitionKey,
     ) -> Result<Txn> {
+        if let PartitionKey::String(s) = &key
+            && s.len() > crate::MAX_PARTITION_KEY_SIZE
+        {
+            return Err(Error::BadRequest(format!(
+                "partition key of container {:?} is {} bytes, over the {}-byte limit",
+                container.meta.id,
+                s.len(),
+                crate::MAX_PARTITION_KEY_SIZE
+            )));
+        }
         let partition = container.partition(key);
         let timeout = db.options.lock_timeout;
         let Some(writer) = partition.writer.try_lock_arc_for(timeout) else {
