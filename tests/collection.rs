@@ -118,6 +118,27 @@ fn queries_see_the_partition_as_it_began_minus_deletes() -> Result {
 }
 
 #[test]
+fn read_feed_counts_exact_bytes() -> Result {
+    let feed = feed_with_posts(3)?;
+    let mut txn = feed.begin("post")?;
+    Collection::create(
+        &mut txn,
+        json!({"id": "é\"quoted\"", "type": "post", "n": 1.5}),
+    )?;
+    let before = txn.stats();
+    let page = txn.read_feed(Some(10), None)?;
+    let expected: u64 = page.items.iter().map(|d| d.to_string().len() as u64).sum();
+    let stats = txn.stats();
+    assert_eq!(stats.docs_read - before.docs_read, 4);
+    assert_eq!(
+        stats.bytes_read - before.bytes_read,
+        expected,
+        "the stored sizes are the serialized sizes"
+    );
+    Ok(())
+}
+
+#[test]
 fn collection_errors_carry_cosmos_codes() -> Result {
     let feed = feed_with_posts(1)?;
     let mut txn = feed.begin("post")?;

@@ -245,12 +245,8 @@ impl Collection for Txn {
         continuation: Option<&str>,
     ) -> Result<Page, HostError> {
         let view = self.view();
-        let (items, continuation) =
+        let (items, continuation, bytes) =
             crate::container::feed_page(&view, page_size, continuation).map_err(host)?;
-        let bytes = items
-            .iter()
-            .map(|d| crate::document::serialized_len(d.value()) as u64)
-            .sum();
         self.record_read(items.len() as u64, bytes);
         Ok(Page {
             items: items.into_iter().map(Document::into_value).collect(),

@@ -323,12 +323,13 @@ fn encode_rid(bytes: &[u8]) -> String {
 }
 
 /// One page of a partition's documents in rid order, resuming after the rid
-/// in `continuation`.
+/// in `continuation`, with the page's total size in bytes (the stored sizes,
+/// so nothing is measured again).
 pub(crate) fn feed_page(
     state: &PartitionState,
     max_item_count: Option<usize>,
     continuation: Option<&str>,
-) -> Result<(Vec<Document>, Option<String>)> {
+) -> Result<(Vec<Document>, Option<String>, u64)> {
     let after = match continuation.filter(|c| !c.is_empty()) {
         None => None,
         Some(token) => Some(token.parse::<u64>().map_err(|_| {
@@ -339,22 +340,22 @@ pub(crate) fn feed_page(
     let mut items = Vec::new();
     let mut last = None;
     let mut more = false;
+    let mut bytes = 0;
     for slot in state.scan_after(after) {
         if items.len() == max {
             more = true;
             break;
         }
         items.push(slot.document.clone());
+        bytes += slot.size as u64;
         last = Some(slot.rid);
     }
-    Ok((
-        items,
-        if more {
-            last.map(|rid| rid.to_string())
-        } else {
-            None
-        },
-    ))
+    let continuation = if more {
+        last.map(|rid| rid.to_string())
+    } else {
+        None
+    };
+    Ok((items, continuation, bytes))
 }
 
 /// A handle to one container. Cheap to clone.
@@ -527,7 +528,7 @@ impl Container {
         options: &FeedOptions,
     ) -> Result<FeedPage> {
         let snapshot = self.snapshot(&partition_key.into());
-        let (items, continuation) = feed_page(
+        let (items, continuation, _bytes) = feed_page(
             &snapshot,
             options.max_item_count,
             options.continuation.as_deref(),
