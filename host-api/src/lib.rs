@@ -13,10 +13,12 @@
 //!   its logical partition, implemented by the engine and adapted by both
 //!   sandboxes.
 //! - [`ScriptKind`], [`TriggerType`], [`TriggerOperation`]: what scripts are.
+//! - [`abi`]: the WebAssembly ABI (`partita_v1`), its imports and exports.
 //!
 //! Non-goals: no I/O, no storage, no script engine types (`JsValue`, guest
 //! pointers) ever appear here.
 
+pub mod abi;
 mod collection;
 mod document;
 mod error;
