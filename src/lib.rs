@@ -23,6 +23,8 @@
 //! spanning logical partitions, data sets larger than memory.
 
 pub mod blog;
+pub mod change_feed;
+pub mod charge;
 mod scripts;
 
 pub use runtime::Limits;
