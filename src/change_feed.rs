@@ -76,6 +76,9 @@ use crate::scripts::{CallError, Scripts};
 /// checkpointed and is delivered again.
 pub type HandlerError = Box<dyn std::error::Error + Send + Sync>;
 
+/// What a closure handler returns.
+pub type HandlerResult = Result<(), HandlerError>;
+
 /// Milliseconds since the Unix epoch, as a processor measures lease expiry.
 pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
 
@@ -205,7 +208,7 @@ pub trait ChangeHandler: Send {
 
 impl<F> ChangeHandler for F
 where
-    F: FnMut(&ChangeBatch<'_>) -> Result<(), HandlerError> + Send,
+    F: FnMut(&ChangeBatch<'_>) -> HandlerResult + Send,
 {
     fn handle(&mut self, batch: &ChangeBatch<'_>) -> Result<(), ChangeFeedError> {
         self(batch).map_err(|source| ChangeFeedError::Handler {
@@ -365,11 +368,7 @@ impl ChangeFeedProcessor {
     }
 
     fn lease_id(&self, physical_partition: u32) -> String {
-        format!(
-            "{}.{}.{physical_partition}",
-            self.name,
-            self.monitored.id()
-        )
+        format!("{}.{}.{physical_partition}", self.name, self.monitored.id())
     }
 
     fn lease_error(&self, message: String) -> ChangeFeedError {
@@ -489,7 +488,9 @@ impl ChangeFeedProcessor {
         let target = leases.len().div_ceil(owners.len());
         let mut counts: BTreeMap<String, usize> = BTreeMap::new();
         for l in leases.iter().filter(|l| live(l)) {
-            *counts.entry(l.owner.clone().unwrap_or_default()).or_default() += 1;
+            *counts
+                .entry(l.owner.clone().unwrap_or_default())
+                .or_default() += 1;
         }
         let mut mine = counts.get(&self.owner).copied().unwrap_or(0);
         let mut held = Vec::new();

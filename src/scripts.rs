@@ -61,6 +61,9 @@ pub struct CallStatistics {
     pub bytes_written: u64,
     /// Script instructions executed.
     pub instructions: u64,
+    /// Scripts run (the procedure, each trigger); each adds a fixed request
+    /// charge.
+    pub scripts_run: u64,
     /// Wall time of the whole call.
     pub wall_time: Duration,
 }
@@ -72,6 +75,7 @@ impl CallStatistics {
         self.bytes_read += collection.bytes_read;
         self.bytes_written += collection.bytes_written;
         self.instructions += instructions;
+        self.scripts_run += 1;
     }
 }
 

@@ -1,0 +1,155 @@
+//! Request charges of real responses: calibration against the engine's own
+//! sizes, determinism, and script cost included in procedure and trigger
+//! responses.
+
+use partita::charge::Work;
+use partita::{
+    Database, ScriptProperties, Scripts, TriggerOperation, TriggerType, WriteOptions, blog,
+};
+use serde_json::{Value, json};
+
+type Result<T = ()> = anyhow::Result<T>;
+
+fn script(name: &str) -> String {
+    let path = format!("{}/../sprocs/js/{name}.js", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// A post padded so that the stored document is about 1 KiB.
+fn kib_document(id: &str) -> Value {
+    json!({"id": id, "postId": id, "text": "x".repeat(795)})
+}
+
+#[test]
+fn a_one_kib_create_costs_five_to_six_and_its_read_one() -> Result {
+    let db = Database::in_memory();
+    let posts = db.create_container("posts", "/postId")?;
+    let response = posts.create_item_with("p1", kib_document("p1"), &WriteOptions::default())?;
+    let size = response.stats.bytes_written;
+    assert!((1000..=1048).contains(&size), "stored size {size}");
+    let charge = response.stats.request_charge();
+    assert!((5.0..=6.0).contains(&charge), "{charge}");
+    let read = posts.read_item("p1", "p1")?;
+    let read_size = serde_json::to_vec(&read.into_value())?.len() as u64;
+    assert_eq!(read_size, size);
+    assert_eq!(Work::point_read(read_size).request_charge(), 1.0);
+    Ok(())
+}
+
+#[test]
+fn a_bigger_document_is_not_cheaper_to_write() -> Result {
+    let db = Database::in_memory();
+    let posts = db.create_container("posts", "/postId")?;
+    let mut last = 0.0;
+    for (i, len) in [10, 1_000, 10_000, 100_000].into_iter().enumerate() {
+        let id = format!("p{i}");
+        let doc = json!({"id": id, "postId": id, "text": "x".repeat(len)});
+        let charge = posts
+            .create_item_with(id.as_str(), doc, &WriteOptions::default())?
+            .stats
+            .request_charge();
+        assert!(charge >= last, "{len} bytes: {charge} < {last}");
+        last = charge;
+    }
+    Ok(())
+}
+
+#[test]
+fn the_same_procedure_call_costs_the_same_and_includes_its_script() -> Result {
+    let charge = || -> Result<(f64, u64)> {
+        let db = Database::in_memory();
+        let posts = db.create_container("posts", "/postId")?;
+        posts.create_item("p1", blog::post("p1", "u1", 1), None)?;
+        posts.create_script(ScriptProperties::stored_procedure(
+            "createComment",
+            script("createComment"),
+        ))?;
+        let response = posts.execute_stored_procedure(
+            "createComment",
+            "p1",
+            vec![json!("p1"), json!({"text": "hi"})],
+        )?;
+        Ok((response.stats.request_charge(), response.stats.instructions))
+    };
+    let (first, instructions) = charge()?;
+    let (second, _) = charge()?;
+    assert_eq!(first, second, "deterministic");
+    assert!(instructions > 0);
+    let db = Database::in_memory();
+    let posts = db.create_container("posts", "/postId")?;
+    posts.create_item("p1", blog::post("p1", "u1", 1), None)?;
+    posts.create_script(ScriptProperties::stored_procedure(
+        "createComment",
+        script("createComment"),
+    ))?;
+    let response =
+        posts.execute_stored_procedure("createComment", "p1", vec![json!("p1"), json!({})])?;
+    let without_script = partita::charge::Work {
+        instructions: 0,
+        scripts: 0,
+        ..response.stats.work()
+    };
+    assert!(
+        response.stats.request_charge() > without_script.request_charge(),
+        "the script's instructions are charged: {:?}",
+        response.stats
+    );
+    // Published createComment (C3 V2): 15.27 RU; within 2x.
+    let c3 = response.stats.request_charge();
+    assert!((15.27 / 2.0..=15.27 * 2.0).contains(&c3), "{c3}");
+    Ok(())
+}
+
+#[test]
+fn a_trigger_response_includes_the_trigger_cost() -> Result {
+    let db = Database::in_memory();
+    let feed = db.create_container("feed", "/type")?;
+    feed.create_script(ScriptProperties::trigger(
+        "truncateFeed",
+        script("truncateFeed"),
+        TriggerType::Post,
+        TriggerOperation::All,
+    ))?;
+    let doc = |id: &str| json!({"id": id, "type": "post", "creationDate": "2026-11-22"});
+    let plain = feed.upsert_item_with("post", doc("a"), &WriteOptions::default())?;
+    let options = WriteOptions {
+        post_triggers: vec!["truncateFeed".into()],
+        ..Default::default()
+    };
+    let triggered = feed.upsert_item_with("post", doc("b"), &options)?;
+    assert!(triggered.stats.instructions > 0);
+    assert!(
+        triggered.stats.request_charge() > plain.stats.request_charge(),
+        "{} <= {}",
+        triggered.stats.request_charge(),
+        plain.stats.request_charge()
+    );
+    Ok(())
+}
+
+#[test]
+fn a_query_page_is_charged_by_its_work() -> Result {
+    let db = Database::in_memory();
+    let posts = db.create_container("posts", "/postId")?;
+    for i in 0..50 {
+        posts.create_item(
+            "p1",
+            json!({"id": format!("c{i}"), "postId": "p1", "n": i}),
+            None,
+        )?;
+    }
+    let run = |sql: &str| -> Result<f64> {
+        let options = partita::QueryItemsOptions {
+            partition_key: Some("p1".into()),
+            ..Default::default()
+        };
+        let page = posts.run_query(sql, &Default::default(), &options)?;
+        Ok(Work::query(&page.stats).request_charge())
+    };
+    let all = run("SELECT * FROM c")?;
+    let few = run("SELECT * FROM c WHERE c.n < 5")?;
+    assert_eq!(all, run("SELECT * FROM c")?, "deterministic");
+    assert!(all > few, "returning more costs more: {all} <= {few}");
+    assert!(few > 2.0, "a page costs at least its base: {few}");
+    Ok(())
+}
