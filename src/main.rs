@@ -11,9 +11,13 @@
 //! partita item read posts --pk p1 --id p1
 //! partita query posts 'SELECT * FROM c WHERE c.commentCount > @n' --param n=0
 //! partita changes posts --from-lsn 0
+//! echo '["item","read","posts","--pk","p1","--id","p1"]' | partita batch
 //! partita demo
 //! ```
+//!
+//! Every response carries its `requestCharge` (see `partita::charge`).
 
+mod batch;
 mod demo;
 
 /// mimalloc, not the system allocator: every write allocates a few dozen
@@ -28,6 +32,7 @@ use std::process::ExitCode;
 
 use clap::error::ErrorKind;
 use clap::{Args, Parser, Subcommand};
+use partita::charge::Work;
 use partita::{
     CallError, CallStatistics, Container, ContainerProperties, Database, Error, ItemResponse, Lsn,
     PartitionKey, QueryItemsOptions, Script, ScriptKind, ScriptLanguage, ScriptProperties, Scripts,
@@ -55,10 +60,10 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Create or list containers.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = CONTAINER_EXAMPLES)]
     Container(ContainerCommand),
     /// Point operations on documents.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = ITEM_EXAMPLES)]
     Item(ItemCommand),
     /// Run a Cosmos SQL query.
     #[command(after_help = "Example: partita query posts 'SELECT VALUE COUNT(1) FROM c' --pk p1")]
@@ -80,13 +85,13 @@ enum Command {
         continuation: Option<String>,
     },
     /// Manage stored procedures.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = SCRIPT_EXAMPLES)]
     Sproc(ScriptCommand),
     /// Manage triggers (`--type pre|post --operation all|create|replace|delete|upsert`).
-    #[command(subcommand)]
+    #[command(subcommand, after_help = SCRIPT_EXAMPLES)]
     Trigger(ScriptCommand),
     /// Manage user-defined functions.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = SCRIPT_EXAMPLES)]
     Udf(ScriptCommand),
     /// Read a container's change feed.
     #[command(after_help = "Example: partita changes posts --from-lsn 0 --max-items 100")]
@@ -100,6 +105,11 @@ enum Command {
         #[arg(long, default_value_t = 1000)]
         max_items: usize,
     },
+    /// Run many commands in one process: each line of stdin is a JSON array
+    /// of the arguments that would follow `partita`; each prints one line,
+    /// `{"ok":true,"response":…}` or `{"ok":false,"error":…}`.
+    #[command(after_help = batch::EXAMPLE)]
+    Batch,
     /// Run the blog workload's createComment natively and print a report.
     #[command(after_help = "Example: partita demo --comments 20000 --threads 4")]
     Demo(demo::DemoArgs),
@@ -120,8 +130,25 @@ enum ContainerCommand {
         physical_partitions: u32,
     },
     /// List containers.
+    #[command(after_help = "Example: partita container list")]
     List,
 }
+
+const CONTAINER_EXAMPLES: &str = "Examples:
+  partita container create posts --pk /postId --physical-partitions 8
+  partita container list";
+
+const ITEM_EXAMPLES: &str = "Examples:
+  partita item create posts --pk p1 --body '{\"id\":\"p1\",\"postId\":\"p1\"}'
+  partita item read posts --pk p1 --id p1
+  partita item delete posts --pk p1 --id p1";
+
+const SCRIPT_EXAMPLES: &str = "Examples:
+  partita sproc create posts createComment sprocs/js/createComment.js
+  partita sproc exec posts createComment --pk p1 --params '[\"p1\", {\"text\": \"hi\"}]'
+  partita trigger create feed truncateFeed sprocs/js/truncateFeed.js --type post --operation all
+  partita udf create posts tax tax.js
+  partita udf list posts";
 
 /// The partition key of a request: `--pk` (a string), `--pk-json` (any JSON
 /// key value) or `--pk-none` (documents without the key property).
@@ -184,8 +211,12 @@ enum ScriptCommand {
     )]
     Create(ScriptArgs),
     /// Replace a script; the next call uses the new version.
+    #[command(
+        after_help = "Example: partita sproc replace posts createComment sprocs/js/createComment.js"
+    )]
     Replace(ScriptArgs),
     /// Delete a script.
+    #[command(after_help = "Example: partita trigger delete feed truncateFeed")]
     Delete {
         /// The container.
         container: String,
@@ -193,6 +224,7 @@ enum ScriptCommand {
         id: String,
     },
     /// Show a script.
+    #[command(after_help = "Example: partita sproc read posts createComment")]
     Read {
         /// The container.
         container: String,
@@ -200,6 +232,7 @@ enum ScriptCommand {
         id: String,
     },
     /// List a container's scripts of this kind.
+    #[command(after_help = "Example: partita udf list posts")]
     List {
         /// The container.
         container: String,
@@ -245,8 +278,14 @@ enum ItemCommand {
     )]
     Create(WriteArgs),
     /// Create or replace a document.
+    #[command(
+        after_help = "Example: partita item upsert feed --pk post --post-trigger truncateFeed --body '{\"id\":\"x\",\"type\":\"post\"}'"
+    )]
     Upsert(WriteArgs),
     /// Replace a document (its id is taken from the body).
+    #[command(
+        after_help = "Example: partita item replace posts --pk p1 --if-match '\"00000001-0000000000000001\"' --body '{\"id\":\"p1\",\"postId\":\"p1\"}'"
+    )]
     Replace(WriteArgs),
     /// Read a document.
     #[command(after_help = "Example: partita item read posts --pk p1 --id p1")]
@@ -260,6 +299,7 @@ enum ItemCommand {
         id: String,
     },
     /// Delete a document.
+    #[command(after_help = "Example: partita item delete posts --pk p1 --id c1")]
     Delete {
         /// The container.
         container: String,
@@ -329,7 +369,11 @@ fn write_args(
 }
 
 fn item_json(response: ItemResponse) -> Value {
-    let mut res = json!({"resource": response.resource, "stats": stats_json(&response.stats)});
+    let mut res = json!({
+        "resource": response.resource,
+        "requestCharge": response.stats.request_charge(),
+        "stats": stats_json(&response.stats),
+    });
     if !response.logs.is_empty() {
         res["logs"] = json!(response.logs);
     }
@@ -343,6 +387,7 @@ fn stats_json(stats: &CallStatistics) -> Value {
         "bytes_read": stats.bytes_read,
         "bytes_written": stats.bytes_written,
         "instructions": stats.instructions,
+        "scripts_run": stats.scripts_run,
         "wall_time_us": stats.wall_time.as_micros() as u64,
     })
 }
@@ -360,15 +405,25 @@ fn main() -> ExitCode {
         }
         Err(err) => {
             // Usage errors are JSON too, with clap's explanation as the message.
-            let message = err.to_string().trim().to_owned();
-            let _ = writeln!(
-                std::io::stderr(),
-                "{}",
-                json!({"status": 400, "substatus": 0, "message": message})
-            );
+            let _ = writeln!(std::io::stderr(), "{}", usage_error(&err));
             return ExitCode::from(2);
         }
     };
+    if let Command::Batch = cli.command {
+        return match open(cli.data, cli.in_memory) {
+            Ok(db) => {
+                let input = std::io::stdin().lock();
+                let mut output = std::io::stdout().lock();
+                // A closed stdout ends the batch; there is nobody to tell.
+                let _ = batch::run(input, &mut output, |args| run_line(&db, args));
+                ExitCode::SUCCESS
+            }
+            Err(err) => {
+                let _ = writeln!(std::io::stderr(), "{}", error_json(&err));
+                ExitCode::FAILURE
+            }
+        };
+    }
     match run(cli) {
         Ok(response) => {
             let text =
@@ -378,28 +433,66 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(err) => {
-            let mut report = match (err.downcast_ref::<Error>(), err.downcast_ref::<CallError>()) {
-                (Some(e), _) => {
-                    json!({"status": e.status(), "substatus": 0, "message": e.to_string()})
-                }
-                (_, Some(e)) => json!({
-                    "status": e.status(),
-                    "substatus": e.substatus().unwrap_or(0),
-                    "message": e.to_string(),
-                }),
-                _ => json!({"status": 400, "substatus": 0, "message": format!("{err:#}")}),
-            };
-            if let Some(logs) = err
-                .downcast_ref::<CallError>()
-                .map(CallError::logs)
-                .filter(|l| !l.is_empty())
-            {
-                report["logs"] = json!(logs);
-            }
-            let _ = writeln!(std::io::stderr(), "{report}");
+            let _ = writeln!(std::io::stderr(), "{}", error_json(&err));
             ExitCode::FAILURE
         }
     }
+}
+
+/// A usage error as the JSON error shape, with clap's explanation.
+fn usage_error(err: &clap::Error) -> Value {
+    json!({"status": 400, "substatus": 0, "message": err.to_string().trim()})
+}
+
+/// An error as `{"status", "substatus", "message"}` (plus `logs` when a
+/// script logged something before failing).
+fn error_json(err: &anyhow::Error) -> Value {
+    let mut report = match (err.downcast_ref::<Error>(), err.downcast_ref::<CallError>()) {
+        (Some(e), _) => {
+            json!({"status": e.status(), "substatus": 0, "message": e.to_string()})
+        }
+        (_, Some(e)) => json!({
+            "status": e.status(),
+            "substatus": e.substatus().unwrap_or(0),
+            "message": e.to_string(),
+        }),
+        _ => json!({"status": 400, "substatus": 0, "message": format!("{err:#}")}),
+    };
+    if let Some(logs) = err
+        .downcast_ref::<CallError>()
+        .map(CallError::logs)
+        .filter(|l| !l.is_empty())
+    {
+        report["logs"] = json!(logs);
+    }
+    report
+}
+
+/// One line of `partita batch`: the arguments after `partita`, run on the
+/// batch's database.
+fn run_line(db: &Database, args: Vec<String>) -> Result<Value, Value> {
+    let cli = match Cli::try_parse_from(std::iter::once("partita".to_owned()).chain(args)) {
+        Ok(cli) => cli,
+        Err(err)
+            if matches!(
+                err.kind(),
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
+            ) =>
+        {
+            return Ok(json!({"help": err.to_string()}));
+        }
+        Err(err) => return Err(usage_error(&err)),
+    };
+    let refuse = |message: &str| Err(json!({"status": 400, "substatus": 0, "message": message}));
+    if cli.data.is_some() || cli.in_memory {
+        return refuse(
+            "--data and --in-memory choose the database of the whole batch (partita --data DIR batch), not of one line",
+        );
+    }
+    if matches!(cli.command, Command::Batch | Command::Demo(_)) {
+        return refuse("batch and demo cannot run inside a batch");
+    }
+    execute(db, cli.command).map_err(|e| error_json(&e))
 }
 
 fn open(cli_data: Option<PathBuf>, in_memory: bool) -> anyhow::Result<Database> {
@@ -422,8 +515,17 @@ fn run(cli: Cli) -> anyhow::Result<Value> {
         return demo::run(&db, &args);
     }
     let db = open(cli.data, cli.in_memory)?;
-    Ok(match cli.command {
-        Command::Demo(_) => unreachable!("handled above"),
+    execute(&db, cli.command)
+}
+
+/// Runs one command (not `demo`, not `batch`) on an open database.
+fn execute(db: &Database, command: Command) -> anyhow::Result<Value> {
+    Ok(match command {
+        Command::Demo(_) | Command::Batch => {
+            return Err(
+                Error::BadRequest("demo and batch open their own database".to_owned()).into(),
+            );
+        }
         Command::Container(ContainerCommand::Create {
             name,
             pk,
@@ -432,21 +534,26 @@ fn run(cli: Cli) -> anyhow::Result<Value> {
             let mut props = ContainerProperties::new(name, pk);
             props.physical_partitions = physical_partitions;
             let container = db.create_container_with(props)?;
-            container_json(&container.properties())
+            charged(container_json(&container.properties()), METADATA_CHARGE)
         }
         Command::Container(ContainerCommand::List) => {
-            Value::Array(db.containers().iter().map(container_json).collect())
+            let containers: Vec<Value> = db.containers().iter().map(container_json).collect();
+            json!({
+                "containers": containers,
+                "count": containers.len(),
+                "requestCharge": METADATA_CHARGE,
+            })
         }
         Command::Item(ItemCommand::Create(args)) => {
-            let (container, pk, body, options) = write_args(&db, args)?;
+            let (container, pk, body, options) = write_args(db, args)?;
             item_json(container.create_item_with(pk, body, &options)?)
         }
         Command::Item(ItemCommand::Upsert(args)) => {
-            let (container, pk, body, options) = write_args(&db, args)?;
+            let (container, pk, body, options) = write_args(db, args)?;
             item_json(container.upsert_item_with(pk, body, &options)?)
         }
         Command::Item(ItemCommand::Replace(args)) => {
-            let (container, pk, body, options) = write_args(&db, args)?;
+            let (container, pk, body, options) = write_args(db, args)?;
             let id = body
                 .get("id")
                 .and_then(Value::as_str)
@@ -460,8 +567,12 @@ fn run(cli: Cli) -> anyhow::Result<Value> {
         }
         Command::Item(ItemCommand::Read { container, pk, id }) => {
             let doc = db.container(&container)?.read_item(pk.key()?, &id)?;
-            let size = doc.to_string().len();
-            json!({"resource": doc.into_value(), "stats": {"docs_read": 1, "bytes_read": size}})
+            let size = doc.to_string().len() as u64;
+            json!({
+                "resource": doc.into_value(),
+                "requestCharge": Work::point_read(size).request_charge(),
+                "stats": {"docs_read": 1, "bytes_read": size},
+            })
         }
         Command::Item(ItemCommand::Delete {
             container,
@@ -497,7 +608,12 @@ fn run(cli: Cli) -> anyhow::Result<Value> {
             let response =
                 db.container(&container)?
                     .execute_stored_procedure(&id, pk.key()?, params)?;
-            json!({"body": response.body, "logs": response.logs, "stats": stats_json(&response.stats)})
+            json!({
+                "body": response.body,
+                "logs": response.logs,
+                "requestCharge": response.stats.request_charge(),
+                "stats": stats_json(&response.stats),
+            })
         }
         Command::Query {
             container,
@@ -518,6 +634,7 @@ fn run(cli: Cli) -> anyhow::Result<Value> {
             json!({
                 "items": page.items,
                 "continuation": page.continuation,
+                "requestCharge": Work::query(&page.stats).request_charge(),
                 "stats": {
                     "docs_scanned": page.stats.docs_scanned,
                     "docs_returned": page.stats.docs_returned,
@@ -525,9 +642,9 @@ fn run(cli: Cli) -> anyhow::Result<Value> {
                 },
             })
         }
-        Command::Sproc(command) => script_command(&db, ScriptKind::StoredProcedure, command)?,
-        Command::Trigger(command) => script_command(&db, ScriptKind::Trigger, command)?,
-        Command::Udf(command) => script_command(&db, ScriptKind::UserDefinedFunction, command)?,
+        Command::Sproc(command) => script_command(db, ScriptKind::StoredProcedure, command)?,
+        Command::Trigger(command) => script_command(db, ScriptKind::Trigger, command)?,
+        Command::Udf(command) => script_command(db, ScriptKind::UserDefinedFunction, command)?,
         Command::Changes {
             container,
             from_lsn,
@@ -537,6 +654,19 @@ fn run(cli: Cli) -> anyhow::Result<Value> {
                 .container(&container)?
                 .read_changes(Lsn(from_lsn), max_items)?;
             let last = changes.last().map_or(from_lsn, |c| c.lsn.0);
+            // Charged like a query page that scanned and returned the changes.
+            let bytes: u64 = changes
+                .iter()
+                .filter_map(|c| c.document.as_ref())
+                .map(|d| d.to_string().len() as u64)
+                .sum();
+            let work = Work {
+                query_pages: 1,
+                docs_scanned: changes.len() as u64,
+                bytes_scanned: bytes,
+                items_returned: changes.len() as u64,
+                ..Work::default()
+            };
             let items: Vec<Value> = changes
                 .into_iter()
                 .map(|c| {
@@ -549,12 +679,30 @@ fn run(cli: Cli) -> anyhow::Result<Value> {
                     })
                 })
                 .collect();
-            json!({"changes": items, "lastLsn": last})
+            json!({"changes": items, "lastLsn": last, "requestCharge": work.request_charge()})
         }
     })
 }
 
+/// The charge of container and script management (Cosmos DB's metadata
+/// requests): the minimum.
+const METADATA_CHARGE: f64 = partita::charge::MIN_CHARGE;
+
+/// `value` with its `requestCharge`.
+fn charged(mut value: Value, charge: f64) -> Value {
+    value["requestCharge"] = json!(charge);
+    value
+}
+
 fn script_command(
+    db: &Database,
+    kind: ScriptKind,
+    command: ScriptCommand,
+) -> anyhow::Result<Value> {
+    script_response(db, kind, command).map(|value| charged(value, METADATA_CHARGE))
+}
+
+fn script_response(
     db: &Database,
     kind: ScriptKind,
     command: ScriptCommand,
@@ -582,13 +730,15 @@ fn script_command(
             )
             .into());
         }
-        ScriptCommand::List { container } => Value::Array(
-            db.container(&container)?
+        ScriptCommand::List { container } => {
+            let scripts: Vec<Value> = db
+                .container(&container)?
                 .list_scripts(kind)
                 .iter()
                 .map(script_json)
-                .collect(),
-        ),
+                .collect();
+            json!({"scripts": scripts, "count": scripts.len()})
+        }
     })
 }
 

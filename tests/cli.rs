@@ -1,8 +1,10 @@
 //! End-to-end test of the `partita` command line: JSON in, JSON out, errors
 //! as `{"status", "substatus", "message"}` on stderr with a non-zero exit,
-//! and a data directory that persists between invocations.
+//! and a data directory that persists between invocations; request charges
+//! in every response; `--help` examples; `partita batch`.
 
-use std::process::Command;
+use std::io::Write;
+use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
@@ -17,7 +19,8 @@ impl Cli {
         }
     }
 
-    /// Runs `partita --data DIR args…`; returns (exit ok, stdout JSON or stderr JSON).
+    /// Runs `partita --data DIR args…`; returns (exit ok, stdout JSON or
+    /// stderr JSON). A failure must exit with 1 (2 for a usage error).
     fn run(&self, args: &[&str]) -> (bool, Value) {
         let output = Command::new(env!("CARGO_BIN_EXE_partita"))
             .arg("--data")
@@ -36,13 +39,67 @@ impl Cli {
                 String::from_utf8_lossy(text)
             )
         });
+        if !output.status.success() {
+            assert!(
+                matches!(output.status.code(), Some(1 | 2)),
+                "{args:?}: {:?}",
+                output.status
+            );
+        }
         (output.status.success(), value)
     }
 
+    /// Runs a command that must succeed; its response must carry a request
+    /// charge of at least 1.
     fn ok(&self, args: &[&str]) -> Value {
         let (ok, value) = self.run(args);
         assert!(ok, "{args:?} failed: {value}");
+        let charge = value["requestCharge"].as_f64();
+        assert!(
+            charge.is_some_and(|c| c >= 1.0),
+            "{args:?}: no request charge in {value}"
+        );
         value
+    }
+
+    /// Runs `partita --data DIR batch` with `lines` on stdin; returns the
+    /// output lines.
+    fn batch(&self, lines: &[Value]) -> Vec<Value> {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_partita"))
+            .arg("--data")
+            .arg(self.dir.path())
+            .arg("batch")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run partita batch");
+        let mut input = String::new();
+        for line in lines {
+            match line {
+                // A raw string is sent as it is (to send bad lines).
+                Value::String(raw) => input.push_str(raw),
+                other => input.push_str(&other.to_string()),
+            }
+            input.push('\n');
+        }
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input.as_bytes())
+            .expect("write stdin");
+        let output = child.wait_with_output().expect("batch output");
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout)
+            .expect("UTF-8")
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+            .collect()
     }
 
     fn fails(&self, args: &[&str], status: u64) -> Value {
@@ -60,7 +117,10 @@ fn containers_items_queries_and_changes() {
     let container = cli.ok(&["container", "create", "posts", "--pk", "/postId"]);
     assert_eq!(container["partitionKey"]["paths"], json!(["/postId"]));
     cli.fails(&["container", "create", "posts", "--pk", "/postId"], 409);
-    assert_eq!(cli.ok(&["container", "list"])[0]["id"], "posts");
+    assert_eq!(
+        cli.ok(&["container", "list"])["containers"][0]["id"],
+        "posts"
+    );
 
     let created = cli.ok(&[
         "item",
@@ -73,6 +133,8 @@ fn containers_items_queries_and_changes() {
     ]);
     let etag = created["resource"]["_etag"].as_str().unwrap().to_owned();
     assert_eq!(created["stats"]["docs_written"], 1);
+    let create_charge = created["requestCharge"].as_f64().unwrap();
+    assert!((5.0..6.0).contains(&create_charge), "{created}");
     // The data directory persists between invocations.
     assert_eq!(
         cli.ok(&["item", "read", "posts", "--pk", "p1", "--id", "p1"])["resource"]["_etag"],
@@ -288,7 +350,10 @@ fn scripts_are_managed_by_kind() {
         400,
     );
     assert_eq!(
-        cli.ok(&["sproc", "list", "feed"]).as_array().unwrap().len(),
+        cli.ok(&["sproc", "list", "feed"])["scripts"]
+            .as_array()
+            .unwrap()
+            .len(),
         1
     );
     assert_eq!(
@@ -298,10 +363,217 @@ fn scripts_are_managed_by_kind() {
     cli.ok(&["sproc", "delete", "feed", "createComment"]);
     cli.fails(&["sproc", "read", "feed", "createComment"], 404);
     assert!(
-        cli.ok(&["udf", "list", "feed"])
+        cli.ok(&["udf", "list", "feed"])["scripts"]
             .as_array()
             .unwrap()
             .is_empty()
+    );
+    cli.ok(&[
+        "trigger",
+        "replace",
+        "feed",
+        "truncateFeed",
+        &truncate_feed,
+        "--type",
+        "post",
+        "--operation",
+        "all",
+    ]);
+    cli.ok(&["trigger", "delete", "feed", "truncateFeed"]);
+    cli.fails(&["trigger", "delete", "feed", "truncateFeed"], 404);
+}
+
+#[test]
+fn user_defined_functions_from_the_command_line() {
+    let cli = Cli::new();
+    let tax = cli.dir.path().join("tax.js");
+    std::fs::write(&tax, "function tax(x) { return x * 0.5; }").unwrap();
+    cli.ok(&["container", "create", "orders", "--pk", "/customer"]);
+    cli.ok(&["udf", "create", "orders", "tax", tax.to_str().unwrap()]);
+    cli.ok(&[
+        "item",
+        "create",
+        "orders",
+        "--pk",
+        "c1",
+        "--body",
+        r#"{"id":"o1","customer":"c1","total":10}"#,
+    ]);
+    let page = cli.ok(&["query", "orders", "SELECT VALUE udf.tax(o.total) FROM o"]);
+    assert_eq!(page["items"], json!([5]));
+    std::fs::write(&tax, "function tax(x) { return x * 2; }").unwrap();
+    cli.ok(&["udf", "replace", "orders", "tax", tax.to_str().unwrap()]);
+    let page = cli.ok(&["query", "orders", "SELECT VALUE udf.tax(o.total) FROM o"]);
+    assert_eq!(page["items"], json!([20]));
+    cli.ok(&["udf", "delete", "orders", "tax"]);
+    cli.fails(
+        &["query", "orders", "SELECT VALUE udf.tax(o.total) FROM o"],
+        400,
+    );
+}
+
+#[test]
+fn usage_errors_exit_2_and_every_command_has_help_with_an_example() {
+    let usage = Command::new(env!("CARGO_BIN_EXE_partita"))
+        .args(["--in-memory", "item", "read", "posts", "--id", "x"])
+        .output()
+        .expect("run partita");
+    assert_eq!(usage.status.code(), Some(2));
+    let error: Value = serde_json::from_slice(&usage.stderr).expect("JSON error");
+    assert_eq!(error["status"], 400);
+    assert!(
+        error["message"].as_str().unwrap().contains("--pk"),
+        "{error}"
+    );
+
+    let commands: &[&[&str]] = &[
+        &["container"],
+        &["container", "create"],
+        &["container", "list"],
+        &["item"],
+        &["item", "create"],
+        &["item", "upsert"],
+        &["item", "replace"],
+        &["item", "read"],
+        &["item", "delete"],
+        &["query"],
+        &["sproc"],
+        &["sproc", "create"],
+        &["sproc", "replace"],
+        &["sproc", "delete"],
+        &["sproc", "read"],
+        &["sproc", "list"],
+        &["sproc", "exec"],
+        &["trigger", "create"],
+        &["udf", "create"],
+        &["changes"],
+        &["batch"],
+        &["demo"],
+    ];
+    for command in commands {
+        let output = Command::new(env!("CARGO_BIN_EXE_partita"))
+            .args(*command)
+            .arg("--help")
+            .output()
+            .expect("run partita --help");
+        let help = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{command:?}");
+        assert!(
+            help.contains("Example"),
+            "{command:?} --help has no example:\n{help}"
+        );
+    }
+}
+
+#[test]
+fn in_memory_runs_leave_nothing_behind() {
+    let cli = Cli::new();
+    let output = Command::new(env!("CARGO_BIN_EXE_partita"))
+        .current_dir(cli.dir.path())
+        .args(["--in-memory", "container", "create", "t", "--pk", "/k"])
+        .output()
+        .expect("run partita");
+    assert!(output.status.success());
+    assert_eq!(std::fs::read_dir(cli.dir.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn batch_runs_many_commands_in_one_process() {
+    let cli = Cli::new();
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/sprocs/js");
+    let counter = cli.dir.path().join("count.js");
+    std::fs::write(
+        &counter,
+        "function count(id) { var c = getContext().getCollection(); \
+         c.readDocument(c.getAltLink() + '/docs/' + id, function (err, doc) { \
+           if (err) throw err; doc.n = (doc.n || 0) + 1; \
+           c.replaceDocument(doc._self, doc, function (err) { if (err) throw err; \
+             getContext().getResponse().setBody(doc.n); }); }); }",
+    )
+    .unwrap();
+    let counter = counter.to_str().unwrap();
+    let exec = json!([
+        "sproc", "exec", "posts", "count", "--pk", "p1", "--params", "[\"p1\"]"
+    ]);
+    let replies = cli.batch(&[
+        json!(["container", "create", "posts", "--pk", "/postId"]),
+        json!(["item", "create", "posts", "--pk", "p1", "--body", {"id": "p1", "postId": "p1", "commentCount": 0}]),
+        json!(["sproc", "create", "posts", "count", counter]),
+        json!([
+            "sproc",
+            "create",
+            "posts",
+            "createComment",
+            format!("{root}/createComment.js")
+        ]),
+        exec.clone(),
+        json!("this is not JSON"),
+        json!(["item", "read", "posts", "--pk", "p1", "--id", "missing"]),
+        exec.clone(),
+        json!(["--data", "/elsewhere", "container", "list"]),
+        json!(["demo"]),
+        json!(["item", "read", "posts", "--id", "p1"]),
+        json!([
+            "sproc",
+            "exec",
+            "posts",
+            "createComment",
+            "--pk",
+            "p1",
+            "--params",
+            "[\"p1\",{}]"
+        ]),
+        exec,
+        json!(["item", "read", "posts", "--pk", "p1", "--id", "p1"]),
+        json!(["changes", "posts", "--help"]),
+    ]);
+    assert_eq!(replies.len(), 15, "one reply per line: {replies:#?}");
+    let ok: Vec<bool> = replies.iter().map(|r| r["ok"] == true).collect();
+    assert_eq!(
+        ok,
+        [
+            true, true, true, true, true, false, false, true, false, false, false, true, true,
+            true, true
+        ],
+        "{replies:#?}"
+    );
+    // Each line after a bad one still ran, in order: the procedure's state
+    // carries across lines of the one process.
+    assert_eq!(replies[4]["response"]["body"], 1);
+    assert_eq!(replies[7]["response"]["body"], 2);
+    assert_eq!(replies[12]["response"]["body"], 3);
+    assert_eq!(replies[13]["response"]["resource"]["commentCount"], 1);
+    for reply in replies.iter().filter(|r| r["ok"] == true).take(5) {
+        assert!(
+            reply["response"]["requestCharge"].as_f64().unwrap() >= 1.0,
+            "{reply}"
+        );
+    }
+    for (i, status) in [(5, 400), (6, 404), (8, 400), (9, 400), (10, 400)] {
+        let error = &replies[i]["error"];
+        assert_eq!(error["status"], status, "line {}: {error}", i + 1);
+        assert!(error["substatus"].is_u64(), "{error}");
+        assert!(error["message"].as_str().is_some_and(|m| !m.is_empty()));
+    }
+    assert!(
+        replies[8]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--data"),
+        "{}",
+        replies[8]
+    );
+    assert!(
+        replies[14]["response"]["help"]
+            .as_str()
+            .unwrap()
+            .contains("Example")
+    );
+
+    // The batch's writes are durable in the data directory.
+    assert_eq!(
+        cli.ok(&["item", "read", "posts", "--pk", "p1", "--id", "p1"])["resource"]["n"],
+        3
     );
 }
 
