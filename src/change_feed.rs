@@ -108,7 +108,7 @@ pub enum ChangeFeedError {
         /// The changed document.
         id: String,
         /// Its error (with its status and logs).
-        source: CallError,
+        source: Box<CallError>,
     },
     /// The lease container is unusable: not partitioned by `/id`, or a
     /// lease document lacks its fields.
@@ -277,7 +277,7 @@ impl ChangeHandler for ProcedureHandler {
                 .map_err(|source| ChangeFeedError::Procedure {
                     procedure: self.procedure.clone(),
                     id: change.id.clone(),
-                    source,
+                    source: Box::new(source),
                 })?;
         }
         Ok(())
