@@ -11,6 +11,7 @@
 //! A line that is not a JSON array, or whose command fails, is an error line;
 //! the batch goes on. Blank lines are skipped. Arguments that are not strings
 //! are passed as their JSON text, so `--body` may be given as a JSON object.
+//! A line asking for `--help` answers `{"ok":true,"response":{"help":…}}`.
 //! The batch exits 0 when stdin ends, whatever its lines did.
 
 use std::io::{BufRead, Write};

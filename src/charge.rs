@@ -28,7 +28,7 @@
 //! (about one Wasm instruction each) both take in the order of 100 µs. The query terms put the V3 queries
 //! near their published charges: listing a post's ~12 comments in a partition
 //! of ~60 small documents about 7 (Q4: 7.72), the 100 newest posts of the
-//! feed about 14 (Q6: 16.97).
+//! feed about 13.5 (Q6: 16.97).
 //!
 //! Documents a script's *query* scans are counted by the collection as
 //! documents read ([`host_api::CallStats`] does not tell them apart), so they
