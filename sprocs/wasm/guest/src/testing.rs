@@ -159,6 +159,89 @@ impl Record {
     }
 }
 
+/// A small in-memory logical partition that answers the point operations
+/// (`read`, `create`, `replace`, `upsert`, `delete`) the way the host does,
+/// for tests of procedures; queries and everything else are left to the
+/// test's own handler ([`Partition::answer`] returns `None` for them).
+/// Documents keep their insertion order; created documents without an `id`
+/// get `"generated-<n>"`; system properties are not added.
+#[derive(Clone, Debug, Default)]
+pub struct Partition {
+    /// The documents, in insertion order.
+    pub docs: Vec<Value>,
+    generated: usize,
+}
+
+impl Partition {
+    /// A partition holding `docs`.
+    pub fn new(docs: impl IntoIterator<Item = Value>) -> Partition {
+        Partition {
+            docs: docs.into_iter().collect(),
+            generated: 0,
+        }
+    }
+
+    /// The document `id`.
+    pub fn get(&self, id: &str) -> Option<&Value> {
+        self.docs.iter().find(|d| d["id"] == id)
+    }
+
+    fn position(&self, id: &str) -> Option<usize> {
+        self.docs.iter().position(|d| d["id"] == id)
+    }
+
+    /// The host's answer to a point operation, or `None` for other calls.
+    pub fn answer(&mut self, call: &Call) -> Option<Reply> {
+        let not_found = |id: &str| Reply::Status(404, format!("no document {id:?}"));
+        Some(match call {
+            Call::Read { id } => match self.get(id) {
+                Some(doc) => Reply::json(doc),
+                None => not_found(id),
+            },
+            Call::Create { doc, .. } => {
+                let mut doc = Call::json(doc);
+                let Some(fields) = doc.as_object_mut() else {
+                    return Some(Reply::Status(400, "not a JSON object".into()));
+                };
+                if !fields.contains_key("id") {
+                    self.generated += 1;
+                    fields.insert("id".into(), format!("generated-{}", self.generated).into());
+                }
+                let id = doc["id"].as_str().unwrap_or_default().to_owned();
+                if self.position(&id).is_some() {
+                    return Some(Reply::Status(409, format!("{id:?} exists")));
+                }
+                self.docs.push(doc.clone());
+                Reply::json(&doc)
+            }
+            Call::Replace { id, doc, .. } => match self.position(id) {
+                Some(i) => {
+                    self.docs[i] = Call::json(doc);
+                    Reply::json(&self.docs[i])
+                }
+                None => not_found(id),
+            },
+            Call::Upsert { doc, .. } => {
+                let doc = Call::json(doc);
+                let id = doc["id"].as_str().unwrap_or_default().to_owned();
+                match self.position(&id) {
+                    Some(i) => self.docs[i] = doc.clone(),
+                    None => self.docs.push(doc.clone()),
+                }
+                Reply::json(&doc)
+            }
+            Call::Delete { id, .. } => match self.position(id) {
+                Some(i) => {
+                    self.docs.remove(i);
+                    Reply::Ok(Vec::new())
+                }
+                None => not_found(id),
+            },
+            _ => return None,
+        })
+    }
+}
+
 type Handler = Box<dyn FnMut(&Call) -> Reply>;
 
 struct Mock {
@@ -202,6 +285,18 @@ pub fn run<R>(
             Err(other) => panic::resume_unwind(other),
         },
     }
+}
+
+/// Runs an entry function as its export does (`0` to commit, or `fail`
+/// with its error) under [`run`]: what a procedure declared with
+/// [`procedure!`](crate::procedure)`(entry)` does when called. (Call this
+/// rather than the `extern "C"` export itself: the mock's `fail` unwinds,
+/// which an `extern "C"` function may not.)
+pub fn run_entry(
+    handler: impl FnMut(&Call) -> Reply + 'static,
+    entry: fn() -> Result<(), crate::Error>,
+) -> (Result<i32, Failed>, Record) {
+    run(handler, || crate::__private::run(entry))
 }
 
 fn with_mock<R>(f: impl FnOnce(&mut Mock) -> R) -> R {
