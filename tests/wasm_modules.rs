@@ -33,9 +33,9 @@ fn shape(bytes: &[u8]) -> Shape {
                 for group in reader {
                     for ty in group.expect("type").into_types() {
                         match &ty.composite_type.inner {
-                            CompositeInnerType::Func(f) => {
-                                shape.types.push((f.params().to_vec(), f.results().to_vec()))
-                            }
+                            CompositeInnerType::Func(f) => shape
+                                .types
+                                .push((f.params().to_vec(), f.results().to_vec())),
                             other => panic!("a non-function type {other:?}"),
                         }
                     }
@@ -127,11 +127,7 @@ fn guest_modules_import_only_partita_v1_and_export_their_entry_point() {
             params.is_empty() && results == &[ValType::I32],
             "{name}: {entry} is () -> i32"
         );
-        for other in [
-            abi::PROCEDURE_EXPORT,
-            abi::TRIGGER_EXPORT,
-            abi::UDF_EXPORT,
-        ] {
+        for other in [abi::PROCEDURE_EXPORT, abi::TRIGGER_EXPORT, abi::UDF_EXPORT] {
             assert!(
                 other == *entry || export(other).is_none(),
                 "{name} exports {other} too"

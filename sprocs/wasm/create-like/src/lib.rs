@@ -73,7 +73,10 @@ mod tests {
             json!({"id": "p1", "postId": "p1", "likeCount": 0}),
         ])));
         assert_eq!(call(&p, json!(["p1", {"text": "hi"}])), Ok(0));
-        assert_eq!(call(&p, json!(["p1", {"id": "l2", "text": "again"}])), Ok(0));
+        assert_eq!(
+            call(&p, json!(["p1", {"id": "l2", "text": "again"}])),
+            Ok(0)
+        );
         let p = p.borrow();
         assert_eq!(p.get("p1").unwrap()["likeCount"], 2);
         assert_eq!(
@@ -92,7 +95,10 @@ mod tests {
         // A post without a count gets NaN, stored as null, as in JavaScript.
         assert_eq!(p.borrow().get("p1").unwrap()["likeCount"], Value::Null);
         // (The mock partition does not roll back; the host does.)
-        assert_eq!(call(&p, json!(["p1", {"id": "l1"}])).unwrap_err().number, 409);
+        assert_eq!(
+            call(&p, json!(["p1", {"id": "l1"}])).unwrap_err().number,
+            409
+        );
         assert_eq!(call(&p, json!(["p1"])).unwrap_err().number, 0);
     }
 }

@@ -113,7 +113,10 @@ pub(crate) fn decode_host<T: serde::de::DeserializeOwned>(
 }
 
 /// Serializes something the guest sends (a document, options, a request).
-pub(crate) fn encode<T: serde::Serialize + ?Sized>(what: &str, value: &T) -> Result<Vec<u8>, Error> {
+pub(crate) fn encode<T: serde::Serialize + ?Sized>(
+    what: &str,
+    value: &T,
+) -> Result<Vec<u8>, Error> {
     serde_json::to_vec(value).map_err(|e| {
         Error::status(
             ErrorCode::BAD_REQUEST,
@@ -190,10 +193,8 @@ mod tests {
 
     #[test]
     fn not_accepted_is_its_own_outcome() {
-        let (result, record) = testing::run(
-            |_| Reply::NotAccepted,
-            || crate::collection().delete("a"),
-        );
+        let (result, record) =
+            testing::run(|_| Reply::NotAccepted, || crate::collection().delete("a"));
         assert_eq!(result.unwrap(), Err(Error::NotAccepted));
         assert!(record.buffers.is_empty(), "no message is fetched");
     }

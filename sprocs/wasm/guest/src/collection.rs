@@ -273,12 +273,9 @@ impl Collection {
 /// # Errors
 /// 400 when `doc` has no string `id`.
 pub fn id_of(doc: &Value) -> Result<&str, Error> {
-    doc.get("id").and_then(Value::as_str).ok_or_else(|| {
-        Error::status(
-            ErrorCode::BAD_REQUEST,
-            "the document has no string \"id\"",
-        )
-    })
+    doc.get("id")
+        .and_then(Value::as_str)
+        .ok_or_else(|| Error::status(ErrorCode::BAD_REQUEST, "the document has no string \"id\""))
 }
 
 #[cfg(test)]
@@ -405,6 +402,10 @@ mod tests {
     #[test]
     fn id_of_requires_a_string_id() {
         assert_eq!(id_of(&json!({"id": "p1"})).unwrap(), "p1");
-        assert!(id_of(&json!({"id": 1})).unwrap_err().is(ErrorCode::BAD_REQUEST));
+        assert!(
+            id_of(&json!({"id": 1}))
+                .unwrap_err()
+                .is(ErrorCode::BAD_REQUEST)
+        );
     }
 }

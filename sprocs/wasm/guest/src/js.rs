@@ -43,7 +43,14 @@ fn string_to_number(s: &str) -> f64 {
     if unsigned == "Infinity" {
         return sign * f64::INFINITY;
     }
-    for (prefix, radix) in [("0x", 16), ("0X", 16), ("0o", 8), ("0O", 8), ("0b", 2), ("0B", 2)] {
+    for (prefix, radix) in [
+        ("0x", 16),
+        ("0X", 16),
+        ("0o", 8),
+        ("0O", 8),
+        ("0b", 2),
+        ("0B", 2),
+    ] {
         if let Some(digits) = s.strip_prefix(prefix) {
             // Signs are not allowed with a radix prefix.
             return u64::from_str_radix(digits, radix).map_or(f64::NAN, |n| n as f64);
@@ -150,7 +157,10 @@ mod tests {
             (Some(json!([1, 2])), json!(null)),
             (Some(json!({})), json!(null)),
             (None, json!(null)),
-            (Some(json!(9007199254740992_u64)), json!(9007199254740992_u64)),
+            (
+                Some(json!(9007199254740992_u64)),
+                json!(9007199254740992_u64),
+            ),
         ];
         for (input, expected) in cases {
             assert_eq!(increment(input.as_ref()), expected, "{input:?}++");

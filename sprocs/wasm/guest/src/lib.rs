@@ -358,7 +358,11 @@ mod tests {
         let ctx = result.unwrap().unwrap();
         assert_eq!(
             (ctx.kind, ctx.operation, ctx.partition_key),
-            (Kind::PostTrigger, Some(Operation::Create), Some(json!(["post"])))
+            (
+                Kind::PostTrigger,
+                Some(Operation::Create),
+                Some(json!(["post"]))
+            )
         );
     }
 

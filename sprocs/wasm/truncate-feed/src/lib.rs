@@ -72,7 +72,12 @@ mod tests {
             },
             truncate_feed,
         );
-        let ids = store.borrow().docs.iter().map(|d| d["id"].as_str().unwrap().to_owned()).collect();
+        let ids = store
+            .borrow()
+            .docs
+            .iter()
+            .map(|d| d["id"].as_str().unwrap().to_owned())
+            .collect();
         (result.map_err(|f| f.number), ids)
     }
 

@@ -114,7 +114,11 @@ mod tests {
     }
 
     fn users(p: &Rc<RefCell<Partition>>) -> Vec<Value> {
-        p.borrow().docs.iter().map(|d| d["userUsername"].clone()).collect()
+        p.borrow()
+            .docs
+            .iter()
+            .map(|d| d["userUsername"].clone())
+            .collect()
     }
 
     fn partition() -> Rc<RefCell<Partition>> {
@@ -132,7 +136,10 @@ mod tests {
         assert_eq!(result, Ok(0));
         assert_eq!(users(&p), ["new", "new", "old", "new", "new"]);
         assert!(
-            !record.calls.iter().any(|c| matches!(c, Call::SetResponseBody(_))),
+            !record
+                .calls
+                .iter()
+                .any(|c| matches!(c, Call::SetResponseBody(_))),
             "no body when done"
         );
     }
@@ -142,9 +149,18 @@ mod tests {
         let p = partition();
         // params, page 1 (2 upserts), page 2, then its first upsert is refused.
         let (result, record) = call(&p, json!([1, "new"]), 5);
-        assert_eq!(result, Ok(0), "numbers name the string id, as in JavaScript");
+        assert_eq!(
+            result,
+            Ok(0),
+            "numbers name the string id, as in JavaScript"
+        );
         assert_eq!(users(&p), ["old"; 5], "no document has userId \"1\"");
-        assert!(record.calls.iter().all(|c| !matches!(c, Call::SetResponseBody(_))));
+        assert!(
+            record
+                .calls
+                .iter()
+                .all(|c| !matches!(c, Call::SetResponseBody(_)))
+        );
 
         let (result, record) = call(&p, json!(["u1", "new"]), 5);
         assert_eq!(result, Ok(0));
