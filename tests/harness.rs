@@ -1,1 +1,3 @@
-//! Test harness.
+//! Test harness: helpers shared by the integration tests.
+
+pub mod guest;

@@ -1,0 +1,411 @@
+//! The collection: reads, writes and queries on the call's logical
+//! partition, as `getContext().getCollection()` offers them in JavaScript.
+//!
+//! Every method is one host call (plus `take_result` for a large result).
+//! Documents go in as anything [`Serialize`] and come out as
+//! [`serde_json::Value`] or, for reads and queries, any
+//! [`DeserializeOwned`] type. Writes take [`WriteOptions`]; queries are
+//! built with [`Query`] and return one [`Page`] at a time.
+
+use host_api::ErrorCode;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::call::{decode_host, encode, with_result, without_result};
+use crate::{Error, sys};
+
+/// The call's logical partition. Get it with [`collection()`](crate::collection).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Collection {
+    _private: (),
+}
+
+impl Collection {
+    pub(crate) const fn new() -> Collection {
+        Collection { _private: () }
+    }
+}
+
+/// Options of a write.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WriteOptions {
+    /// If-Match: the write fails with 412 unless the document's current
+    /// `_etag` is this.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub etag: Option<String>,
+    /// For create and upsert: refuse (400) a document without an `id`
+    /// instead of generating one.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub disable_automatic_id_generation: bool,
+}
+
+impl WriteOptions {
+    /// Options with an If-Match etag.
+    pub fn if_match(etag: impl Into<String>) -> WriteOptions {
+        WriteOptions {
+            etag: Some(etag.into()),
+            ..WriteOptions::default()
+        }
+    }
+
+    /// The options' JSON, empty when there are none (the ABI's "no options").
+    pub(crate) fn encode(&self) -> Result<Vec<u8>, Error> {
+        if *self == WriteOptions::default() {
+            Ok(Vec::new())
+        } else {
+            encode("write options", self)
+        }
+    }
+}
+
+/// Where a read feed starts and how long its page is.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FeedOptions {
+    /// The most documents in the page (the host's default otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub page_size: Option<u32>,
+    /// The previous page's [`Page::continuation`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub continuation: Option<String>,
+}
+
+/// One page of a query or read feed.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct Page<T> {
+    /// The items: documents, projections or scalars.
+    pub items: Vec<T>,
+    /// Pass back (in [`Query::continuation`] or [`FeedOptions`]) for the
+    /// next page; `None` when this is the last.
+    pub continuation: Option<String>,
+}
+
+/// A SQL query with its parameters, page size and continuation.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Query {
+    query: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    parameters: Vec<Parameter>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    page_size: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    continuation: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+struct Parameter {
+    name: String,
+    value: Value,
+}
+
+impl Query {
+    /// A query with this SQL text, such as
+    /// `"SELECT * FROM p WHERE p.userId = @userId"`.
+    pub fn new(sql: impl Into<String>) -> Query {
+        Query {
+            query: sql.into(),
+            parameters: Vec::new(),
+            page_size: None,
+            continuation: None,
+        }
+    }
+
+    /// Binds the parameter `name` (with its `@`) to `value`.
+    pub fn param(mut self, name: impl Into<String>, value: impl Into<Value>) -> Query {
+        self.parameters.push(Parameter {
+            name: name.into(),
+            value: value.into(),
+        });
+        self
+    }
+
+    /// The most items per page (the host's default, 100, otherwise).
+    pub fn page_size(mut self, n: u32) -> Query {
+        self.page_size = Some(n);
+        self
+    }
+
+    /// Continues where the page that returned `token` stopped; `None`
+    /// starts over.
+    pub fn continuation(mut self, token: Option<String>) -> Query {
+        self.continuation = token;
+        self
+    }
+}
+
+fn decode_doc(bytes: &[u8]) -> Result<Value, Error> {
+    decode_host("document")(bytes)
+}
+
+impl Collection {
+    /// Reads the document `id`, seeing this call's own writes.
+    ///
+    /// # Errors
+    /// 404 when there is none; 500 when the document does not decode as `T`.
+    pub fn read<T: DeserializeOwned>(&self, id: &str) -> Result<T, Error> {
+        with_result(|out| sys::read(id.as_bytes(), out), decode_host("document"))
+    }
+
+    /// A page of the partition's documents, seeing this call's own writes.
+    ///
+    /// # Errors
+    /// 400 for a continuation this feed did not issue.
+    pub fn read_feed<T: DeserializeOwned>(&self, options: &FeedOptions) -> Result<Page<T>, Error> {
+        let opts = if *options == FeedOptions::default() {
+            Vec::new()
+        } else {
+            encode("feed options", options)?
+        };
+        with_result(|out| sys::read_feed(&opts, out), decode_host("page"))
+    }
+
+    /// Creates `doc` (an `id` is generated when it has none) and returns it
+    /// with its system properties.
+    ///
+    /// # Errors
+    /// 400 (not an object, bad id, other partition key), 409 (the id
+    /// exists), 413 (over 2 MB).
+    pub fn create<D: Serialize + ?Sized>(&self, doc: &D) -> Result<Value, Error> {
+        self.create_with(doc, &WriteOptions::default())
+    }
+
+    /// [`create`](Self::create) with options.
+    ///
+    /// # Errors
+    /// As `create`, and 400 for a document without `id` when automatic ids
+    /// are disabled.
+    pub fn create_with<D: Serialize + ?Sized>(
+        &self,
+        doc: &D,
+        options: &WriteOptions,
+    ) -> Result<Value, Error> {
+        let doc = encode("document", doc)?;
+        let opts = options.encode()?;
+        with_result(|out| sys::create(&doc, &opts, out), decode_doc)
+    }
+
+    /// Replaces the document `id` with `doc`.
+    ///
+    /// # Errors
+    /// 400, 404 (no such document), 412 (etag), 413.
+    pub fn replace<D: Serialize + ?Sized>(
+        &self,
+        id: &str,
+        doc: &D,
+        options: &WriteOptions,
+    ) -> Result<Value, Error> {
+        let doc = encode("document", doc)?;
+        let opts = options.encode()?;
+        with_result(
+            |out| sys::replace(id.as_bytes(), &doc, &opts, out),
+            decode_doc,
+        )
+    }
+
+    /// Creates or replaces `doc`.
+    ///
+    /// # Errors
+    /// 400, 412 (etag), 413.
+    pub fn upsert<D: Serialize + ?Sized>(
+        &self,
+        doc: &D,
+        options: &WriteOptions,
+    ) -> Result<Value, Error> {
+        let doc = encode("document", doc)?;
+        let opts = options.encode()?;
+        with_result(|out| sys::upsert(&doc, &opts, out), decode_doc)
+    }
+
+    /// Deletes the document `id`.
+    ///
+    /// # Errors
+    /// 404 (no such document).
+    pub fn delete(&self, id: &str) -> Result<(), Error> {
+        self.delete_with(id, &WriteOptions::default())
+    }
+
+    /// [`delete`](Self::delete) with options (an If-Match etag).
+    ///
+    /// # Errors
+    /// 404, 412 (etag).
+    pub fn delete_with(&self, id: &str, options: &WriteOptions) -> Result<(), Error> {
+        let opts = options.encode()?;
+        without_result(sys::delete(id.as_bytes(), &opts))
+    }
+
+    /// Runs `query` over the partition and returns one page. The query sees
+    /// the partition as committed when the call began (for a trigger:
+    /// before the triggering write), minus what this call deleted.
+    ///
+    /// # Errors
+    /// 400 for a syntax error, a missing parameter or a bad continuation;
+    /// 500 when an item does not decode as `T`.
+    pub fn query<T: DeserializeOwned>(&self, query: &Query) -> Result<Page<T>, Error> {
+        let request = encode("query", query)?;
+        with_result(|out| sys::query(&request, out), decode_host("page"))
+    }
+
+    /// Every item of `query`, fetching page after page. Stops at the first
+    /// error (for example [`Error::NotAccepted`]); use
+    /// [`query`](Self::query) to resume from a continuation instead.
+    ///
+    /// # Errors
+    /// As [`query`](Self::query).
+    pub fn query_all<T: DeserializeOwned>(&self, query: &Query) -> Result<Vec<T>, Error> {
+        let mut query = query.clone();
+        let mut items = Vec::new();
+        loop {
+            let page = self.query::<T>(&query)?;
+            items.extend(page.items);
+            match page.continuation {
+                Some(token) => query = query.continuation(Some(token)),
+                None => return Ok(items),
+            }
+        }
+    }
+}
+
+/// The `id` of a document, for writes that address it by id.
+///
+/// # Errors
+/// 400 when `doc` has no string `id`.
+pub fn id_of(doc: &Value) -> Result<&str, Error> {
+    doc.get("id")
+        .and_then(Value::as_str)
+        .ok_or_else(|| Error::status(ErrorCode::BAD_REQUEST, "the document has no string \"id\""))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::testing::{self, Call, Reply};
+
+    #[test]
+    fn options_are_absent_unless_set() {
+        assert_eq!(WriteOptions::default().encode().unwrap(), b"");
+        assert_eq!(
+            Call::json(&WriteOptions::if_match("\"e1\"").encode().unwrap()),
+            json!({"etag": "\"e1\""})
+        );
+        let strict = WriteOptions {
+            disable_automatic_id_generation: true,
+            ..Default::default()
+        };
+        assert_eq!(
+            Call::json(&strict.encode().unwrap()),
+            json!({"disableAutomaticIdGeneration": true})
+        );
+    }
+
+    #[test]
+    fn query_requests_have_the_abi_shape() {
+        let q = Query::new("SELECT * FROM p WHERE p.userId = @userId")
+            .param("@userId", "u1")
+            .page_size(10)
+            .continuation(Some("t1".into()));
+        assert_eq!(
+            serde_json::to_value(&q).unwrap(),
+            json!({
+                "query": "SELECT * FROM p WHERE p.userId = @userId",
+                "parameters": [{"name": "@userId", "value": "u1"}],
+                "pageSize": 10,
+                "continuation": "t1",
+            })
+        );
+        assert_eq!(
+            serde_json::to_value(Query::new("SELECT 1")).unwrap(),
+            json!({"query": "SELECT 1"})
+        );
+    }
+
+    #[test]
+    fn query_all_follows_continuations() {
+        let (result, record) = testing::run(
+            |call| {
+                let Call::Query { request } = call else {
+                    panic!("{call:?}")
+                };
+                match Call::json(request).get("continuation") {
+                    None => Reply::json(&json!({"items": [1, 2], "continuation": "next"})),
+                    Some(t) if t == "next" => {
+                        Reply::json(&json!({"items": [3], "continuation": null}))
+                    }
+                    Some(other) => panic!("{other}"),
+                }
+            },
+            || crate::collection().query_all::<u32>(&Query::new("SELECT VALUE c.n FROM c")),
+        );
+        assert_eq!(result.unwrap().unwrap(), [1, 2, 3]);
+        assert_eq!(record.calls.len(), 2);
+    }
+
+    #[test]
+    fn writes_send_document_id_and_options() {
+        let (result, record) = testing::run(
+            |call| match call {
+                Call::Delete { .. } => Reply::Ok(Vec::new()),
+                Call::Replace { doc, .. } | Call::Create { doc, .. } | Call::Upsert { doc, .. } => {
+                    Reply::Ok(doc.clone())
+                }
+                Call::ReadFeed { .. } => Reply::json(&json!({"items": [], "continuation": null})),
+                other => panic!("{other:?}"),
+            },
+            || {
+                let c = crate::collection();
+                let created = c.create(&json!({"text": "hi"}))?;
+                c.replace("a", &json!({"id": "a"}), &WriteOptions::if_match("e"))?;
+                c.upsert(&json!({"id": "b"}), &WriteOptions::default())?;
+                c.delete_with("a", &WriteOptions::if_match("e"))?;
+                let page = c.read_feed::<Value>(&FeedOptions {
+                    page_size: Some(5),
+                    continuation: None,
+                })?;
+                Ok::<_, Error>((created, page))
+            },
+        );
+        let (created, page) = result.unwrap().unwrap();
+        assert_eq!(created, json!({"text": "hi"}));
+        assert!(page.items.is_empty() && page.continuation.is_none());
+        let etag = br#"{"etag":"e"}"#.to_vec();
+        assert_eq!(
+            record.calls,
+            [
+                Call::Create {
+                    doc: br#"{"text":"hi"}"#.to_vec(),
+                    options: vec![]
+                },
+                Call::Replace {
+                    id: "a".into(),
+                    doc: br#"{"id":"a"}"#.to_vec(),
+                    options: etag.clone()
+                },
+                Call::Upsert {
+                    doc: br#"{"id":"b"}"#.to_vec(),
+                    options: vec![]
+                },
+                Call::Delete {
+                    id: "a".into(),
+                    options: etag
+                },
+                Call::ReadFeed {
+                    options: br#"{"pageSize":5}"#.to_vec()
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn id_of_requires_a_string_id() {
+        assert_eq!(id_of(&json!({"id": "p1"})).unwrap(), "p1");
+        assert!(
+            id_of(&json!({"id": 1}))
+                .unwrap_err()
+                .is(ErrorCode::BAD_REQUEST)
+        );
+    }
+}
