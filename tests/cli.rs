@@ -432,10 +432,11 @@ fn procedures_and_triggers_from_the_command_line() {
     ]);
 }
 
-/// Runs `partita demo` on a small blog with `extra` arguments; returns stdout.
-fn demo(extra: &[&str]) -> String {
+/// Runs `partita demo` on a blog of `users` users with `extra` arguments;
+/// returns stdout.
+fn demo(users: &str, extra: &[&str]) -> String {
     let output = Command::new(env!("CARGO_BIN_EXE_partita"))
-        .args(["demo", "--users", "15", "--runs", "20", "--seconds", "0.5"])
+        .args(["demo", "--users", users, "--runs", "20", "--seconds", "0.5"])
         .args(extra)
         .output()
         .expect("run partita demo");
@@ -449,7 +450,7 @@ fn demo(extra: &[&str]) -> String {
 
 #[test]
 fn demo_prints_the_table_of_three_models_and_its_invariants() {
-    let text = demo(&[]);
+    let text = demo("15", &[]);
     let rows: Vec<&str> = text
         .lines()
         .filter(|l| {
@@ -497,7 +498,7 @@ fn demo_writes_its_table_as_json_and_runs_durably() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().to_str().expect("UTF-8 path");
     let report: Value =
-        serde_json::from_str(&demo(&["--json", "--users", "6", "--data", data])).expect("JSON");
+        serde_json::from_str(&demo("6", &["--json", "--data", data])).expect("JSON");
     assert_eq!(report["users"], 6);
     assert_eq!(report["storage"], data);
     let requests = report["requests"].as_array().unwrap();
