@@ -317,7 +317,7 @@ impl Report<'_> {
                 let (ms, ru) = pattern.published(*version);
                 let star = if pattern.fans_out(*version) { "*" } else { " " };
                 line += &format!(
-                    "| {:>9}{star}{:>8} ({:>3} ms {:>7.2} RU)",
+                    "| {:>9}{star}{:>8} ({:>3} ms {:>7.2} RU) ",
                     latency(m.median),
                     m.charge
                         .map_or_else(|| "n/a RU".to_owned(), |c| format!("{c:.2} RU")),
@@ -343,7 +343,7 @@ impl Report<'_> {
         out += &format!("runs per request and model: {}", self.runs);
         if !fewer.is_empty() {
             out += &format!(
-                "; where {:.0} s ran out first: {}",
+                "; fewer where {} s ran out first: {}",
                 self.budget.as_secs_f64(),
                 fewer.join(", ")
             );
@@ -422,7 +422,7 @@ fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
