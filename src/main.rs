@@ -110,8 +110,11 @@ enum Command {
     /// `{"ok":true,"response":…}` or `{"ok":false,"error":…}`.
     #[command(after_help = batch::EXAMPLE)]
     Batch,
-    /// Run the blog workload's createComment natively and print a report.
-    #[command(after_help = "Example: partita demo --comments 20000 --threads 4")]
+    /// Run the blog workload in its models V1, V2, V3 and print the table of
+    /// latencies and request charges next to the published Cosmos DB figures.
+    #[command(
+        after_help = "Runs in memory unless --data DIR is given (then DIR/v1, DIR/v2, DIR/v3).\nExample: partita demo --users 1000 --json > demo.json"
+    )]
     Demo(demo::DemoArgs),
 }
 
@@ -424,8 +427,21 @@ fn main() -> ExitCode {
             }
         };
     }
-    match run(cli) {
-        Ok(response) => {
+    // The demo prints its own table; every other command prints one JSON value.
+    let outcome = match &cli.command {
+        Command::Demo(args) => {
+            let data = if cli.in_memory {
+                None
+            } else {
+                cli.data.as_deref()
+            };
+            demo::run(data, args).map(|()| None)
+        }
+        _ => run(cli).map(Some),
+    };
+    match outcome {
+        Ok(None) => ExitCode::SUCCESS,
+        Ok(Some(response)) => {
             let text =
                 serde_json::to_string_pretty(&response).unwrap_or_else(|_| response.to_string());
             // A closed pipe (`partita … | head`) is not an error worth a panic.
@@ -505,15 +521,6 @@ fn open(cli_data: Option<PathBuf>, in_memory: bool) -> anyhow::Result<Database> 
 }
 
 fn run(cli: Cli) -> anyhow::Result<Value> {
-    if let Command::Demo(args) = cli.command {
-        // The demo runs in memory unless a data directory is named.
-        let db = if cli.in_memory || cli.data.is_none() {
-            Database::in_memory()
-        } else {
-            open(cli.data, false)?
-        };
-        return demo::run(&db, &args);
-    }
     let db = open(cli.data, cli.in_memory)?;
     execute(&db, cli.command)
 }

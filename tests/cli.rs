@@ -704,18 +704,12 @@ fn procedures_and_triggers_from_the_command_line() {
     ]);
 }
 
-#[test]
-fn demo_runs_in_memory_and_checks_its_invariant() {
+/// Runs `partita demo` on a blog of `users` users with `extra` arguments;
+/// returns stdout.
+fn demo(users: &str, extra: &[&str]) -> String {
     let output = Command::new(env!("CARGO_BIN_EXE_partita"))
-        .args([
-            "demo",
-            "--posts",
-            "10",
-            "--comments",
-            "500",
-            "--threads",
-            "3",
-        ])
+        .args(["demo", "--users", users, "--runs", "20", "--seconds", "0.5"])
+        .args(extra)
         .output()
         .expect("run partita demo");
     assert!(
@@ -723,14 +717,121 @@ fn demo_runs_in_memory_and_checks_its_invariant() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let report: Value = serde_json::from_slice(&output.stdout).expect("JSON report");
-    assert_eq!(report["native_rust_transaction"]["comments_created"], 500);
-    assert_eq!(report["javascript_procedure"]["comments_created"], 500);
+    String::from_utf8(output.stdout).expect("UTF-8")
+}
+
+#[test]
+fn demo_prints_the_table_of_three_models_and_its_invariants() {
+    let text = demo("15", &[]);
+    let rows: Vec<&str> = text
+        .lines()
+        .filter(|l| {
+            l.len() > 3
+                && ["C1 ", "C2 ", "C3 ", "C4 "]
+                    .iter()
+                    .chain(&["Q1 ", "Q2 ", "Q3 ", "Q4 ", "Q5 ", "Q6 "])
+                    .any(|p| l.starts_with(p))
+        })
+        .collect();
+    assert_eq!(rows.len(), 10, "{text}");
+    for row in &rows {
+        // Three model cells, each with a latency, the request-charge column
+        // and the published figure.
+        assert_eq!(row.matches('|').count(), 3, "{row}");
+        assert_eq!(row.matches(" RU)").count(), 3, "{row}");
+        assert_eq!(
+            row.matches("n/a RU").count(),
+            0,
+            "every request reports its charge: {row}"
+        );
+    }
     assert!(
-        report["invariant"]
+        text.contains("(306 ms 2063.54 RU)"),
+        "V1 Q6's published figure: {text}"
+    );
+    assert!(
+        text.contains("(  9 ms   16.97 RU)"),
+        "V3 Q6's published figure: {text}"
+    );
+    assert!(
+        text.contains("ok  V3: the feed holds exactly the newest 100 of "),
+        "{text}"
+    );
+    assert!(
+        text.contains("ok  V3: commentCount and likeCount equal the comments and likes of all "),
+        "{text}"
+    );
+    assert!(text.contains("ok  V3: after renaming u"), "{text}");
+    assert!(text.contains("ok  V2: after renaming u"), "{text}");
+    assert!(
+        text.contains("\ninvariants hold; demo finished in "),
+        "{text}"
+    );
+}
+
+#[test]
+fn demo_writes_its_table_as_json_and_runs_durably() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().to_str().expect("UTF-8 path");
+    let report: Value =
+        serde_json::from_str(&demo("6", &["--json", "--data", data])).expect("JSON");
+    assert_eq!(report["users"], 6);
+    assert_eq!(report["storage"], data);
+    let requests = report["requests"].as_array().unwrap();
+    let names: Vec<&str> = requests
+        .iter()
+        .map(|r| r["request"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["C1", "Q1", "C2", "Q2", "Q3", "C3", "Q4", "C4", "Q5", "Q6"]
+    );
+    for request in requests {
+        for model in ["V1", "V2", "V3"] {
+            let cell = &request["models"][model];
+            assert!(cell["runs"].as_u64().unwrap() >= 5, "{cell}");
+            assert!(cell["median_ms"].as_f64().unwrap() > 0.0, "{cell}");
+            assert!(cell["request_charge"].as_f64().unwrap() >= 1.0, "{cell}");
+            assert!(cell["published"]["request_charge"].as_f64().unwrap() > 0.0);
+        }
+    }
+    assert_eq!(
+        requests[9]["models"]["V1"]["published"]["request_charge"],
+        2063.54
+    );
+    assert_eq!(report["invariants"].as_array().unwrap().len(), 5);
+    // The durable run left three data directories; a second run refuses them.
+    for model in ["v1", "v2", "v3"] {
+        assert!(dir.path().join(model).join("LOCK").exists());
+    }
+    let again = Command::new(env!("CARGO_BIN_EXE_partita"))
+        .args(["--data", data, "demo", "--users", "6"])
+        .output()
+        .expect("run partita demo");
+    assert!(!again.status.success());
+    let err: Value = serde_json::from_slice(&again.stderr).expect("JSON error");
+    assert!(
+        err["message"]
             .as_str()
             .unwrap()
-            .contains("all 10 posts")
+            .contains("already holds documents"),
+        "{err}"
     );
-    assert_eq!(report["most_commented"].as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn demo_with_wasm_says_this_build_has_no_wasm_runtime() {
+    let output = Command::new(env!("CARGO_BIN_EXE_partita"))
+        .args(["demo", "--wasm"])
+        .output()
+        .expect("run partita demo");
+    assert!(!output.status.success());
+    let err: Value = serde_json::from_slice(&output.stderr).expect("JSON error");
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .contains("this build has no Wasm runtime"),
+        "{err}"
+    );
 }
