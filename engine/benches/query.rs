@@ -83,6 +83,19 @@ fn benches(c: &mut Criterion) {
         b.iter(|| execute(black_box(&filter), &params, &source, &options).expect("run"))
     });
 
+    // The feed query (Q6) with and without a filter that every document
+    // passes: the filter must not change the plan.
+    let q6 = parse("SELECT TOP 100 * FROM f ORDER BY f.creationDate DESC").expect("parse");
+    c.bench_function("top100_desc_100_docs", |b| {
+        b.iter(|| execute(black_box(&q6), &none, &source, &options).expect("run"))
+    });
+    let q6_filtered =
+        parse("SELECT TOP 100 * FROM f WHERE f.type = 'post' ORDER BY f.creationDate DESC")
+            .expect("parse");
+    c.bench_function("top100_desc_filtered_100_docs", |b| {
+        b.iter(|| execute(black_box(&q6_filtered), &none, &source, &options).expect("run"))
+    });
+
     c.bench_function("parse_top5_query", |b| {
         b.iter(|| parse(black_box("SELECT TOP 5 * FROM f ORDER BY f.creationDate")).expect("parse"))
     });
