@@ -10,6 +10,10 @@
 //! `jsonb_set` its count, insert the comment; insert, count, delete the
 //! oldest surplus), each call one `SELECT fn(…)` statement, i.e. one
 //! transaction and one round trip over a connection per caller. Durability
+//! truncateFeed takes a transaction-scoped advisory lock on its partition
+//! first: under READ COMMITTED, two concurrent calls would otherwise each
+//! count 100 posts and neither delete (the harness's check caught that).
+//! Durability
 //! is `synchronous_commit` set per session: `on` (WAL fsynced before the
 //! commit returns; PostgreSQL groups concurrent commits) or `off`.
 
@@ -51,6 +55,9 @@ DECLARE
   key text := doc->>'type';
   surplus bigint;
 BEGIN
+  -- One writer per feed partition, as in Partita (READ COMMITTED alone lets
+  -- two concurrent calls each count 100 and neither delete).
+  PERFORM pg_advisory_xact_lock(hashtext('feed/' || key));
   INSERT INTO feed (pk, id, body) VALUES (key, doc->>'id', doc);
   SELECT count(*) - max_docs INTO surplus FROM feed WHERE pk = key;
   IF surplus > 0 THEN
