@@ -1,0 +1,304 @@
+//! Partita as a target: the native Rust transaction API, JavaScript
+//! procedures and triggers, and (after the Wasm runtime merges) Wasm
+//! procedures, each in memory, relaxed (`Durability::None`) or durable
+//! (`Durability::Full`).
+//!
+//! The data: a `posts` container partitioned by `/postId` (one logical
+//! partition per post, as in the blog's V2 model) and a `feed` container
+//! partitioned by `/type` (one logical partition, `"post"`, as in V3).
+//! createComment is `partita::blog::create_comment` natively and
+//! `sprocs/js/createComment.js` in JavaScript; truncateFeed is a native
+//! transaction or a create with the `sprocs/js/truncateFeed.js`
+//! post-trigger; the feed read is a query natively and a small procedure
+//! in JavaScript (the peers run theirs as a script or a query too).
+
+use partita::{
+    Container, Database, Options, QueryItemsOptions, ScriptProperties, Scripts, TriggerOperation,
+    TriggerType, WriteOptions, blog,
+};
+use serde_json::{Value, json};
+
+use crate::{
+    BenchError, Call, Caller, Durability, FEED_SIZE, Slot, Target, Workload, check_comments,
+    check_feed, check_feed_read, feed_post, post_id,
+};
+
+/// The feed read (Q6) as a query.
+pub const FEED_QUERY: &str = "SELECT TOP 100 * FROM f ORDER BY f.creationDate DESC";
+
+/// The feed read as a JavaScript procedure: the same query, its result as
+/// the response body.
+pub const READ_FEED_JS: &str = r#"function readFeed() {
+    var context = getContext();
+    var collection = context.getCollection();
+    var accepted = collection.queryDocuments(collection.getSelfLink(),
+        'SELECT TOP 100 * FROM f ORDER BY f.creationDate DESC',
+        function (err, docs) {
+            if (err) throw err;
+            context.getResponse().setBody(docs);
+        });
+    if (!accepted) throw new Error('the feed query was not accepted');
+}"#;
+
+const CREATE_COMMENT_JS: &str = include_str!("../../sprocs/js/createComment.js");
+const TRUNCATE_FEED_JS: &str = include_str!("../../sprocs/js/truncateFeed.js");
+
+/// How the workload's procedures run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flavor {
+    /// Rust closures on the transaction API (`partita::blog`).
+    Native,
+    /// The JavaScript procedures and trigger of `sprocs/js/`.
+    JavaScript,
+    /// Wasm procedures (`sprocs/wasm`, `sprocs/wat`).
+    Wasm,
+}
+
+impl Flavor {
+    /// The system's name in the report.
+    pub fn system(self) -> &'static str {
+        match self {
+            Flavor::Native => "Partita native",
+            Flavor::JavaScript => crate::report::PARTITA_JS,
+            Flavor::Wasm => crate::report::PARTITA_WASM,
+        }
+    }
+}
+
+/// The slot for one flavor and durability class. Wasm is skipped until the
+/// Wasm runtime is in this build: to add it, upload the modules with
+/// `ScriptLanguage::Wasm` in [`PartitaTarget::prepare`] and call them in
+/// [`PartitaCaller::call`] as the JavaScript flavor does.
+pub fn slot(flavor: Flavor, durability: Durability) -> Slot {
+    match flavor {
+        Flavor::Wasm => Slot::Skipped {
+            system: flavor.system().to_owned(),
+            durability,
+            reason: "Wasm runtime not in this build".to_owned(),
+        },
+        _ => Slot::Ready(Box::new(PartitaTarget::new(flavor, durability))),
+    }
+}
+
+/// A Partita database, fresh for every row.
+pub struct PartitaTarget {
+    flavor: Flavor,
+    durability: Durability,
+    // Declared before `dir`: the database closes before its directory goes.
+    data: Option<(Database, Container, Container)>,
+    dir: Option<tempfile::TempDir>,
+}
+
+impl PartitaTarget {
+    /// A target that creates its database at the first `prepare`.
+    pub fn new(flavor: Flavor, durability: Durability) -> PartitaTarget {
+        PartitaTarget {
+            flavor,
+            durability,
+            data: None,
+            dir: None,
+        }
+    }
+
+    fn containers(&self) -> Result<(&Container, &Container), BenchError> {
+        self.data
+            .as_ref()
+            .map(|(_, posts, feed)| (posts, feed))
+            .ok_or_else(|| BenchError::Check("the target was not prepared".into()))
+    }
+}
+
+impl Target for PartitaTarget {
+    fn system(&self) -> &str {
+        self.flavor.system()
+    }
+
+    fn durability(&self) -> Durability {
+        self.durability
+    }
+
+    fn settings(&self) -> String {
+        match self.durability {
+            Durability::Memory => "Database::in_memory (no storage)".to_owned(),
+            Durability::Relaxed => {
+                "Durability::None: SQLite WAL, synchronous=OFF, group commit".to_owned()
+            }
+            Durability::Durable => {
+                "Durability::Full: SQLite WAL, synchronous=FULL, group commit".to_owned()
+            }
+        }
+    }
+
+    fn prepare(&mut self, workload: Workload, partitions: usize) -> Result<(), BenchError> {
+        self.data = None;
+        self.dir = None;
+        let db = match self.durability {
+            Durability::Memory => Database::in_memory(),
+            durability => {
+                let dir =
+                    tempfile::tempdir().map_err(BenchError::io("creating a data directory"))?;
+                let options = Options {
+                    durability: if durability == Durability::Durable {
+                        partita::Durability::Full
+                    } else {
+                        partita::Durability::None
+                    },
+                    ..Options::default()
+                };
+                let db = Database::open_with(dir.path(), options)?;
+                self.dir = Some(dir);
+                db
+            }
+        };
+        let posts = db.create_container("posts", "/postId")?;
+        let feed = db.create_container("feed", "/type")?;
+        if self.flavor == Flavor::JavaScript {
+            posts.create_script(ScriptProperties::stored_procedure(
+                "createComment",
+                CREATE_COMMENT_JS,
+            ))?;
+            feed.create_script(ScriptProperties::trigger(
+                "truncateFeed",
+                TRUNCATE_FEED_JS,
+                TriggerType::Post,
+                TriggerOperation::All,
+            ))?;
+            feed.create_script(ScriptProperties::stored_procedure("readFeed", READ_FEED_JS))?;
+        }
+        match workload {
+            Workload::CreateComment => {
+                for p in 0..partitions {
+                    let id = post_id(p);
+                    posts.create_item(id.as_str(), blog::post(&id, "u1", p as u64), None)?;
+                }
+            }
+            Workload::TruncateFeed | Workload::FeedRead => {
+                for seq in 0..FEED_SIZE as u64 {
+                    feed.create_item("post", feed_post(seq), None)?;
+                }
+            }
+        }
+        self.data = Some((db, posts, feed));
+        Ok(())
+    }
+
+    fn connect(&self) -> Result<Box<dyn Caller + '_>, BenchError> {
+        let (posts, feed) = self.containers()?;
+        Ok(Box::new(PartitaCaller {
+            flavor: self.flavor,
+            posts: posts.clone(),
+            feed: feed.clone(),
+            triggers: WriteOptions {
+                post_triggers: vec!["truncateFeed".into()],
+                ..WriteOptions::default()
+            },
+        }))
+    }
+
+    fn verify(&mut self, workload: Workload, calls: u64) -> Result<(), BenchError> {
+        let (posts, feed) = self.containers()?;
+        match workload {
+            Workload::CreateComment => {
+                let (mut count_sum, mut comments) = (0, 0);
+                for key in posts.partition_keys() {
+                    let partita::PartitionKey::String(id) = &key else {
+                        continue;
+                    };
+                    let (count, n) = blog::comment_counts(posts, id)?;
+                    count_sum += count as u64;
+                    comments += n as u64;
+                }
+                check_comments(calls, count_sum, comments)
+            }
+            Workload::TruncateFeed | Workload::FeedRead => {
+                let snapshot = feed.snapshot(&"post".into());
+                let newest = snapshot
+                    .documents()
+                    .max_by(|a, b| date(a).cmp(date(b)))
+                    .map(|d| d.id().to_owned());
+                let calls = if workload == Workload::FeedRead {
+                    0
+                } else {
+                    calls
+                };
+                check_feed(snapshot.len(), newest.as_deref(), calls)
+            }
+        }
+    }
+}
+
+fn date(doc: &Value) -> &str {
+    doc["creationDate"].as_str().unwrap_or("")
+}
+
+/// One caller's handles (containers are cheap to clone).
+pub struct PartitaCaller {
+    flavor: Flavor,
+    posts: Container,
+    feed: Container,
+    triggers: WriteOptions,
+}
+
+impl Caller for PartitaCaller {
+    fn call(&mut self, call: Call) -> Result<usize, BenchError> {
+        match (self.flavor, call) {
+            (Flavor::Native, Call::CreateComment { post_id, comment }) => {
+                blog::create_comment(&self.posts, &post_id, comment)?;
+                Ok(2)
+            }
+            (Flavor::Native, Call::TruncateFeed { post, .. }) => {
+                Ok(self.feed.transaction("post", |txn| {
+                    txn.create_item(post)?;
+                    let view = txn.view();
+                    let surplus = view.len().saturating_sub(FEED_SIZE);
+                    if surplus > 0 {
+                        let mut docs: Vec<(&str, &str)> =
+                            view.documents().map(|d| (date(d), d.id())).collect();
+                        docs.sort_unstable();
+                        let oldest: Vec<String> = docs[..surplus]
+                            .iter()
+                            .map(|(_, id)| (*id).to_owned())
+                            .collect();
+                        for id in oldest {
+                            txn.delete_item(&id, None)?;
+                        }
+                    }
+                    Ok::<_, partita::Error>(1 + surplus)
+                })?)
+            }
+            (Flavor::Native, Call::FeedRead) => {
+                let options = QueryItemsOptions {
+                    partition_key: Some("post".into()),
+                    ..QueryItemsOptions::default()
+                };
+                let page = self
+                    .feed
+                    .query_items(FEED_QUERY, &Default::default(), &options)?;
+                check_feed_read(&page.items)
+            }
+            (_, Call::CreateComment { post_id, comment }) => {
+                self.posts.execute_stored_procedure(
+                    "createComment",
+                    post_id.as_str(),
+                    vec![json!(post_id), comment],
+                )?;
+                Ok(2)
+            }
+            (_, Call::TruncateFeed { post, .. }) => {
+                let response = self.feed.create_item_with("post", post, &self.triggers)?;
+                Ok(response.stats.docs_written as usize)
+            }
+            (_, Call::FeedRead) => {
+                let response = self
+                    .feed
+                    .execute_stored_procedure("readFeed", "post", vec![])?;
+                match response.body {
+                    Value::Array(items) => check_feed_read(&items),
+                    other => Err(BenchError::Check(format!(
+                        "readFeed returned {other} instead of an array"
+                    ))),
+                }
+            }
+        }
+    }
+}

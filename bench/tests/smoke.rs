@@ -1,0 +1,174 @@
+//! The harness end to end on the in-process targets only (Partita and
+//! SQLite; CI never starts Redis or PostgreSQL): a few hundred calls per
+//! row, every row checked against its data, the report's ratios and JSON,
+//! and a target that skips its work failing its row instead of winning it.
+
+use partita_bench::partita::{Flavor, slot};
+use partita_bench::sqlite::SqliteTarget;
+use partita_bench::{
+    BenchError, Budget, Call, Caller, Config, Durability, Outcome, PARTITA_JS, RowSpec, Slot,
+    Target, Workload, run, run_row,
+};
+
+const BUDGET: Budget = Budget::Calls {
+    warm_up: 10,
+    measure: 60,
+};
+
+fn rows() -> Vec<RowSpec> {
+    vec![
+        RowSpec {
+            workload: Workload::CreateComment,
+            partitions: 16,
+            callers: 4,
+        },
+        RowSpec {
+            workload: Workload::TruncateFeed,
+            partitions: 1,
+            callers: 2,
+        },
+        RowSpec {
+            workload: Workload::FeedRead,
+            partitions: 1,
+            callers: 2,
+        },
+    ]
+}
+
+#[test]
+fn in_process_targets_run_every_workload_and_report_ratios() {
+    let mut slots = vec![
+        slot(Flavor::Native, Durability::Memory),
+        slot(Flavor::JavaScript, Durability::Memory),
+        slot(Flavor::Wasm, Durability::Memory),
+        slot(Flavor::Native, Durability::Durable),
+        slot(Flavor::JavaScript, Durability::Durable),
+        Slot::Ready(Box::new(SqliteTarget::new(Durability::Durable))),
+    ];
+    let config = Config {
+        budget: BUDGET,
+        rows: rows(),
+    };
+    let mut seen = 0;
+    let report = run(&mut slots, &config, |_| seen += 1);
+    assert_eq!(seen, 18);
+    assert_eq!(report.rows.len(), 18);
+    for row in &report.rows {
+        match (&row.outcome, row.system.as_str()) {
+            (Outcome::Skipped(reason), "Partita Wasm") => {
+                assert_eq!(reason, "Wasm runtime not in this build")
+            }
+            (Outcome::Measured(m), _) => {
+                let callers = row.spec.callers as u64;
+                assert_eq!(m.calls, 60 * callers, "{row:?}");
+                assert!(m.throughput > 0.0 && m.p50_us > 0.0 && m.p99_us >= m.p50_us);
+                let js = report
+                    .ratio(row, PARTITA_JS)
+                    .expect("a JS row to compare with");
+                if row.system == PARTITA_JS {
+                    assert_eq!(js, 1.0);
+                }
+                assert_eq!(report.ratio(row, "Partita Wasm"), None);
+            }
+            (other, system) => panic!("{system} {:?}: {other:?}", row.spec),
+        }
+    }
+    // SQLite has only a durable row here: its ratio is against the durable JS row.
+    let json = report.to_json();
+    assert!(json["machine"]["logical_cores"].as_u64().unwrap() >= 1);
+    let targets = json["targets"].as_array().unwrap();
+    assert!(targets.iter().any(|t| t["target"] == "SQLite"
+        && t["durability"] == "durable"
+        && t["settings"].as_str().unwrap().contains("synchronous=FULL")));
+    let rows = json["rows"].as_array().unwrap();
+    assert!(
+        rows.iter()
+            .any(|r| r["skipped"] == "Wasm runtime not in this build")
+    );
+    assert!(rows.iter().all(|r| r.get("failed").is_none()));
+    let table = report.table();
+    assert!(table.contains("| createComment | 16 | 4 | SQLite | durable |"));
+    assert!(table.contains("skipped: Wasm runtime not in this build"));
+}
+
+/// A SQLite target whose callers acknowledge calls without making them.
+struct Lazy(SqliteTarget);
+
+struct LazyCaller;
+
+impl Caller for LazyCaller {
+    fn call(&mut self, _call: Call) -> Result<usize, BenchError> {
+        Ok(2)
+    }
+}
+
+impl Target for Lazy {
+    fn system(&self) -> &str {
+        "lazy"
+    }
+    fn durability(&self) -> Durability {
+        Durability::Relaxed
+    }
+    fn settings(&self) -> String {
+        String::new()
+    }
+    fn prepare(&mut self, workload: Workload, partitions: usize) -> Result<(), BenchError> {
+        self.0.prepare(workload, partitions)
+    }
+    fn connect(&self) -> Result<Box<dyn Caller + '_>, BenchError> {
+        Ok(Box::new(LazyCaller))
+    }
+    fn verify(&mut self, workload: Workload, calls: u64) -> Result<(), BenchError> {
+        self.0.verify(workload, calls)
+    }
+}
+
+#[test]
+fn a_target_that_skips_work_fails_its_row() {
+    let mut lazy = Lazy(SqliteTarget::new(Durability::Relaxed));
+    for spec in &rows()[..2] {
+        match run_row(&mut lazy, *spec, BUDGET) {
+            Outcome::Failed(error) => assert!(error.contains("check failed"), "{error}"),
+            other => panic!("{spec:?}: {other:?}"),
+        }
+    }
+    // The same rows pass on the real target.
+    let mut real = SqliteTarget::new(Durability::Relaxed);
+    for spec in rows() {
+        assert!(matches!(
+            run_row(&mut real, spec, BUDGET),
+            Outcome::Measured(_)
+        ));
+    }
+}
+
+#[test]
+fn a_failing_call_fails_the_row_with_its_error() {
+    struct Missing(SqliteTarget);
+    impl Target for Missing {
+        fn system(&self) -> &str {
+            "missing posts"
+        }
+        fn durability(&self) -> Durability {
+            Durability::Relaxed
+        }
+        fn settings(&self) -> String {
+            String::new()
+        }
+        // Prepares no posts at all: createComment finds none.
+        fn prepare(&mut self, workload: Workload, _partitions: usize) -> Result<(), BenchError> {
+            self.0.prepare(workload, 0)
+        }
+        fn connect(&self) -> Result<Box<dyn Caller + '_>, BenchError> {
+            self.0.connect()
+        }
+        fn verify(&mut self, workload: Workload, calls: u64) -> Result<(), BenchError> {
+            self.0.verify(workload, calls)
+        }
+    }
+    let mut target = Missing(SqliteTarget::new(Durability::Relaxed));
+    match run_row(&mut target, rows()[0], BUDGET) {
+        Outcome::Failed(error) => assert!(error.contains("not found"), "{error}"),
+        other => panic!("{other:?}"),
+    }
+}
