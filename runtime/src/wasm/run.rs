@@ -309,7 +309,12 @@ fn classify(e: &wasmtime::Error, limits: &Limits, state: &HostState) -> Error {
                 backtrace,
             },
             other => Error::Trap {
-                message: memory_note(other.to_string()),
+                message: memory_note(
+                    other
+                        .to_string()
+                        .trim_start_matches("wasm trap: ")
+                        .to_owned(),
+                ),
                 backtrace,
             },
         };
