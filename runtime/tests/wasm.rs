@@ -71,7 +71,13 @@ fn create_comment_wat_increments_and_rolls_back() {
     let (_db, c) = container("posts", "/postId");
     post(&c, "p1");
     let m = module(&wat("createComment.wat"), ScriptKind::StoredProcedure);
-    call(&c, "p1", &m, vec![json!("p1"), json!({"type": "comment", "text": "hi"})]).unwrap();
+    call(
+        &c,
+        "p1",
+        &m,
+        vec![json!("p1"), json!({"type": "comment", "text": "hi"})],
+    )
+    .unwrap();
     assert_eq!(c.read_item("p1", "p1").unwrap()["commentCount"], 1);
     let comments: Vec<Value> = docs(&c, "p1")
         .into_iter()
@@ -85,26 +91,46 @@ fn create_comment_wat_increments_and_rolls_back() {
 
     // A fixed id, twice: the second create fails with 409, the guest fails
     // with it, and the increment is rolled back.
-    call(&c, "p1", &m, vec![json!("p1"), json!({"id": "c1", "type": "comment"})]).unwrap();
+    call(
+        &c,
+        "p1",
+        &m,
+        vec![json!("p1"), json!({"id": "c1", "type": "comment"})],
+    )
+    .unwrap();
     let f = failure(call(
         &c,
         "p1",
         &m,
         vec![json!("p1"), json!({"id": "c1", "type": "comment"})],
     ));
-    assert_eq!((f.error.status(), f.error.substatus()), (400, Some(409)), "{}", f.error);
+    assert_eq!(
+        (f.error.status(), f.error.substatus()),
+        (400, Some(409)),
+        "{}",
+        f.error
+    );
     assert!(f.error.to_string().contains("c1"), "{}", f.error);
     assert_eq!(c.read_item("p1", "p1").unwrap()["commentCount"], 2);
     assert_eq!(count(&c, "p1"), 3);
 
     // A missing post: 400/404 with the host's message.
     let f = failure(call(&c, "p9", &m, vec![json!("p9"), json!({})]));
-    assert_eq!((f.error.status(), f.error.substatus()), (400, Some(404)), "{}", f.error);
+    assert_eq!(
+        (f.error.status(), f.error.substatus()),
+        (400, Some(404)),
+        "{}",
+        f.error
+    );
 
     // Parameters of the wrong shape are refused with a message.
     let f = failure(call(&c, "p1", &m, vec![json!(7)]));
     assert_eq!(f.error.status(), 400);
-    assert!(f.error.to_string().contains("expects [postId, comment]"), "{}", f.error);
+    assert!(
+        f.error.to_string().contains("expects [postId, comment]"),
+        "{}",
+        f.error
+    );
 }
 
 /// The document without what differs between two runs (system properties).
@@ -143,7 +169,10 @@ fn create_comment_wat_matches_javascript() {
             } else {
                 call(&c, "p1", &m, params)
             };
-            statuses.push(res.map(|_| ()).map_err(|f| (f.error.status(), f.error.substatus())));
+            statuses.push(
+                res.map(|_| ())
+                    .map_err(|f| (f.error.status(), f.error.substatus())),
+            );
         }
         let mut all: Vec<Value> = docs(&c, "p1").into_iter().map(content).collect();
         all.sort_by_key(|d| d["id"].to_string());
@@ -154,7 +183,11 @@ fn create_comment_wat_matches_javascript() {
     assert_eq!(results[1].0[3], Err((400, Some(409))));
 }
 
-fn feed_write(c: &engine::Container, module: &[u8], i: usize) -> Result<runtime::Output, runtime::Failure> {
+fn feed_write(
+    c: &engine::Container,
+    module: &[u8],
+    i: usize,
+) -> Result<runtime::Output, runtime::Failure> {
     let mut txn = c.begin("post").unwrap();
     let doc = json!({"id": format!("post{i:03}"), "type": "post", "creationDate": format!("2024-01-01T00:{:02}:{:02}Z", i / 60, i % 60)});
     let written = txn.create_item(doc.clone()).unwrap();
@@ -184,7 +217,11 @@ fn truncate_feed_wat_keeps_exactly_100() {
         .map(|d| d["id"].as_str().unwrap().to_owned())
         .collect();
     ids.sort();
-    assert_eq!(ids.first().unwrap(), "post005", "the oldest five were deleted");
+    assert_eq!(
+        ids.first().unwrap(),
+        "post005",
+        "the oldest five were deleted"
+    );
 }
 
 #[test]
@@ -227,7 +264,10 @@ fn inputs_outputs_and_logs() {
     assert_eq!(body["containerId"], "posts");
     assert_eq!(body["partitionKey"], json!(["p1"]));
     assert_eq!(body["operation"], Value::Null);
-    assert!(body["altLink"].as_str().unwrap().ends_with("colls/posts"), "{body}");
+    assert!(
+        body["altLink"].as_str().unwrap().ends_with("colls/posts"),
+        "{body}"
+    );
     assert!(out.stats.fuel > 0);
 
     // A procedure that sets no body answers None (the facade makes it "").
@@ -266,7 +306,10 @@ fn pre_trigger_changes_the_request_body() {
         &Limits::default(),
     )
     .unwrap();
-    assert_eq!(out.body.unwrap(), json!({"id": "x", "postId": "p1", "stamped": true}));
+    assert_eq!(
+        out.body.unwrap(),
+        json!({"id": "x", "postId": "p1", "stamped": true})
+    );
 }
 
 #[test]
@@ -312,12 +355,19 @@ fn upload_refuses_bad_modules_naming_the_problem() {
     let check = |body: &[u8], kind: ScriptKind, expected: &str| {
         let err = prepare_wasm(&script(body), kind).unwrap_err();
         assert_eq!((err.status(), err.substatus()), (400, Some(65535)), "{err}");
-        assert!(err.to_string().contains(expected), "{err} should mention {expected:?}");
+        assert!(
+            err.to_string().contains(expected),
+            "{err} should mention {expected:?}"
+        );
     };
     let p = ScriptKind::StoredProcedure;
     check(b"\0asm\x01\0\0\0\x99garbage", p, "does not validate");
     check(&[0xff, 0xfe, 0x00], p, "neither WebAssembly");
-    check(b"(module (func (result i32) i32.const 0 i32.const 1)", p, "does not parse");
+    check(
+        b"(module (func (result i32) i32.const 0 i32.const 1)",
+        p,
+        "does not parse",
+    );
     check(
         br#"(module (import "wasi_snapshot_preview1" "fd_write" (func (param i32 i32 i32 i32) (result i32)))
               (memory (export "memory") 1) (func (export "partita_procedure") (result i32) (i32.const 0)))"#,
@@ -360,12 +410,19 @@ fn upload_refuses_bad_modules_naming_the_problem() {
     // A module that is fine as a trigger is refused as a UDF.
     let trigger = wat("truncateFeed.wat");
     assert!(prepare_wasm(&script(trigger.as_bytes()), ScriptKind::Trigger).is_ok());
-    check(trigger.as_bytes(), ScriptKind::UserDefinedFunction, "partita_udf");
+    check(
+        trigger.as_bytes(),
+        ScriptKind::UserDefinedFunction,
+        "partita_udf",
+    );
 
     // WAT is normalized to the binary form.
     let wasm = prepare_wasm(&script(trigger.as_bytes()), ScriptKind::Trigger).unwrap();
     assert!(wasm.starts_with(b"\0asm"));
-    assert_eq!(prepare_wasm(&script(&wasm), ScriptKind::Trigger).unwrap(), wasm);
+    assert_eq!(
+        prepare_wasm(&script(&wasm), ScriptKind::Trigger).unwrap(),
+        wasm
+    );
 }
 
 #[test]
@@ -375,7 +432,13 @@ fn fuel_is_deterministic_and_reported() {
     for _ in 0..3 {
         let (_db, c) = container("posts", "/postId");
         post(&c, "p1");
-        let out = call(&c, "p1", &m, vec![json!("p1"), json!({"id": "c1", "text": "hi"})]).unwrap();
+        let out = call(
+            &c,
+            "p1",
+            &m,
+            vec![json!("p1"), json!({"id": "c1", "text": "hi"})],
+        )
+        .unwrap();
         fuel.push(out.stats.fuel);
     }
     assert!(fuel[0] > 3 * 1000, "three host calls at least: {fuel:?}");
@@ -400,7 +463,14 @@ fn bounded_execution_returns_not_accepted() {
     let m = procedure(CREATE_UNTIL_NOT_ACCEPTED);
     let run = |limits: &Limits| {
         let (_db, c) = container("posts", "/pk");
-        let out = call_with(&c, "a", &m, Invocation::Procedure { params: vec![] }, limits).unwrap();
+        let out = call_with(
+            &c,
+            "a",
+            &m,
+            Invocation::Procedure { params: vec![] },
+            limits,
+        )
+        .unwrap();
         (count(&c, "a"), out.stats.fuel)
     };
     // Past accept_fuel: the same number of documents every time.
@@ -440,7 +510,10 @@ fn udfs_compute_from_their_arguments() {
         r#"(func (export "partita_udf") (result i32) (i32.const 0))"#,
         ScriptKind::UserDefinedFunction,
     );
-    assert_eq!(run_wasm_udf(&script(&m), &[], &Limits::default()).unwrap(), None);
+    assert_eq!(
+        run_wasm_udf(&script(&m), &[], &Limits::default()).unwrap(),
+        None
+    );
 }
 
 #[test]
@@ -458,7 +531,13 @@ fn artifacts_survive_a_restart_and_corruption_is_detected() {
         };
         let mut txn = c.begin("p1").unwrap();
         let params = vec![json!("p1"), json!({"id": "c1"})];
-        run_wasm(&s, Invocation::Procedure { params }, &mut txn, &Limits::default()).unwrap();
+        run_wasm(
+            &s,
+            Invocation::Procedure { params },
+            &mut txn,
+            &Limits::default(),
+        )
+        .unwrap();
         txn.commit().unwrap();
         assert_eq!(c.read_item("p1", "p1").unwrap()["commentCount"], 1);
     };
@@ -466,7 +545,11 @@ fn artifacts_survive_a_restart_and_corruption_is_detected() {
     run(&first);
     run(&first);
     let stats = first.stats();
-    assert_eq!((stats.compiled, stats.loaded, stats.hits), (1, 0, 1), "{stats:?}");
+    assert_eq!(
+        (stats.compiled, stats.loaded, stats.hits),
+        (1, 0, 1),
+        "{stats:?}"
+    );
     let artifacts: Vec<_> = std::fs::read_dir(dir.path().join(runtime::ARTIFACT_DIR))
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -494,7 +577,11 @@ fn artifacts_survive_a_restart_and_corruption_is_detected() {
         let cache = WasmCache::new();
         run(&cache);
         let stats = cache.stats();
-        assert_eq!((stats.rejected, stats.compiled, stats.loaded), (1, 1, 0), "{damage}: {stats:?}");
+        assert_eq!(
+            (stats.rejected, stats.compiled, stats.loaded),
+            (1, 1, 0),
+            "{damage}: {stats:?}"
+        );
         let again = WasmCache::new();
         run(&again);
         assert_eq!(again.stats().loaded, 1, "{damage}: rewritten");
@@ -522,5 +609,13 @@ fn js_and_wasm_report_the_same_statuses() {
         (js.error.status(), js.error.substatus()),
         (wasm.error.status(), wasm.error.substatus())
     );
-    assert_eq!(ok_body(call(&c, "p1", &procedure(r#"(func (export "partita_procedure") (result i32) (i32.const 0))"#), vec![])), Value::Null);
+    assert_eq!(
+        ok_body(call(
+            &c,
+            "p1",
+            &procedure(r#"(func (export "partita_procedure") (result i32) (i32.const 0))"#),
+            vec![]
+        )),
+        Value::Null
+    );
 }

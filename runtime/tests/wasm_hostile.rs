@@ -38,7 +38,11 @@ fn hostile(m: &[u8], limits: &Limits) -> Failure {
         Invocation::Procedure { params: vec![] },
         limits,
     ));
-    assert_eq!(c.snapshot(&PartitionKey::from("p1")).len(), 0, "rolled back");
+    assert_eq!(
+        c.snapshot(&PartitionKey::from("p1")).len(),
+        0,
+        "rolled back"
+    );
     healthy();
     f
 }
@@ -78,7 +82,11 @@ fn infinite_loop_runs_out_of_fuel() {
     };
     let f = hostile(&m, &limits);
     assert_eq!(f.error.status(), 408, "{}", f.error);
-    assert!(matches!(f.error, Error::Budget(Budget::Fuel { limit: 5_000_000 })), "{}", f.error);
+    assert!(
+        matches!(f.error, Error::Budget(Budget::Fuel { limit: 5_000_000 })),
+        "{}",
+        f.error
+    );
     assert_eq!(f.stats.fuel, 5_000_000);
 }
 
@@ -96,7 +104,11 @@ fn infinite_loop_hits_the_deadline() {
     };
     let f = hostile(&m, &limits);
     assert_eq!(f.error.status(), 408, "{}", f.error);
-    assert!(matches!(f.error, Error::Budget(Budget::WallTime { .. })), "{}", f.error);
+    assert!(
+        matches!(f.error, Error::Budget(Budget::WallTime { .. })),
+        "{}",
+        f.error
+    );
 }
 
 #[test]
@@ -121,7 +133,12 @@ fn memory_growth_stops_at_the_limit() {
     ));
     let f = hostile(&m, &limits);
     // 1 MiB is 16 pages; the module started with one.
-    assert_eq!((f.error.status(), f.error.substatus()), (400, Some(15)), "{}", f.error);
+    assert_eq!(
+        (f.error.status(), f.error.substatus()),
+        (400, Some(15)),
+        "{}",
+        f.error
+    );
 
     // A guest that then traps (as a Rust guest aborts) is told why.
     let m = procedure(&format!(
@@ -130,7 +147,10 @@ fn memory_growth_stops_at_the_limit() {
     let f = hostile(&m, &limits);
     assert_eq!(f.error.status(), 400);
     let message = f.error.to_string();
-    assert!(message.contains("memory limit of 1048576 bytes"), "{message}");
+    assert!(
+        message.contains("memory limit of 1048576 bytes"),
+        "{message}"
+    );
     assert!(message.contains("unreachable"), "{message}");
 
     // A module whose initial memory is over the limit cannot start.
@@ -154,11 +174,18 @@ fn deep_recursion_overflows_the_stack() {
     );
     let f = hostile(&m, &Limits::default());
     assert_eq!(f.error.status(), 400);
-    assert!(f.error.to_string().contains("call stack exhausted"), "{}", f.error);
+    assert!(
+        f.error.to_string().contains("call stack exhausted"),
+        "{}",
+        f.error
+    );
     let Error::Trap { backtrace, .. } = &f.error else {
         panic!("{}", f.error)
     };
-    assert!(backtrace.as_deref().unwrap_or("").contains("down"), "{backtrace:?}");
+    assert!(
+        backtrace.as_deref().unwrap_or("").contains("down"),
+        "{backtrace:?}"
+    );
 }
 
 #[test]
@@ -167,9 +194,18 @@ fn bad_pointers_trap_with_a_clear_error() {
         ("input", "(call $log (i32.const 0x7fffffff) (i32.const 10))"),
         ("input", "(call $log (i32.const 65530) (i32.const 7))"),
         // A huge length: -1 is 4 GiB - 1 read as unsigned.
-        ("input", "(drop (call $read (i32.const 0) (i32.const -1) (i32.const 0) (i32.const 0)))"),
-        ("output", "(drop (call $take_result (i32.const 100) (i32.const -1)))"),
-        ("output", "(drop (call $read (i32.const 0) (i32.const 1) (i32.const 65535) (i32.const 2)))"),
+        (
+            "input",
+            "(drop (call $read (i32.const 0) (i32.const -1) (i32.const 0) (i32.const 0)))",
+        ),
+        (
+            "output",
+            "(drop (call $take_result (i32.const 100) (i32.const -1)))",
+        ),
+        (
+            "output",
+            "(drop (call $read (i32.const 0) (i32.const 1) (i32.const 65535) (i32.const 2)))",
+        ),
     ] {
         let m = procedure(&format!(
             r#"{WRITE_FIRST}
@@ -181,12 +217,21 @@ fn bad_pointers_trap_with_a_clear_error() {
         let f = hostile(&m, &Limits::default());
         assert_eq!(f.error.status(), 400, "{body}: {}", f.error);
         let message = f.error.to_string();
-        assert!(message.contains(&format!("the {what} range")), "{body}: {message}");
-        assert!(message.contains("outside the guest memory of 65536 bytes"), "{message}");
+        assert!(
+            message.contains(&format!("the {what} range")),
+            "{body}: {message}"
+        );
+        assert!(
+            message.contains("outside the guest memory of 65536 bytes"),
+            "{message}"
+        );
         let Error::Trap { backtrace, .. } = &f.error else {
             panic!("{}", f.error)
         };
-        assert!(backtrace.as_deref().unwrap_or("").contains("main"), "{backtrace:?}");
+        assert!(
+            backtrace.as_deref().unwrap_or("").contains("main"),
+            "{backtrace:?}"
+        );
     }
 }
 
@@ -195,11 +240,20 @@ fn bad_data_is_an_error_code_not_a_trap() {
     // Each operation answers -400; the guest handles it and commits.
     for (data, op) in [
         // An id that is not UTF-8.
-        (r#""\ff\fe""#, "(call $read (i32.const 0) (i32.const 2) (i32.const 100) (i32.const 100))"),
+        (
+            r#""\ff\fe""#,
+            "(call $read (i32.const 0) (i32.const 2) (i32.const 100) (i32.const 100))",
+        ),
         // A document that is not JSON.
-        (r#""{not json""#, "(call $create (i32.const 0) (i32.const 9) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0))"),
+        (
+            r#""{not json""#,
+            "(call $create (i32.const 0) (i32.const 9) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0))",
+        ),
         // A document of another partition.
-        (r#""{\"id\":\"x\",\"postId\":\"p2\"}""#, "(call $create (i32.const 0) (i32.const 24) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0))"),
+        (
+            r#""{\"id\":\"x\",\"postId\":\"p2\"}""#,
+            "(call $create (i32.const 0) (i32.const 24) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0))",
+        ),
     ] {
         let m = procedure(&format!(
             r#"(data (i32.const 0) {data})
@@ -230,7 +284,12 @@ fn bad_data_is_an_error_code_not_a_trap() {
              (i32.sub (i32.const 0) (local.get $r)))"#,
     );
     let f = hostile(&m, &Limits::default());
-    assert_eq!((f.error.status(), f.error.substatus()), (400, Some(400)), "{}", f.error);
+    assert_eq!(
+        (f.error.status(), f.error.substatus()),
+        (400, Some(400)),
+        "{}",
+        f.error
+    );
 }
 
 #[test]
@@ -242,5 +301,9 @@ fn a_start_function_cannot_call_the_host() {
     );
     let f = hostile(&m, &Limits::default());
     assert_eq!(f.error.status(), 400);
-    assert!(f.error.to_string().contains("start function"), "{}", f.error);
+    assert!(
+        f.error.to_string().contains("start function"),
+        "{}",
+        f.error
+    );
 }

@@ -57,7 +57,13 @@ pub fn call_with(
 
 /// Calls a procedure with default limits.
 pub fn call(c: &Container, pk: &str, module: &[u8], params: Vec<Value>) -> Result<Output, Failure> {
-    call_with(c, pk, module, Invocation::Procedure { params }, &Limits::default())
+    call_with(
+        c,
+        pk,
+        module,
+        Invocation::Procedure { params },
+        &Limits::default(),
+    )
 }
 
 /// The body a successful call set.
