@@ -183,6 +183,7 @@ fn create_comment_wat_matches_javascript() {
     assert_eq!(results[1].0[3], Err((400, Some(409))));
 }
 
+#[allow(clippy::result_large_err)] // As `run_wasm`.
 fn feed_write(
     c: &engine::Container,
     module: &[u8],

@@ -535,10 +535,7 @@ fn page_size(import: Import, opts: &Map<String, Value>) -> Result<usize, HostErr
     }
 }
 
-fn continuation<'a>(
-    import: Import,
-    opts: &'a Map<String, Value>,
-) -> Result<Option<&'a str>, HostError> {
+fn continuation(import: Import, opts: &Map<String, Value>) -> Result<Option<&str>, HostError> {
     match opts.get("continuation") {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
