@@ -620,3 +620,21 @@ fn js_and_wasm_report_the_same_statuses() {
         Value::Null
     );
 }
+
+#[test]
+fn concurrent_calls_keep_the_count() {
+    let (_db, c) = container("posts", "/postId");
+    post(&c, "p1");
+    let m = module(&wat("createComment.wat"), ScriptKind::StoredProcedure);
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| {
+                for _ in 0..25 {
+                    call(&c, "p1", &m, vec![json!("p1"), json!({"text": "hi"})]).unwrap();
+                }
+            });
+        }
+    });
+    assert_eq!(c.read_item("p1", "p1").unwrap()["commentCount"], 100);
+    assert_eq!(count(&c, "p1"), 101);
+}
