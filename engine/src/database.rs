@@ -321,3 +321,18 @@ impl std::fmt::Debug for Database {
             .finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_dir_is_the_opened_directory() {
+        assert_eq!(Database::in_memory().data_dir(), None);
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::open(dir.path()).unwrap();
+        assert_eq!(db.data_dir(), Some(dir.path()));
+        let c = db.create_container("c", "/pk").unwrap();
+        assert_eq!(c.data_dir(), Some(dir.path()));
+    }
+}
