@@ -39,6 +39,23 @@
 //! [`Limits::accept_wall_time`](crate::Limits::accept_wall_time) collection
 //! operations return `NOT_ACCEPTED`.
 
+//! COST
+//! ====
+//!
+//! `benches/wasm.rs`, release, on the project's 2-core VM while other
+//! builds kept the load average at 5-7 (the JavaScript bench measured at the
+//! same time was about 10% slower than on a quiet machine):
+//! `createComment.wat` warm, a fresh pooled instance per call, p50 24 µs,
+//! p99 80-98 µs (target 10/40 µs: not met); a UDF call 5.6 µs p50, which is
+//! roughly the fixed cost of a store, an instance and its teardown; upload
+//! (WAT to wasm, compile, checks) 4.5-6.6 ms and the first call after it
+//! 0.21-0.26 ms; first call after a restart, loading the artifact, 94-130 µs
+//! median. Not yet investigated: the WAT guest's buffers lie 2 MiB apart, so
+//! each call faults in and resets several scattered pages; a compact layout
+//! (small buffers, `take_result` for large results) and
+//! `PoolingAllocationConfig::linear_memory_keep_resident` are the first
+//! things to try.
+
 mod cache;
 mod host;
 mod run;
