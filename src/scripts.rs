@@ -20,19 +20,33 @@
 //! Scripts are looked up once per request: a script replaced meanwhile takes
 //! effect for the next request, and the request finishes on the version it
 //! started with.
+//!
+//! A script runs in the sandbox of its language: `run_js` for JavaScript,
+//! `run_wasm` for a WebAssembly module (same response shape, statuses and
+//! bounded execution; the statistics carry fuel instead of instructions).
+//! The engine stores script bodies without looking inside, so WebAssembly
+//! modules are checked at upload here: [`Scripts::create_checked_script`]
+//! and [`Scripts::replace_checked_script`] compile `.wat` text to `.wasm`
+//! bytes and refuse, with 400 naming the problem, a module that does not
+//! validate, imports anything outside the `partita_v1` ABI, or lacks its
+//! kind's entry point; the compiled module is cached in memory and its
+//! precompiled artifact written under the data directory, so neither the
+//! first call nor a restart compiles again. A module stored with the
+//! engine's plain `create_script` is checked when it first runs instead.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::path::Path;
 use std::rc::Rc;
 use std::time::Duration;
 
 use engine::query::{Params, Udf};
 use engine::{
     Container, Document, ItemOptions, PartitionKey, QueryItemsOptions, QueryPage, Script,
-    ScriptKind, ScriptLanguage, TriggerOperation, TriggerType, Txn,
+    ScriptKind, ScriptLanguage, ScriptProperties, TriggerOperation, TriggerType, Txn,
 };
 use host_api::CallStats;
-use runtime::{Invocation, Limits};
+use runtime::{Invocation, Limits, WasmCache, WasmScript};
 use serde_json::Value;
 
 /// Options of a point write that may run triggers.
@@ -59,23 +73,27 @@ pub struct CallStatistics {
     pub bytes_read: u64,
     /// Bytes of documents written.
     pub bytes_written: u64,
-    /// Script instructions executed.
+    /// JavaScript instructions executed.
     pub instructions: u64,
     /// Scripts run (the procedure, each trigger); each adds a fixed request
     /// charge.
     pub scripts_run: u64,
+    /// WebAssembly fuel used (deterministic: the same call on the same data
+    /// uses the same fuel).
+    pub fuel: u64,
     /// Wall time of the whole call.
     pub wall_time: Duration,
 }
 
 impl CallStatistics {
-    fn add(&mut self, collection: CallStats, instructions: u64) {
+    fn add(&mut self, collection: CallStats, instructions: u64, fuel: u64) {
         self.docs_read += collection.docs_read;
         self.docs_written += collection.docs_written;
         self.bytes_read += collection.bytes_read;
         self.bytes_written += collection.bytes_written;
         self.instructions += instructions;
         self.scripts_run += 1;
+        self.fuel += fuel;
     }
 }
 
@@ -170,6 +188,38 @@ impl CallError {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub trait Scripts {
+    /// Stores a new script after checking what the engine cannot: a
+    /// WebAssembly module (`.wasm` bytes or `.wat` text, stored as `.wasm`)
+    /// must validate, import only the `partita_v1` ABI and export its kind's
+    /// entry point; it is compiled now, so the first call does not. A
+    /// JavaScript script is stored as `create_script` would.
+    ///
+    /// ```
+    /// use partita::{Database, ScriptKind, ScriptProperties, Scripts};
+    ///
+    /// let db = Database::in_memory();
+    /// let posts = db.create_container("posts", "/postId")?;
+    /// let wat = r#"(module (memory (export "memory") 1)
+    ///                (func (export "partita_procedure") (result i32) (i32.const 0)))"#;
+    /// posts.create_checked_script(ScriptProperties::wasm("noop", ScriptKind::StoredProcedure, wat))?;
+    /// let bad = ScriptProperties::wasm("bad", ScriptKind::StoredProcedure, "(module)");
+    /// assert_eq!(posts.create_checked_script(bad).unwrap_err().status(), 400);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// 400 naming the problem with the module; the errors of
+    /// `Container::create_script` (409 when it exists, ...).
+    fn create_checked_script(&self, props: ScriptProperties) -> Result<Script, engine::Error>;
+
+    /// Replaces a script after the checks of
+    /// [`Scripts::create_checked_script`].
+    ///
+    /// # Errors
+    /// As [`Scripts::create_checked_script`], and 404 when there is no such
+    /// script.
+    fn replace_checked_script(&self, props: ScriptProperties) -> Result<Script, engine::Error>;
+
     /// Runs a stored procedure in one logical partition, atomically.
     ///
     /// # Errors
@@ -259,36 +309,69 @@ pub trait Scripts {
     ) -> Result<ItemResponse, CallError>;
 }
 
-/// The JavaScript text of a script, or 400 for a kind of script the runtime
-/// cannot run yet.
+/// The JavaScript text of a script.
 fn javascript(script: &Script) -> Result<&str, engine::Error> {
-    if script.language != ScriptLanguage::JavaScript {
-        return Err(engine::Error::BadRequest(format!(
-            "script {:?} is WebAssembly, which this build cannot run yet",
-            script.id
-        )));
-    }
     std::str::from_utf8(&script.body)
         .map_err(|_| engine::Error::BadRequest(format!("script {:?} is not UTF-8 text", script.id)))
+}
+
+/// A WebAssembly script, cached in the process's cache and, for a durable
+/// database, as an artifact under `data_dir`.
+fn wasm<'a>(script: &'a Script, data_dir: Option<&'a Path>) -> WasmScript<'a> {
+    WasmScript {
+        id: &script.id,
+        module: &script.body,
+        cache: WasmCache::global(),
+        artifact_dir: data_dir,
+    }
+}
+
+/// Checks and normalizes a script before it is stored (see the module
+/// docs).
+fn checked(
+    container: &Container,
+    mut props: ScriptProperties,
+) -> Result<ScriptProperties, engine::Error> {
+    if props.language == ScriptLanguage::Wasm {
+        let script = WasmScript {
+            id: &props.id,
+            module: &props.body,
+            cache: WasmCache::global(),
+            artifact_dir: container.data_dir(),
+        };
+        let what = match props.kind {
+            ScriptKind::StoredProcedure => "stored procedure",
+            ScriptKind::Trigger => "trigger",
+            ScriptKind::UserDefinedFunction => "user-defined function",
+        };
+        props.body = runtime::prepare_wasm(&script, props.kind)
+            .map_err(|e| engine::Error::BadRequest(format!("{what} {:?}: {e}", props.id)))?;
+    }
+    Ok(props)
 }
 
 /// Runs one script in `txn`, adding its logs and statistics to the call's.
 fn run(
     script: &Script,
+    data_dir: Option<&Path>,
     invocation: Invocation,
     txn: &mut Txn,
     limits: &Limits,
     logs: &mut String,
     stats: &mut CallStatistics,
 ) -> Result<Option<Value>, CallError> {
-    let body = javascript(script)?;
-    let source = runtime::Script {
-        id: &script.id,
-        version: script.version,
-        body,
-    };
     let before = host_api::Collection::stats(txn);
-    let result = runtime::run_js(&source, invocation, txn, limits);
+    let result = match script.language {
+        ScriptLanguage::JavaScript => {
+            let source = runtime::Script {
+                id: &script.id,
+                version: script.version,
+                body: javascript(script)?,
+            };
+            runtime::run_js(&source, invocation, txn, limits)
+        }
+        ScriptLanguage::Wasm => runtime::run_wasm(&wasm(script, data_dir), invocation, txn, limits),
+    };
     let (output_logs, exec, outcome) = match result {
         Ok(output) => (output.logs, output.stats, Ok(output.body)),
         Err(failure) => (failure.logs, failure.stats, Err(failure.error)),
@@ -305,6 +388,7 @@ fn run(
             bytes_written: after.bytes_written.saturating_sub(before.bytes_written),
         },
         exec.instructions,
+        exec.fuel,
     );
     outcome.map_err(|error| {
         CallError::Script(Box::new(ScriptFailure {
@@ -317,7 +401,7 @@ fn run(
 
 /// The container's user-defined functions, for the query engine: looked up
 /// once per query (a replace during the query does not switch versions
-/// halfway) and run by the JavaScript runtime.
+/// halfway) and run by the runtime of their language.
 struct ContainerUdfs {
     container: Container,
     limits: Limits,
@@ -350,13 +434,22 @@ impl Udf for ContainerUdfs {
                 script
             }
         };
-        let body = javascript(&script).map_err(|e| e.to_string())?;
-        let source = runtime::Script {
-            id: &script.id,
-            version: script.version,
-            body,
+        let result = match script.language {
+            ScriptLanguage::JavaScript => {
+                let body = javascript(&script).map_err(|e| e.to_string())?;
+                let source = runtime::Script {
+                    id: &script.id,
+                    version: script.version,
+                    body,
+                };
+                runtime::run_udf(&source, args, &self.limits)
+            }
+            ScriptLanguage::Wasm => {
+                let udf = wasm(&script, self.container.data_dir());
+                runtime::run_wasm_udf(&udf, args, &self.limits)
+            }
         };
-        runtime::run_udf(&source, args, &self.limits).map_err(|failure| failure.error.to_string())
+        result.map_err(|failure| failure.error.to_string())
     }
 }
 
@@ -486,7 +579,15 @@ fn write_with_triggers(
             request_body,
             operation,
         };
-        let changed = run(&pre, invocation, &mut txn, limits, &mut logs, &mut stats)?;
+        let changed = run(
+            &pre,
+            container.data_dir(),
+            invocation,
+            &mut txn,
+            limits,
+            &mut logs,
+            &mut stats,
+        )?;
         write.set_body(changed.unwrap_or(Value::Null));
     }
     // Only a post-trigger needs the request body after the write.
@@ -520,7 +621,15 @@ fn write_with_triggers(
             operation,
         };
         // The runtime hands the (possibly changed) response body back.
-        let response = run(&post, invocation, &mut txn, limits, &mut logs, &mut stats)?;
+        let response = run(
+            &post,
+            container.data_dir(),
+            invocation,
+            &mut txn,
+            limits,
+            &mut logs,
+            &mut stats,
+        )?;
         resource = if is_delete { None } else { response };
     }
     txn.commit()?;
@@ -533,6 +642,14 @@ fn write_with_triggers(
 }
 
 impl Scripts for Container {
+    fn create_checked_script(&self, props: ScriptProperties) -> Result<Script, engine::Error> {
+        self.create_script(checked(self, props)?)
+    }
+
+    fn replace_checked_script(&self, props: ScriptProperties) -> Result<Script, engine::Error> {
+        self.replace_script(checked(self, props)?)
+    }
+
     fn run_query(
         &self,
         sql: &str,
@@ -558,6 +675,7 @@ impl Scripts for Container {
         let mut stats = CallStatistics::default();
         let body = run(
             &script,
+            self.data_dir(),
             Invocation::Procedure { params },
             &mut txn,
             limits,

@@ -835,3 +835,100 @@ fn demo_with_wasm_says_this_build_has_no_wasm_runtime() {
         "{err}"
     );
 }
+
+#[test]
+fn webassembly_scripts_from_the_command_line() {
+    let cli = Cli::new();
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/sprocs/wat");
+    cli.ok(&["container", "create", "posts", "--pk", "/postId"]);
+    let stored = cli.ok(&[
+        "sproc",
+        "create",
+        "posts",
+        "createComment",
+        &format!("{root}/createComment.wat"),
+    ]);
+    assert_eq!(stored["language"], "wasm");
+    assert!(stored["bodySize"].as_u64().unwrap() > 100);
+    // The compiled artifact is kept in the data directory.
+    let artifacts = std::fs::read_dir(cli.dir.path().join("wasm-cache")).expect("artifacts");
+    assert_eq!(artifacts.count(), 1);
+    cli.ok(&[
+        "item",
+        "create",
+        "posts",
+        "--pk",
+        "p1",
+        "--body",
+        r#"{"id":"p1","postId":"p1","commentCount":0}"#,
+    ]);
+    let response = cli.ok(&[
+        "sproc",
+        "exec",
+        "posts",
+        "createComment",
+        "--pk",
+        "p1",
+        "--params",
+        r#"["p1", {"id": "c1"}]"#,
+    ]);
+    assert_eq!(response["body"], "");
+    assert!(response["stats"]["fuel"].as_u64().unwrap() > 0);
+    let failed = cli.fails(
+        &[
+            "sproc",
+            "exec",
+            "posts",
+            "createComment",
+            "--pk",
+            "p1",
+            "--params",
+            r#"["p1", {"id": "c1"}]"#,
+        ],
+        400,
+    );
+    assert_eq!(failed["substatus"], 409);
+
+    // A module importing WASI is refused at upload, naming the import.
+    let bad = cli.dir.path().join("bad.wat");
+    std::fs::write(
+        &bad,
+        r#"(module (import "wasi_snapshot_preview1" "fd_write" (func (param i32 i32 i32 i32) (result i32)))
+             (memory (export "memory") 1)
+             (func (export "partita_procedure") (result i32) (i32.const 0)))"#,
+    )
+    .unwrap();
+    let refused = cli.fails(
+        &["sproc", "create", "posts", "bad", bad.to_str().unwrap()],
+        400,
+    );
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap()
+            .contains("wasi_snapshot_preview1.fd_write"),
+        "{refused}"
+    );
+    cli.fails(&["sproc", "read", "posts", "bad"], 404);
+    // So is a replacement with it; the stored version keeps running.
+    cli.fails(
+        &[
+            "sproc",
+            "replace",
+            "posts",
+            "createComment",
+            bad.to_str().unwrap(),
+        ],
+        400,
+    );
+    cli.ok(&[
+        "sproc",
+        "exec",
+        "posts",
+        "createComment",
+        "--pk",
+        "p1",
+        "--params",
+        r#"["p1", {"id": "c2"}]"#,
+    ]);
+}

@@ -366,6 +366,12 @@ pub struct Container {
 }
 
 impl Container {
+    /// The data directory of the container's database (see
+    /// [`Database::data_dir`](crate::Database::data_dir)).
+    pub fn data_dir(&self) -> Option<&std::path::Path> {
+        self.db.dir.as_deref()
+    }
+
     /// The container id.
     pub fn id(&self) -> &str {
         &self.inner.meta.id

@@ -60,6 +60,8 @@ pub(crate) struct DbInner {
     pub(crate) options: Options,
     failed: AtomicBool,
     failure: Mutex<Option<String>>,
+    /// The data directory; `None` in memory.
+    pub(crate) dir: Option<PathBuf>,
     /// Held (locked) for the life of the database; declared last so it is
     /// released only after the storage has shut down.
     _lock: Option<File>,
@@ -112,13 +114,21 @@ impl Database {
             .map_err(|e| Error::storage(&format!("create {}", dir.display()), e))?;
         let lock = lock_dir(dir)?;
         let storage = SqliteStorage::open(&dir.join(DATA_FILE), options.durability)?;
-        Database::build(Box::new(storage), options, Some(lock))
+        Database::build(Box::new(storage), options, Some((dir.to_path_buf(), lock)))
     }
 
     /// A database that keeps everything in memory (no files).
     pub fn in_memory() -> Database {
         Database::build(Box::new(MemoryStorage::new()), Options::default(), None)
             .expect("memory storage loads nothing and cannot fail")
+    }
+
+    /// The data directory of a database opened with [`Database::open`];
+    /// `None` in memory and over another [`Storage`]. Other components (the
+    /// WebAssembly runtime's compiled-module cache) keep their files under
+    /// it.
+    pub fn data_dir(&self) -> Option<&Path> {
+        self.inner.dir.as_deref()
     }
 
     /// A database over any [`Storage`] (another backend, or a wrapper that
@@ -130,7 +140,12 @@ impl Database {
         Database::build(storage, options, None)
     }
 
-    fn build(storage: Box<dyn Storage>, options: Options, lock: Option<File>) -> Result<Database> {
+    fn build(
+        storage: Box<dyn Storage>,
+        options: Options,
+        dir: Option<(PathBuf, File)>,
+    ) -> Result<Database> {
+        let (dir, lock) = dir.unzip();
         let mut containers = HashMap::new();
         for loaded in storage.load()? {
             let container = ContainerInner::new(loaded.meta, loaded.max_seq)?;
@@ -151,6 +166,7 @@ impl Database {
             options,
             failed: AtomicBool::new(false),
             failure: Mutex::new(None),
+            dir,
             _lock: lock,
         };
         Ok(Database {
@@ -303,5 +319,20 @@ impl std::fmt::Debug for Database {
             .field("containers", &containers)
             .field("options", &self.inner.options)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_dir_is_the_opened_directory() {
+        assert_eq!(Database::in_memory().data_dir(), None);
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::open(dir.path()).unwrap();
+        assert_eq!(db.data_dir(), Some(dir.path()));
+        let c = db.create_container("c", "/pk").unwrap();
+        assert_eq!(c.data_dir(), Some(dir.path()));
     }
 }

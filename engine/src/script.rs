@@ -65,6 +65,27 @@ impl ScriptProperties {
         ScriptProperties::javascript(id, ScriptKind::UserDefinedFunction, body)
     }
 
+    /// A WebAssembly script of `kind`: a module's `.wasm` bytes or `.wat`
+    /// text. A trigger also needs `trigger_type` and `trigger_operation`.
+    ///
+    /// The engine stores the body as given and never runs it: validating
+    /// and compiling a module is the runtime's job, done at upload by the
+    /// facade (`partita::Scripts::create_checked_script`).
+    pub fn wasm(
+        id: impl Into<String>,
+        kind: ScriptKind,
+        body: impl Into<Vec<u8>>,
+    ) -> ScriptProperties {
+        ScriptProperties {
+            id: id.into(),
+            kind,
+            language: ScriptLanguage::Wasm,
+            body: body.into(),
+            trigger_type: None,
+            trigger_operation: None,
+        }
+    }
+
     fn javascript(
         id: impl Into<String>,
         kind: ScriptKind,

@@ -27,8 +27,9 @@
 //!
 //! The entry point returns `0` to commit. Returning any other number `n`
 //! fails the call as an uncaught `throw new Error(n, ...)` would in
-//! JavaScript: 400 with substatus `n`, and everything the call wrote is
-//! rolled back. [`fail`](#fail) does the same with a message. A trap (an
+//! JavaScript: 400 with substatus `n` (0 when `n` is not in `0..=65535`,
+//! as for a JavaScript `number`), and everything the call wrote is rolled
+//! back. [`fail`](#fail) does the same with a message. A trap (an
 //! `unreachable`, an out-of-bounds access, a Rust panic) fails the call with
 //! 400 and the trap's reason; running out of fuel or time is 408; memory
 //! growth past the limit makes `memory.grow` return -1 (the guest decides
@@ -42,7 +43,9 @@
 //!   memory: `(ptr, len)` for input, `(out_ptr, out_cap)` for a buffer the
 //!   host may fill.
 //! * **Traps (guest bugs):** an input range `ptr..ptr+len` or an output
-//!   range `out_ptr..out_ptr+out_cap` that does not lie inside the memory.
+//!   range `out_ptr..out_ptr+out_cap` that does not lie inside the memory;
+//!   an import called while the module is still being instantiated (from a
+//!   start function: the host is available from the entry point on).
 //!   Nothing else traps.
 //! * **Error codes (situations the guest can handle):** everything else,
 //!   including bytes that are not UTF-8, not JSON, or JSON of the wrong
@@ -89,7 +92,7 @@
 //! "containerId": string, "selfLink": string, "altLink": string,
 //! "partitionKey": [value] | [{}] | null}` (the partition key in Cosmos DB's
 //! header form; `[{}]` is the partition of documents without the key;
-//! `null` in a UDF).
+//! `null` in a UDF, whose `containerId`, `selfLink` and `altLink` are `""`).
 //!
 //! ## params
 //! `params(out_ptr, out_cap) -> r`: a procedure's parameters as a JSON

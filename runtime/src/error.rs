@@ -2,7 +2,8 @@
 //!
 //! Every variant means the caller must roll the transaction back. The
 //! statuses follow Azure Cosmos DB: a script throw is 400 with the thrown
-//! `number` as substatus, a compile error 400/65535, a budget 408.
+//! `number` as substatus, a compile error 400/65535, a budget 408, a
+//! WebAssembly trap 400.
 
 use std::fmt;
 use std::time::Duration;
@@ -36,7 +37,21 @@ pub enum Error {
     /// The script ran out of a budget it cannot catch.
     #[error("budget exceeded: {0}")]
     Budget(Budget),
-    /// The script text does not compile or does not evaluate to a function.
+    /// A WebAssembly guest trapped: an `unreachable`, an out-of-bounds
+    /// access, a stack overflow, a bad pointer passed to the host. 400, as
+    /// an uncaught throw. Deterministic.
+    #[error("WebAssembly trap: {message}")]
+    Trap {
+        /// The trap's reason, with what the host knows about it (the memory
+        /// limit when `memory.grow` was refused before the trap).
+        message: String,
+        /// The guest's call stack, symbolized from the module's name
+        /// section when it has one.
+        backtrace: Option<String>,
+    },
+    /// The script text does not compile or does not evaluate to a function;
+    /// a WebAssembly module that does not validate or does not follow the
+    /// ABI.
     #[error("compile error: {0}")]
     Compile(String),
     /// A bug or an engine failure, not the script's fault.
@@ -48,7 +63,7 @@ impl Error {
     /// The HTTP status Cosmos DB would answer with.
     pub fn status(&self) -> u16 {
         match self {
-            Error::Script { .. } | Error::Compile(_) => 400,
+            Error::Script { .. } | Error::Trap { .. } | Error::Compile(_) => 400,
             Error::Host(err) => err.code.as_u16(),
             Error::Budget(_) => 408,
             Error::Internal(_) => 500,
@@ -75,8 +90,14 @@ pub enum Budget {
         /// The limit that was exceeded.
         limit: u64,
     },
+    /// A WebAssembly call used more than [`Limits::fuel`](crate::Limits::fuel).
+    Fuel {
+        /// The limit that was exceeded.
+        limit: u64,
+    },
     /// The call ran longer than [`Limits::wall_time`](crate::Limits::wall_time)
-    /// (checked whenever the script calls the host or a guarded built-in).
+    /// (JavaScript: checked whenever the script calls the host or a guarded
+    /// built-in; WebAssembly: an epoch deadline, at most a millisecond late).
     WallTime {
         /// The limit that was exceeded.
         limit: Duration,
@@ -101,6 +122,7 @@ impl fmt::Display for Budget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Budget::Instructions { limit } => write!(f, "more than {limit} instructions"),
+            Budget::Fuel { limit } => write!(f, "used more than {limit} units of fuel"),
             Budget::WallTime { limit } => write!(f, "ran longer than {limit:?}"),
             Budget::Memory { limit, what } => {
                 write!(f, "{what} would exceed the memory limit of {limit} bytes")

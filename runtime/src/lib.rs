@@ -1,6 +1,6 @@
-//! The sandboxes that run procedures and triggers. Today: JavaScript on boa,
-//! as a thin adapter over the collection API that `host-api` defines (the
-//! WebAssembly runtime comes next, over the same trait).
+//! The sandboxes that run procedures and triggers: JavaScript on boa and
+//! WebAssembly on wasmtime, both thin adapters over the collection API that
+//! `host-api` defines, with the same response shape and status codes.
 //!
 //! [`run_js`] runs one stored procedure or trigger, written against Azure
 //! Cosmos DB's server-side JavaScript API, against a `&mut dyn Collection`
@@ -36,15 +36,23 @@
 //! [`run_udf`] calls a user-defined function (`udf.name(args)` in SQL): a
 //! compute-only function with no `getContext()`, in the same sandbox.
 //!
+//! [`run_wasm`] and [`run_wasm_udf`] do the same for a WebAssembly module
+//! written against the `partita_v1` ABI (`host_api::abi`): a fresh instance
+//! per call from a cached, precompiled module, bounded by fuel, an epoch
+//! deadline, a memory limit and a stack limit. [`prepare_wasm`] checks and
+//! compiles a module at upload. See the `wasm` module docs.
+//!
 //! Non-goals: Cosmos DB attachments, `__.unwind`, `__.spatial`, response-size (413) checks on
 //! `setBody`, and a process-level memory cap (that needs OS isolation).
 
 mod error;
 mod js;
+mod wasm;
 
 use std::time::Duration;
 
 pub use error::{Budget, Error, SUBSTATUS_COMPILE_ERROR};
+pub use wasm::{ARTIFACT_DIR, WasmCache, WasmCacheStats, WasmScript, prepare_wasm};
 
 /// How much one call may do.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -62,17 +70,30 @@ pub struct Limits {
     /// accepted (they return `false`), so a script can return a continuation
     /// (Cosmos DB's bounded execution).
     pub accept_instructions: u64,
+    /// WebAssembly: fuel one call may use. Guest instructions cost about
+    /// one unit each, every host call 1,000 plus one per byte
+    /// crossing the boundary, so the same call on the same data uses the
+    /// same fuel on any machine. A call that runs out stops with
+    /// [`Budget::Fuel`] (408).
+    pub fuel: u64,
+    /// WebAssembly: after this much fuel collection operations return
+    /// `NOT_ACCEPTED` (bounded execution, as `accept_instructions`).
+    pub accept_fuel: u64,
     /// After this many accepted collection operations further ones return
-    /// `false`. Tests lower it to force the continuation path.
+    /// `false` (WebAssembly: `NOT_ACCEPTED`). Tests lower it to force the continuation path.
     pub max_operations: u64,
-    /// Wall-clock limit of one call. Checked whenever the script calls the
-    /// host (collection, request, response, console) or a guarded built-in,
-    /// and between queued callbacks; a pure computation loop is stopped by
-    /// the instruction budget instead.
+    /// Wall-clock limit of one call. JavaScript: checked whenever the script
+    /// calls the host (collection, request, response, console) or a guarded
+    /// built-in, and between queued callbacks; a pure computation loop is
+    /// stopped by the instruction budget instead. WebAssembly: an epoch
+    /// deadline that interrupts any code at most about a millisecond late.
     pub wall_time: Duration,
     /// After this much wall time collection operations stop being accepted.
     pub accept_wall_time: Duration,
-    /// The most memory the guarded built-ins (`repeat`, `padStart`,
+    /// WebAssembly: the largest linear memory (at most 128 MiB, the pooled
+    /// slot size); `memory.grow` past it returns -1.
+    ///
+    /// JavaScript: the most memory the guarded built-ins (`repeat`, `padStart`,
     /// `padEnd`, `concat`, `join`, `fill`, `split`, `Array.from`,
     /// `ArrayBuffer`, `JSON.stringify`, ...) and value conversions may
     /// allocate in one call, counted cumulatively, and the largest single
@@ -101,7 +122,8 @@ pub struct Limits {
     /// lookup on such a chain deeper than about 50,000 levels (release,
     /// 16 MB call stack) overflows the native stack and kills the process.
     pub max_memory_bytes: usize,
-    /// How deeply JavaScript calls may nest.
+    /// How deeply JavaScript calls may nest. (WebAssembly has a fixed
+    /// 512 KiB stack limit instead.)
     pub recursion: usize,
     /// The most `console.log` output kept; more is cut with a marker.
     pub max_log_bytes: usize,
@@ -113,6 +135,8 @@ impl Default for Limits {
         Limits {
             instructions: 100_000_000,
             accept_instructions: 80_000_000,
+            fuel: 2_000_000_000,
+            accept_fuel: 1_600_000_000,
             max_operations: 100_000,
             wall_time: Duration::from_secs(5),
             accept_wall_time: Duration::from_secs(4),
@@ -181,8 +205,10 @@ pub struct Output {
 /// What a call cost.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ExecStats {
-    /// Bytecode instructions executed by the call.
+    /// JavaScript bytecode instructions executed by the call.
     pub instructions: u64,
+    /// WebAssembly fuel used by the call (0 for JavaScript).
+    pub fuel: u64,
     /// Wall time of the call, compilation included.
     pub wall_time: Duration,
     /// What the call did to the collection.
@@ -249,4 +275,43 @@ pub fn run_udf(
     limits: &Limits,
 ) -> Result<Option<serde_json::Value>, Failure> {
     js::run_udf(udf, args, limits)
+}
+
+/// Runs a WebAssembly stored procedure or trigger against `collection`:
+/// [`run_js`]'s contract for a module of the `partita_v1` ABI.
+///
+/// The module is compiled on first use (or loaded from its artifact) and
+/// cached; each call gets a fresh instance. A procedure's entry point is
+/// `partita_procedure`, a trigger's `partita_trigger`.
+///
+/// # Errors
+/// A [`Failure`]: the guest's `fail(n, msg)` or a nonzero return `n` is
+/// [`Error::Script`] (400, substatus `n`), a trap [`Error::Trap`] (400),
+/// running out of fuel or time [`Error::Budget`] (408), a module that does
+/// not check [`Error::Compile`] (400/65535), a storage failure
+/// [`Error::Host`].
+#[allow(clippy::result_large_err)] // As `run_js`.
+pub fn run_wasm(
+    script: &WasmScript<'_>,
+    invocation: Invocation,
+    collection: &mut dyn host_api::Collection,
+    limits: &Limits,
+) -> Result<Output, Failure> {
+    wasm::run(script, invocation, collection, limits)
+}
+
+/// Calls a WebAssembly user-defined function once: its `partita_udf` entry
+/// point reads the arguments with `params` (`None` is `null`) and returns
+/// its value with `set_response_body` (`None` when it sets none). It has no
+/// collection (its collection imports return -400).
+///
+/// # Errors
+/// As [`run_wasm`].
+#[allow(clippy::result_large_err)] // As `run_js`.
+pub fn run_wasm_udf(
+    udf: &WasmScript<'_>,
+    args: &[Option<serde_json::Value>],
+    limits: &Limits,
+) -> Result<Option<serde_json::Value>, Failure> {
+    wasm::run_udf(udf, args, limits)
 }

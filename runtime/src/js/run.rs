@@ -117,6 +117,7 @@ fn in_sandbox<T>(
     let (instructions, logs) = finish(&mut sandbox);
     let stats = ExecStats {
         instructions,
+        fuel: 0,
         wall_time: started.elapsed(),
         collection: host_api::CallStats::default(),
     };

@@ -1,0 +1,116 @@
+//! The WebAssembly sandbox, on wasmtime: the host side of the
+//! `partita_v1` ABI (`host_api::abi`).
+//!
+//! - `sandbox.rs`: the process-wide `Engine` (fuel, epoch interruption,
+//!   pooling allocator), the `Linker` with the host functions, the epoch
+//!   ticker thread.
+//! - `cache.rs`: compiled modules cached in memory by content hash and
+//!   persisted as precompiled artifacts in the data directory; the ABI
+//!   checks run at upload ([`prepare_wasm`]).
+//! - `host.rs`: the call's state and the imports.
+//! - `run.rs`: one call, from a fresh instance to the [`Output`].
+//!
+//! UPLOAD
+//! ======
+//!
+//! The engine stores a script's bytes and never runs user code, so it
+//! cannot tell a good module from a bad one. [`prepare_wasm`] does, and the
+//! facade (`partita::Scripts::upload_script`) and the command line call it
+//! before `create_script`/`replace_script`: it turns `.wat` text into
+//! `.wasm` bytes, compiles the module (filling the caches, so the first call
+//! does not compile), and refuses with [`Error::Compile`] (400) a module that
+//! does not validate, imports anything outside the ABI or with another
+//! signature, or lacks its memory or its kind's entry point. A module stored
+//! some other way is checked again when it runs, with the same errors.
+//!
+//! BOUNDS
+//! ======
+//!
+//! Set on every call's fresh store, none of them catchable by the guest:
+//! fuel ([`Limits::fuel`](crate::Limits::fuel); deterministic: the same call
+//! on the same data uses the same fuel, reported as [`ExecStats::fuel`]),
+//! an epoch deadline ([`Limits::wall_time`](crate::Limits::wall_time), 1 ms
+//! resolution), a memory limit (`memory.grow` past
+//! [`Limits::max_memory_bytes`](crate::Limits::max_memory_bytes) returns -1;
+//! a guest that traps afterwards gets an error naming the limit) and a stack
+//! limit of 512 KiB (a `StackOverflow` trap). Bounded execution is as in
+//! JavaScript: past [`Limits::accept_fuel`](crate::Limits::accept_fuel),
+//! [`Limits::max_operations`](crate::Limits::max_operations) or
+//! [`Limits::accept_wall_time`](crate::Limits::accept_wall_time) collection
+//! operations return `NOT_ACCEPTED`.
+
+//! COST
+//! ====
+//!
+//! `benches/wasm.rs`, release, on the project's 2-core VM while other
+//! builds kept the load average at 5-7 (the JavaScript bench measured at the
+//! same time was about 10% slower than on a quiet machine):
+//! `createComment.wat` warm, a fresh pooled instance per call, p50 24 µs,
+//! p99 80-98 µs (target 10/40 µs: not met); a UDF call 5.6 µs p50, which is
+//! roughly the fixed cost of a store, an instance and its teardown; upload
+//! (WAT to wasm, compile, checks) 4.5-6.6 ms and the first call after it
+//! 0.21-0.26 ms; first call after a restart, loading the artifact, 94-130 µs
+//! median. Not yet investigated: the WAT guest's buffers lie 2 MiB apart, so
+//! each call faults in and resets several scattered pages; a compact layout
+//! (small buffers, `take_result` for large results) and
+//! `PoolingAllocationConfig::linear_memory_keep_resident` are the first
+//! things to try.
+
+mod cache;
+mod host;
+mod run;
+mod sandbox;
+
+use std::path::Path;
+
+pub use cache::{ARTIFACT_DIR, WasmCache, WasmCacheStats};
+pub(crate) use run::{run, run_udf};
+
+#[cfg(doc)]
+use crate::{Error, ExecStats, Output};
+
+/// A WebAssembly module to run, and where its compiled form is cached.
+#[derive(Clone, Copy)]
+pub struct WasmScript<'a> {
+    /// The script's id (for messages).
+    pub id: &'a str,
+    /// The module: `.wasm` bytes, or `.wat` text (compiled on first use).
+    pub module: &'a [u8],
+    /// The in-memory cache of compiled modules, normally
+    /// [`WasmCache::global`].
+    pub cache: &'a WasmCache,
+    /// The database's data directory: compiled artifacts are kept in its
+    /// [`ARTIFACT_DIR`] so a restart does not recompile. `None` in memory.
+    pub artifact_dir: Option<&'a Path>,
+}
+
+impl std::fmt::Debug for WasmScript<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WasmScript")
+            .field("id", &self.id)
+            .field("module_bytes", &self.module.len())
+            .field("artifact_dir", &self.artifact_dir)
+            .finish()
+    }
+}
+
+/// Checks a module uploaded as a script of `kind` and returns it as `.wasm`
+/// bytes (compiling `.wat` text), compiled into `script.cache` and persisted
+/// under `script.artifact_dir`.
+///
+/// # Errors
+/// [`Error::Compile`] (400) naming the problem: bytes that are neither
+/// WebAssembly nor WAT, text that does not parse, a module that does not
+/// validate, an import outside the `partita_v1` ABI or with the wrong
+/// signature, a missing `memory` export or entry point.
+/// [`Error::Internal`] when the engine cannot be built.
+pub fn prepare_wasm(
+    script: &WasmScript<'_>,
+    kind: host_api::ScriptKind,
+) -> Result<Vec<u8>, crate::Error> {
+    let sandbox = sandbox::sandbox().map_err(crate::Error::Internal)?;
+    let wasm = cache::to_binary(script.module)?.into_owned();
+    let compiled = script.cache.get(sandbox, &wasm, script.artifact_dir)?;
+    cache::check_exports(&compiled.module, kind)?;
+    Ok(wasm)
+}
