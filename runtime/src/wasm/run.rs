@@ -82,16 +82,7 @@ pub(crate) fn run(
     };
     let before = collection.stats();
     let finished = stacker::maybe_grow(RED_ZONE, STACK_SIZE, || {
-        guarded(|| {
-            call(
-                script,
-                kind,
-                inputs,
-                Some(&mut *collection),
-                limits,
-                started,
-            )
-        })
+        guarded(|| call(script, kind, inputs, Some(&mut *collection), limits))
     });
     let mut stats = ExecStats {
         instructions: 0,
@@ -146,7 +137,6 @@ pub(crate) fn run_udf(
                 inputs,
                 None,
                 limits,
-                started,
             )
         })
     });
@@ -196,7 +186,6 @@ fn call(
     inputs: Inputs,
     collection: Option<&mut dyn Collection>,
     limits: &Limits,
-    started: Instant,
 ) -> Finished {
     let early = |error| Finished {
         result: Err(error),
@@ -221,7 +210,12 @@ fn call(
     // SAFETY: the store owning the state is dropped at the end of this
     // function, while `collection`'s borrow is still alive, and the caller
     // does not touch the collection until then.
-    let state = unsafe { HostState::new(collection, inputs, limits, started) };
+    // The wall-clock budget starts once the module is compiled: a first
+    // call that compiles (a module stored without the upload check, or a
+    // cold cache) must not spend the script's time on Cranelift, which in a
+    // debug build on a loaded machine can take seconds. The reported wall
+    // time still counts from the caller's start.
+    let state = unsafe { HostState::new(collection, inputs, limits, Instant::now()) };
     let mut store = Store::new(&sandbox.engine, state);
     store.limiter(|state| &mut state.limiter);
     let ticks = limits.wall_time.as_micros() / TICK.as_micros() + 1;
