@@ -23,6 +23,7 @@
 //! spanning logical partitions, data sets larger than memory.
 
 pub mod blog;
+pub mod fuzz;
 mod scripts;
 
 pub use runtime::Limits;

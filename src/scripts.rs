@@ -272,7 +272,7 @@ fn javascript(script: &Script) -> Result<&str, engine::Error> {
 fn run(
     script: &Script,
     invocation: Invocation,
-    txn: &mut Txn,
+    txn: &mut dyn host_api::Collection,
     limits: &Limits,
     logs: &mut String,
     stats: &mut CallStatistics,
@@ -283,7 +283,7 @@ fn run(
         version: script.version,
         body,
     };
-    let before = host_api::Collection::stats(txn);
+    let before = txn.stats();
     let result = runtime::run_js(&source, invocation, txn, limits);
     let (output_logs, exec, outcome) = match result {
         Ok(output) => (output.logs, output.stats, Ok(output.body)),
@@ -309,6 +309,52 @@ fn run(
             stats: *stats,
         }))
     })
+}
+
+/// Gives `txn`'s queries the user-defined functions of `container`.
+pub(crate) fn attach_udfs(container: &Container, txn: &mut Txn, limits: &Limits) {
+    txn.set_udfs(Rc::new(ContainerUdfs::new(container, limits)));
+}
+
+/// Runs the stored procedure `script` against `collection` (a transaction,
+/// or the fuzzer's fault-injecting wrapper around one) without committing:
+/// the caller commits on `Ok` and drops the transaction on `Err`.
+pub(crate) fn run_procedure(
+    script: &Script,
+    collection: &mut dyn host_api::Collection,
+    params: Vec<Value>,
+    limits: &Limits,
+) -> Result<ProcedureResponse, CallError> {
+    let started = std::time::Instant::now();
+    let mut logs = String::new();
+    let mut stats = CallStatistics::default();
+    let body = run(
+        script,
+        Invocation::Procedure { params },
+        collection,
+        limits,
+        &mut logs,
+        &mut stats,
+    )?;
+    stats.wall_time = started.elapsed();
+    Ok(ProcedureResponse {
+        body: body.unwrap_or_else(|| Value::String(String::new())),
+        logs,
+        stats,
+    })
+}
+
+/// Runs a query on `target` with the user-defined functions of `source`
+/// (the fuzzer checks invariants on scratch copies of a partition).
+pub(crate) fn query_with_udfs_of(
+    source: &Container,
+    target: &Container,
+    sql: &str,
+    options: &QueryItemsOptions,
+    limits: &Limits,
+) -> Result<QueryPage, engine::Error> {
+    let udfs = ContainerUdfs::new(source, limits);
+    target.query_items_with_udfs(sql, &Params::new(), options, Some(&udfs))
 }
 
 /// The container's user-defined functions, for the query engine: looked up
@@ -549,24 +595,11 @@ impl Scripts for Container {
         let started = std::time::Instant::now();
         let script = self.read_script(ScriptKind::StoredProcedure, id)?;
         let mut txn = self.begin(partition_key)?;
-        txn.set_udfs(Rc::new(ContainerUdfs::new(self, limits)));
-        let mut logs = String::new();
-        let mut stats = CallStatistics::default();
-        let body = run(
-            &script,
-            Invocation::Procedure { params },
-            &mut txn,
-            limits,
-            &mut logs,
-            &mut stats,
-        )?;
+        attach_udfs(self, &mut txn, limits);
+        let mut response = run_procedure(&script, &mut txn, params, limits)?;
         txn.commit()?;
-        stats.wall_time = started.elapsed();
-        Ok(ProcedureResponse {
-            body: body.unwrap_or_else(|| Value::String(String::new())),
-            logs,
-            stats,
-        })
+        response.stats.wall_time = started.elapsed();
+        Ok(response)
     }
 
     fn create_item_with(

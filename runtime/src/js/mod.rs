@@ -17,4 +17,5 @@ mod host;
 mod run;
 mod sandbox;
 
+pub(crate) use host::seed_ids;
 pub(crate) use run::{run, run_udf};

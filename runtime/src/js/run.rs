@@ -421,9 +421,9 @@ fn perform(
     let undefined = JsValue::undefined();
     let done = match res {
         Ok(done) => done,
-        Err(e) if e.code == ErrorCode::INTERNAL || e.code == ErrorCode::SERVICE_UNAVAILABLE => {
-            return Err(Error::Host(e));
-        }
+        // Storage failures and fatal host errors end the call: the script
+        // never sees them, so it cannot catch them.
+        Err(e) if e.ends_call() => return Err(Error::Host(e)),
         Err(e) => {
             // Without a callback the error is thrown in the completion
             // context: nothing can catch it.
