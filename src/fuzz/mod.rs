@@ -492,6 +492,20 @@ struct Shared<'c> {
     /// Per partition: the LSN of the last acknowledged commit and the state
     /// it published, which must survive crashes and reopens exactly.
     expected: Mutex<HashMap<PartitionKey, (u64, Vec<Value>)>>,
+    /// Crashes not yet recovered from: (partition, crash point, state
+    /// before, state after, the call's description). Several calls can
+    /// crash before the first of them reopens.
+    crashed: Mutex<Vec<Crash>>,
+}
+
+/// A commit that crashed: its partition must recover to `pre` or `post`,
+/// as the crash point implies.
+struct Crash {
+    pk: PartitionKey,
+    point: CrashPoint,
+    pre: Vec<Value>,
+    post: Vec<Value>,
+    call: Violation,
 }
 
 fn open_fuzz_db(dir: &Path) -> Result<Database, engine::Error> {
@@ -564,6 +578,7 @@ fn run_once(
             ..FuzzReport::default()
         }),
         expected: Mutex::new(expected),
+        crashed: Mutex::new(Vec::new()),
     };
     let threads = concurrency.max(1);
     let failure: Mutex<Option<FuzzError>> = Mutex::new(None);
@@ -625,8 +640,8 @@ fn worker(shared: &Shared<'_>) -> Result<(), FuzzError> {
             one_call(shared, &db, index, seed)?
         };
         let mut violation = outcome.violation;
-        if let Some((pk, point, pre, post)) = outcome.crash {
-            violation = violation.or(recover(shared, &pk, point, &pre, &post, &outcome.base)?);
+        if outcome.crashed {
+            violation = violation.or(recover(shared)?);
         }
         if let Some(v) = violation {
             shared.stop.store(true, Ordering::SeqCst);
@@ -638,19 +653,17 @@ fn worker(shared: &Shared<'_>) -> Result<(), FuzzError> {
     }
 }
 
-/// After a simulated crash: reopen the directory (no call is in flight then)
-/// and check that the crashed partition holds the state before the call (a
-/// crash before the durable write) or after it (after), and every other
-/// partition what it last acknowledged.
-fn recover(
-    shared: &Shared<'_>,
-    crashed: &PartitionKey,
-    point: CrashPoint,
-    pre: &[Value],
-    post: &[Value],
-    base: &Violation,
-) -> Result<Option<Violation>, FuzzError> {
+/// After simulated crashes: reopen the directory (no call is in flight
+/// then) and check that each crashed partition holds its state before the
+/// call (a crash before the durable write) or after it (after), and every
+/// other partition what it last acknowledged. Several calls may have
+/// crashed before the first of them gets here; the first reopens for all.
+fn recover(shared: &Shared<'_>) -> Result<Option<Violation>, FuzzError> {
     let mut db = shared.db.write();
+    let crashes = std::mem::take(&mut *shared.crashed.lock());
+    if crashes.is_empty() {
+        return Ok(None);
+    }
     drop(std::mem::replace(&mut *db, Database::in_memory()));
     *db = open_fuzz_db(&shared.dir)?;
     shared.report.lock().crashes += 1;
@@ -659,32 +672,35 @@ fn recover(
     let mut found = None;
     for pk in &shared.config.partition_keys {
         let now = documents(&container, pk);
-        let want: &[Value] = if pk == crashed {
-            match point {
-                CrashPoint::BeforeDurableWrite => pre,
-                CrashPoint::AfterDurableWrite => post,
-            }
-        } else {
-            &expected[pk].1
+        let crash = crashes.iter().find(|c| &c.pk == pk);
+        let want: &[Value] = match crash {
+            Some(Crash {
+                point: CrashPoint::BeforeDurableWrite,
+                pre,
+                ..
+            }) => pre,
+            Some(Crash { post, .. }) => post,
+            None => &expected[pk].1,
         };
         if now != want && found.is_none() {
+            let base = crash.map_or_else(|| crashes[0].call.clone(), |c| c.call.clone());
             found = Some(Violation {
                 partition_key: pk.clone(),
                 kind: "crash_recovery",
-                message: format!(
-                    "after a crash {} and a reopen, partition {pk} does not hold {}",
-                    match point {
-                        CrashPoint::BeforeDurableWrite => "before the durable write",
-                        CrashPoint::AfterDurableWrite => "after the durable write",
-                    },
-                    if pk == crashed {
-                        "the state the crash point implies"
-                    } else {
-                        "what it last acknowledged"
-                    }
-                ),
+                message: match crash {
+                    Some(c) => format!(
+                        "after a crash {} and a reopen, partition {pk} does not hold the state the crash point implies",
+                        match c.point {
+                            CrashPoint::BeforeDurableWrite => "before the durable write (the state before the call)",
+                            CrashPoint::AfterDurableWrite => "after the durable write (the call's committed state)",
+                        }
+                    ),
+                    None => format!(
+                        "after a crash in another partition and a reopen, partition {pk} does not hold what it last acknowledged"
+                    ),
+                },
                 state: now.iter().map(strip).collect(),
-                ..base.clone()
+                ..base
             });
         }
         expected.insert(pk.clone(), (0, now));
@@ -695,8 +711,7 @@ fn recover(
 /// What one call found; `crash` asks the worker to reopen the database.
 struct CallOutcome {
     violation: Option<Violation>,
-    crash: Option<(PartitionKey, CrashPoint, Vec<Value>, Vec<Value>)>,
-    base: Violation,
+    crashed: bool,
 }
 
 /// The partition's documents with system properties, in storage order.
@@ -825,7 +840,10 @@ fn one_call(
             // the partition's lock timed out: the call fails before it
             // starts, and nothing can have changed.
             count_failure(shared, e.status());
-            return Ok(CallOutcome { violation: None, crash: None, base });
+            return Ok(CallOutcome {
+                violation: None,
+                crashed: false,
+            });
         }
     };
     attach_udfs(&container, &mut txn, &config.limits);
@@ -897,7 +915,7 @@ fn one_call(
     }
     base.outcome = outcome_text(&result);
 
-    let mut crash = None;
+    let mut crashed = false;
     let post: Vec<Value> = match &result {
         Ok(_) => {
             let post: Vec<Value> = txn.view().documents().map(|d| d.value().clone()).collect();
@@ -928,17 +946,23 @@ fn one_call(
                                     state: published.iter().map(strip).collect(),
                                     ..base.clone()
                                 }),
-                                crash: None,
-                                base,
+                                crashed: false,
                             });
                         }
                     }
                     post
                 }
-                (Err(_), Some(point)) => {
+                (Err(engine::Error::Storage(_)), Some(point)) => {
                     *shared.report.lock().fault_points.entry("commit".to_owned()).or_default() += 1;
                     base.outcome = "crashed at commit".to_owned();
-                    crash = Some((pk.clone(), point, pre.clone(), post.clone()));
+                    crashed = true;
+                    shared.crashed.lock().push(Crash {
+                        pk: pk.clone(),
+                        point,
+                        pre: pre.clone(),
+                        post: post.clone(),
+                        call: base.clone(),
+                    });
                     // What the call leaves is decided by recovery; the
                     // checks below use the post-recovery states it implies.
                     match point {
@@ -946,7 +970,9 @@ fn one_call(
                         CrashPoint::AfterDurableWrite => post,
                     }
                 }
-                (Err(e), None) => {
+                // Refused before the crash point (another call's crash left
+                // the database read-only): an ordinary failed commit.
+                (Err(e), _) => {
                     count_failure(shared, e.status());
                     base.outcome = format!("commit failed with {}: {e}", e.status());
                     pre.clone()
@@ -978,11 +1004,7 @@ fn one_call(
     } else {
         None
     };
-    Ok(CallOutcome {
-        violation,
-        crash,
-        base,
-    })
+    Ok(CallOutcome { violation, crashed })
 }
 
 fn count_failure(shared: &Shared<'_>, status: u16) {

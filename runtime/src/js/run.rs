@@ -135,7 +135,13 @@ fn in_sandbox<T>(
             Ok((value, logs, stats))
         }
         Err(error) => {
-            if !matches!(error, Error::Script { .. } | Error::Compile(_)) {
+            // A host error ends the call between turns, with the context
+            // in a clean state (as after a throw); only bounds and internal
+            // failures leave it suspect.
+            if !matches!(
+                error,
+                Error::Script { .. } | Error::Compile(_) | Error::Host(_)
+            ) {
                 sandbox.poisoned = true;
             }
             sandbox::give_back(sandbox);
