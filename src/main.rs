@@ -12,8 +12,10 @@
 //! partita query posts 'SELECT * FROM c WHERE c.commentCount > @n' --param n=0
 //! partita changes posts --from-lsn 0
 //! partita demo
+//! partita fuzz posts createComment --pk p1 --params '["$pk", {"text": "hi"}]' --invariant SQL --expect '[0]'
 //! ```
 
+mod cli_fuzz;
 mod demo;
 
 /// mimalloc, not the system allocator: every write allocates a few dozen
@@ -103,6 +105,9 @@ enum Command {
     /// Run the blog workload's createComment natively and print a report.
     #[command(after_help = "Example: partita demo --comments 20000 --threads 4")]
     Demo(demo::DemoArgs),
+    /// Prove a stored procedure atomic: call it thousands of times with
+    /// injected faults and check an invariant (see docs/fuzzing.md).
+    Fuzz(cli_fuzz::FuzzArgs),
 }
 
 #[derive(Subcommand)]
@@ -369,6 +374,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Command::Fuzz(args) = &cli.command {
+        return cli_fuzz::main(cli.data, cli.in_memory, args);
+    }
     match run(cli) {
         Ok(response) => {
             let text =
@@ -423,7 +431,7 @@ fn run(cli: Cli) -> anyhow::Result<Value> {
     }
     let db = open(cli.data, cli.in_memory)?;
     Ok(match cli.command {
-        Command::Demo(_) => unreachable!("handled above"),
+        Command::Demo(_) | Command::Fuzz(_) => unreachable!("handled above"),
         Command::Container(ContainerCommand::Create {
             name,
             pk,
