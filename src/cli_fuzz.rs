@@ -27,10 +27,12 @@ use serde_json::{Value, json};
 
 /// Arguments of `partita fuzz`.
 #[derive(Args)]
-#[command(after_help = "Parameters may contain \"$pk\" (replaced by the call's partition-key \
+#[command(
+    after_help = "Parameters may contain \"$pk\" (replaced by the call's partition-key \
 value) and \"$seed\" (a string unique per call). Exits 1 when a violation was found.\n\n\
 Example: partita fuzz posts createComment --pk p1 --params '[\"$pk\", {\"text\": \"hi\"}]' \
---invariant \"SELECT VALUE SUM(c.type = 'post' ? c.commentCount : -1) FROM c\" --expect '[0]'")]
+--invariant \"SELECT VALUE SUM(c.type = 'post' ? c.commentCount : -1) FROM c\" --expect '[0]'"
+)]
 pub(crate) struct FuzzArgs {
     /// The container whose procedure to fuzz.
     container: String,
@@ -47,7 +49,12 @@ pub(crate) struct FuzzArgs {
     #[arg(long, value_name = "DOCS.jsonl")]
     data_file: Option<PathBuf>,
     /// The parameters of every call, a JSON array.
-    #[arg(long, value_name = "JSON-ARRAY", conflicts_with = "params_file", required_unless_present = "params_file")]
+    #[arg(
+        long,
+        value_name = "JSON-ARRAY",
+        conflicts_with = "params_file",
+        required_unless_present = "params_file"
+    )]
     params: Option<String>,
     /// Parameter sets, one JSON array per line; each call picks one at random.
     #[arg(long, value_name = "PARAMS.jsonl")]
@@ -89,7 +96,10 @@ pub(crate) fn main(data: Option<PathBuf>, in_memory: bool, args: &FuzzArgs) -> E
             let status = err
                 .downcast_ref::<partita::Error>()
                 .map(partita::Error::status)
-                .or_else(|| err.downcast_ref::<fuzz::FuzzError>().map(fuzz::FuzzError::status))
+                .or_else(|| {
+                    err.downcast_ref::<fuzz::FuzzError>()
+                        .map(fuzz::FuzzError::status)
+                })
                 .unwrap_or(400);
             let _ = writeln!(
                 std::io::stderr(),
@@ -121,14 +131,22 @@ fn params_array(value: Value, source: &str) -> anyhow::Result<Vec<Value>> {
     }
 }
 
-fn run(data: Option<PathBuf>, in_memory: bool, args: &FuzzArgs) -> anyhow::Result<fuzz::FuzzReport> {
+fn run(
+    data: Option<PathBuf>,
+    in_memory: bool,
+    args: &FuzzArgs,
+) -> anyhow::Result<fuzz::FuzzReport> {
     let db = if in_memory {
         Database::in_memory()
     } else {
         Database::open(data.unwrap_or_else(|| PathBuf::from("partita-data")))?
     };
     let container = db.container(&args.container)?;
-    let mut keys: Vec<PartitionKey> = args.pks.iter().map(|p| PartitionKey::from(p.as_str())).collect();
+    let mut keys: Vec<PartitionKey> = args
+        .pks
+        .iter()
+        .map(|p| PartitionKey::from(p.as_str()))
+        .collect();
     for text in &args.pk_jsons {
         let value: Value =
             serde_json::from_str(text).with_context(|| format!("--pk-json {text}: not JSON"))?;

@@ -268,6 +268,41 @@ fn javascript(script: &Script) -> Result<&str, engine::Error> {
         .map_err(|_| engine::Error::BadRequest(format!("script {:?} is not UTF-8 text", script.id)))
 }
 
+/// Whether `value` nests objects and arrays deeper than `limit` levels;
+/// recurses at most `limit` levels.
+fn nests_deeper(value: &Value, limit: usize) -> bool {
+    match value {
+        Value::Array(items) => limit == 0 || items.iter().any(|v| nests_deeper(v, limit - 1)),
+        Value::Object(map) => limit == 0 || map.values().any(|v| nests_deeper(v, limit - 1)),
+        _ => false,
+    }
+}
+
+/// Refuses (400) parameters and bodies nested deeper than a document may
+/// be: converting them into script values, and copying them, recurses once
+/// per level, and 10,000 levels overflow a thread's stack.
+fn check_nesting(invocation: &Invocation) -> Result<(), engine::Error> {
+    let (what, values): (&str, Vec<&Value>) = match invocation {
+        Invocation::Procedure { params } => ("the procedure's parameters", params.iter().collect()),
+        Invocation::PreTrigger { request_body, .. } => ("the request body", vec![request_body]),
+        Invocation::PostTrigger {
+            request_body,
+            response_body,
+            ..
+        } => (
+            "the request or response body",
+            vec![request_body, response_body],
+        ),
+    };
+    if values.iter().any(|v| nests_deeper(v, engine::MAX_NESTING)) {
+        return Err(engine::Error::BadRequest(format!(
+            "{what} nest objects and arrays deeper than {} levels",
+            engine::MAX_NESTING
+        )));
+    }
+    Ok(())
+}
+
 /// Runs one script in `txn`, adding its logs and statistics to the call's.
 fn run(
     script: &Script,
@@ -278,6 +313,7 @@ fn run(
     stats: &mut CallStatistics,
 ) -> Result<Option<Value>, CallError> {
     let body = javascript(script)?;
+    check_nesting(&invocation)?;
     let source = runtime::Script {
         id: &script.id,
         version: script.version,

@@ -20,25 +20,52 @@ fn partita(data: &Path, args: &[&str]) -> Output {
 
 fn ok(data: &Path, args: &[&str]) {
     let out = partita(data, args);
-    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn setup(data: &Path) {
     let sprocs = concat!(env!("CARGO_MANIFEST_DIR"), "/sprocs/js");
     ok(data, &["container", "create", "posts", "--pk", "/postId"]);
     for name in ["createComment", "createCommentBroken"] {
-        ok(data, &["sproc", "create", "posts", name, &format!("{sprocs}/{name}.js")]);
+        ok(
+            data,
+            &[
+                "sproc",
+                "create",
+                "posts",
+                name,
+                &format!("{sprocs}/{name}.js"),
+            ],
+        );
     }
     for p in ["p1", "p2"] {
         let body = format!(r#"{{"id":"{p}","postId":"{p}","type":"post","commentCount":0}}"#);
-        ok(data, &["item", "create", "posts", "--pk", p, "--body", &body]);
+        ok(
+            data,
+            &["item", "create", "posts", "--pk", p, "--body", &body],
+        );
     }
 }
 
 fn fuzz(data: &Path, procedure: &str, extra: &[&str]) -> (Option<i32>, Value) {
     let mut args = vec![
-        "fuzz", "posts", procedure, "--pk", "p1", "--pk", "p2", "--params", r#"["$pk", {"text": "hi"}]"#,
-        "--invariant", INVARIANT, "--expect", "[0]",
+        "fuzz",
+        "posts",
+        procedure,
+        "--pk",
+        "p1",
+        "--pk",
+        "p2",
+        "--params",
+        r#"["$pk", {"text": "hi"}]"#,
+        "--invariant",
+        INVARIANT,
+        "--expect",
+        "[0]",
     ];
     args.extend_from_slice(extra);
     let out = partita(data, &args);
@@ -59,15 +86,32 @@ fn fuzz_reports_clean_and_broken_procedures() {
     assert_eq!(report["calls"], 60);
     assert!(report["faults_injected"].as_u64().unwrap_or(0) > 0);
 
-    let (code, report) = fuzz(&data, "createCommentBroken", &["--calls", "2000", "--seed", "7"]);
+    let (code, report) = fuzz(
+        &data,
+        "createCommentBroken",
+        &["--calls", "2000", "--seed", "7"],
+    );
     assert_eq!(code, Some(1), "{report:#}");
     assert_eq!(report["violations"], 1);
     assert_eq!(report["first_violation"]["kind"], "not_atomic");
-    let seed = report["reproduction"]["seed"].as_u64().expect("a reproduction").to_string();
-    let calls = report["reproduction"]["calls"].as_u64().expect("calls").to_string();
-    let (code, replay) = fuzz(&data, "createCommentBroken", &["--calls", &calls, "--seed", &seed, "--no-shrink"]);
+    let seed = report["reproduction"]["seed"]
+        .as_u64()
+        .expect("a reproduction")
+        .to_string();
+    let calls = report["reproduction"]["calls"]
+        .as_u64()
+        .expect("calls")
+        .to_string();
+    let (code, replay) = fuzz(
+        &data,
+        "createCommentBroken",
+        &["--calls", &calls, "--seed", &seed, "--no-shrink"],
+    );
     assert_eq!(code, Some(1), "{replay:#}");
-    assert_eq!(replay["first_violation"]["fault"], report["first_violation"]["fault"]);
+    assert_eq!(
+        replay["first_violation"]["fault"],
+        report["first_violation"]["fault"]
+    );
 
     // The user's database is only read.
     let out = partita(&data, &["query", "posts", "SELECT VALUE COUNT(1) FROM c"]);
@@ -81,9 +125,52 @@ fn fuzz_setup_errors_are_json_on_stderr() {
     let data = dir.path().join("data");
     setup(&data);
     for (args, status) in [
-        (vec!["fuzz", "posts", "nope", "--pk", "p1", "--params", "[]", "--invariant", INVARIANT, "--expect", "[0]"], 404),
-        (vec!["fuzz", "posts", "createComment", "--pk", "p1", "--params", "{}", "--invariant", INVARIANT, "--expect", "[0]"], 400),
-        (vec!["fuzz", "posts", "createComment", "--params", "[]", "--invariant", INVARIANT, "--expect", "[0]"], 400),
+        (
+            vec![
+                "fuzz",
+                "posts",
+                "nope",
+                "--pk",
+                "p1",
+                "--params",
+                "[]",
+                "--invariant",
+                INVARIANT,
+                "--expect",
+                "[0]",
+            ],
+            404,
+        ),
+        (
+            vec![
+                "fuzz",
+                "posts",
+                "createComment",
+                "--pk",
+                "p1",
+                "--params",
+                "{}",
+                "--invariant",
+                INVARIANT,
+                "--expect",
+                "[0]",
+            ],
+            400,
+        ),
+        (
+            vec![
+                "fuzz",
+                "posts",
+                "createComment",
+                "--params",
+                "[]",
+                "--invariant",
+                INVARIANT,
+                "--expect",
+                "[0]",
+            ],
+            400,
+        ),
     ] {
         let out = partita(&data, &args);
         assert_eq!(out.status.code(), Some(1), "{args:?}");

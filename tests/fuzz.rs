@@ -66,13 +66,28 @@ fn create_comment_is_atomic_under_every_fault() {
         "crash_before_durable_write",
         "crash_after_durable_write",
     ] {
-        assert!(report.faults.get(kind).copied().unwrap_or(0) > 0, "no {kind} fault: {json:#}");
+        assert!(
+            report.faults.get(kind).copied().unwrap_or(0) > 0,
+            "no {kind} fault: {json:#}"
+        );
     }
     // createComment performs read, replace, create: a fault reached each.
-    for point in ["op 1 (read)", "op 2 (replace)", "op 3 (create)", "instructions", "commit"] {
-        assert!(report.fault_points.contains_key(point), "{point} never reached: {json:#}");
+    for point in [
+        "op 1 (read)",
+        "op 2 (replace)",
+        "op 3 (create)",
+        "instructions",
+        "commit",
+    ] {
+        assert!(
+            report.fault_points.contains_key(point),
+            "{point} never reached: {json:#}"
+        );
     }
-    assert!(report.crashes > 0 && report.committed > 0 && report.failed > 0, "{json:#}");
+    assert!(
+        report.crashes > 0 && report.committed > 0 && report.failed > 0,
+        "{json:#}"
+    );
     assert_eq!(json["violations"], 0);
 }
 
@@ -98,10 +113,16 @@ fn the_broken_variant_is_caught_with_a_reproduction() {
     config.seed = 3;
     let report = fuzz::run(&config).expect("run");
     let json = report.to_json();
-    let violation = report.violation.clone().unwrap_or_else(|| panic!("not caught: {json:#}"));
+    let violation = report
+        .violation
+        .clone()
+        .unwrap_or_else(|| panic!("not caught: {json:#}"));
     assert_eq!(violation.kind, "not_atomic", "{json:#}");
     assert_eq!(violation.fault["kind"], "host_error", "{json:#}");
-    assert_eq!(violation.fault["operation"], 3, "the create is the third operation: {json:#}");
+    assert_eq!(
+        violation.fault["operation"], 3,
+        "the create is the third operation: {json:#}"
+    );
     assert_eq!(violation.outcome, "committed");
     assert_eq!(json["violations"], 1);
 
@@ -166,7 +187,10 @@ fn a_closure_invariant_and_its_violation() {
     let violation = report.violation.expect("the fourth document breaks it");
     assert_eq!(violation.kind, "invariant");
     assert_eq!(violation.message, "4 documents");
-    assert_eq!(violation.call, 2, "seed + 3 comments = 4 documents after the third call");
+    assert_eq!(
+        violation.call, 2,
+        "seed + 3 comments = 4 documents after the third call"
+    );
     assert_eq!(report.reproduction.map(|r| r.calls), Some(3));
 }
 
@@ -180,6 +204,10 @@ fn bad_configurations_are_refused_with_400() {
     assert_eq!(fuzz::run(&config).expect_err("no procedure").status(), 400);
     let mut config = blog("createComment", 1);
     config.seed_documents.push(json!({"postId": "p1"}));
-    assert_eq!(fuzz::run(&config).expect_err("a document without id").status(), 400);
+    assert_eq!(
+        fuzz::run(&config)
+            .expect_err("a document without id")
+            .status(),
+        400
+    );
 }
-

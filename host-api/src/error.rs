@@ -127,7 +127,9 @@ impl HostError {
     /// Whether the runtime must end the call rather than hand this error to
     /// the script: [`HostError::abort`] errors and storage failures (500, 503).
     pub fn ends_call(&self) -> bool {
-        self.fatal || self.code == ErrorCode::INTERNAL || self.code == ErrorCode::SERVICE_UNAVAILABLE
+        self.fatal
+            || self.code == ErrorCode::INTERNAL
+            || self.code == ErrorCode::SERVICE_UNAVAILABLE
     }
 }
 

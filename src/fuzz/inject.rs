@@ -53,7 +53,10 @@ pub(crate) struct FaultyCollection<'a> {
 }
 
 impl<'a> FaultyCollection<'a> {
-    pub(crate) fn new(inner: &'a mut dyn Collection, plan: Option<OpFault>) -> FaultyCollection<'a> {
+    pub(crate) fn new(
+        inner: &'a mut dyn Collection,
+        plan: Option<OpFault>,
+    ) -> FaultyCollection<'a> {
         FaultyCollection {
             inner,
             plan,

@@ -60,8 +60,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use engine::storage::SqliteStorage;
 use engine::{
-    Container, Database, Durability, Options, PartitionKey, QueryItemsOptions,
-    ScriptKind, ScriptProperties,
+    Container, Database, Durability, Options, PartitionKey, QueryItemsOptions, ScriptKind,
+    ScriptProperties,
 };
 use parking_lot::{Mutex, RwLock};
 use runtime::Limits;
@@ -115,8 +115,7 @@ fn next_seed(seed: u64) -> u64 {
 pub type ParamsGenerator = Arc<dyn Fn(&mut FuzzRng, &PartitionKey) -> Vec<Value> + Send + Sync>;
 
 /// Checks a partition's documents; `Err` says what is wrong.
-pub type InvariantCheck =
-    Arc<dyn Fn(&PartitionKey, &[Value]) -> Result<(), String> + Send + Sync>;
+pub type InvariantCheck = Arc<dyn Fn(&PartitionKey, &[Value]) -> Result<(), String> + Send + Sync>;
 
 /// What must hold in every partition after every call.
 #[derive(Clone)]
@@ -267,12 +266,9 @@ fn substitute(value: &Value, pk: &PartitionKey, unique: &str) -> Value {
     match value {
         Value::String(s) if s == "$pk" => pk.to_value(),
         Value::String(s) if s == "$seed" => Value::String(unique.to_owned()),
-        Value::Array(items) => Value::Array(
-            items
-                .iter()
-                .map(|v| substitute(v, pk, unique))
-                .collect(),
-        ),
+        Value::Array(items) => {
+            Value::Array(items.iter().map(|v| substitute(v, pk, unique)).collect())
+        }
         Value::Object(map) => Value::Object(
             map.iter()
                 .map(|(k, v)| (k.clone(), substitute(v, pk, unique)))
@@ -646,7 +642,11 @@ fn worker(shared: &Shared<'_>) -> Result<(), FuzzError> {
         if let Some(v) = violation {
             shared.stop.store(true, Ordering::SeqCst);
             let mut report = shared.report.lock();
-            if report.violation.as_ref().is_none_or(|old| v.call < old.call) {
+            if report
+                .violation
+                .as_ref()
+                .is_none_or(|old| v.call < old.call)
+            {
                 report.violation = Some(v);
             }
         }
@@ -691,8 +691,10 @@ fn recover(shared: &Shared<'_>) -> Result<Option<Violation>, FuzzError> {
                     Some(c) => format!(
                         "after a crash {} and a reopen, partition {pk} does not hold the state the crash point implies",
                         match c.point {
-                            CrashPoint::BeforeDurableWrite => "before the durable write (the state before the call)",
-                            CrashPoint::AfterDurableWrite => "after the durable write (the call's committed state)",
+                            CrashPoint::BeforeDurableWrite =>
+                                "before the durable write (the state before the call)",
+                            CrashPoint::AfterDurableWrite =>
+                                "after the durable write (the call's committed state)",
                         }
                     ),
                     None => format!(
@@ -749,7 +751,11 @@ fn comparable(docs: &[Value]) -> BTreeMap<String, String> {
 
 /// An in-memory copy of one partition (user properties only, in storage
 /// order), to run the clean call and the invariant on.
-fn scratch(config: &FuzzConfig, pk: &PartitionKey, docs: &[Value]) -> Result<(Database, Container), engine::Error> {
+fn scratch(
+    config: &FuzzConfig,
+    pk: &PartitionKey,
+    docs: &[Value],
+) -> Result<(Database, Container), engine::Error> {
     let db = Database::in_memory();
     let container = db.create_container(CONTAINER, &config.partition_key_path)?;
     if !docs.is_empty() {
@@ -794,7 +800,9 @@ fn check_invariant(
             if &got == expect {
                 Ok(())
             } else {
-                Err(format!("the invariant query returned {got}, expected {expect}"))
+                Err(format!(
+                    "the invariant query returned {got}, expected {expect}"
+                ))
             }
         }
     }
@@ -897,20 +905,32 @@ fn one_call(
         report.calls += 1;
         let kind = match fault {
             Fault::None => "none",
-            Fault::Op(OpFault { delivery: Delivery::Callback, .. }) => "host_error",
-            Fault::Op(OpFault { delivery: Delivery::Abort, .. }) => "host_abort",
+            Fault::Op(OpFault {
+                delivery: Delivery::Callback,
+                ..
+            }) => "host_error",
+            Fault::Op(OpFault {
+                delivery: Delivery::Abort,
+                ..
+            }) => "host_abort",
             Fault::Budget(_) => "budget",
             Fault::Crash(CrashPoint::BeforeDurableWrite) => "crash_before_durable_write",
             Fault::Crash(CrashPoint::AfterDurableWrite) => "crash_after_durable_write",
         };
         *report.faults.entry(kind.to_owned()).or_default() += 1;
         if let Some((n, name)) = injected {
-            *report.fault_points.entry(format!("op {n} ({name})")).or_default() += 1;
+            *report
+                .fault_points
+                .entry(format!("op {n} ({name})"))
+                .or_default() += 1;
         }
         if let (Fault::Budget(_), Err(CallError::Script(f))) = (fault, &result)
             && matches!(f.error, runtime::Error::Budget(_))
         {
-            *report.fault_points.entry("instructions".to_owned()).or_default() += 1;
+            *report
+                .fault_points
+                .entry("instructions".to_owned())
+                .or_default() += 1;
         }
     }
     base.outcome = outcome_text(&result);
@@ -953,7 +973,12 @@ fn one_call(
                     post
                 }
                 (Err(engine::Error::Storage(_)), Some(point)) => {
-                    *shared.report.lock().fault_points.entry("commit".to_owned()).or_default() += 1;
+                    *shared
+                        .report
+                        .lock()
+                        .fault_points
+                        .entry("commit".to_owned())
+                        .or_default() += 1;
                     base.outcome = "crashed at commit".to_owned();
                     crashed = true;
                     shared.crashed.lock().push(Crash {

@@ -65,10 +65,16 @@ fn main() -> anyhow::Result<()> {
     let dir = std::env::args().nth(1).context("usage: crash-writer DIR")?;
     let db = Database::open(&dir)?;
     let container = db.create_container_if_not_exists("crash", "/pk")?;
-    if container.read_script(ScriptKind::StoredProcedure, "writeTxn").is_err() {
+    if container
+        .read_script(ScriptKind::StoredProcedure, "writeTxn")
+        .is_err()
+    {
         container.create_script(ScriptProperties::stored_procedure("writeTxn", PROCEDURE))?;
     }
-    if container.read_script(ScriptKind::Trigger, "completeTxn").is_err() {
+    if container
+        .read_script(ScriptKind::Trigger, "completeTxn")
+        .is_err()
+    {
         container.create_script(ScriptProperties::trigger(
             "completeTxn",
             TRIGGER,
