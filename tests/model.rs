@@ -8,6 +8,7 @@
 //! (default 64) sets how many sequences of up to 40 steps run.
 
 use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -198,21 +199,27 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
             Step::Create(p, i, v) => {
                 let key = (p, IDS[i].to_owned());
                 let res = c.create_item(PKS[p], doc(p, IDS[i], v), None);
-                if model.contains_key(&key) {
-                    prop_assert_eq!(res.map(drop).map_err(|e| e.status()), Err(409));
-                } else {
-                    res.expect("create");
-                    model.insert(key, doc(p, IDS[i], v));
+                match model.entry(key) {
+                    Entry::Occupied(_) => {
+                        prop_assert_eq!(res.map(drop).map_err(|e| e.status()), Err(409));
+                    }
+                    Entry::Vacant(slot) => {
+                        res.expect("create");
+                        slot.insert(doc(p, IDS[i], v));
+                    }
                 }
             }
             Step::Replace(p, i, v) => {
                 let key = (p, IDS[i].to_owned());
                 let res = c.replace_item(PKS[p], IDS[i], doc(p, IDS[i], v), None);
-                if model.contains_key(&key) {
-                    res.expect("replace");
-                    model.insert(key, doc(p, IDS[i], v));
-                } else {
-                    prop_assert_eq!(res.map(drop).map_err(|e| e.status()), Err(404));
+                match model.entry(key) {
+                    Entry::Occupied(mut slot) => {
+                        res.expect("replace");
+                        slot.insert(doc(p, IDS[i], v));
+                    }
+                    Entry::Vacant(_) => {
+                        prop_assert_eq!(res.map(drop).map_err(|e| e.status()), Err(404));
+                    }
                 }
             }
             Step::Upsert(p, i, v) => {
