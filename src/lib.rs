@@ -25,6 +25,7 @@
 pub mod blog;
 pub mod change_feed;
 pub mod charge;
+pub mod fuzz;
 mod scripts;
 
 pub use runtime::Limits;

@@ -13,11 +13,13 @@
 //! partita changes posts --from-lsn 0
 //! echo '["item","read","posts","--pk","p1","--id","p1"]' | partita batch
 //! partita demo
+//! partita fuzz posts createComment --pk p1 --params '["$pk", {"text": "hi"}]' --invariant SQL --expect '[0]'
 //! ```
 //!
 //! Every response carries its `requestCharge` (see `partita::charge`).
 
 mod batch;
+mod cli_fuzz;
 mod demo;
 
 /// mimalloc, not the system allocator: every write allocates a few dozen
@@ -116,6 +118,9 @@ enum Command {
         after_help = "Runs in memory unless --data DIR is given (then DIR/v1, DIR/v2, DIR/v3).\nExample: partita demo --users 1000 --json > demo.json"
     )]
     Demo(demo::DemoArgs),
+    /// Prove a stored procedure atomic: call it thousands of times with
+    /// injected faults and check an invariant (see docs/fuzzing.md).
+    Fuzz(cli_fuzz::FuzzArgs),
 }
 
 #[derive(Subcommand)]
@@ -430,6 +435,9 @@ fn main() -> ExitCode {
             }
         };
     }
+    if let Command::Fuzz(args) = &cli.command {
+        return cli_fuzz::main(cli.data, cli.in_memory, args);
+    }
     // The demo prints its own table; every other command prints one JSON value.
     let outcome = match &cli.command {
         Command::Demo(args) => {
@@ -531,10 +539,11 @@ fn run(cli: Cli) -> anyhow::Result<Value> {
 /// Runs one command (not `demo`, not `batch`) on an open database.
 fn execute(db: &Database, command: Command) -> anyhow::Result<Value> {
     Ok(match command {
-        Command::Demo(_) | Command::Batch => {
-            return Err(
-                Error::BadRequest("demo and batch open their own database".to_owned()).into(),
-            );
+        Command::Demo(_) | Command::Batch | Command::Fuzz(_) => {
+            return Err(Error::BadRequest(
+                "demo, batch and fuzz open their own database".to_owned(),
+            )
+            .into());
         }
         Command::Container(ContainerCommand::Create {
             name,

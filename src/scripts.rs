@@ -350,17 +350,53 @@ fn checked(
     Ok(props)
 }
 
+/// Whether `value` nests objects and arrays deeper than `limit` levels;
+/// recurses at most `limit` levels.
+fn nests_deeper(value: &Value, limit: usize) -> bool {
+    match value {
+        Value::Array(items) => limit == 0 || items.iter().any(|v| nests_deeper(v, limit - 1)),
+        Value::Object(map) => limit == 0 || map.values().any(|v| nests_deeper(v, limit - 1)),
+        _ => false,
+    }
+}
+
+/// Refuses (400) parameters and bodies nested deeper than a document may
+/// be: converting them into script values, and copying them, recurses once
+/// per level, and 10,000 levels overflow a thread's stack.
+fn check_nesting(invocation: &Invocation) -> Result<(), engine::Error> {
+    let (what, values): (&str, Vec<&Value>) = match invocation {
+        Invocation::Procedure { params } => ("the procedure's parameters", params.iter().collect()),
+        Invocation::PreTrigger { request_body, .. } => ("the request body", vec![request_body]),
+        Invocation::PostTrigger {
+            request_body,
+            response_body,
+            ..
+        } => (
+            "the request or response body",
+            vec![request_body, response_body],
+        ),
+    };
+    if values.iter().any(|v| nests_deeper(v, engine::MAX_NESTING)) {
+        return Err(engine::Error::BadRequest(format!(
+            "{what} nest objects and arrays deeper than {} levels",
+            engine::MAX_NESTING
+        )));
+    }
+    Ok(())
+}
+
 /// Runs one script in `txn`, adding its logs and statistics to the call's.
 fn run(
     script: &Script,
     data_dir: Option<&Path>,
     invocation: Invocation,
-    txn: &mut Txn,
+    txn: &mut dyn host_api::Collection,
     limits: &Limits,
     logs: &mut String,
     stats: &mut CallStatistics,
 ) -> Result<Option<Value>, CallError> {
-    let before = host_api::Collection::stats(txn);
+    check_nesting(&invocation)?;
+    let before = txn.stats();
     let result = match script.language {
         ScriptLanguage::JavaScript => {
             let source = runtime::Script {
@@ -397,6 +433,54 @@ fn run(
             stats: *stats,
         }))
     })
+}
+
+/// Gives `txn`'s queries the user-defined functions of `container`.
+pub(crate) fn attach_udfs(container: &Container, txn: &mut Txn, limits: &Limits) {
+    txn.set_udfs(Rc::new(ContainerUdfs::new(container, limits)));
+}
+
+/// Runs the stored procedure `script` against `collection` (a transaction,
+/// or the fuzzer's fault-injecting wrapper around one) without committing:
+/// the caller commits on `Ok` and drops the transaction on `Err`.
+pub(crate) fn run_procedure(
+    script: &Script,
+    data_dir: Option<&Path>,
+    collection: &mut dyn host_api::Collection,
+    params: Vec<Value>,
+    limits: &Limits,
+) -> Result<ProcedureResponse, CallError> {
+    let started = std::time::Instant::now();
+    let mut logs = String::new();
+    let mut stats = CallStatistics::default();
+    let body = run(
+        script,
+        data_dir,
+        Invocation::Procedure { params },
+        collection,
+        limits,
+        &mut logs,
+        &mut stats,
+    )?;
+    stats.wall_time = started.elapsed();
+    Ok(ProcedureResponse {
+        body: body.unwrap_or_else(|| Value::String(String::new())),
+        logs,
+        stats,
+    })
+}
+
+/// Runs a query on `target` with the user-defined functions of `source`
+/// (the fuzzer checks invariants on scratch copies of a partition).
+pub(crate) fn query_with_udfs_of(
+    source: &Container,
+    target: &Container,
+    sql: &str,
+    options: &QueryItemsOptions,
+    limits: &Limits,
+) -> Result<QueryPage, engine::Error> {
+    let udfs = ContainerUdfs::new(source, limits);
+    target.query_items_with_udfs(sql, &Params::new(), options, Some(&udfs))
 }
 
 /// The container's user-defined functions, for the query engine: looked up
@@ -670,25 +754,11 @@ impl Scripts for Container {
         let started = std::time::Instant::now();
         let script = self.read_script(ScriptKind::StoredProcedure, id)?;
         let mut txn = self.begin(partition_key)?;
-        txn.set_udfs(Rc::new(ContainerUdfs::new(self, limits)));
-        let mut logs = String::new();
-        let mut stats = CallStatistics::default();
-        let body = run(
-            &script,
-            self.data_dir(),
-            Invocation::Procedure { params },
-            &mut txn,
-            limits,
-            &mut logs,
-            &mut stats,
-        )?;
+        attach_udfs(self, &mut txn, limits);
+        let mut response = run_procedure(&script, self.data_dir(), &mut txn, params, limits)?;
         txn.commit()?;
-        stats.wall_time = started.elapsed();
-        Ok(ProcedureResponse {
-            body: body.unwrap_or_else(|| Value::String(String::new())),
-            logs,
-            stats,
-        })
+        response.stats.wall_time = started.elapsed();
+        Ok(response)
     }
 
     fn create_item_with(

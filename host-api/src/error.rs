@@ -84,6 +84,14 @@ impl fmt::Display for ErrorCode {
 
 /// An error as a script or a remote caller sees it: a code from the table and
 /// a message naming what was wrong.
+///
+/// An error is handed to the script (a JavaScript callback's `err`, a Wasm
+/// import's status) unless it is *fatal*: then the runtime stops the call at
+/// once, uncatchably, and the call fails with [`HostError::code`] as its
+/// status. The JavaScript runtime throws nothing the script could catch; the
+/// Wasm host traps. Storage failures (500, 503) are always treated as fatal;
+/// [`HostError::abort`] makes any code fatal (the fuzzer uses it to model a
+/// host that gives up mid-call, see `partita::fuzz`).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{code}: {message}")]
 pub struct HostError {
@@ -91,15 +99,37 @@ pub struct HostError {
     pub code: ErrorCode,
     /// What was wrong, naming the container, partition key and id involved.
     pub message: String,
+    /// Whether the runtime must end the call instead of handing the error to
+    /// the script. See the type's docs.
+    pub fatal: bool,
 }
 
 impl HostError {
-    /// Creates an error with a code and a message.
+    /// Creates an error with a code and a message, handed to the script.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> HostError {
         HostError {
             code,
             message: message.into(),
+            fatal: false,
         }
+    }
+
+    /// Creates a fatal error: the runtime ends the call with it, and the
+    /// script cannot catch or see it.
+    pub fn abort(code: ErrorCode, message: impl Into<String>) -> HostError {
+        HostError {
+            code,
+            message: message.into(),
+            fatal: true,
+        }
+    }
+
+    /// Whether the runtime must end the call rather than hand this error to
+    /// the script: [`HostError::abort`] errors and storage failures (500, 503).
+    pub fn ends_call(&self) -> bool {
+        self.fatal
+            || self.code == ErrorCode::INTERNAL
+            || self.code == ErrorCode::SERVICE_UNAVAILABLE
     }
 }
 
@@ -118,5 +148,13 @@ mod tests {
         }
         assert_eq!(ErrorCode::from_u16(418), None);
         assert_eq!(ErrorCode::NOT_FOUND.to_string(), "404 NOT_FOUND");
+    }
+
+    #[test]
+    fn only_aborts_and_storage_failures_end_a_call() {
+        assert!(!HostError::new(ErrorCode::CONFLICT, "x").ends_call());
+        assert!(HostError::abort(ErrorCode::CONFLICT, "x").ends_call());
+        assert!(HostError::new(ErrorCode::INTERNAL, "x").ends_call());
+        assert!(HostError::new(ErrorCode::SERVICE_UNAVAILABLE, "x").ends_call());
     }
 }

@@ -247,6 +247,17 @@ pub fn run_js(
     js::run(script, invocation, collection, limits)
 }
 
+/// Makes the ids generated on this thread for documents created without one
+/// (`createDocument(link, {text: "hi"})`) a function of `seed` from now on.
+///
+/// Ids are random by default, as in Cosmos DB. The fuzzer (`partita::fuzz`)
+/// seeds the generator before a faulted run and before the clean run of the
+/// same call, so both create the same ids and their results can be compared
+/// byte for byte. Not for production use: seeded ids repeat.
+pub fn seed_generated_ids(seed: u64) {
+    js::seed_ids(seed);
+}
+
 /// Calls a JavaScript user-defined function (`udf.name(args)` in SQL) once.
 ///
 /// `udf.body` is one function in any of the forms [`run_js`] accepts

@@ -7,7 +7,8 @@ mod common;
 
 use common::{call, container, failure, ok_body};
 
-use serde_json::json;
+use runtime::Limits;
+use serde_json::{Value, json};
 
 #[test]
 fn function_forms_and_apply_semantics() {
@@ -345,4 +346,122 @@ fn fluent_query_api() {
     let out = ok_body(call(&c, "p1", body, vec![]));
     let parsed: serde_json::Value = serde_json::from_str(out.as_str().unwrap()).unwrap();
     assert_eq!(parsed[0]["id"], "d1");
+}
+
+/// A collection whose reads fail with a chosen host error.
+struct FailingReads<'a> {
+    inner: &'a mut dyn host_api::Collection,
+    error: host_api::HostError,
+}
+
+impl host_api::Collection for FailingReads<'_> {
+    fn container_id(&self) -> &str {
+        self.inner.container_id()
+    }
+    fn partition_key(&self) -> &host_api::PartitionKey {
+        self.inner.partition_key()
+    }
+    fn self_link(&self) -> String {
+        self.inner.self_link()
+    }
+    fn alt_link(&self) -> String {
+        self.inner.alt_link()
+    }
+    fn resolve_document_link(&self, link: &str) -> Result<String, host_api::HostError> {
+        self.inner.resolve_document_link(link)
+    }
+    fn read(&mut self, _id: &str) -> Result<host_api::Document, host_api::HostError> {
+        Err(self.error.clone())
+    }
+    fn read_feed(
+        &mut self,
+        page_size: Option<usize>,
+        continuation: Option<&str>,
+    ) -> Result<host_api::Page, host_api::HostError> {
+        self.inner.read_feed(page_size, continuation)
+    }
+    fn create(&mut self, doc: Value) -> Result<host_api::Document, host_api::HostError> {
+        self.inner.create(doc)
+    }
+    fn replace(
+        &mut self,
+        id: &str,
+        doc: Value,
+        options: host_api::WriteOptions<'_>,
+    ) -> Result<host_api::Document, host_api::HostError> {
+        self.inner.replace(id, doc, options)
+    }
+    fn upsert(
+        &mut self,
+        doc: Value,
+        options: host_api::WriteOptions<'_>,
+    ) -> Result<host_api::Document, host_api::HostError> {
+        self.inner.upsert(doc, options)
+    }
+    fn delete(
+        &mut self,
+        id: &str,
+        options: host_api::WriteOptions<'_>,
+    ) -> Result<(), host_api::HostError> {
+        self.inner.delete(id, options)
+    }
+    fn query(
+        &mut self,
+        request: host_api::QueryRequest<'_>,
+    ) -> Result<host_api::Page, host_api::HostError> {
+        self.inner.query(request)
+    }
+    fn stats(&self) -> host_api::CallStats {
+        self.inner.stats()
+    }
+}
+
+#[test]
+fn a_fatal_host_error_ends_the_call_uncatchably() {
+    use host_api::{ErrorCode, HostError};
+    let (_db, c) = container("things", "/pk");
+    // The callback swallows every error and records that it saw one.
+    let body = "function f() { var coll = getContext().getCollection();
+        coll.readDocument(coll.getAltLink() + '/docs/x', function (err) {
+            console.log('callback saw ' + (err ? err.number : 'nothing'));
+            coll.createDocument(coll.getSelfLink(), {id: 'marker', pk: 'a'});
+        }); }";
+    let script = runtime::Script {
+        id: "fatal",
+        version: 1,
+        body,
+    };
+    let run = |error: HostError| {
+        let mut txn = c.begin("a").expect("begin");
+        let mut failing = FailingReads {
+            inner: &mut txn,
+            error,
+        };
+        let res = runtime::run_js(
+            &script,
+            runtime::Invocation::Procedure { params: vec![] },
+            &mut failing,
+            &Limits::default(),
+        );
+        let marker = txn.get_item("marker").is_some();
+        (res, marker)
+    };
+
+    // Handed to the callback: the script sees 429, handles it, goes on.
+    let (res, marker) = run(HostError::new(ErrorCode::TOO_MANY_REQUESTS, "throttled"));
+    let output = res.expect("the script handles the error");
+    assert!(output.logs.contains("callback saw 429"), "{}", output.logs);
+    assert!(marker);
+
+    // Fatal: the call ends with the host's status; the callback never runs.
+    let (res, marker) = run(HostError::abort(ErrorCode::TOO_MANY_REQUESTS, "throttled"));
+    let failure = res.expect_err("a fatal error ends the call");
+    assert!(
+        matches!(&failure.error, runtime::Error::Host(e) if e.code == ErrorCode::TOO_MANY_REQUESTS),
+        "{:?}",
+        failure.error
+    );
+    assert_eq!(failure.error.status(), 429);
+    assert!(!failure.logs.contains("callback saw"), "{}", failure.logs);
+    assert!(!marker);
 }

@@ -8,12 +8,53 @@
 //! completely (three documents and one increment) or not at all. It resumes
 //! numbering after the highest transaction it finds, so it can be killed and
 //! restarted on the same directory any number of times.
+//!
+//! Transactions take turns in three forms with the same effect: a native
+//! Rust transaction (`N % 3 == 0`), the JavaScript stored procedure
+//! `writeTxn` (`N % 3 == 1`), and an upsert of `t{N}-0` whose JavaScript
+//! post-trigger `completeTxn` creates the other two documents and increments
+//! the counter (`N % 3 == 2`). So kills land while procedures and triggers
+//! run and commit, too.
 
 use std::io::Write;
 
 use anyhow::Context;
-use engine::{Database, Error, FeedOptions};
+use engine::{Database, Error, FeedOptions, ScriptKind};
+use partita::{ScriptProperties, Scripts, TriggerOperation, TriggerType, WriteOptions};
 use serde_json::json;
+
+/// The procedure form of a transaction: `writeTxn(n, pk, payload)`.
+const PROCEDURE: &str = r#"function writeTxn(n, pk, payload) {
+    var c = getContext().getCollection();
+    var link = c.getSelfLink();
+    for (var j = 0; j < 3; j++) {
+        c.createDocument(link, {id: 't' + n + '-' + j, pk: pk, txn: n, payload: payload},
+            function (err) { if (err) throw err; });
+    }
+    c.readDocument(c.getAltLink() + '/docs/counter', function (err, counter) {
+        if (err && err.number != 404) throw err;
+        var count = err ? 0 : counter.count;
+        c.upsertDocument(link, {id: 'counter', pk: pk, count: count + 1},
+            function (err) { if (err) throw err; });
+    });
+}"#;
+
+/// The trigger form: after `t{N}-0` is written, create the rest.
+const TRIGGER: &str = r#"function completeTxn() {
+    var c = getContext().getCollection();
+    var doc = getContext().getRequest().getBody();
+    var link = c.getSelfLink();
+    for (var j = 1; j < 3; j++) {
+        c.createDocument(link, {id: 't' + doc.txn + '-' + j, pk: doc.pk, txn: doc.txn, payload: doc.payload},
+            function (err) { if (err) throw err; });
+    }
+    c.readDocument(c.getAltLink() + '/docs/counter', function (err, counter) {
+        if (err && err.number != 404) throw err;
+        var count = err ? 0 : counter.count;
+        c.upsertDocument(link, {id: 'counter', pk: doc.pk, count: count + 1},
+            function (err) { if (err) throw err; });
+    });
+}"#;
 
 /// Documents each transaction creates (besides updating its counter).
 pub const DOCS_PER_TXN: usize = 3;
@@ -24,6 +65,27 @@ fn main() -> anyhow::Result<()> {
     let dir = std::env::args().nth(1).context("usage: crash-writer DIR")?;
     let db = Database::open(&dir)?;
     let container = db.create_container_if_not_exists("crash", "/pk")?;
+    if container
+        .read_script(ScriptKind::StoredProcedure, "writeTxn")
+        .is_err()
+    {
+        container.create_script(ScriptProperties::stored_procedure("writeTxn", PROCEDURE))?;
+    }
+    if container
+        .read_script(ScriptKind::Trigger, "completeTxn")
+        .is_err()
+    {
+        container.create_script(ScriptProperties::trigger(
+            "completeTxn",
+            TRIGGER,
+            TriggerType::Post,
+            TriggerOperation::Upsert,
+        ))?;
+    }
+    let with_trigger = WriteOptions {
+        post_triggers: vec!["completeTxn".into()],
+        ..WriteOptions::default()
+    };
     let mut next = 0;
     for p in 0..PARTITIONS {
         for doc in container
@@ -38,14 +100,31 @@ fn main() -> anyhow::Result<()> {
     let stdout = std::io::stdout();
     loop {
         let pk = format!("p{}", next % PARTITIONS);
-        container.transaction(pk.as_str(), |txn| {
-            for j in 0..DOCS_PER_TXN {
-                txn.create_item(json!({"id": format!("t{next}-{j}"), "pk": pk, "txn": next, "payload": "x".repeat(200)}))?;
+        let payload = "x".repeat(200);
+        match next % 3 {
+            0 => container.transaction(pk.as_str(), |txn| {
+                for j in 0..DOCS_PER_TXN {
+                    txn.create_item(json!({"id": format!("t{next}-{j}"), "pk": pk, "txn": next, "payload": payload}))?;
+                }
+                let count = txn.get_item("counter").map_or(0, |c| c["count"].as_u64().unwrap_or(0));
+                txn.upsert_item(json!({"id": "counter", "pk": pk, "count": count + 1}), None)?;
+                Ok::<_, Error>(())
+            })?,
+            1 => {
+                container.execute_stored_procedure(
+                    "writeTxn",
+                    pk.as_str(),
+                    vec![json!(next), json!(pk), json!(payload)],
+                )?;
             }
-            let count = txn.get_item("counter").map_or(0, |c| c["count"].as_u64().unwrap_or(0));
-            txn.upsert_item(json!({"id": "counter", "pk": pk, "count": count + 1}), None)?;
-            Ok::<_, Error>(())
-        })?;
+            _ => {
+                container.upsert_item_with(
+                    pk.as_str(),
+                    json!({"id": format!("t{next}-0"), "pk": pk, "txn": next, "payload": payload}),
+                    &with_trigger,
+                )?;
+            }
+        }
         let mut out = stdout.lock();
         writeln!(out, "ack {next}")?;
         out.flush()?;

@@ -888,6 +888,12 @@ fn next_random() -> u64 {
     })
 }
 
+/// Restarts this thread's id generator at `seed`; see
+/// [`crate::seed_generated_ids`].
+pub(crate) fn seed_ids(seed: u64) {
+    RNG.with(|state| state.set(seed));
+}
+
 /// A random lowercase-hex GUID, as Cosmos DB's wrapper generates.
 pub(crate) fn generate_id() -> String {
     let (a, b) = (next_random(), next_random());
@@ -1113,4 +1119,19 @@ pub(crate) fn get_self_link(
 pub(crate) fn get_alt_link(_: &JsValue, _: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
     let link = state(context).borrow().alt_link.clone();
     Ok(JsString::from(link.as_str()).into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seeded_ids_repeat_and_differ_by_seed() {
+        seed_ids(7);
+        let first = (generate_id(), generate_id());
+        seed_ids(7);
+        assert_eq!(first, (generate_id(), generate_id()));
+        seed_ids(8);
+        assert_ne!(first.0, generate_id());
+    }
 }

@@ -18,4 +18,5 @@ mod run;
 mod sandbox;
 
 pub(crate) use host::generate_id;
+pub(crate) use host::seed_ids;
 pub(crate) use run::{run, run_udf};

@@ -136,7 +136,13 @@ fn in_sandbox<T>(
             Ok((value, logs, stats))
         }
         Err(error) => {
-            if !matches!(error, Error::Script { .. } | Error::Compile(_)) {
+            // A host error ends the call between turns, with the context
+            // in a clean state (as after a throw); only bounds and internal
+            // failures leave it suspect.
+            if !matches!(
+                error,
+                Error::Script { .. } | Error::Compile(_) | Error::Host(_)
+            ) {
                 sandbox.poisoned = true;
             }
             sandbox::give_back(sandbox);
@@ -422,9 +428,9 @@ fn perform(
     let undefined = JsValue::undefined();
     let done = match res {
         Ok(done) => done,
-        Err(e) if e.code == ErrorCode::INTERNAL || e.code == ErrorCode::SERVICE_UNAVAILABLE => {
-            return Err(Error::Host(e));
-        }
+        // Storage failures and fatal host errors end the call: the script
+        // never sees them, so it cannot catch them.
+        Err(e) if e.ends_call() => return Err(Error::Host(e)),
         Err(e) => {
             // Without a callback the error is thrown in the completion
             // context: nothing can catch it.

@@ -14,7 +14,9 @@
 //!    bounded execution does;
 //! 5. parse the inputs (bad UTF-8 or JSON is `-400`, never a trap) and run
 //!    the operation on the `host_api::Collection`, the same call JavaScript
-//!    makes; a storage failure (500, 503) stops the call;
+//!    makes; an error that ends the call (`HostError::ends_call`: a
+//!    storage failure, 500 or 503, or a fatal abort such as the fuzzer's)
+//!    stops it, and the guest cannot catch it;
 //! 6. deliver the result into the output buffer, or keep it waiting.
 //!
 //! Host state lives in the store's `T` ([`HostState`]), never in closures.
@@ -417,7 +419,7 @@ fn call(caller: &mut Caller<'_, HostState>, import: Import, args: &[i32]) -> was
     }
     let outcome = match perform(state, import, &inputs) {
         Ok(outcome) => outcome,
-        Err(e) if e.code == ErrorCode::INTERNAL || e.code == ErrorCode::SERVICE_UNAVAILABLE => {
+        Err(e) if e.ends_call() => {
             return Err(Stop::Host(e).into());
         }
         Err(e) => Outcome::Failed(e),

@@ -1,0 +1,237 @@
+//! `partita fuzz`: the command-line face of `partita::fuzz`.
+//!
+//! ```text
+//! partita fuzz posts createComment --pk p1 --pk p2 \
+//!     --params '["$pk", {"text": "hi"}]' \
+//!     --invariant "SELECT VALUE SUM(c.type = 'post' ? c.commentCount : -1) FROM c" --expect '[0]' \
+//!     --calls 2000 --seed 7 --concurrency 2
+//! ```
+//!
+//! The container's partition-key path, the procedure and the container's
+//! user-defined functions come from the database (`--data DIR`); the seed
+//! documents from `--data-file` (JSON lines) or, without it, from the named
+//! partitions of the container. The database itself is only read: the
+//! calls run on a private copy. Prints the report as JSON on stdout and
+//! exits 1 when it found a violation (0 otherwise); a setup error prints
+//! `{"status", "substatus", "message"}` on stderr and exits 1 as well.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use partita::fuzz::{self, FuzzConfig, Invariant, params_from_templates};
+use partita::{Database, FeedOptions, PartitionKey, ScriptKind, ScriptProperties};
+use serde_json::{Value, json};
+
+/// Arguments of `partita fuzz`.
+#[derive(Args)]
+#[command(
+    after_help = "Parameters may contain \"$pk\" (replaced by the call's partition-key \
+value) and \"$seed\" (a string unique per call). Exits 1 when a violation was found.\n\n\
+Example: partita fuzz posts createComment --pk p1 --params '[\"$pk\", {\"text\": \"hi\"}]' \
+--invariant \"SELECT VALUE SUM(c.type = 'post' ? c.commentCount : -1) FROM c\" --expect '[0]'"
+)]
+pub(crate) struct FuzzArgs {
+    /// The container whose procedure to fuzz.
+    container: String,
+    /// The stored procedure.
+    procedure: String,
+    /// A logical partition to call in (a string key); repeatable.
+    #[arg(long = "pk", value_name = "VALUE")]
+    pks: Vec<String>,
+    /// A logical partition as a JSON key value (number, boolean, null); repeatable.
+    #[arg(long = "pk-json", value_name = "JSON")]
+    pk_jsons: Vec<String>,
+    /// Seed documents, one JSON object per line (default: the named
+    /// partitions' current documents).
+    #[arg(long, value_name = "DOCS.jsonl")]
+    data_file: Option<PathBuf>,
+    /// The parameters of every call, a JSON array.
+    #[arg(
+        long,
+        value_name = "JSON-ARRAY",
+        conflicts_with = "params_file",
+        required_unless_present = "params_file"
+    )]
+    params: Option<String>,
+    /// Parameter sets, one JSON array per line; each call picks one at random.
+    #[arg(long, value_name = "PARAMS.jsonl")]
+    params_file: Option<PathBuf>,
+    /// A query run on the call's partition after every call.
+    #[arg(long, value_name = "SQL")]
+    invariant: String,
+    /// The exact result the invariant query must return, a JSON array.
+    #[arg(long, value_name = "JSON")]
+    expect: String,
+    /// How many calls.
+    #[arg(long, default_value_t = 1000)]
+    calls: u64,
+    /// The seed (a report's reproduction names the seed to rerun with).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Threads calling at the same time.
+    #[arg(long, default_value_t = 1)]
+    concurrency: usize,
+    /// Report the first violation without searching for a shorter reproduction.
+    #[arg(long)]
+    no_shrink: bool,
+}
+
+/// Runs `partita fuzz`; see the module docs for output and exit status.
+pub(crate) fn main(data: Option<PathBuf>, in_memory: bool, args: &FuzzArgs) -> ExitCode {
+    match run(data, in_memory, args) {
+        Ok(report) => {
+            let text = serde_json::to_string_pretty(&report.to_json())
+                .unwrap_or_else(|_| report.to_json().to_string());
+            let _ = writeln!(std::io::stdout(), "{text}");
+            if report.violation.is_some() {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        Err(err) => {
+            let status = err
+                .downcast_ref::<partita::Error>()
+                .map(partita::Error::status)
+                .or_else(|| {
+                    err.downcast_ref::<fuzz::FuzzError>()
+                        .map(fuzz::FuzzError::status)
+                })
+                .unwrap_or(400);
+            let _ = writeln!(
+                std::io::stderr(),
+                "{}",
+                json!({"status": status, "substatus": 0, "message": format!("{err:#}")})
+            );
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn json_lines(path: &Path, what: &str) -> anyhow::Result<Vec<Value>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+        .map(|(i, line)| {
+            serde_json::from_str(line)
+                .with_context(|| format!("{}:{}: not a JSON {what}", path.display(), i + 1))
+        })
+        .collect()
+}
+
+fn params_array(value: Value, source: &str) -> anyhow::Result<Vec<Value>> {
+    match value {
+        Value::Array(items) => Ok(items),
+        other => bail!("{source}: the parameters must be a JSON array, not {other}"),
+    }
+}
+
+fn run(
+    data: Option<PathBuf>,
+    in_memory: bool,
+    args: &FuzzArgs,
+) -> anyhow::Result<fuzz::FuzzReport> {
+    let db = if in_memory {
+        Database::in_memory()
+    } else {
+        Database::open(data.unwrap_or_else(|| PathBuf::from("partita-data")))?
+    };
+    let container = db.container(&args.container)?;
+    let mut keys: Vec<PartitionKey> = args
+        .pks
+        .iter()
+        .map(|p| PartitionKey::from(p.as_str()))
+        .collect();
+    for text in &args.pk_jsons {
+        let value: Value =
+            serde_json::from_str(text).with_context(|| format!("--pk-json {text}: not JSON"))?;
+        keys.push(
+            PartitionKey::from_value(&value)
+                .with_context(|| format!("--pk-json {text}: not a partition-key value"))?,
+        );
+    }
+    if keys.is_empty() {
+        bail!("name at least one partition with --pk or --pk-json");
+    }
+    let procedure = container.read_script(ScriptKind::StoredProcedure, &args.procedure)?;
+    let mut scripts = vec![ScriptProperties {
+        id: procedure.id.clone(),
+        kind: procedure.kind,
+        language: procedure.language,
+        body: procedure.body.to_vec(),
+        trigger_type: None,
+        trigger_operation: None,
+    }];
+    for udf in container.list_scripts(ScriptKind::UserDefinedFunction) {
+        scripts.push(ScriptProperties {
+            id: udf.id.clone(),
+            kind: udf.kind,
+            language: udf.language,
+            body: udf.body.to_vec(),
+            trigger_type: None,
+            trigger_operation: None,
+        });
+    }
+    let seed_documents = match &args.data_file {
+        Some(path) => json_lines(path, "document")?,
+        None => {
+            let mut docs = Vec::new();
+            for key in &keys {
+                let mut options = FeedOptions::default();
+                loop {
+                    let page = container.read_feed(key.clone(), &options)?;
+                    docs.extend(page.items.into_iter().map(|d| {
+                        let mut doc = d.into_value();
+                        if let Some(map) = doc.as_object_mut() {
+                            for key in ["_rid", "_self", "_etag", "_ts", "_attachments"] {
+                                map.remove(key);
+                            }
+                        }
+                        doc
+                    }));
+                    match page.continuation {
+                        Some(c) => options.continuation = Some(c),
+                        None => break,
+                    }
+                }
+            }
+            docs
+        }
+    };
+    let templates = match (&args.params, &args.params_file) {
+        (Some(text), _) => vec![params_array(
+            serde_json::from_str(text).context("--params: not JSON")?,
+            "--params",
+        )?],
+        (None, Some(path)) => json_lines(path, "array")?
+            .into_iter()
+            .map(|v| params_array(v, &path.display().to_string()))
+            .collect::<anyhow::Result<_>>()?,
+        (None, None) => bail!("give --params or --params-file"),
+    };
+    let expect: Value = serde_json::from_str(&args.expect).context("--expect: not JSON")?;
+    let mut config = FuzzConfig::new(
+        container.partition_key_path().as_str(),
+        scripts.remove(0),
+        keys,
+        params_from_templates(templates),
+        Invariant::Query {
+            sql: args.invariant.clone(),
+            expect,
+        },
+    );
+    config.scripts.extend(scripts);
+    config.seed_documents = seed_documents;
+    config.calls = args.calls;
+    config.seed = args.seed;
+    config.concurrency = args.concurrency.max(1);
+    config.shrink = !args.no_shrink;
+    drop(container);
+    drop(db);
+    Ok(fuzz::run(&config)?)
+}

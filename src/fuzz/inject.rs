@@ -1,0 +1,246 @@
+//! The two fault injectors the fuzzer wraps around the real thing.
+//!
+//! * [`FaultyCollection`] wraps the `host_api::Collection` a procedure runs
+//!   against (the engine's transaction). It numbers the data operations the
+//!   procedure performs (reads, feeds, queries, creates, replaces, upserts,
+//!   deletes) and fails the k-th one with a chosen status, either as an
+//!   error the script receives in its callback or as a fatal
+//!   [`HostError::abort`] the runtime ends the call with. Every other
+//!   operation goes through unchanged, so the wrapped call is the real call.
+//! * [`CrashStorage`] wraps the durable `engine::storage::Storage`. When the
+//!   calling thread armed it, the next commit "crashes": it fails either
+//!   before the durable write (nothing reached the disk) or after it (the
+//!   record is durable but the process dies before acknowledging it). The
+//!   engine then refuses writes until the fuzzer reopens the directory,
+//!   which is what a restart after a crash does.
+
+use std::cell::Cell;
+
+use engine::storage::{
+    Change, CommitRecord, ContainerMeta, LoadedContainer, Lsn, ScriptRecord, Storage,
+};
+use host_api::{
+    CallStats, Collection, Document, ErrorCode, HostError, Page, PartitionKey, QueryRequest,
+    ScriptKind, WriteOptions,
+};
+use serde_json::Value;
+
+/// How an injected host error reaches the script.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Delivery {
+    /// As the operation's error: the script's callback receives it.
+    Callback,
+    /// As a fatal error: the runtime ends the call; the script cannot catch it.
+    Abort,
+}
+
+/// A planned host-operation fault: fail operation `op` (1-based).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct OpFault {
+    pub(crate) op: u32,
+    pub(crate) code: ErrorCode,
+    pub(crate) delivery: Delivery,
+}
+
+/// A collection that counts operations and fails the planned one.
+pub(crate) struct FaultyCollection<'a> {
+    inner: &'a mut dyn Collection,
+    plan: Option<OpFault>,
+    /// Data operations attempted so far, by name.
+    pub(crate) ops: Vec<&'static str>,
+    /// The operation that was failed, if the call got that far.
+    pub(crate) injected: Option<(u32, &'static str)>,
+}
+
+impl<'a> FaultyCollection<'a> {
+    pub(crate) fn new(
+        inner: &'a mut dyn Collection,
+        plan: Option<OpFault>,
+    ) -> FaultyCollection<'a> {
+        FaultyCollection {
+            inner,
+            plan,
+            ops: Vec::new(),
+            injected: None,
+        }
+    }
+
+    /// Counts operation `name` and fails it if it is the planned one.
+    fn enter(&mut self, name: &'static str) -> Result<(), HostError> {
+        self.ops.push(name);
+        let n = u32::try_from(self.ops.len()).unwrap_or(u32::MAX);
+        match self.plan {
+            Some(plan) if plan.op == n => {
+                self.injected = Some((n, name));
+                let message = format!(
+                    "fault injected by partita fuzz: operation {n} ({name}) failed with {}",
+                    plan.code
+                );
+                Err(match plan.delivery {
+                    Delivery::Callback => HostError::new(plan.code, message),
+                    Delivery::Abort => HostError::abort(plan.code, message),
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Collection for FaultyCollection<'_> {
+    fn container_id(&self) -> &str {
+        self.inner.container_id()
+    }
+
+    fn partition_key(&self) -> &PartitionKey {
+        self.inner.partition_key()
+    }
+
+    fn self_link(&self) -> String {
+        self.inner.self_link()
+    }
+
+    fn alt_link(&self) -> String {
+        self.inner.alt_link()
+    }
+
+    fn resolve_document_link(&self, link: &str) -> Result<String, HostError> {
+        self.inner.resolve_document_link(link)
+    }
+
+    fn read(&mut self, id: &str) -> Result<Document, HostError> {
+        self.enter("read")?;
+        self.inner.read(id)
+    }
+
+    fn read_feed(
+        &mut self,
+        page_size: Option<usize>,
+        continuation: Option<&str>,
+    ) -> Result<Page, HostError> {
+        self.enter("readFeed")?;
+        self.inner.read_feed(page_size, continuation)
+    }
+
+    fn create(&mut self, doc: Value) -> Result<Document, HostError> {
+        self.enter("create")?;
+        self.inner.create(doc)
+    }
+
+    fn replace(
+        &mut self,
+        id: &str,
+        doc: Value,
+        options: WriteOptions<'_>,
+    ) -> Result<Document, HostError> {
+        self.enter("replace")?;
+        self.inner.replace(id, doc, options)
+    }
+
+    fn upsert(&mut self, doc: Value, options: WriteOptions<'_>) -> Result<Document, HostError> {
+        self.enter("upsert")?;
+        self.inner.upsert(doc, options)
+    }
+
+    fn delete(&mut self, id: &str, options: WriteOptions<'_>) -> Result<(), HostError> {
+        self.enter("delete")?;
+        self.inner.delete(id, options)
+    }
+
+    fn query(&mut self, request: QueryRequest<'_>) -> Result<Page, HostError> {
+        self.enter("query")?;
+        self.inner.query(request)
+    }
+
+    fn stats(&self) -> CallStats {
+        self.inner.stats()
+    }
+}
+
+/// Where a simulated crash happens during a commit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CrashPoint {
+    /// Before the durable write: the record never reaches the disk.
+    BeforeDurableWrite,
+    /// After the durable write, before the commit is acknowledged.
+    AfterDurableWrite,
+}
+
+thread_local! {
+    /// The crash the next commit on this thread performs (commits run on
+    /// the committing thread, so concurrent calls cannot take each other's).
+    static ARMED: Cell<Option<CrashPoint>> = const { Cell::new(None) };
+}
+
+/// Makes the next commit on this thread crash at `point`.
+pub(crate) fn arm_crash(point: Option<CrashPoint>) {
+    ARMED.with(|armed| armed.set(point));
+}
+
+/// A storage whose commits crash when the committing thread armed them.
+pub(crate) struct CrashStorage<S> {
+    inner: S,
+}
+
+impl<S: Storage> CrashStorage<S> {
+    pub(crate) fn new(inner: S) -> CrashStorage<S> {
+        CrashStorage { inner }
+    }
+}
+
+fn crashed(point: &str) -> engine::Error {
+    engine::Error::Storage(format!(
+        "simulated crash {point} (injected by partita fuzz); reopen the database"
+    ))
+}
+
+impl<S: Storage> Storage for CrashStorage<S> {
+    fn load(&self) -> engine::Result<Vec<LoadedContainer>> {
+        self.inner.load()
+    }
+
+    fn create_container(&self, meta: &ContainerMeta) -> engine::Result<()> {
+        self.inner.create_container(meta)
+    }
+
+    fn put_script(&self, script: &ScriptRecord) -> engine::Result<()> {
+        self.inner.put_script(script)
+    }
+
+    fn delete_script(&self, container: &str, kind: ScriptKind, id: &str) -> engine::Result<()> {
+        self.inner.delete_script(container, kind, id)
+    }
+
+    fn commit(&self, record: CommitRecord) -> engine::Result<Lsn> {
+        match ARMED.with(Cell::take) {
+            None => self.inner.commit(record),
+            Some(CrashPoint::BeforeDurableWrite) => Err(crashed("before the durable write")),
+            Some(CrashPoint::AfterDurableWrite) => {
+                self.inner.commit(record)?;
+                Err(crashed("after the durable write"))
+            }
+        }
+    }
+
+    fn read_changes(
+        &self,
+        container: &str,
+        after: Lsn,
+        max_changes: usize,
+    ) -> engine::Result<Vec<Change>> {
+        self.inner.read_changes(container, after, max_changes)
+    }
+
+    fn wants_text(&self) -> bool {
+        self.inner.wants_text()
+    }
+}
+
+/// Whether `code` is one of the statuses the fuzzer injects.
+pub(crate) const INJECTED_CODES: [ErrorCode; 6] = [
+    ErrorCode::NOT_FOUND,
+    ErrorCode::CONFLICT,
+    ErrorCode::PRECONDITION_FAILED,
+    ErrorCode::TOO_MANY_REQUESTS,
+    ErrorCode::RETRY_WITH,
+    ErrorCode::INTERNAL,
+];

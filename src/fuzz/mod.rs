@@ -1,0 +1,1116 @@
+//! Atomicity fuzzing: prove a stored procedure all-or-nothing under faults.
+//!
+//! Users adopt stored procedures because they are atomic, but the failures
+//! that break a procedure's own invariants (an error swallowed in a
+//! callback, a second call that never happens) only show up under faults.
+//! [`run`] calls a procedure thousands of times on a private copy of the
+//! data and injects, per call, one of:
+//!
+//! * a failure of the k-th host operation (for every k the clean run
+//!   reaches) with a status a real service returns (404, 409, 412, 429, 449,
+//!   500), either handed to the script's callback or as an abort the script
+//!   cannot catch ([`host_api::HostError::abort`]);
+//! * an instruction budget that runs out at a chosen point of the call
+//!   (between 1 and the instructions a clean run of the same call used);
+//! * a crash at commit, before or after the durable write, followed by
+//!   reopening the database from its directory;
+//!
+//! with calls running concurrently (`concurrency` threads) on the same and
+//! on different logical partitions. After every call it checks:
+//!
+//! ```text
+//!   pre ──(faulted call)──► post        post ≡ pre   or   post ≡ clean(pre)
+//!    └───(clean call, on a scratch copy of pre)──► clean(pre)
+//!   invariant(post) == expected          published/recovered state == post (exactly)
+//! ```
+//!
+//! "≡" compares the partition's documents by id, each serialized as JSON
+//! byte for byte, except the system properties a second run legitimately
+//! assigns differently: `_rid`, `_self`, `_etag` and `_ts` (top-level only).
+//! Ids the runtime generates are the same in both runs because the fuzzer
+//! seeds the generator per call ([`runtime::seed_generated_ids`]). The state
+//! after a commit, and after a crash and reopen, must equal the committed
+//! (or, for a crash before the durable write, the previous) state exactly,
+//! system properties included. The invariant is a query run on each call's
+//! partition, or a Rust closure over its documents, evaluated on an exact
+//! copy of the post-call state (so it is exact under concurrency too).
+//!
+//! Reproduction: call `i` of a run is a function of its own seed `c_i` and
+//! the partition's state, and seeds chain (`c_0` = the run's seed, `c_{i+1}
+//! = mix(c_i)`), so a run with seed `c_j` and `calls = i - j + 1` replays
+//! calls `j..=i` from the seed data. After a violation the fuzzer searches
+//! the shortest such window that still fails, sequentially, and reports it.
+//!
+//! The fuzzer never touches the user's database: it copies the scripts and
+//! seed documents into a database in a temporary directory
+//! (`Durability::None`: the simulated crashes are in-process, so nothing
+//! depends on fsync).
+//!
+//! Procedures run through the facade's own procedure path (`run_procedure`
+//! in `scripts.rs`), so any language the facade runs is fuzzed the same way.
+//! Today that is JavaScript; a WebAssembly host must end the call (trap)
+//! when a host import returns a fatal error, as the JavaScript runtime does.
+
+mod inject;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use engine::storage::SqliteStorage;
+use engine::{
+    Container, Database, Durability, Options, PartitionKey, QueryItemsOptions, ScriptKind,
+    ScriptLanguage, ScriptProperties,
+};
+use parking_lot::{Mutex, RwLock};
+use runtime::Limits;
+use serde_json::{Map, Value, json};
+
+use crate::scripts::{CallError, attach_udfs, query_with_udfs_of, run_procedure};
+use inject::{CrashPoint, CrashStorage, Delivery, FaultyCollection, INJECTED_CODES, OpFault};
+
+/// The container id inside the fuzzer's private database.
+const CONTAINER: &str = "fuzz";
+
+/// Calls tried per window length when shrinking a violation, at most.
+const SHRINK_WINDOWS: u64 = 48;
+
+/// A small, fast, seedable random generator (splitmix64), handed to
+/// parameter generators so that a call is a function of its seed.
+#[derive(Clone, Debug)]
+pub struct FuzzRng(u64);
+
+impl FuzzRng {
+    /// A generator starting at `seed`.
+    pub fn new(seed: u64) -> FuzzRng {
+        FuzzRng(seed)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        mix(self.0)
+    }
+
+    /// A number in `0..n` (0 when `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        if n == 0 { 0 } else { self.next_u64() % n }
+    }
+}
+
+/// splitmix64's finalizer.
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The seed of the call after the call seeded `seed`.
+fn next_seed(seed: u64) -> u64 {
+    mix(seed.wrapping_add(0x9E37_79B9_7F4A_7C15))
+}
+
+/// Produces a call's parameters from its random generator and partition.
+pub type ParamsGenerator = Arc<dyn Fn(&mut FuzzRng, &PartitionKey) -> Vec<Value> + Send + Sync>;
+
+/// Checks a partition's documents; `Err` says what is wrong.
+pub type InvariantCheck = Arc<dyn Fn(&PartitionKey, &[Value]) -> Result<(), String> + Send + Sync>;
+
+/// What must hold in every partition after every call.
+#[derive(Clone)]
+pub enum Invariant {
+    /// A query run on the call's partition must return exactly `expect`
+    /// (a JSON array of all its results).
+    Query {
+        /// The SQL text (the container's UDFs are callable).
+        sql: String,
+        /// The exact result, such as `[0]`.
+        expect: Value,
+    },
+    /// A closure over the partition's documents (with system properties).
+    Check(InvariantCheck),
+}
+
+impl std::fmt::Debug for Invariant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Invariant::Query { sql, expect } => write!(f, "Query({sql:?} == {expect})"),
+            Invariant::Check(_) => f.write_str("Check(closure)"),
+        }
+    }
+}
+
+/// Which faults to inject. All on by default.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FaultKinds {
+    /// Fail the k-th host operation with an error the script receives.
+    pub host_errors: bool,
+    /// Fail the k-th host operation with an abort the script cannot catch.
+    pub host_aborts: bool,
+    /// Run out of the instruction budget at a chosen point.
+    pub budgets: bool,
+    /// Crash at commit (before or after the durable write) and reopen.
+    pub crashes: bool,
+}
+
+impl Default for FaultKinds {
+    fn default() -> FaultKinds {
+        FaultKinds {
+            host_errors: true,
+            host_aborts: true,
+            budgets: true,
+            crashes: true,
+        }
+    }
+}
+
+/// A fuzzing run: what to call, on what data, and what must hold.
+#[derive(Clone)]
+pub struct FuzzConfig {
+    /// The container's partition-key path, such as `/postId`.
+    pub partition_key_path: String,
+    /// Scripts to install: the procedure under test and any UDFs it (or the
+    /// invariant) uses.
+    pub scripts: Vec<ScriptProperties>,
+    /// The id of the stored procedure to call.
+    pub procedure: String,
+    /// Documents loaded before the first call, each into the partition its
+    /// key names.
+    pub seed_documents: Vec<Value>,
+    /// The logical partitions calls go to (chosen at random per call).
+    pub partition_keys: Vec<PartitionKey>,
+    /// The parameters of each call.
+    pub params: ParamsGenerator,
+    /// What must hold after every call.
+    pub invariant: Invariant,
+    /// How many calls to make.
+    pub calls: u64,
+    /// The run's seed; the report's reproduction names the seed to rerun.
+    pub seed: u64,
+    /// Threads calling at the same time (1: sequential).
+    pub concurrency: usize,
+    /// Which faults to inject.
+    pub faults: FaultKinds,
+    /// Of every 100 calls, how many run without a fault (to move the data
+    /// on and to check clean runs too).
+    pub clean_percent: u8,
+    /// Bounds of each call (budget faults lower `instructions` below this).
+    pub limits: Limits,
+    /// Search for the shortest reproduction after a violation.
+    pub shrink: bool,
+}
+
+impl FuzzConfig {
+    /// A configuration with the defaults: 1,000 calls, seed 1, one thread,
+    /// every fault kind, 15% clean calls, default limits, shrinking on.
+    pub fn new(
+        partition_key_path: impl Into<String>,
+        procedure: ScriptProperties,
+        partition_keys: Vec<PartitionKey>,
+        params: ParamsGenerator,
+        invariant: Invariant,
+    ) -> FuzzConfig {
+        FuzzConfig {
+            partition_key_path: partition_key_path.into(),
+            procedure: procedure.id.clone(),
+            scripts: vec![procedure],
+            seed_documents: Vec::new(),
+            partition_keys,
+            params,
+            invariant,
+            calls: 1000,
+            seed: 1,
+            concurrency: 1,
+            faults: FaultKinds::default(),
+            clean_percent: 15,
+            limits: Limits::default(),
+            shrink: true,
+        }
+    }
+}
+
+impl std::fmt::Debug for FuzzConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FuzzConfig")
+            .field("partition_key_path", &self.partition_key_path)
+            .field("procedure", &self.procedure)
+            .field("partition_keys", &self.partition_keys)
+            .field("invariant", &self.invariant)
+            .field("calls", &self.calls)
+            .field("seed", &self.seed)
+            .field("concurrency", &self.concurrency)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Parameters from templates: each call picks one template (a JSON array)
+/// at random and replaces every string `"$pk"` in it by the call's
+/// partition-key value and every `"$seed"` by the call's seed in hex (a
+/// value unique per call).
+pub fn params_from_templates(templates: Vec<Vec<Value>>) -> ParamsGenerator {
+    Arc::new(move |rng: &mut FuzzRng, pk: &PartitionKey| {
+        if templates.is_empty() {
+            return Vec::new();
+        }
+        let pick = rng.below(templates.len() as u64) as usize;
+        let unique = format!("{:016x}", rng.next_u64());
+        templates[pick]
+            .iter()
+            .map(|v| substitute(v, pk, &unique))
+            .collect()
+    })
+}
+
+fn substitute(value: &Value, pk: &PartitionKey, unique: &str) -> Value {
+    match value {
+        Value::String(s) if s == "$pk" => pk.to_value(),
+        Value::String(s) if s == "$seed" => Value::String(unique.to_owned()),
+        Value::Array(items) => {
+            Value::Array(items.iter().map(|v| substitute(v, pk, unique)).collect())
+        }
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), substitute(v, pk, unique)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// Why a run could not start (a violation is not an error: it is in the
+/// report).
+#[derive(Debug, thiserror::Error)]
+pub enum FuzzError {
+    /// The configuration is unusable (no partitions, no such procedure, a
+    /// seed document in no listed partition, ...).
+    #[error("bad fuzz configuration: {0}")]
+    Config(String),
+    /// The engine refused to set the run up (a bad script or document).
+    #[error(transparent)]
+    Engine(#[from] engine::Error),
+    /// The temporary directory could not be created.
+    #[error("temporary directory for the fuzz database: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl FuzzError {
+    /// The HTTP status Cosmos DB would use for this kind of failure.
+    pub fn status(&self) -> u16 {
+        match self {
+            FuzzError::Config(_) => 400,
+            FuzzError::Engine(e) => e.status(),
+            FuzzError::Io(_) => 500,
+        }
+    }
+}
+
+/// The fault a call was given.
+#[derive(Clone, Copy, Debug)]
+enum Fault {
+    None,
+    Op(OpFault),
+    Budget(u64),
+    Crash(CrashPoint),
+}
+
+impl Fault {
+    fn describe(&self) -> Value {
+        match self {
+            Fault::None => json!({"kind": "none"}),
+            Fault::Op(f) => json!({
+                "kind": match f.delivery { Delivery::Callback => "host_error", Delivery::Abort => "host_abort" },
+                "operation": f.op,
+                "status": f.code.as_u16(),
+            }),
+            Fault::Budget(n) => json!({"kind": "budget", "instructions_or_fuel": n}),
+            Fault::Crash(CrashPoint::BeforeDurableWrite) => {
+                json!({"kind": "crash", "at": "before the durable write"})
+            }
+            Fault::Crash(CrashPoint::AfterDurableWrite) => {
+                json!({"kind": "crash", "at": "after the durable write"})
+            }
+        }
+    }
+}
+
+/// A violation: what was wrong after which call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Violation {
+    /// The call's index in the run (0-based).
+    pub call: u64,
+    /// The call's seed.
+    pub call_seed: u64,
+    /// The call's partition.
+    pub partition_key: PartitionKey,
+    /// Its parameters.
+    pub params: Vec<Value>,
+    /// The fault it was given, as JSON.
+    pub fault: Value,
+    /// `"not_atomic"`, `"invariant"`, `"lost_commit"` or `"crash_recovery"`.
+    pub kind: &'static str,
+    /// What exactly was wrong.
+    pub message: String,
+    /// The call's outcome: `"committed"` or the error.
+    pub outcome: String,
+    /// The partition's documents after the call (system properties removed).
+    pub state: Vec<Value>,
+}
+
+impl Violation {
+    fn to_json(&self) -> Value {
+        json!({
+            "call": self.call,
+            "call_seed": self.call_seed,
+            "partition_key": self.partition_key.to_value(),
+            "params": self.params,
+            "fault": self.fault,
+            "kind": self.kind,
+            "message": self.message,
+            "outcome": self.outcome,
+            "state": self.state,
+        })
+    }
+}
+
+/// The shortest sequence found that reproduces a violation: rerun with
+/// `seed` and `calls` (sequentially).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reproduction {
+    /// The seed to run with.
+    pub seed: u64,
+    /// How many calls.
+    pub calls: u64,
+}
+
+/// What a run did and found.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FuzzReport {
+    /// The procedure.
+    pub procedure: String,
+    /// The run's seed.
+    pub seed: u64,
+    /// Calls made.
+    pub calls: u64,
+    /// Calls that committed.
+    pub committed: u64,
+    /// Calls that failed (and so must have changed nothing).
+    pub failed: u64,
+    /// Faults injected, by kind (`host_error`, `host_abort`, `budget`,
+    /// `crash_before_durable_write`, `crash_after_durable_write`) and how
+    /// many calls ran clean (`none`).
+    pub faults: BTreeMap<String, u64>,
+    /// Simulated crashes (each followed by a reopen).
+    pub crashes: u64,
+    /// Fault points reached: `"op 2 (replace)"`, `"instructions"` (`"fuel"`
+    /// for WebAssembly),
+    /// `"commit"`, with how often a fault was injected there.
+    pub fault_points: BTreeMap<String, u64>,
+    /// Failed calls by status.
+    pub statuses: BTreeMap<u16, u64>,
+    /// Threads used.
+    pub concurrency: usize,
+    /// The first violation, if any.
+    pub violation: Option<Violation>,
+    /// The shortest reproduction found for it.
+    pub reproduction: Option<Reproduction>,
+}
+
+impl FuzzReport {
+    /// The report as JSON (what `partita fuzz` prints).
+    pub fn to_json(&self) -> Value {
+        json!({
+            "procedure": self.procedure,
+            "seed": self.seed,
+            "calls": self.calls,
+            "committed": self.committed,
+            "failed": self.failed,
+            "concurrency": self.concurrency,
+            "faults": self.faults,
+            "faults_injected": self.faults.iter().filter(|(k, _)| *k != "none").map(|(_, v)| v).sum::<u64>(),
+            "crashes": self.crashes,
+            "fault_points": self.fault_points,
+            "statuses": self.statuses.iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<Map<_, _>>(),
+            "violations": u64::from(self.violation.is_some()),
+            "first_violation": self.violation.as_ref().map(Violation::to_json),
+            "reproduction": self.reproduction.map(|r| json!({"seed": r.seed, "calls": r.calls, "concurrency": 1})),
+        })
+    }
+}
+
+/// Runs the fuzzer; see the module docs.
+///
+/// # Errors
+/// [`FuzzError`] when the run cannot be set up. Violations are not errors:
+/// they are in [`FuzzReport::violation`].
+pub fn run(config: &FuzzConfig) -> Result<FuzzReport, FuzzError> {
+    let mut report = run_once(config, config.seed, config.calls, config.concurrency)?;
+    if config.shrink
+        && let Some(v) = &report.violation
+    {
+        report.reproduction = shrink(config, v.call)?;
+    }
+    Ok(report)
+}
+
+/// Finds the shortest window of calls ending at `failing` that fails when
+/// replayed sequentially from the seed data.
+fn shrink(config: &FuzzConfig, failing: u64) -> Result<Option<Reproduction>, FuzzError> {
+    let mut seeds = Vec::with_capacity(usize::try_from(failing + 1).unwrap_or(0));
+    let mut seed = config.seed;
+    for _ in 0..=failing {
+        seeds.push(seed);
+        seed = next_seed(seed);
+    }
+    let mut lengths: Vec<u64> = (1..=failing.min(SHRINK_WINDOWS)).collect();
+    lengths.push(failing + 1);
+    lengths.dedup();
+    for calls in lengths {
+        let start = failing + 1 - calls;
+        let seed = seeds[usize::try_from(start).unwrap_or(0)];
+        let replay = run_once(config, seed, calls, 1)?;
+        if replay.violation.is_some() {
+            return Ok(Some(Reproduction { seed, calls }));
+        }
+    }
+    Ok(None)
+}
+
+/// Everything the worker threads share.
+struct Shared<'c> {
+    config: &'c FuzzConfig,
+    dir: PathBuf,
+    db: RwLock<Database>,
+    /// (next call index, its seed), handed out in order.
+    next: Mutex<(u64, u64)>,
+    calls: u64,
+    stop: AtomicBool,
+    report: Mutex<FuzzReport>,
+    /// Per partition: the LSN of the last acknowledged commit and the state
+    /// it published, which must survive crashes and reopens exactly.
+    expected: Mutex<HashMap<PartitionKey, (u64, Vec<Value>)>>,
+    /// Crashes not yet recovered from: (partition, crash point, state
+    /// before, state after, the call's description). Several calls can
+    /// crash before the first of them reopens.
+    crashed: Mutex<Vec<Crash>>,
+}
+
+/// A commit that crashed: its partition must recover to `pre` or `post`,
+/// as the crash point implies.
+struct Crash {
+    pk: PartitionKey,
+    point: CrashPoint,
+    pre: Vec<Value>,
+    post: Vec<Value>,
+    call: Violation,
+}
+
+fn open_fuzz_db(dir: &Path) -> Result<Database, engine::Error> {
+    let storage = SqliteStorage::open(&dir.join(engine::DATA_FILE), Durability::None)?;
+    Database::with_storage(
+        Box::new(CrashStorage::new(storage)),
+        Options {
+            durability: Durability::None,
+            ..Options::default()
+        },
+    )
+}
+
+fn run_once(
+    config: &FuzzConfig,
+    seed: u64,
+    calls: u64,
+    concurrency: usize,
+) -> Result<FuzzReport, FuzzError> {
+    if config.partition_keys.is_empty() {
+        return Err(FuzzError::Config(
+            "name at least one partition key to call the procedure in".into(),
+        ));
+    }
+    if !config
+        .scripts
+        .iter()
+        .any(|s| s.kind == ScriptKind::StoredProcedure && s.id == config.procedure)
+    {
+        return Err(FuzzError::Config(format!(
+            "the scripts to install include no stored procedure {:?}",
+            config.procedure
+        )));
+    }
+    let tmp = tempfile::tempdir()?;
+    let db = open_fuzz_db(tmp.path())?;
+    let container = db.create_container(CONTAINER, &config.partition_key_path)?;
+    for script in &config.scripts {
+        container.create_script(script.clone())?;
+    }
+    let mut by_partition: BTreeMap<PartitionKey, Vec<Value>> = BTreeMap::new();
+    for doc in &config.seed_documents {
+        let pk = container.partition_key_of(doc)?;
+        by_partition.entry(pk).or_default().push(doc.clone());
+    }
+    for (pk, docs) in by_partition {
+        container.transaction(pk, |txn| {
+            for doc in docs {
+                txn.create_item(doc)?;
+            }
+            Ok::<_, engine::Error>(())
+        })?;
+    }
+    let mut expected = HashMap::new();
+    for pk in &config.partition_keys {
+        expected.insert(pk.clone(), (0, documents(&container, pk)));
+    }
+    drop(container);
+    let shared = Shared {
+        config,
+        dir: tmp.path().to_owned(),
+        db: RwLock::new(db),
+        next: Mutex::new((0, seed)),
+        calls,
+        stop: AtomicBool::new(false),
+        report: Mutex::new(FuzzReport {
+            procedure: config.procedure.clone(),
+            seed,
+            concurrency: concurrency.max(1),
+            ..FuzzReport::default()
+        }),
+        expected: Mutex::new(expected),
+        crashed: Mutex::new(Vec::new()),
+    };
+    let threads = concurrency.max(1);
+    let failure: Mutex<Option<FuzzError>> = Mutex::new(None);
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                if let Err(e) = worker(&shared) {
+                    shared.stop.store(true, Ordering::SeqCst);
+                    failure.lock().get_or_insert(e);
+                }
+            });
+        }
+    });
+    if let Some(e) = failure.into_inner() {
+        return Err(e);
+    }
+    // Whatever ran concurrently, each partition must hold exactly what its
+    // last acknowledged commit published.
+    let mut report = shared.report.into_inner();
+    if report.violation.is_none() {
+        let db = shared.db.read();
+        let container = db.container(CONTAINER)?;
+        for (pk, (_, state)) in shared.expected.lock().iter() {
+            let now = documents(&container, pk);
+            if &now != state {
+                report.violation = Some(Violation {
+                    call: report.calls.saturating_sub(1),
+                    call_seed: 0,
+                    partition_key: pk.clone(),
+                    params: Vec::new(),
+                    fault: json!({"kind": "none"}),
+                    kind: "lost_commit",
+                    message: "at the end of the run the partition does not hold what its last acknowledged commit published".into(),
+                    outcome: String::new(),
+                    state: now.iter().map(strip).collect(),
+                });
+            }
+        }
+    }
+    Ok(report)
+}
+
+fn worker(shared: &Shared<'_>) -> Result<(), FuzzError> {
+    loop {
+        if shared.stop.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let (index, seed) = {
+            let mut next = shared.next.lock();
+            if next.0 >= shared.calls {
+                return Ok(());
+            }
+            let taken = *next;
+            *next = (next.0 + 1, next_seed(next.1));
+            taken
+        };
+        let outcome = {
+            let db = shared.db.read();
+            one_call(shared, &db, index, seed)?
+        };
+        let mut violation = outcome.violation;
+        if outcome.crashed {
+            violation = violation.or(recover(shared)?);
+        }
+        if let Some(v) = violation {
+            shared.stop.store(true, Ordering::SeqCst);
+            let mut report = shared.report.lock();
+            if report
+                .violation
+                .as_ref()
+                .is_none_or(|old| v.call < old.call)
+            {
+                report.violation = Some(v);
+            }
+        }
+    }
+}
+
+/// After simulated crashes: reopen the directory (no call is in flight
+/// then) and check that each crashed partition holds its state before the
+/// call (a crash before the durable write) or after it (after), and every
+/// other partition what it last acknowledged. Several calls may have
+/// crashed before the first of them gets here; the first reopens for all.
+fn recover(shared: &Shared<'_>) -> Result<Option<Violation>, FuzzError> {
+    let mut db = shared.db.write();
+    let crashes = std::mem::take(&mut *shared.crashed.lock());
+    if crashes.is_empty() {
+        return Ok(None);
+    }
+    drop(std::mem::replace(&mut *db, Database::in_memory()));
+    *db = open_fuzz_db(&shared.dir)?;
+    shared.report.lock().crashes += 1;
+    let container = db.container(CONTAINER)?;
+    let mut expected = shared.expected.lock();
+    let mut found = None;
+    for pk in &shared.config.partition_keys {
+        let now = documents(&container, pk);
+        let crash = crashes.iter().find(|c| &c.pk == pk);
+        let want: &[Value] = match crash {
+            Some(Crash {
+                point: CrashPoint::BeforeDurableWrite,
+                pre,
+                ..
+            }) => pre,
+            Some(Crash { post, .. }) => post,
+            None => &expected[pk].1,
+        };
+        if now != want && found.is_none() {
+            let base = crash.map_or_else(|| crashes[0].call.clone(), |c| c.call.clone());
+            found = Some(Violation {
+                partition_key: pk.clone(),
+                kind: "crash_recovery",
+                message: match crash {
+                    Some(c) => format!(
+                        "after a crash {} and a reopen, partition {pk} does not hold the state the crash point implies",
+                        match c.point {
+                            CrashPoint::BeforeDurableWrite =>
+                                "before the durable write (the state before the call)",
+                            CrashPoint::AfterDurableWrite =>
+                                "after the durable write (the call's committed state)",
+                        }
+                    ),
+                    None => format!(
+                        "after a crash in another partition and a reopen, partition {pk} does not hold what it last acknowledged"
+                    ),
+                },
+                state: now.iter().map(strip).collect(),
+                ..base
+            });
+        }
+        expected.insert(pk.clone(), (0, now));
+    }
+    Ok(found)
+}
+
+/// What one call found; `crash` asks the worker to reopen the database.
+struct CallOutcome {
+    violation: Option<Violation>,
+    crashed: bool,
+}
+
+/// The partition's documents with system properties, in storage order.
+fn documents(container: &Container, pk: &PartitionKey) -> Vec<Value> {
+    container
+        .snapshot(pk)
+        .documents()
+        .map(|d| d.value().clone())
+        .collect()
+}
+
+/// A document without the system properties a second run assigns anew.
+fn strip(doc: &Value) -> Value {
+    let mut doc = doc.clone();
+    if let Some(map) = doc.as_object_mut() {
+        for key in ["_rid", "_self", "_etag", "_ts"] {
+            map.remove(key);
+        }
+    }
+    doc
+}
+
+/// The comparable form of a partition: documents by id, each as JSON text
+/// without `_rid`, `_self`, `_etag` and `_ts`.
+fn comparable(docs: &[Value]) -> BTreeMap<String, String> {
+    docs.iter()
+        .map(|d| {
+            (
+                d.get("id").and_then(Value::as_str).unwrap_or("").to_owned(),
+                strip(d).to_string(),
+            )
+        })
+        .collect()
+}
+
+/// An in-memory copy of one partition (user properties only, in storage
+/// order), to run the clean call and the invariant on.
+fn scratch(
+    config: &FuzzConfig,
+    pk: &PartitionKey,
+    docs: &[Value],
+) -> Result<(Database, Container), engine::Error> {
+    let db = Database::in_memory();
+    let container = db.create_container(CONTAINER, &config.partition_key_path)?;
+    if !docs.is_empty() {
+        container.transaction(pk.clone(), |txn| {
+            for doc in docs {
+                txn.create_item(strip(doc))?;
+            }
+            Ok::<_, engine::Error>(())
+        })?;
+    }
+    Ok((db, container))
+}
+
+/// Checks the invariant on an exact copy of `docs`.
+fn check_invariant(
+    config: &FuzzConfig,
+    source: &Container,
+    pk: &PartitionKey,
+    docs: &[Value],
+) -> Result<(), String> {
+    match &config.invariant {
+        Invariant::Check(check) => check(pk, docs),
+        Invariant::Query { sql, expect } => {
+            let (_db, copy) = scratch(config, pk, docs).map_err(|e| e.to_string())?;
+            let mut items = Vec::new();
+            let mut continuation = None;
+            loop {
+                let options = QueryItemsOptions {
+                    partition_key: Some(pk.clone()),
+                    max_item_count: None,
+                    continuation,
+                };
+                let page = query_with_udfs_of(source, &copy, sql, &options, &config.limits)
+                    .map_err(|e| format!("the invariant query failed: {e}"))?;
+                items.extend(page.items);
+                match page.continuation {
+                    Some(c) => continuation = Some(c),
+                    None => break,
+                }
+            }
+            let got = Value::Array(items);
+            if &got == expect {
+                Ok(())
+            } else {
+                Err(format!(
+                    "the invariant query returned {got}, expected {expect}"
+                ))
+            }
+        }
+    }
+}
+
+fn outcome_text<T>(result: &Result<T, CallError>) -> String {
+    match result {
+        Ok(_) => "committed".to_owned(),
+        Err(e) => format!("failed with {}: {e}", e.status()),
+    }
+}
+
+/// One call: the faulted run on the real partition, the clean run of the
+/// same call on a copy, and the checks.
+fn one_call(
+    shared: &Shared<'_>,
+    db: &Database,
+    index: u64,
+    seed: u64,
+) -> Result<CallOutcome, FuzzError> {
+    let config = shared.config;
+    let mut rng = FuzzRng::new(seed);
+    let pk = config.partition_keys[rng.below(config.partition_keys.len() as u64) as usize].clone();
+    let params = (config.params)(&mut rng, &pk);
+    let container = db.container(CONTAINER)?;
+    let script = container.read_script(ScriptKind::StoredProcedure, &config.procedure)?;
+    let mut base = Violation {
+        call: index,
+        call_seed: seed,
+        partition_key: pk.clone(),
+        params: params.clone(),
+        fault: json!({"kind": "none"}),
+        kind: "not_atomic",
+        message: String::new(),
+        outcome: String::new(),
+        state: Vec::new(),
+    };
+
+    let mut txn = match container.begin(pk.clone()) {
+        Ok(txn) => txn,
+        Err(e) => {
+            // Another thread's crash left the database refusing writes, or
+            // the partition's lock timed out: the call fails before it
+            // starts, and nothing can have changed.
+            count_failure(shared, e.status());
+            return Ok(CallOutcome {
+                violation: None,
+                crashed: false,
+            });
+        }
+    };
+    attach_udfs(&container, &mut txn, &config.limits);
+    let pre: Vec<Value> = txn.view().documents().map(|d| d.value().clone()).collect();
+
+    // The clean run, on a copy of the partition as this call found it.
+    let (_scratch_db, copy) = scratch(config, &pk, &pre)?;
+    let (clean_state, clean_ops, clean_instructions, clean_ok) = {
+        let mut ctxn = copy.begin(pk.clone())?;
+        attach_udfs(&container, &mut ctxn, &config.limits);
+        let mut counting = FaultyCollection::new(&mut ctxn, None);
+        runtime::seed_generated_ids(seed);
+        let result = run_procedure(
+            &script,
+            copy.data_dir(),
+            &mut counting,
+            params.clone(),
+            &config.limits,
+        );
+        let ops = u32::try_from(counting.ops.len()).unwrap_or(u32::MAX);
+        // The budget a fault can cut short: instructions for JavaScript,
+        // fuel for WebAssembly.
+        let budget_used = |stats: &crate::CallStatistics| match script.language {
+            ScriptLanguage::JavaScript => stats.instructions,
+            ScriptLanguage::Wasm => stats.fuel,
+        };
+        let instructions = match &result {
+            Ok(r) => budget_used(&r.stats),
+            Err(CallError::Script(f)) => budget_used(&f.stats),
+            Err(CallError::Engine(_)) => 0,
+        };
+        let ok = result.is_ok();
+        let state: Vec<Value> = if ok {
+            ctxn.view().documents().map(|d| d.value().clone()).collect()
+        } else {
+            pre.clone()
+        };
+        (state, ops, instructions, ok)
+    };
+
+    // Choose this call's fault from what the clean run reached.
+    let fault = choose_fault(config, &mut rng, clean_ops, clean_instructions, clean_ok);
+    base.fault = fault.describe();
+    let limits = match (fault, script.language) {
+        (Fault::Budget(n), ScriptLanguage::JavaScript) => Limits {
+            instructions: n,
+            ..config.limits.clone()
+        },
+        (Fault::Budget(n), ScriptLanguage::Wasm) => Limits {
+            fuel: n,
+            accept_fuel: config.limits.accept_fuel.min(n),
+            ..config.limits.clone()
+        },
+        _ => config.limits.clone(),
+    };
+    let plan = match fault {
+        Fault::Op(f) => Some(f),
+        _ => None,
+    };
+
+    // The faulted run, on the real partition.
+    let mut faulty = FaultyCollection::new(&mut txn, plan);
+    runtime::seed_generated_ids(seed);
+    let result = run_procedure(
+        &script,
+        container.data_dir(),
+        &mut faulty,
+        params.clone(),
+        &limits,
+    );
+    let injected = faulty.injected;
+    {
+        let mut report = shared.report.lock();
+        report.calls += 1;
+        let kind = match fault {
+            Fault::None => "none",
+            Fault::Op(OpFault {
+                delivery: Delivery::Callback,
+                ..
+            }) => "host_error",
+            Fault::Op(OpFault {
+                delivery: Delivery::Abort,
+                ..
+            }) => "host_abort",
+            Fault::Budget(_) => "budget",
+            Fault::Crash(CrashPoint::BeforeDurableWrite) => "crash_before_durable_write",
+            Fault::Crash(CrashPoint::AfterDurableWrite) => "crash_after_durable_write",
+        };
+        *report.faults.entry(kind.to_owned()).or_default() += 1;
+        if let Some((n, name)) = injected {
+            *report
+                .fault_points
+                .entry(format!("op {n} ({name})"))
+                .or_default() += 1;
+        }
+        if let (Fault::Budget(_), Err(CallError::Script(f))) = (fault, &result)
+            && matches!(f.error, runtime::Error::Budget(_))
+        {
+            let point = match script.language {
+                ScriptLanguage::JavaScript => "instructions",
+                ScriptLanguage::Wasm => "fuel",
+            };
+            *report.fault_points.entry(point.to_owned()).or_default() += 1;
+        }
+    }
+    base.outcome = outcome_text(&result);
+
+    let mut crashed = false;
+    let post: Vec<Value> = match &result {
+        Ok(_) => {
+            let post: Vec<Value> = txn.view().documents().map(|d| d.value().clone()).collect();
+            let point = match fault {
+                Fault::Crash(point) => Some(point),
+                _ => None,
+            };
+            inject::arm_crash(point);
+            let committed = txn.commit();
+            inject::arm_crash(None);
+            match (committed, point) {
+                (Ok(lsn), _) => {
+                    shared.report.lock().committed += 1;
+                    if let Some(lsn) = lsn {
+                        let mut expected = shared.expected.lock();
+                        let entry = expected.entry(pk.clone()).or_insert((0, Vec::new()));
+                        if lsn.0 >= entry.0 {
+                            *entry = (lsn.0, post.clone());
+                        }
+                    }
+                    if config.concurrency <= 1 || shared.calls == 1 {
+                        let published = documents(&container, &pk);
+                        if published != post {
+                            return Ok(CallOutcome {
+                                violation: Some(Violation {
+                                    kind: "lost_commit",
+                                    message: "the published partition differs from what the call committed".into(),
+                                    state: published.iter().map(strip).collect(),
+                                    ..base.clone()
+                                }),
+                                crashed: false,
+                            });
+                        }
+                    }
+                    post
+                }
+                (Err(engine::Error::Storage(_)), Some(point)) => {
+                    *shared
+                        .report
+                        .lock()
+                        .fault_points
+                        .entry("commit".to_owned())
+                        .or_default() += 1;
+                    base.outcome = "crashed at commit".to_owned();
+                    crashed = true;
+                    shared.crashed.lock().push(Crash {
+                        pk: pk.clone(),
+                        point,
+                        pre: pre.clone(),
+                        post: post.clone(),
+                        call: base.clone(),
+                    });
+                    // What the call leaves is decided by recovery; the
+                    // checks below use the post-recovery states it implies.
+                    match point {
+                        CrashPoint::BeforeDurableWrite => pre.clone(),
+                        CrashPoint::AfterDurableWrite => post,
+                    }
+                }
+                // Refused before the crash point (another call's crash left
+                // the database read-only): an ordinary failed commit.
+                (Err(e), _) => {
+                    count_failure(shared, e.status());
+                    base.outcome = format!("commit failed with {}: {e}", e.status());
+                    pre.clone()
+                }
+            }
+        }
+        Err(e) => {
+            count_failure(shared, e.status());
+            drop(txn);
+            pre.clone()
+        }
+    };
+
+    let post_cmp = comparable(&post);
+    let violation = if post_cmp != comparable(&pre) && post_cmp != comparable(&clean_state) {
+        Some(Violation {
+            kind: "not_atomic",
+            message: "the partition after the call is neither its state before the call nor the state a clean run of the same call produces".into(),
+            state: post.iter().map(strip).collect(),
+            ..base.clone()
+        })
+    } else if let Err(message) = check_invariant(config, &container, &pk, &post) {
+        Some(Violation {
+            kind: "invariant",
+            message,
+            state: post.iter().map(strip).collect(),
+            ..base.clone()
+        })
+    } else {
+        None
+    };
+    Ok(CallOutcome { violation, crashed })
+}
+
+fn count_failure(shared: &Shared<'_>, status: u16) {
+    let mut report = shared.report.lock();
+    report.failed += 1;
+    *report.statuses.entry(status).or_default() += 1;
+}
+
+fn choose_fault(
+    config: &FuzzConfig,
+    rng: &mut FuzzRng,
+    ops: u32,
+    instructions: u64,
+    clean_ok: bool,
+) -> Fault {
+    let roll = rng.below(100);
+    if roll < u64::from(config.clean_percent) {
+        return Fault::None;
+    }
+    let faults = config.faults;
+    let mut kinds: Vec<u8> = Vec::with_capacity(4);
+    if ops > 0 && faults.host_errors {
+        kinds.push(0);
+    }
+    if ops > 0 && faults.host_aborts {
+        kinds.push(1);
+    }
+    if instructions > 1 && faults.budgets {
+        kinds.push(2);
+    }
+    if clean_ok && faults.crashes {
+        kinds.push(3);
+    }
+    if kinds.is_empty() {
+        return Fault::None;
+    }
+    match kinds[rng.below(kinds.len() as u64) as usize] {
+        kind @ (0 | 1) => Fault::Op(OpFault {
+            op: 1 + u32::try_from(rng.below(u64::from(ops))).unwrap_or(0),
+            code: INJECTED_CODES[rng.below(INJECTED_CODES.len() as u64) as usize],
+            delivery: if kind == 0 {
+                Delivery::Callback
+            } else {
+                Delivery::Abort
+            },
+        }),
+        2 => Fault::Budget(1 + rng.below(instructions - 1)),
+        _ => Fault::Crash(if rng.below(2) == 0 {
+            CrashPoint::BeforeDurableWrite
+        } else {
+            CrashPoint::AfterDurableWrite
+        }),
+    }
+}
+
+/// Statuses a real service returns that the fuzzer injects.
+pub fn injected_statuses() -> Vec<u16> {
+    INJECTED_CODES.iter().map(|c| c.as_u16()).collect()
+}

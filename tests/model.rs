@@ -1,0 +1,343 @@
+//! Model-based test: random sequences of creates, replaces, upserts,
+//! deletes, queries, stored-procedure calls that throw at random points,
+//! writes with triggers (that sometimes throw), restarts and crashes at
+//! commit, checked after every step against a simple in-memory model (a
+//! map from (partition, id) to the document's user properties).
+//!
+//! proptest generates and shrinks the sequences. `PARTITA_MODEL_CASES`
+//! (default 64) sets how many sequences of up to 40 steps run.
+
+use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use engine::storage::{
+    Change, CommitRecord, ContainerMeta, LoadedContainer, ScriptRecord, SqliteStorage, Storage,
+};
+use engine::{Database, Durability, Lsn, Options, ScriptKind};
+use partita::{
+    Container, FeedOptions, QueryItemsOptions, ScriptProperties, Scripts, TriggerOperation,
+    TriggerType, WriteOptions,
+};
+use proptest::prelude::*;
+use serde_json::{Map, Value, json};
+
+const PKS: [&str; 2] = ["p1", "p2"];
+const IDS: [&str; 4] = ["a", "b", "c", "d"];
+
+/// Upserts `docs` one by one; throws after `throwAt` writes (never when -1).
+const WRITE_MANY: &str = r#"function writeMany(docs, throwAt) {
+    var c = getContext().getCollection();
+    var n = 0;
+    function next() {
+        if (n == throwAt) throw new Error(499, 'thrown after ' + n + ' writes');
+        if (n == docs.length) return;
+        c.upsertDocument(c.getSelfLink(), docs[n], function (err) {
+            if (err) throw err;
+            n++;
+            next();
+        });
+    }
+    next();
+}"#;
+
+/// Counts writes in the partition's `audit` document; throws on `fail`.
+const AUDIT: &str = r#"function audit() {
+    var c = getContext().getCollection();
+    var doc = getContext().getRequest().getBody();
+    if (doc.fail) throw new Error(498, 'the trigger refused');
+    c.readDocument(c.getAltLink() + '/docs/audit', function (err, a) {
+        if (err && err.number != 404) throw err;
+        c.upsertDocument(c.getSelfLink(), {id: 'audit', pk: doc.pk, writes: (err ? 0 : a.writes) + 1},
+            function (err) { if (err) throw err; });
+    });
+}"#;
+
+#[derive(Clone, Debug)]
+enum Step {
+    Create(usize, usize, i64),
+    Replace(usize, usize, i64),
+    Upsert(usize, usize, i64),
+    Delete(usize, usize),
+    Query(usize),
+    Procedure(usize, Vec<(usize, i64)>, Option<usize>),
+    Triggered(usize, usize, i64, bool),
+    Restart,
+    CrashedWrite(usize, usize, i64, bool),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    let pk = 0..PKS.len();
+    let id = 0..IDS.len();
+    let v = 0i64..5;
+    prop_oneof![
+        3 => (pk.clone(), id.clone(), v.clone()).prop_map(|(p, i, v)| Step::Create(p, i, v)),
+        2 => (pk.clone(), id.clone(), v.clone()).prop_map(|(p, i, v)| Step::Replace(p, i, v)),
+        2 => (pk.clone(), id.clone(), v.clone()).prop_map(|(p, i, v)| Step::Upsert(p, i, v)),
+        2 => (pk.clone(), id.clone()).prop_map(|(p, i)| Step::Delete(p, i)),
+        1 => pk.clone().prop_map(Step::Query),
+        3 => (pk.clone(), proptest::collection::vec((id.clone(), v.clone()), 1..4), proptest::option::of(0usize..4))
+            .prop_map(|(p, docs, t)| Step::Procedure(p, docs, t)),
+        2 => (pk.clone(), id.clone(), v.clone(), any::<bool>()).prop_map(|(p, i, v, f)| Step::Triggered(p, i, v, f)),
+        1 => Just(Step::Restart),
+        1 => (pk, id, v, any::<bool>()).prop_map(|(p, i, v, a)| Step::CrashedWrite(p, i, v, a)),
+    ]
+}
+
+/// 0: commit normally; 1: fail before the write; 2: fail after it.
+struct CrashingDisk {
+    inner: SqliteStorage,
+    mode: Arc<AtomicU8>,
+}
+
+impl Storage for CrashingDisk {
+    fn load(&self) -> engine::Result<Vec<LoadedContainer>> {
+        self.inner.load()
+    }
+    fn create_container(&self, meta: &ContainerMeta) -> engine::Result<()> {
+        self.inner.create_container(meta)
+    }
+    fn put_script(&self, script: &ScriptRecord) -> engine::Result<()> {
+        self.inner.put_script(script)
+    }
+    fn delete_script(&self, container: &str, kind: ScriptKind, id: &str) -> engine::Result<()> {
+        self.inner.delete_script(container, kind, id)
+    }
+    fn commit(&self, record: CommitRecord) -> engine::Result<Lsn> {
+        match self.mode.swap(0, Ordering::SeqCst) {
+            0 => self.inner.commit(record),
+            1 => Err(engine::Error::Storage(
+                "crash before the write (injected)".into(),
+            )),
+            _ => {
+                self.inner.commit(record)?;
+                Err(engine::Error::Storage(
+                    "crash after the write (injected)".into(),
+                ))
+            }
+        }
+    }
+    fn read_changes(&self, container: &str, after: Lsn, max: usize) -> engine::Result<Vec<Change>> {
+        self.inner.read_changes(container, after, max)
+    }
+    fn wants_text(&self) -> bool {
+        self.inner.wants_text()
+    }
+}
+
+fn open(dir: &Path, mode: &Arc<AtomicU8>) -> (Database, Container) {
+    let storage = CrashingDisk {
+        inner: SqliteStorage::open(&dir.join(engine::DATA_FILE), Durability::None).expect("open"),
+        mode: mode.clone(),
+    };
+    let db = Database::with_storage(
+        Box::new(storage),
+        Options {
+            durability: Durability::None,
+            ..Options::default()
+        },
+    )
+    .expect("load");
+    let c = match db.container("m") {
+        Ok(c) => c,
+        Err(_) => {
+            let c = db.create_container("m", "/pk").expect("container");
+            c.create_script(ScriptProperties::stored_procedure("writeMany", WRITE_MANY))
+                .expect("sproc");
+            c.create_script(ScriptProperties::trigger(
+                "audit",
+                AUDIT,
+                TriggerType::Post,
+                TriggerOperation::Upsert,
+            ))
+            .expect("trigger");
+            c
+        }
+    };
+    (db, c)
+}
+
+type Model = BTreeMap<(usize, String), Value>;
+
+fn doc(p: usize, id: &str, v: i64) -> Value {
+    json!({"id": id, "pk": PKS[p], "v": v})
+}
+
+fn user(value: &Value) -> Value {
+    let mut map: Map<String, Value> = value.as_object().cloned().unwrap_or_default();
+    map.retain(|k, _| !k.starts_with('_'));
+    Value::Object(map)
+}
+
+fn check(c: &Container, model: &Model, step: usize) -> Result<(), TestCaseError> {
+    for (p, pk) in PKS.iter().enumerate() {
+        let feed = c.read_feed(*pk, &FeedOptions::default()).expect("feed");
+        let got: BTreeMap<String, Value> = feed
+            .items
+            .iter()
+            .map(|d| (d.id().to_owned(), user(d.value())))
+            .collect();
+        let want: BTreeMap<String, Value> = model
+            .iter()
+            .filter(|((q, _), _)| *q == p)
+            .map(|((_, id), v)| (id.clone(), v.clone()))
+            .collect();
+        prop_assert_eq!(&got, &want, "partition {} after step {}", pk, step);
+    }
+    Ok(())
+}
+
+fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mode = Arc::new(AtomicU8::new(0));
+    let (mut db, mut c) = open(dir.path(), &mode);
+    let mut model: Model = BTreeMap::new();
+    for (n, step) in steps.into_iter().enumerate() {
+        match step {
+            Step::Create(p, i, v) => {
+                let key = (p, IDS[i].to_owned());
+                let res = c.create_item(PKS[p], doc(p, IDS[i], v), None);
+                match model.entry(key) {
+                    Entry::Occupied(_) => {
+                        prop_assert_eq!(res.map(drop).map_err(|e| e.status()), Err(409));
+                    }
+                    Entry::Vacant(slot) => {
+                        res.expect("create");
+                        slot.insert(doc(p, IDS[i], v));
+                    }
+                }
+            }
+            Step::Replace(p, i, v) => {
+                let key = (p, IDS[i].to_owned());
+                let res = c.replace_item(PKS[p], IDS[i], doc(p, IDS[i], v), None);
+                match model.entry(key) {
+                    Entry::Occupied(mut slot) => {
+                        res.expect("replace");
+                        slot.insert(doc(p, IDS[i], v));
+                    }
+                    Entry::Vacant(_) => {
+                        prop_assert_eq!(res.map(drop).map_err(|e| e.status()), Err(404));
+                    }
+                }
+            }
+            Step::Upsert(p, i, v) => {
+                c.upsert_item(PKS[p], doc(p, IDS[i], v), None)
+                    .expect("upsert");
+                model.insert((p, IDS[i].to_owned()), doc(p, IDS[i], v));
+            }
+            Step::Delete(p, i) => {
+                let key = (p, IDS[i].to_owned());
+                let res = c.delete_item(PKS[p], IDS[i], None);
+                if model.remove(&key).is_some() {
+                    res.expect("delete");
+                } else {
+                    prop_assert_eq!(res.map_err(|e| e.status()), Err(404));
+                }
+            }
+            Step::Query(p) => {
+                let options = QueryItemsOptions {
+                    partition_key: Some(PKS[p].into()),
+                    ..Default::default()
+                };
+                let page = c
+                    .query_items(
+                        "SELECT VALUE COUNT(1) FROM c",
+                        &Default::default(),
+                        &options,
+                    )
+                    .expect("query");
+                let want = model.keys().filter(|(q, _)| *q == p).count();
+                prop_assert_eq!(&page.items, &vec![json!(want)]);
+            }
+            Step::Procedure(p, docs, throw_at) => {
+                let bodies: Vec<Value> = docs.iter().map(|(i, v)| doc(p, IDS[*i], *v)).collect();
+                let throws = throw_at.is_some_and(|t| t <= bodies.len());
+                let res = c.execute_stored_procedure(
+                    "writeMany",
+                    PKS[p],
+                    vec![
+                        Value::Array(bodies.clone()),
+                        json!(throw_at.map_or(-1, |t| t as i64)),
+                    ],
+                );
+                if throws {
+                    prop_assert_eq!(
+                        res.map(drop).map_err(|e| (e.status(), e.substatus())),
+                        Err((400, Some(499)))
+                    );
+                } else {
+                    res.expect("procedure");
+                    for b in bodies {
+                        model.insert((p, b["id"].as_str().unwrap_or("").to_owned()), b);
+                    }
+                }
+            }
+            Step::Triggered(p, i, v, fail) => {
+                let mut body = doc(p, IDS[i], v);
+                if fail {
+                    body["fail"] = json!(true);
+                }
+                let options = WriteOptions {
+                    post_triggers: vec!["audit".into()],
+                    ..WriteOptions::default()
+                };
+                let res = c.upsert_item_with(PKS[p], body.clone(), &options);
+                if fail {
+                    prop_assert_eq!(
+                        res.map(drop).map_err(|e| (e.status(), e.substatus())),
+                        Err((400, Some(498)))
+                    );
+                } else {
+                    res.expect("triggered write");
+                    let key = (p, "audit".to_owned());
+                    let writes = model
+                        .get(&key)
+                        .map_or(0, |a| a["writes"].as_i64().unwrap_or(0))
+                        + 1;
+                    model.insert((p, IDS[i].to_owned()), body);
+                    model.insert(key, json!({"id": "audit", "pk": PKS[p], "writes": writes}));
+                }
+            }
+            Step::Restart => {
+                drop(c);
+                drop(db);
+                (db, c) = open(dir.path(), &mode);
+            }
+            Step::CrashedWrite(p, i, v, after) => {
+                mode.store(if after { 2 } else { 1 }, Ordering::SeqCst);
+                let res = c.upsert_item(PKS[p], doc(p, IDS[i], v), None);
+                prop_assert_eq!(res.map(drop).map_err(|e| e.status()), Err(500));
+                let refused = c.upsert_item(PKS[p], doc(p, IDS[i], v), None);
+                prop_assert_eq!(refused.map(drop).map_err(|e| e.status()), Err(503));
+                // Nothing of the failed write is visible before the restart.
+                check(&c, &model, n)?;
+                drop(c);
+                drop(db);
+                (db, c) = open(dir.path(), &mode);
+                if after {
+                    model.insert((p, IDS[i].to_owned()), doc(p, IDS[i], v));
+                }
+            }
+        }
+        check(&c, &model, n)?;
+    }
+    Ok(())
+}
+
+fn cases() -> u32 {
+    std::env::var("PARTITA_MODEL_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(64)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(), max_shrink_iters: 200, ..ProptestConfig::default() })]
+
+    #[test]
+    fn partita_matches_the_model(steps in proptest::collection::vec(step(), 1..40)) {
+        run(steps)?;
+    }
+}
