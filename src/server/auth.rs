@@ -117,9 +117,8 @@ pub(crate) fn verify(
     headers: &HeaderMap,
     now: SystemTime,
 ) -> Result<(), WireError> {
-    let authorization = header(headers, "authorization")?.ok_or_else(|| {
-        WireError::unauthorized("Required header 'authorization' is missing")
-    })?;
+    let authorization = header(headers, "authorization")?
+        .ok_or_else(|| WireError::unauthorized("Required header 'authorization' is missing"))?;
     let decoded = percent_encoding::percent_decode_str(authorization)
         .decode_utf8()
         .map_err(|_| WireError::unauthorized("the authorization header is not UTF-8"))?;
@@ -198,10 +197,18 @@ mod tests {
             ("/dbs/d/colls", "colls", "dbs/d"),
             ("/dbs/d/colls/c/docs/", "docs", "dbs/d/colls/c"),
             ("/dbs/d/colls/c/docs/a", "docs", "dbs/d/colls/c/docs/a"),
-            ("/dbs/d/colls/c/sprocs/sp", "sprocs", "dbs/d/colls/c/sprocs/sp"),
+            (
+                "/dbs/d/colls/c/sprocs/sp",
+                "sprocs",
+                "dbs/d/colls/c/sprocs/sp",
+            ),
         ];
         for (path, kind, link) in cases {
-            assert_eq!(resource_of(&segments(path)), (kind.into(), link.into()), "{path}");
+            assert_eq!(
+                resource_of(&segments(path)),
+                (kind.into(), link.into()),
+                "{path}"
+            );
         }
     }
 
@@ -225,11 +232,26 @@ mod tests {
         let headers = signed(&key, "GET", path, &date);
         verify(&key, "GET", &segments(path), &headers, now).unwrap();
         // Another verb, path or key fails.
-        assert_eq!(verify(&key, "DELETE", &segments(path), &headers, now).unwrap_err().status, 401);
+        assert_eq!(
+            verify(&key, "DELETE", &segments(path), &headers, now)
+                .unwrap_err()
+                .status,
+            401
+        );
         let other = segments("/dbs/d/colls/c/docs/b");
-        assert_eq!(verify(&key, "GET", &other, &headers, now).unwrap_err().status, 401);
+        assert_eq!(
+            verify(&key, "GET", &other, &headers, now)
+                .unwrap_err()
+                .status,
+            401
+        );
         let wrong = MasterKey::from_base64("c2VjcmV0").unwrap();
-        assert_eq!(verify(&wrong, "GET", &segments(path), &headers, now).unwrap_err().status, 401);
+        assert_eq!(
+            verify(&wrong, "GET", &segments(path), &headers, now)
+                .unwrap_err()
+                .status,
+            401
+        );
         // No header at all.
         let err = verify(&key, "GET", &segments(path), &HeaderMap::new(), now).unwrap_err();
         assert!(err.message.contains("authorization"), "{}", err.message);
@@ -243,7 +265,11 @@ mod tests {
         let headers = signed(&key, "GET", "/", &old);
         let err = verify(&key, "GET", &[], &headers, now).unwrap_err();
         assert_eq!(err.status, 401);
-        assert!(err.message.contains("away from the server's clock"), "{}", err.message);
+        assert!(
+            err.message.contains("away from the server's clock"),
+            "{}",
+            err.message
+        );
         let headers = signed(&key, "GET", "/", "yesterday");
         let err = verify(&key, "GET", &[], &headers, now).unwrap_err();
         assert!(err.message.contains("RFC 1123"), "{}", err.message);
@@ -254,7 +280,12 @@ mod tests {
         // Computed independently with Python's hmac/hashlib over the same
         // string to sign ("get\ndbs\ndbs/partitadb\nsun, 22 nov 2026 02:43:42 gmt\n\n").
         let key = MasterKey::from_base64(EMULATOR_KEY).unwrap();
-        let sig = key.sign("GET", "dbs", "dbs/partitadb", "Sun, 22 Nov 2026 02:43:42 GMT");
+        let sig = key.sign(
+            "GET",
+            "dbs",
+            "dbs/partitadb",
+            "Sun, 22 Nov 2026 02:43:42 GMT",
+        );
         assert_eq!(sig, EXPECTED_SIG);
     }
 

@@ -143,7 +143,11 @@ impl Gateway {
             ),
         };
         if response.header("x-ms-request-charge").is_none() {
-            let charge = if response.status < 400 { MIN_CHARGE } else { 0.0 };
+            let charge = if response.status < 400 {
+                MIN_CHARGE
+            } else {
+                0.0
+            };
             response = response.with("x-ms-request-charge", format!("{charge:.2}"));
         }
         if response.header("x-ms-session-token").is_none() && response.status != 401 {
@@ -255,7 +259,9 @@ impl Gateway {
                 }
             }
             ("GET", [kind, id]) if script_kind(kind).is_some() => {
-                let script = coll.container.read_script(script_kind(kind).unwrap_or(ScriptKind::StoredProcedure), id)?;
+                let script = coll
+                    .container
+                    .read_script(script_kind(kind).unwrap_or(ScriptKind::StoredProcedure), id)?;
                 Ok(WireResponse::json(200, &script_json(coll, &script)))
             }
             ("PUT", [kind, id]) if script_kind(kind).is_some() => {
@@ -306,7 +312,9 @@ impl Gateway {
     fn create_database(&self, req: &WireRequest) -> Result<WireResponse, WireError> {
         let body = object_body(req, "database")?;
         let Some(Value::String(name)) = body.get("id") else {
-            return Err(WireError::bad_request("the database body needs a string id"));
+            return Err(WireError::bad_request(
+                "the database body needs a string id",
+            ));
         };
         let entry = self.registry.create_database(name)?;
         Ok(WireResponse::json(201, &database_json(&entry)))
@@ -388,17 +396,19 @@ impl Gateway {
                         "trigger {script_id:?} needs a string {name}"
                     ))),
                 };
-                let trigger_type: TriggerType = field("triggerType")?
-                    .parse()
-                    .map_err(|e: host_api::ParseScriptEnumError| WireError::bad_request(e.to_string()))?;
+                let trigger_type: TriggerType = field("triggerType")?.parse().map_err(
+                    |e: host_api::ParseScriptEnumError| WireError::bad_request(e.to_string()),
+                )?;
                 let operation = field("triggerOperation")?;
                 let trigger_operation: TriggerOperation =
                     if operation.eq_ignore_ascii_case("update") {
                         TriggerOperation::Replace
                     } else {
-                        operation.parse().map_err(|e: host_api::ParseScriptEnumError| {
-                            WireError::bad_request(e.to_string())
-                        })?
+                        operation
+                            .parse()
+                            .map_err(|e: host_api::ParseScriptEnumError| {
+                                WireError::bad_request(e.to_string())
+                            })?
                     };
                 ScriptProperties::trigger(script_id, text, trigger_type, trigger_operation)
             }
@@ -429,12 +439,13 @@ impl Gateway {
                 "executing procedure {id:?} needs the x-ms-documentdb-partitionkey header"
             ))
         })?;
-        let response = coll
-            .container
-            .execute_stored_procedure(id, key, params)?;
+        let response = coll.container.execute_stored_procedure(id, key, params)?;
         let logging = flag(&req.headers, "x-ms-documentdb-script-enable-logging")?;
         let mut out = WireResponse::json(200, &response.body)
-            .with("x-ms-request-charge", charge(response.stats.request_charge()))
+            .with(
+                "x-ms-request-charge",
+                charge(response.stats.request_charge()),
+            )
             .with("x-ms-session-token", self.write_token());
         if logging {
             out = out.with(
@@ -465,9 +476,9 @@ impl Gateway {
             ))
         };
         match serde_json::from_str::<Value>(text).map_err(|_| invalid())? {
-            Value::Array(items) if items.len() == 1 => {
-                PartitionKey::from_value(&items[0]).map(Some).ok_or_else(invalid)
-            }
+            Value::Array(items) if items.len() == 1 => PartitionKey::from_value(&items[0])
+                .map(Some)
+                .ok_or_else(invalid),
             _ => Err(invalid()),
         }
     }
@@ -543,17 +554,27 @@ impl Gateway {
         let options = self.write_options(req)?;
         let upsert = flag(&req.headers, "x-ms-documentdb-is-upsert")?;
         let (status, response) = match id {
-            Some(id) => (200, coll.container.replace_item_with(doc_key, id, doc, &options)?),
+            Some(id) => (
+                200,
+                coll.container
+                    .replace_item_with(doc_key, id, doc, &options)?,
+            ),
             None if upsert => {
                 let existed = coll.container.read_item(doc_key.clone(), &doc_id).is_ok();
                 let response = coll.container.upsert_item_with(doc_key, doc, &options)?;
                 (if existed { 200 } else { 201 }, response)
             }
-            None => (201, coll.container.create_item_with(doc_key, doc, &options)?),
+            None => (
+                201,
+                coll.container.create_item_with(doc_key, doc, &options)?,
+            ),
         };
         let body = response.resource.unwrap_or(Value::Null);
         let mut out = WireResponse::json(status, &body)
-            .with("x-ms-request-charge", charge(response.stats.request_charge()))
+            .with(
+                "x-ms-request-charge",
+                charge(response.stats.request_charge()),
+            )
             .with("x-ms-session-token", self.write_token());
         if let Some(etag) = body.get("_etag").and_then(Value::as_str) {
             out = out.with("etag", etag);
@@ -574,9 +595,10 @@ impl Gateway {
         }
         let out = WireResponse::json(200, doc.value());
         let bytes = out.body.len() as u64;
-        Ok(out
-            .with("etag", doc.etag())
-            .with("x-ms-request-charge", charge(Work::point_read(bytes).request_charge())))
+        Ok(out.with("etag", doc.etag()).with(
+            "x-ms-request-charge",
+            charge(Work::point_read(bytes).request_charge()),
+        ))
     }
 
     fn delete_item(
@@ -589,7 +611,10 @@ impl Gateway {
         let options = self.write_options(req)?;
         let response = coll.container.delete_item_with(key, id, &options)?;
         Ok(WireResponse::empty(204)
-            .with("x-ms-request-charge", charge(response.stats.request_charge()))
+            .with(
+                "x-ms-request-charge",
+                charge(response.stats.request_charge()),
+            )
             .with("x-ms-session-token", self.write_token()))
     }
 
@@ -620,8 +645,12 @@ impl Gateway {
         };
         loop {
             let page = coll.container.run_query(sql, params, &options)?;
-            let (body, fitted) =
-                feed_body(&coll.rid, "Documents", &page.items, self.limits.max_response_bytes);
+            let (body, fitted) = feed_body(
+                &coll.rid,
+                "Documents",
+                &page.items,
+                self.limits.max_response_bytes,
+            );
             if fitted < page.items.len() {
                 // Too big: run the same page again with only what fits, so
                 // the continuation resumes exactly after it.
@@ -634,7 +663,10 @@ impl Gateway {
                 body,
             }
             .with("x-ms-item-count", page.items.len().to_string())
-            .with("x-ms-request-charge", charge(Work::query(&page.stats).request_charge()));
+            .with(
+                "x-ms-request-charge",
+                charge(Work::query(&page.stats).request_charge()),
+            );
             if let Some(continuation) = page.continuation {
                 out = out.with("x-ms-continuation", continuation);
             }
@@ -713,7 +745,11 @@ impl Gateway {
                     if let Some(doc) = &document {
                         txn_bytes += doc.value().to_string().len();
                     }
-                    txn_docs.push((lsn, (change.partition_key.clone(), change.id.clone()), document));
+                    txn_docs.push((
+                        lsn,
+                        (change.partition_key.clone(), change.id.clone()),
+                        document,
+                    ));
                 }
                 let live = docs.iter().filter(|d| d.2.is_some()).count();
                 if live > 0
@@ -984,12 +1020,9 @@ fn script_json(coll: &CollEntry, script: &engine::Script) -> Value {
         ScriptKind::UserDefinedFunction => (0x6, "udfs"),
     };
     // A stable number per id (FNV-1a), so the rid survives replaces.
-    let n = script
-        .id
-        .bytes()
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-        });
+    let n = script.id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
     let rid = child_rid(&coll.rid, kind, n);
     let mut v = json!({
         "id": script.id,

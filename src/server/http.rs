@@ -188,7 +188,9 @@ async fn serve_request(
                 .await
             {
                 Ok(response) => response,
-                Err(e) => WireError::new(500, format!("the request handler failed: {e}")).response(),
+                Err(e) => {
+                    WireError::new(500, format!("the request handler failed: {e}")).response()
+                }
             }
         }
         Err(err) => err.response().with("content-type", "application/json"),
@@ -252,7 +254,8 @@ async fn read_request(
 
 fn into_hyper(response: WireResponse) -> Response<Full<Bytes>> {
     let mut out = Response::new(Full::new(Bytes::from(response.body)));
-    *out.status_mut() = StatusCode::from_u16(response.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    *out.status_mut() =
+        StatusCode::from_u16(response.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let headers = out.headers_mut();
     for (name, value) in response.headers {
         // Values this server builds are ASCII; an echoed value that is not

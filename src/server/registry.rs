@@ -70,7 +70,10 @@ pub(crate) struct Registry {
 }
 
 fn registry_error(e: engine::Error) -> WireError {
-    WireError::new(500, format!("the server's registry could not be updated: {e}"))
+    WireError::new(
+        500,
+        format!("the server's registry could not be updated: {e}"),
+    )
 }
 
 impl Registry {
@@ -228,7 +231,11 @@ impl Registry {
     ) -> Result<Arc<CollEntry>, WireError> {
         let name = match definition.get("id") {
             Some(Value::String(id)) => id.clone(),
-            _ => return Err(WireError::bad_request("the container body needs a string id")),
+            _ => {
+                return Err(WireError::bad_request(
+                    "the container body needs a string id",
+                ));
+            }
         };
         validate_id(&name).map_err(|e| WireError::bad_request(format!("container {e}")))?;
         let path = partition_key_path(&definition)?;

@@ -151,9 +151,9 @@ impl From<CallError> for WireError {
         let logs = Some(e.logs().to_owned()).filter(|l| !l.is_empty());
         let message = match &e {
             CallError::Engine(inner) => inner.to_string(),
-            CallError::Script(_) => format!(
-                "Encountered exception while executing function. Exception = {e}"
-            ),
+            CallError::Script(_) => {
+                format!("Encountered exception while executing function. Exception = {e}")
+            }
         };
         WireError {
             status: e.status(),
@@ -267,6 +267,11 @@ mod tests {
         headers.insert("x-ms-documentdb-is-upsert", "false".parse().unwrap());
         assert!(!flag(&headers, "x-ms-documentdb-is-upsert").unwrap());
         headers.insert("x-ms-documentdb-is-upsert", "maybe".parse().unwrap());
-        assert_eq!(flag(&headers, "x-ms-documentdb-is-upsert").unwrap_err().status, 400);
+        assert_eq!(
+            flag(&headers, "x-ms-documentdb-is-upsert")
+                .unwrap_err()
+                .status,
+            400
+        );
     }
 }
