@@ -9,6 +9,7 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::Args;
 use partita::Database;
@@ -32,6 +33,9 @@ pub(crate) struct ServeArgs {
     /// Account key clients sign with (base64); the Cosmos DB emulator's key by default.
     #[arg(long, default_value = EMULATOR_KEY)]
     key: String,
+    /// How long a client may take to send a request's headers, and then its body (milliseconds).
+    #[arg(long, default_value_t = 30_000, value_name = "MS")]
+    client_timeout_ms: u64,
 }
 
 /// Runs the server; returns when it has shut down.
@@ -52,16 +56,20 @@ fn serve(db: anyhow::Result<Database>, args: &ServeArgs) -> anyhow::Result<()> {
         .map_err(|e| WireError::new(e.status(), e.to_string()))?;
     let options = ServeOptions {
         bind: args.bind,
+        header_timeout: Duration::from_millis(args.client_timeout_ms),
+        body_timeout: Duration::from_millis(args.client_timeout_ms),
         ..ServeOptions::default()
     };
     let server = Server::bind(Arc::new(gateway), options)?;
     let addr = server.local_addr()?;
     let ready = json!({"endpoint": format!("http://{addr}/"), "key": args.key});
-    let mut stdout = std::io::stdout().lock();
-    writeln!(stdout, "{ready}")?;
-    stdout.flush()?;
-    drop(stdout);
-    server.run_until(shutdown_signal())?;
+    server.run_until(shutdown_signal(), move || {
+        // Printed once SIGINT/SIGTERM handlers are in place. A closed
+        // stdout is no reason not to serve.
+        let mut stdout = std::io::stdout().lock();
+        let _ = writeln!(stdout, "{ready}");
+        let _ = stdout.flush();
+    })?;
     Ok(())
 }
 

@@ -900,10 +900,17 @@ struct ServerProcess {
 }
 
 impl ServerProcess {
+    /// Starts `partita <global args> serve --bind 127.0.0.1:0 [--client-timeout-ms N]`:
+    /// `args` are global arguments, up to a `--client-timeout-ms` and its value.
     fn start(args: &[&str]) -> ServerProcess {
+        let split = args
+            .iter()
+            .position(|a| *a == "--client-timeout-ms")
+            .unwrap_or(args.len());
         let mut child = Command::new(env!("CARGO_BIN_EXE_partita"))
-            .args(args)
+            .args(&args[..split])
             .args(["serve", "--bind", "127.0.0.1:0"])
+            .args(&args[split..])
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -954,14 +961,13 @@ impl ServerProcess {
         self.raw(&bytes)
     }
 
-    fn terminate(&mut self) -> std::process::ExitStatus {
-        // SIGTERM by pid: the server's graceful shutdown path.
+    /// Sends SIGTERM (by pid): the server's graceful shutdown path.
+    fn terminate(&mut self) {
         let status = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status()
             .unwrap();
         assert!(status.success());
-        self.child.wait().unwrap()
     }
 }
 
@@ -996,14 +1002,65 @@ fn the_binary_serves_http_with_limits_and_shuts_down_gracefully() {
         response.is_empty() || response.starts_with("HTTP/1.1 400"),
         "{response}"
     );
-    // Create a database, then stop: the data is there after a restart.
-    let response = server.signed_raw("POST", "/dbs", "", br#"{"id":"kept"}"#);
+    // A request in flight when shutdown begins still completes: send all
+    // but the end of its body, SIGTERM, wait until the listener is closed,
+    // then finish the body.
+    let body = br#"{"id":"kept"}"#;
+    let req = signed("POST", "/dbs", &[], b"");
+    let mut stream = TcpStream::connect(&server.addr).unwrap();
+    let head = format!(
+        "POST /dbs HTTP/1.1\r\nhost: {}\r\nconnection: close\r\nauthorization: {}\r\nx-ms-date: {}\r\ncontent-length: {}\r\n\r\n",
+        server.addr,
+        req.headers["authorization"].to_str().unwrap(),
+        req.headers["x-ms-date"].to_str().unwrap(),
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(&body[..5]).unwrap();
+    server.terminate();
+    let mut closed = false;
+    for _ in 0..1000 {
+        if TcpStream::connect(&server.addr).is_err() {
+            closed = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(closed, "the listener stays open after SIGTERM");
+    stream.write_all(&body[5..]).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
     assert!(response.starts_with("HTTP/1.1 201"), "{response}");
-    let status = server.terminate();
+    let status = server.child.wait().unwrap();
     assert!(status.success(), "{status:?}");
     let server = ServerProcess::start(&["--data", data]);
     let response = server.signed_raw("GET", "/dbs/kept", "", b"");
     assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+}
+
+#[test]
+fn slow_clients_are_cut_off() {
+    let server = ServerProcess::start(&["--in-memory", "--client-timeout-ms", "300"]);
+    // Headers that never end: hyper drops the connection.
+    let mut stream = TcpStream::connect(&server.addr).unwrap();
+    stream.write_all(b"GET / HTTP/1.1\r\nhost: x\r\n").unwrap();
+    let mut out = Vec::new();
+    let _ = stream.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out);
+    assert!(
+        text.is_empty() || text.starts_with("HTTP/1.1 408"),
+        "{text}"
+    );
+    // A body that never ends: 408 with the Cosmos body.
+    let mut stream = TcpStream::connect(&server.addr).unwrap();
+    stream
+        .write_all(b"POST /dbs HTTP/1.1\r\nhost: x\r\ncontent-length: 100\r\n\r\n{")
+        .unwrap();
+    let mut out = Vec::new();
+    let _ = stream.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains("RequestTimeout"), "{text}");
 }
 
 /// The virtual environment with `azure-cosmos` 4.17.1: `PARTITA_PY_VENV`, or

@@ -111,13 +111,16 @@ impl Server {
     }
 
     /// Serves until `shutdown` completes, then shuts down gracefully.
-    /// Blocks the calling thread (it runs its own tokio runtime).
+    /// Blocks the calling thread (it runs its own tokio runtime). `ready` is
+    /// called once `shutdown` has been polled (so a signal handler it
+    /// installs is in place) and connections are being accepted.
     ///
     /// # Errors
     /// [`ServerError::Runtime`] when the runtime cannot start.
     pub fn run_until(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
+        ready: impl FnOnce() + Send + 'static,
     ) -> Result<(), ServerError> {
         let mut builder = tokio::runtime::Builder::new_multi_thread();
         if self.options.worker_threads > 0 {
@@ -128,12 +131,13 @@ impl Server {
             .thread_name("partita-serve")
             .build()
             .map_err(ServerError::Runtime)?;
-        runtime.block_on(self.serve(shutdown))
+        runtime.block_on(self.serve(shutdown, ready))
     }
 
     async fn serve(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
+        ready: impl FnOnce() + Send + 'static,
     ) -> Result<(), ServerError> {
         let addr = self.options.bind;
         let listener = tokio::net::TcpListener::from_std(self.listener)
@@ -141,6 +145,11 @@ impl Server {
         let graceful = GracefulShutdown::new();
         let options = Arc::new(self.options);
         tokio::pin!(shutdown);
+        tokio::select! {
+            biased;
+            () = &mut shutdown => return Ok(()),
+            () = std::future::ready(()) => ready(),
+        }
         loop {
             tokio::select! {
                 accepted = listener.accept() => {
