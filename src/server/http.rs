@@ -1,4 +1,5 @@
-//! The transport: HTTP/1.1 on a TCP listener with hyper and tokio.
+//! The transport: HTTP/1.1 and HTTP/2 (h2c) on a TCP listener with hyper
+//! and tokio.
 //!
 //! Each connection is served by hyper with a header-read timeout (a client
 //! that trickles its headers is dropped). A request's body is read with a
@@ -13,15 +14,15 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 
 use super::gateway::Gateway;
@@ -165,13 +166,18 @@ impl Server {
                     let service = service_fn(move |req| {
                         serve_request(gateway.clone(), options.clone(), req)
                     });
-                    let conn = http1::Builder::new()
-                        .timer(TokioTimer::new())
-                        .header_read_timeout(header_timeout)
-                        .serve_connection(TokioIo::new(stream), service);
-                    let conn = graceful.watch(conn);
+                    // HTTP/1.1, or HTTP/2 with prior knowledge (h2c), which
+                    // the Rust SDK negotiates by default.
+                    let watcher = graceful.watcher();
                     tokio::spawn(async move {
-                        let _ = conn.await;
+                        let mut builder = auto::Builder::new(TokioExecutor::new());
+                        builder
+                            .http1()
+                            .timer(TokioTimer::new())
+                            .header_read_timeout(header_timeout);
+                        builder.http2().timer(TokioTimer::new());
+                        let conn = builder.serve_connection(TokioIo::new(stream), service);
+                        let _ = watcher.watch(conn).await;
                     });
                 }
                 () = &mut shutdown => break,
@@ -193,14 +199,23 @@ async fn serve_request(
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     let response = match read_request(&options, req).await {
         Ok(wire) => {
-            match tokio::task::spawn_blocking(move || gateway.handle(&wire, SystemTime::now()))
-                .await
-            {
-                Ok(response) => response,
-                Err(e) => {
-                    WireError::new(500, format!("the request handler failed: {e}")).response()
-                }
-            }
+            // Server-side duration: from the whole request being read to the
+            // response being ready, queueing for a blocking thread included.
+            let started = Instant::now();
+            let response =
+                match tokio::task::spawn_blocking(move || gateway.handle(&wire, SystemTime::now()))
+                    .await
+                {
+                    Ok(response) => response,
+                    Err(e) => {
+                        WireError::new(500, format!("the request handler failed: {e}")).response()
+                    }
+                };
+            let micros = started.elapsed().as_micros();
+            response.with(
+                "x-ms-request-duration-ms",
+                format!("{}.{:03}", micros / 1000, micros % 1000),
+            )
         }
         Err(err) => err.response().with("content-type", "application/json"),
     };
@@ -253,10 +268,18 @@ async fn read_request(
             )));
         }
     };
+    let mut headers = parts.headers;
+    // HTTP/2 carries the host as the URI's authority, not a header.
+    if !headers.contains_key(hyper::header::HOST)
+        && let Some(authority) = parts.uri.authority()
+        && let Ok(value) = hyper::header::HeaderValue::from_str(authority.as_str())
+    {
+        headers.insert(hyper::header::HOST, value);
+    }
     Ok(WireRequest {
         method: parts.method.as_str().to_owned(),
         path: parts.uri.path().to_owned(),
-        headers: parts.headers,
+        headers,
         body,
     })
 }
