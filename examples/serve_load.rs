@@ -10,7 +10,7 @@
 //!
 //! ```text
 //! cargo run --release --example serve_load -- [--connections 64] [--seconds 10]
-//!     [--posts 1000] [--in-memory] [--durability none]
+//!     [--posts 1000] [--in-memory] [--durability none] [--handler-threads N]
 //! ```
 //! Durable by default (a temporary data directory, `synchronous=FULL`).
 
@@ -25,12 +25,17 @@ use partita::{Database, Durability, Options};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
+// The `partita` binary's allocator, so the figures are `partita serve`'s.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 struct Args {
     connections: usize,
     seconds: u64,
     posts: usize,
     in_memory: bool,
     durability: Durability,
+    handler_threads: usize,
 }
 
 fn args() -> Args {
@@ -40,6 +45,7 @@ fn args() -> Args {
         posts: 1000,
         in_memory: false,
         durability: Durability::Full,
+        handler_threads: 0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -49,6 +55,7 @@ fn args() -> Args {
             "--seconds" => args.seconds = value().parse().expect("a number"),
             "--posts" => args.posts = value().parse().expect("a number"),
             "--in-memory" => args.in_memory = true,
+            "--handler-threads" => args.handler_threads = value().parse().expect("a number"),
             "--durability" => {
                 args.durability = match value().as_str() {
                     "none" => Durability::None,
@@ -166,6 +173,7 @@ fn main() {
         Arc::new(gateway),
         ServeOptions {
             bind: SocketAddr::from(([127, 0, 0, 1], 0)),
+            handler_threads: args.handler_threads,
             ..ServeOptions::default()
         },
     )

@@ -44,6 +44,10 @@ pub struct ServeOptions {
     pub shutdown_grace: Duration,
     /// Worker threads of the async runtime (0: one per core).
     pub worker_threads: usize,
+    /// Threads that run engine calls (0: four per core). Requests beyond
+    /// them queue; each thread keeps a warm script context, so more threads
+    /// than cores buy only overlap with commits waiting for their fsync.
+    pub handler_threads: usize,
 }
 
 impl Default for ServeOptions {
@@ -55,6 +59,7 @@ impl Default for ServeOptions {
             body_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(10),
             worker_threads: 0,
+            handler_threads: 0,
         }
     }
 }
@@ -127,6 +132,11 @@ impl Server {
         if self.options.worker_threads > 0 {
             builder.worker_threads(self.options.worker_threads);
         }
+        let handlers = match self.options.handler_threads {
+            0 => 4 * std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        };
+        builder.max_blocking_threads(handlers);
         let runtime = builder
             .enable_all()
             .thread_name("partita-serve")
