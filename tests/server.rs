@@ -499,6 +499,32 @@ fn the_change_feed_pages_by_lsn_and_answers_304_when_nothing_is_new() {
     assert_eq!(r.status, 200);
     assert_eq!(body["_count"], 1);
     assert_eq!(body["Documents"][0]["id"], "b");
+    // Per EPK range (the Python SDK's per-key feed): the whole ring, then
+    // the point range of ["y"].
+    let (r, body) = call(
+        &gw,
+        signed(
+            "GET",
+            "/dbs/d/colls/c/docs",
+            &[a_im, ("x-ms-start-epk", ""), ("x-ms-end-epk", "FF")],
+            b"",
+        ),
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(body["_count"], 2);
+    let epk = EPK_OF_Y;
+    let (r, body) = call(
+        &gw,
+        signed(
+            "GET",
+            "/dbs/d/colls/c/docs",
+            &[a_im, ("x-ms-start-epk", epk), ("x-ms-end-epk", epk)],
+            b"",
+        ),
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(body["_count"], 1);
+    assert_eq!(body["Documents"][0]["id"], "b");
     // From now: nothing yet.
     let (r, _) = call(
         &gw,
@@ -534,6 +560,10 @@ fn the_change_feed_pages_by_lsn_and_answers_304_when_nothing_is_new() {
     );
     assert_error(&r, &body, 400, "BadRequest", "If-None-Match");
 }
+
+/// The Hash V2 EPK of `"y"`, from the Python SDK
+/// (`PartitionKey(path='/pk', kind='Hash', version=2)._get_epk_range_for_partition_key('y')`).
+const EPK_OF_Y: &str = "1880C5B898FDA99DA53B2ABCC61E625C";
 
 #[test]
 fn queries_run_whole_and_plans_are_transparent() {

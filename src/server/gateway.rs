@@ -32,6 +32,7 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_perc
 use serde_json::{Map, Value, json};
 
 use super::auth::{self, MasterKey};
+use super::epk;
 use super::registry::{CollEntry, DbEntry, Registry};
 use super::wire::{
     SUBSTATUS_PARTITION_KEY_MISMATCH, WireError, WireRequest, WireResponse, flag, header,
@@ -683,6 +684,19 @@ impl Gateway {
             )));
         }
         let key = self.partition_key(coll, req)?;
+        // The Python SDK scopes a per-partition-key feed by EPK range.
+        let epk_range = match (
+            header(&req.headers, "x-ms-start-epk")?,
+            header(&req.headers, "x-ms-end-epk")?,
+        ) {
+            (Some(start), Some(end)) => Some((start.to_owned(), end.to_owned())),
+            (None, None) => None,
+            _ => {
+                return Err(WireError::bad_request(
+                    "x-ms-start-epk and x-ms-end-epk come together",
+                ));
+            }
+        };
         let since = match header(&req.headers, "if-modified-since")? {
             Some(date) => Some(
                 httpdate::parse_http_date(date)
@@ -731,6 +745,15 @@ impl Gateway {
                 let mut txn_bytes = 0;
                 for change in &changes[i..end] {
                     if key.as_ref().is_some_and(|k| *k != change.partition_key) {
+                        continue;
+                    }
+                    if let Some((start, end)) = &epk_range
+                        && !epk::in_range(
+                            &epk::effective_partition_key(&change.partition_key),
+                            start,
+                            end,
+                        )
+                    {
                         continue;
                     }
                     let document = match change.kind {

@@ -18,6 +18,7 @@
 //! embedded users of the library build neither tokio nor hyper.
 
 mod auth;
+mod epk;
 mod gateway;
 mod http;
 mod registry;

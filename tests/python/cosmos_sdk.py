@@ -198,7 +198,9 @@ assert token is not None
 cf.create_item({"id": "d5", "pk": "x"})
 latest = list(cf.query_items_change_feed(start_time="Beginning"))
 assert len(latest) == 6
-check("change feed")
+per_key = list(cf.query_items_change_feed(start_time="Beginning", partition_key="x"))
+assert sorted(c["id"] for c in per_key) == ["d1", "d3", "d5"], [c["id"] for c in per_key]
+check("change feed, whole container and per partition key")
 
 # --- deletes ------------------------------------------------------------------------------
 db.delete_container("cf")
