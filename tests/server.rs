@@ -855,6 +855,17 @@ fn malformed_requests_are_400_with_a_reason() {
     );
     let (r, body) = call(&gw, req);
     assert_error(&r, &body, 400, "BadRequest", "x-ms-date");
+    let huge = json!({"id": "big", "pk": "p", "pad": "x".repeat(2 * 1024 * 1024)}).to_string();
+    let (r, body) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls/c/docs",
+            &[("x-ms-documentdb-partitionkey", r#"["p"]"#)],
+            huge.as_bytes(),
+        ),
+    );
+    assert_error(&r, &body, 413, "RequestEntityTooLarge", "big");
     let (r, body) = call(&gw, signed("PATCH", "/dbs/d", &[], b""));
     assert_error(&r, &body, 405, "MethodNotAllowed", "PATCH");
     let (r, body) = call(&gw, signed("GET", "/offers", &[], b""));
@@ -1032,21 +1043,32 @@ fn the_binary_serves_http_with_limits_and_shuts_down_gracefully() {
         response.is_empty() || response.starts_with("HTTP/1.1 400"),
         "{response}"
     );
-    // A request in flight when shutdown begins still completes: send all
-    // but the end of its body, SIGTERM, wait until the listener is closed,
-    // then finish the body.
+    // A request in flight when shutdown begins still completes: send its
+    // headers with `expect: 100-continue`; the interim 100 proves the server
+    // is reading the body; SIGTERM, wait until the listener is closed, then
+    // send the body.
     let body = br#"{"id":"kept"}"#;
     let req = signed("POST", "/dbs", &[], b"");
     let mut stream = TcpStream::connect(&server.addr).unwrap();
     let head = format!(
-        "POST /dbs HTTP/1.1\r\nhost: {}\r\nconnection: close\r\nauthorization: {}\r\nx-ms-date: {}\r\ncontent-length: {}\r\n\r\n",
+        "POST /dbs HTTP/1.1\r\nhost: {}\r\nconnection: close\r\nexpect: 100-continue\r\nauthorization: {}\r\nx-ms-date: {}\r\ncontent-length: {}\r\n\r\n",
         server.addr,
         req.headers["authorization"].to_str().unwrap(),
         req.headers["x-ms-date"].to_str().unwrap(),
         body.len()
     );
     stream.write_all(head.as_bytes()).unwrap();
-    stream.write_all(&body[..5]).unwrap();
+    let mut interim = Vec::new();
+    let mut byte = [0u8; 1];
+    while !interim.ends_with(b"\r\n\r\n") {
+        stream.read_exact(&mut byte).unwrap();
+        interim.push(byte[0]);
+    }
+    assert!(
+        interim.starts_with(b"HTTP/1.1 100"),
+        "{}",
+        String::from_utf8_lossy(&interim)
+    );
     server.terminate();
     let mut closed = false;
     for _ in 0..1000 {
@@ -1057,7 +1079,7 @@ fn the_binary_serves_http_with_limits_and_shuts_down_gracefully() {
         std::thread::sleep(Duration::from_millis(10));
     }
     assert!(closed, "the listener stays open after SIGTERM");
-    stream.write_all(&body[5..]).unwrap();
+    stream.write_all(body).unwrap();
     let mut response = String::new();
     stream.read_to_string(&mut response).unwrap();
     assert!(response.starts_with("HTTP/1.1 201"), "{response}");

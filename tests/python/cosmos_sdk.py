@@ -115,13 +115,18 @@ expect_status(400, lambda: list(items.query_items("SELEC nonsense", enable_cross
 check("queries: single- and cross-partition, ORDER BY, TOP, COUNT, parameters, paging")
 
 # --- stored procedures -----------------------------------------------------------------
-posts.create_item({"id": "p1", "postId": "p1", "type": "post", "commentCount": 0})
+posts.create_item({"id": "p1", "postId": "p1", "type": "post", "commentCount": 0, "likeCount": 0})
 posts.scripts.create_stored_procedure({"id": "createComment", "body": script("createComment")})
 expect_status(409, lambda: posts.scripts.create_stored_procedure({"id": "createComment", "body": "function f(){}"}))
+posts.scripts.create_stored_procedure({"id": "createLike", "body": script("createLike")})
 for i in range(3):
-    posts.scripts.execute_stored_procedure("createComment", partition_key="p1", params=["p1", {"text": f"c{i}"}])
-assert posts.read_item("p1", partition_key="p1")["commentCount"] == 3
-comments = list(posts.query_items("SELECT * FROM c WHERE c.postId = 'p1' AND NOT IS_DEFINED(c.type)", partition_key="p1"))
+    posts.scripts.execute_stored_procedure(
+        "createComment", partition_key="p1", params=["p1", {"text": f"c{i}"}], enable_script_logging=True
+    )
+posts.scripts.execute_stored_procedure("createLike", partition_key="p1", params=["p1", {"userId": "u1"}])
+post = posts.read_item("p1", partition_key="p1")
+assert post["commentCount"] == 3 and post.get("likeCount") == 1, post
+comments = list(posts.query_items("SELECT * FROM c WHERE IS_DEFINED(c.text)", partition_key="p1"))
 assert len(comments) == 3, comments
 posts.scripts.create_stored_procedure(
     {
@@ -144,14 +149,14 @@ err = expect_status(400, lambda: posts.scripts.execute_stored_procedure("boom", 
 assert "kaboom" in err.message, err.message
 expect_status(404, lambda: posts.read_item("x", partition_key="p1"))  # rolled back
 expect_status(404, lambda: posts.scripts.execute_stored_procedure("missing", partition_key="p1"))
-assert {s["id"] for s in posts.scripts.list_stored_procedures()} == {"createComment", "hello", "boom"}
+assert {s["id"] for s in posts.scripts.list_stored_procedures()} == {"createComment", "createLike", "hello", "boom"}
 replaced = posts.scripts.replace_stored_procedure(
     "hello", {"id": "hello", "body": "function hello() { getContext().getResponse().setBody(2); }"}
 )
 assert posts.scripts.execute_stored_procedure("hello", partition_key="p1") == 2
 posts.scripts.delete_stored_procedure("boom")
 expect_status(404, lambda: posts.scripts.get_stored_procedure("boom"))
-check("stored procedures: createComment, logging, throwing, replace, delete")
+check("stored procedures: createComment, createLike, logging, throwing, replace, delete")
 
 # --- triggers: truncateFeed keeps the newest 100 ------------------------------------------
 feed.scripts.create_trigger(
