@@ -19,14 +19,19 @@
 //! # Ok::<(), Error>(())
 //! ```
 //!
-//! Non-goals: a network server (see the server-mode issue), transactions
-//! spanning logical partitions, data sets larger than memory.
+//! With the `server` feature (on by default), [`server`] serves the same
+//! database over Cosmos DB's REST protocol (`partita serve`).
+//!
+//! Non-goals: transactions spanning logical partitions, data sets larger
+//! than memory.
 
 pub mod blog;
 pub mod change_feed;
 pub mod charge;
 pub mod fuzz;
 mod scripts;
+#[cfg(feature = "server")]
+pub mod server;
 
 pub use runtime::Limits;
 pub use scripts::{

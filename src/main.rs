@@ -21,6 +21,8 @@
 mod batch;
 mod cli_fuzz;
 mod demo;
+#[cfg(feature = "server")]
+mod serve;
 
 /// mimalloc, not the system allocator: every write allocates a few dozen
 /// small strings and maps, and mimalloc cut the instructions of an in-memory
@@ -121,6 +123,10 @@ enum Command {
     /// Prove a stored procedure atomic: call it thousands of times with
     /// injected faults and check an invariant (see docs/fuzzing.md).
     Fuzz(cli_fuzz::FuzzArgs),
+    /// Serve Cosmos DB's REST (gateway) protocol, for the official SDKs.
+    #[cfg(feature = "server")]
+    #[command(after_help = serve::EXAMPLE)]
+    Serve(serve::ServeArgs),
 }
 
 #[derive(Subcommand)]
@@ -420,6 +426,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    #[cfg(feature = "server")]
+    if let Command::Serve(args) = cli.command {
+        return serve::main(open(cli.data, cli.in_memory), &args);
+    }
     if let Command::Batch = cli.command {
         return match open(cli.data, cli.in_memory) {
             Ok(db) => {
@@ -516,10 +526,20 @@ fn run_line(db: &Database, args: Vec<String>) -> Result<Value, Value> {
             "--data and --in-memory choose the database of the whole batch (partita --data DIR batch), not of one line",
         );
     }
-    if matches!(cli.command, Command::Batch | Command::Demo(_)) {
-        return refuse("batch and demo cannot run inside a batch");
+    if standalone(&cli.command) {
+        return refuse("batch, demo and serve cannot run inside a batch");
     }
     execute(db, cli.command).map_err(|e| error_json(&e))
+}
+
+/// Whether a command runs as its own process (never inside a batch).
+fn standalone(command: &Command) -> bool {
+    match command {
+        Command::Batch | Command::Demo(_) => true,
+        #[cfg(feature = "server")]
+        Command::Serve(_) => true,
+        _ => false,
+    }
 }
 
 fn open(cli_data: Option<PathBuf>, in_memory: bool) -> anyhow::Result<Database> {
@@ -544,6 +564,10 @@ fn execute(db: &Database, command: Command) -> anyhow::Result<Value> {
                 "demo, batch and fuzz open their own database".to_owned(),
             )
             .into());
+        }
+        #[cfg(feature = "server")]
+        Command::Serve(_) => {
+            return Err(Error::BadRequest("serve opens its own database".to_owned()).into());
         }
         Command::Container(ContainerCommand::Create {
             name,

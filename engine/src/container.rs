@@ -386,6 +386,12 @@ impl Container {
         }
     }
 
+    /// The container's resource id (`_rid`), the collection segment of its
+    /// documents' `_self` links (Cosmos DB's 8-byte collection rid, base64).
+    pub fn resource_id(&self) -> String {
+        encode_rid(&self.inner.rid_prefix)
+    }
+
     /// The partition-key path.
     pub fn partition_key_path(&self) -> &PartitionKeyPath {
         &self.inner.path

@@ -1,0 +1,310 @@
+//! The transport: HTTP/1.1 and HTTP/2 (h2c) on a TCP listener with hyper
+//! and tokio.
+//!
+//! Each connection is served by hyper with a header-read timeout (a client
+//! that trickles its headers is dropped). A request's body is read with a
+//! size limit (413 beyond it, refused early from `content-length`) and a
+//! timeout (408), then handed to [`Gateway::handle`] on tokio's blocking
+//! pool. Shutdown stops accepting, lets every in-flight request finish (an
+//! engine call either commits or rolls back; none is cut in half), closes
+//! idle keep-alive connections, and gives up on stragglers after a grace
+//! period.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+
+use super::gateway::Gateway;
+use super::wire::{WireError, WireRequest, WireResponse};
+
+/// How the server listens and what it tolerates.
+#[derive(Clone, Debug)]
+pub struct ServeOptions {
+    /// Where to listen (`127.0.0.1:8081`; port 0 picks a free port).
+    pub bind: SocketAddr,
+    /// The largest request body (Cosmos DB: 2 MB documents; a little more
+    /// for the JSON around them).
+    pub max_request_bytes: usize,
+    /// How long a client may take to send its headers.
+    pub header_timeout: Duration,
+    /// How long a client may take to send its body.
+    pub body_timeout: Duration,
+    /// How long shutdown waits for in-flight requests.
+    pub shutdown_grace: Duration,
+    /// Worker threads of the async runtime (0: one per core).
+    pub worker_threads: usize,
+    /// Threads that run engine calls (0: four per core). Requests beyond
+    /// them queue; each thread keeps a warm script context, so more threads
+    /// than cores buy only overlap with commits waiting for their fsync.
+    pub handler_threads: usize,
+}
+
+impl Default for ServeOptions {
+    fn default() -> ServeOptions {
+        ServeOptions {
+            bind: SocketAddr::from(([127, 0, 0, 1], 8081)),
+            max_request_bytes: 2 * 1024 * 1024 + 64 * 1024,
+            header_timeout: Duration::from_secs(30),
+            body_timeout: Duration::from_secs(30),
+            shutdown_grace: Duration::from_secs(10),
+            worker_threads: 0,
+            handler_threads: 0,
+        }
+    }
+}
+
+/// Why the server could not start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// The address could not be bound or the runtime not started.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The async runtime could not start.
+    #[error("cannot start the server's runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// A bound server, not yet serving.
+#[derive(Debug)]
+pub struct Server {
+    gateway: Arc<Gateway>,
+    listener: std::net::TcpListener,
+    options: ServeOptions,
+}
+
+impl Server {
+    /// Binds the listening socket (so the address is known and taken before
+    /// [`Server::run_until`]).
+    ///
+    /// # Errors
+    /// [`ServerError::Bind`].
+    pub fn bind(gateway: Arc<Gateway>, options: ServeOptions) -> Result<Server, ServerError> {
+        let bind_error = |source| ServerError::Bind {
+            addr: options.bind,
+            source,
+        };
+        let listener = std::net::TcpListener::bind(options.bind).map_err(bind_error)?;
+        listener.set_nonblocking(true).map_err(bind_error)?;
+        Ok(Server {
+            gateway,
+            listener,
+            options,
+        })
+    }
+
+    /// The address the server listens on.
+    ///
+    /// # Errors
+    /// The OS error, if the socket has none.
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serves until `shutdown` completes, then shuts down gracefully.
+    /// Blocks the calling thread (it runs its own tokio runtime). `ready` is
+    /// called once `shutdown` has been polled (so a signal handler it
+    /// installs is in place) and connections are being accepted.
+    ///
+    /// # Errors
+    /// [`ServerError::Runtime`] when the runtime cannot start.
+    pub fn run_until(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+        ready: impl FnOnce() + Send + 'static,
+    ) -> Result<(), ServerError> {
+        let mut builder = tokio::runtime::Builder::new_multi_thread();
+        if self.options.worker_threads > 0 {
+            builder.worker_threads(self.options.worker_threads);
+        }
+        let handlers = match self.options.handler_threads {
+            0 => 4 * std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        };
+        builder.max_blocking_threads(handlers);
+        let runtime = builder
+            .enable_all()
+            .thread_name("partita-serve")
+            .build()
+            .map_err(ServerError::Runtime)?;
+        runtime.block_on(self.serve(shutdown, ready))
+    }
+
+    async fn serve(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+        ready: impl FnOnce() + Send + 'static,
+    ) -> Result<(), ServerError> {
+        let addr = self.options.bind;
+        let listener = tokio::net::TcpListener::from_std(self.listener)
+            .map_err(|source| ServerError::Bind { addr, source })?;
+        let graceful = GracefulShutdown::new();
+        let options = Arc::new(self.options);
+        tokio::pin!(shutdown);
+        tokio::select! {
+            biased;
+            () = &mut shutdown => return Ok(()),
+            () = std::future::ready(()) => ready(),
+        }
+        loop {
+            tokio::select! {
+                accepted = listener.accept() => {
+                    let Ok((stream, _)) = accepted else {
+                        // Out of descriptors and the like: back off briefly.
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        continue;
+                    };
+                    let _ = stream.set_nodelay(true);
+                    let gateway = self.gateway.clone();
+                    let header_timeout = options.header_timeout;
+                    let options = options.clone();
+                    let service = service_fn(move |req| {
+                        serve_request(gateway.clone(), options.clone(), req)
+                    });
+                    // HTTP/1.1, or HTTP/2 with prior knowledge (h2c), which
+                    // the Rust SDK negotiates by default.
+                    let watcher = graceful.watcher();
+                    tokio::spawn(async move {
+                        let mut builder = auto::Builder::new(TokioExecutor::new());
+                        builder
+                            .http1()
+                            .timer(TokioTimer::new())
+                            .header_read_timeout(header_timeout);
+                        builder.http2().timer(TokioTimer::new());
+                        let conn = builder.serve_connection(TokioIo::new(stream), service);
+                        let _ = watcher.watch(conn).await;
+                    });
+                }
+                () = &mut shutdown => break,
+            }
+        }
+        drop(listener);
+        tokio::select! {
+            () = graceful.shutdown() => {}
+            () = tokio::time::sleep(options.shutdown_grace) => {}
+        }
+        Ok(())
+    }
+}
+
+async fn serve_request(
+    gateway: Arc<Gateway>,
+    options: Arc<ServeOptions>,
+    req: Request<Incoming>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    let response = match read_request(&options, req).await {
+        Ok(wire) => {
+            // Server-side duration: from the whole request being read to the
+            // response being ready, queueing for a blocking thread included.
+            let started = Instant::now();
+            let response =
+                match tokio::task::spawn_blocking(move || gateway.handle(&wire, SystemTime::now()))
+                    .await
+                {
+                    Ok(response) => response,
+                    Err(e) => {
+                        WireError::new(500, format!("the request handler failed: {e}")).response()
+                    }
+                };
+            let micros = started.elapsed().as_micros();
+            response.with(
+                "x-ms-request-duration-ms",
+                format!("{}.{:03}", micros / 1000, micros % 1000),
+            )
+        }
+        Err(err) => err.response().with("content-type", "application/json"),
+    };
+    Ok(into_hyper(response))
+}
+
+async fn read_request(
+    options: &ServeOptions,
+    req: Request<Incoming>,
+) -> Result<WireRequest, WireError> {
+    let (parts, body) = req.into_parts();
+    let too_large = || {
+        WireError::new(
+            413,
+            format!(
+                "the request body exceeds {} bytes (documents are limited to 2 MB)",
+                options.max_request_bytes
+            ),
+        )
+    };
+    if let Some(length) = parts.headers.get(hyper::header::CONTENT_LENGTH)
+        && length
+            .to_str()
+            .ok()
+            .and_then(|l| l.parse::<usize>().ok())
+            .is_some_and(|l| l > options.max_request_bytes)
+    {
+        return Err(too_large());
+    }
+    let collected = tokio::time::timeout(
+        options.body_timeout,
+        Limited::new(body, options.max_request_bytes).collect(),
+    )
+    .await
+    .map_err(|_| {
+        WireError::new(
+            408,
+            format!(
+                "the request body did not arrive within {}s",
+                options.body_timeout.as_secs()
+            ),
+        )
+    })?;
+    let body = match collected {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => return Err(too_large()),
+        Err(e) => {
+            return Err(WireError::bad_request(format!(
+                "the request body could not be read: {e}"
+            )));
+        }
+    };
+    let mut headers = parts.headers;
+    // HTTP/2 carries the host as the URI's authority, not a header.
+    if !headers.contains_key(hyper::header::HOST)
+        && let Some(authority) = parts.uri.authority()
+        && let Ok(value) = hyper::header::HeaderValue::from_str(authority.as_str())
+    {
+        headers.insert(hyper::header::HOST, value);
+    }
+    Ok(WireRequest {
+        method: parts.method.as_str().to_owned(),
+        path: parts.uri.path().to_owned(),
+        headers,
+        body,
+    })
+}
+
+fn into_hyper(response: WireResponse) -> Response<Full<Bytes>> {
+    let mut out = Response::new(Full::new(Bytes::from(response.body)));
+    *out.status_mut() =
+        StatusCode::from_u16(response.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let headers = out.headers_mut();
+    for (name, value) in response.headers {
+        // Values this server builds are ASCII; an echoed value that is not
+        // (it was read as visible ASCII) cannot fail, but never panic.
+        if let Ok(value) = hyper::header::HeaderValue::from_str(&value) {
+            headers.append(name, value);
+        }
+    }
+    out
+}

@@ -1,0 +1,31 @@
+//! `partita serve`: Partita behind Cosmos DB's REST (gateway) protocol, so
+//! that applications written against an official Cosmos DB SDK can use it as
+//! a local stand-in, stored procedures and triggers included.
+//!
+//! ```text
+//!   TCP ─► hyper (HTTP/1.1, header timeout) ─► read body (size limit, timeout)
+//!       ─► spawn_blocking ─► Gateway::handle (sync: auth, routing, engine calls)
+//!       ─► response
+//! ```
+//!
+//! The split is deliberate: engine transactions are synchronous, hold a
+//! partition lock and are `!Send`, so they run to completion on a blocking
+//! thread and are never held across an `await`. [`Gateway`] is plain data in,
+//! plain data out (see `wire.rs`), which is what tests and the fuzz test
+//! drive; `http.rs` is the only code that knows about sockets.
+//!
+//! The module is behind the `server` cargo feature (on by default), so
+//! embedded users of the library build neither tokio nor hyper.
+
+mod auth;
+mod epk;
+mod gateway;
+mod http;
+mod registry;
+mod wire;
+
+pub use auth::{BadKey, EMULATOR_KEY, MAX_CLOCK_SKEW, MasterKey, resource_of};
+pub use gateway::{Gateway, GatewayLimits};
+pub use http::{ServeOptions, Server, ServerError};
+pub use registry::SYSTEM_CONTAINER;
+pub use wire::{SUBSTATUS_PARTITION_KEY_MISMATCH, WireError, WireRequest, WireResponse, code_name};

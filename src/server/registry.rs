@@ -1,0 +1,367 @@
+//! Databases and their containers, the level Cosmos DB has above containers
+//! and the engine does not.
+//!
+//! The registry is itself stored in the engine: one system container
+//! (`__partita_server`, one logical partition) holds a document per database
+//! and per container, written in engine transactions, so a database and its
+//! containers are created and deleted atomically and survive restarts.
+//!
+//! ```text
+//!   __partita_server / ["v1"]
+//!     db-1    {"type": "database",   "name": "blog"}
+//!     coll-2  {"type": "collection", "db": "blog", "name": "posts",
+//!              "engine": "c2-posts", "definition": {partitionKey, indexingPolicy, ...}}
+//! ```
+//!
+//! Each Cosmos container maps to an engine container named `c{n}-{name}`
+//! (`n` never reused), so two databases may hold containers of the same name.
+//! Deleting a container or database removes it from the registry; the
+//! engine container stays behind, unreachable, until a future engine
+//! `delete_container` can drop it (the engine has none yet).
+//!
+//! Lookups take a read lock and clone an `Arc`; creates and deletes are
+//! serialized by one mutex and publish a new entry only after the registry
+//! document committed.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use engine::{Container, Database, FeedOptions, validate_id};
+use parking_lot::{Mutex, RwLock};
+use serde_json::{Map, Value, json};
+
+use super::wire::WireError;
+
+/// The engine container holding the registry.
+pub const SYSTEM_CONTAINER: &str = "__partita_server";
+const PARTITION: &str = "v1";
+
+/// A database.
+#[derive(Clone, Debug)]
+pub(crate) struct DbEntry {
+    pub(crate) name: String,
+    pub(crate) doc_id: String,
+    pub(crate) etag: String,
+    pub(crate) ts: u64,
+    pub(crate) colls: BTreeMap<String, Arc<CollEntry>>,
+}
+
+/// A container of a database.
+#[derive(Debug)]
+pub(crate) struct CollEntry {
+    pub(crate) name: String,
+    pub(crate) doc_id: String,
+    pub(crate) container: Container,
+    /// What the client defined (partitionKey, indexingPolicy, ...), without
+    /// system properties.
+    pub(crate) definition: Map<String, Value>,
+    pub(crate) etag: String,
+    pub(crate) ts: u64,
+    pub(crate) rid: String,
+}
+
+/// The registry: every database and container the server knows.
+pub(crate) struct Registry {
+    db: Database,
+    system: Container,
+    state: RwLock<BTreeMap<String, DbEntry>>,
+    /// Serializes creates, replaces and deletes; the ordinal counter.
+    writer: Mutex<u64>,
+}
+
+fn registry_error(e: engine::Error) -> WireError {
+    WireError::new(
+        500,
+        format!("the server's registry could not be updated: {e}"),
+    )
+}
+
+impl Registry {
+    /// Loads (or starts) the registry of `db`.
+    pub(crate) fn load(db: &Database) -> Result<Registry, engine::Error> {
+        let system = db.create_container_if_not_exists(SYSTEM_CONTAINER, "/registry")?;
+        let page = system.read_feed(PARTITION, &FeedOptions::default())?;
+        let mut dbs: BTreeMap<String, DbEntry> = BTreeMap::new();
+        let mut colls = Vec::new();
+        let mut max_ordinal = 0;
+        for doc in &page.items {
+            let value = doc.value();
+            let ordinal = doc
+                .id()
+                .rsplit('-')
+                .next()
+                .and_then(|n| n.parse::<u64>().ok())
+                .unwrap_or(0);
+            max_ordinal = max_ordinal.max(ordinal);
+            let name = value["name"].as_str().unwrap_or_default().to_owned();
+            match value["type"].as_str() {
+                Some("database") => {
+                    dbs.insert(
+                        name.clone(),
+                        DbEntry {
+                            name,
+                            doc_id: doc.id().to_owned(),
+                            etag: doc.etag().to_owned(),
+                            ts: doc.ts(),
+                            colls: BTreeMap::new(),
+                        },
+                    );
+                }
+                Some("collection") => colls.push(doc.clone()),
+                _ => {}
+            }
+        }
+        for doc in colls {
+            let value = doc.value();
+            let db_name = value["db"].as_str().unwrap_or_default();
+            let container = db.container(value["engine"].as_str().unwrap_or_default())?;
+            let Some(entry) = dbs.get_mut(db_name) else {
+                continue;
+            };
+            let coll = CollEntry {
+                name: value["name"].as_str().unwrap_or_default().to_owned(),
+                doc_id: doc.id().to_owned(),
+                rid: container.resource_id(),
+                container,
+                definition: value["definition"].as_object().cloned().unwrap_or_default(),
+                etag: doc.etag().to_owned(),
+                ts: doc.ts(),
+            };
+            entry.colls.insert(coll.name.clone(), Arc::new(coll));
+        }
+        // Engine containers named by an earlier server that crashed before
+        // its registry write must not be reused.
+        for props in db.containers() {
+            if let Some(n) = props
+                .id
+                .strip_prefix('c')
+                .and_then(|rest| rest.split_once('-'))
+                .and_then(|(n, _)| n.parse::<u64>().ok())
+            {
+                max_ordinal = max_ordinal.max(n);
+            }
+        }
+        Ok(Registry {
+            db: db.clone(),
+            system,
+            state: RwLock::new(dbs),
+            writer: Mutex::new(max_ordinal),
+        })
+    }
+
+    /// Every database, by name.
+    pub(crate) fn databases(&self) -> Vec<DbEntry> {
+        self.state.read().values().cloned().collect()
+    }
+
+    /// The database `name`.
+    pub(crate) fn database(&self, name: &str) -> Result<DbEntry, WireError> {
+        self.state
+            .read()
+            .get(name)
+            .cloned()
+            .ok_or_else(|| WireError::not_found(format!("database {name:?} does not exist")))
+    }
+
+    /// The container `name` of database `db`.
+    pub(crate) fn collection(&self, db: &str, name: &str) -> Result<Arc<CollEntry>, WireError> {
+        let state = self.state.read();
+        let entry = state
+            .get(db)
+            .ok_or_else(|| WireError::not_found(format!("database {db:?} does not exist")))?;
+        entry.colls.get(name).cloned().ok_or_else(|| {
+            WireError::not_found(format!(
+                "container {name:?} does not exist in database {db:?}"
+            ))
+        })
+    }
+
+    /// Creates a database.
+    pub(crate) fn create_database(&self, name: &str) -> Result<DbEntry, WireError> {
+        validate_id(name).map_err(|e| WireError::bad_request(format!("database {e}")))?;
+        let mut ordinal = self.writer.lock();
+        if self.state.read().contains_key(name) {
+            return Err(WireError::conflict(format!(
+                "Resource with specified id or name already exists: database {name:?}"
+            )));
+        }
+        *ordinal += 1;
+        let doc_id = format!("db-{ordinal}");
+        let doc = self
+            .system
+            .create_item(
+                PARTITION,
+                json!({"id": doc_id, "registry": PARTITION, "type": "database", "name": name}),
+                None,
+            )
+            .map_err(registry_error)?;
+        let entry = DbEntry {
+            name: name.to_owned(),
+            doc_id,
+            etag: doc.etag().to_owned(),
+            ts: doc.ts(),
+            colls: BTreeMap::new(),
+        };
+        self.state.write().insert(name.to_owned(), entry.clone());
+        Ok(entry)
+    }
+
+    /// Deletes a database and its containers, atomically.
+    pub(crate) fn delete_database(&self, name: &str) -> Result<(), WireError> {
+        let _writer = self.writer.lock();
+        let entry = self.database(name)?;
+        self.system
+            .transaction(PARTITION, |txn| {
+                for coll in entry.colls.values() {
+                    txn.delete_item(&coll.doc_id, None)?;
+                }
+                txn.delete_item(&entry.doc_id, None)
+            })
+            .map_err(registry_error)?;
+        self.state.write().remove(name);
+        Ok(())
+    }
+
+    /// Creates a container from a client's definition (`id`, `partitionKey`,
+    /// anything else is kept and echoed).
+    pub(crate) fn create_collection(
+        &self,
+        db: &str,
+        mut definition: Map<String, Value>,
+    ) -> Result<Arc<CollEntry>, WireError> {
+        let name = match definition.get("id") {
+            Some(Value::String(id)) => id.clone(),
+            _ => {
+                return Err(WireError::bad_request(
+                    "the container body needs a string id",
+                ));
+            }
+        };
+        validate_id(&name).map_err(|e| WireError::bad_request(format!("container {e}")))?;
+        let path = partition_key_path(&definition)?;
+        strip_system_properties(&mut definition);
+        let mut ordinal = self.writer.lock();
+        let entry = self.database(db)?;
+        if entry.colls.contains_key(&name) {
+            return Err(WireError::conflict(format!(
+                "Resource with specified id or name already exists: container {name:?} in database {db:?}"
+            )));
+        }
+        *ordinal += 1;
+        let engine_id: String = format!("c{ordinal}-{name}")
+            .chars()
+            .take(engine::MAX_ID_LEN)
+            .collect();
+        let container = self.db.create_container(&engine_id, &path)?;
+        let doc_id = format!("coll-{ordinal}");
+        let doc = self
+            .system
+            .create_item(
+                PARTITION,
+                json!({"id": doc_id, "registry": PARTITION, "type": "collection", "db": db,
+                       "name": name, "engine": engine_id, "definition": definition}),
+                None,
+            )
+            .map_err(registry_error)?;
+        let coll = Arc::new(CollEntry {
+            name: name.clone(),
+            doc_id,
+            rid: container.resource_id(),
+            container,
+            definition,
+            etag: doc.etag().to_owned(),
+            ts: doc.ts(),
+        });
+        if let Some(entry) = self.state.write().get_mut(db) {
+            entry.colls.insert(name, coll.clone());
+        }
+        Ok(coll)
+    }
+
+    /// Replaces a container's definition; its partition key cannot change.
+    pub(crate) fn replace_collection(
+        &self,
+        db: &str,
+        name: &str,
+        mut definition: Map<String, Value>,
+    ) -> Result<Arc<CollEntry>, WireError> {
+        let _writer = self.writer.lock();
+        let old = self.collection(db, name)?;
+        if definition.get("id").and_then(Value::as_str) != Some(name) {
+            return Err(WireError::bad_request(format!(
+                "the container body's id must be {name:?}, the id in the path"
+            )));
+        }
+        let path = partition_key_path(&definition)?;
+        if path != old.container.partition_key_path().as_str() {
+            return Err(WireError::bad_request(format!(
+                "the partition key of container {name:?} is {} and cannot be changed to {path}",
+                old.container.partition_key_path()
+            )));
+        }
+        strip_system_properties(&mut definition);
+        let doc = self
+            .system
+            .transaction(PARTITION, |txn| {
+                let mut doc = txn.read_item(&old.doc_id)?.into_value();
+                doc["definition"] = Value::Object(definition.clone());
+                txn.replace_item(&old.doc_id, doc, None)
+            })
+            .map_err(registry_error)?;
+        let coll = Arc::new(CollEntry {
+            name: name.to_owned(),
+            doc_id: old.doc_id.clone(),
+            container: old.container.clone(),
+            definition,
+            etag: doc.etag().to_owned(),
+            ts: doc.ts(),
+            rid: old.rid.clone(),
+        });
+        if let Some(entry) = self.state.write().get_mut(db) {
+            entry.colls.insert(name.to_owned(), coll.clone());
+        }
+        Ok(coll)
+    }
+
+    /// Deletes a container (from the registry; see the module docs).
+    pub(crate) fn delete_collection(&self, db: &str, name: &str) -> Result<(), WireError> {
+        let _writer = self.writer.lock();
+        let coll = self.collection(db, name)?;
+        self.system
+            .delete_item(PARTITION, &coll.doc_id, None)
+            .map_err(registry_error)?;
+        if let Some(entry) = self.state.write().get_mut(db) {
+            entry.colls.remove(name);
+        }
+        Ok(())
+    }
+}
+
+/// The one partition-key path of a container definition
+/// (`"partitionKey": {"paths": ["/pk"], "kind": "Hash", "version": 2}`).
+fn partition_key_path(definition: &Map<String, Value>) -> Result<String, WireError> {
+    let paths = definition
+        .get("partitionKey")
+        .and_then(|pk| pk.get("paths"))
+        .and_then(Value::as_array)
+        .ok_or_else(|| {
+            WireError::bad_request(
+                "the container needs a partitionKey with paths, such as {\"paths\": [\"/pk\"]}",
+            )
+        })?;
+    match paths.as_slice() {
+        [Value::String(path)] => {
+            host_api::PartitionKeyPath::parse(path)
+                .map_err(|e| WireError::bad_request(e.to_string()))?;
+            Ok(path.clone())
+        }
+        _ => Err(WireError::bad_request(format!(
+            "partitionKey.paths must hold exactly one path (hierarchical keys are not supported), not {}",
+            Value::Array(paths.clone())
+        ))),
+    }
+}
+
+fn strip_system_properties(definition: &mut Map<String, Value>) {
+    definition.retain(|k, _| !k.starts_with('_'));
+}

@@ -1,0 +1,217 @@
+"""Acceptance test: the official Python SDK (azure-cosmos 4.17.1) against `partita serve`.
+
+Usage: python cosmos_sdk.py ENDPOINT KEY SPROCS_DIR
+Run by tests/server.rs, which starts the server on a free port. Every check is an
+assert; the script prints "ALL OK" at the end and exits non-zero on the first failure.
+"""
+
+import sys
+import urllib.parse
+
+from azure.core import MatchConditions
+from azure.cosmos import CosmosClient, PartitionKey, exceptions
+from azure.cosmos.partition_key import NonePartitionKeyValue
+
+endpoint, key, sprocs = sys.argv[1], sys.argv[2], sys.argv[3]
+
+
+def script(name):
+    with open(f"{sprocs}/{name}.js", encoding="utf-8") as f:
+        return f.read()
+
+
+def expect_status(status, fn, substatus=None):
+    try:
+        fn()
+    except exceptions.CosmosHttpResponseError as e:
+        assert e.status_code == status, f"expected {status}, got {e.status_code}: {e.message}"
+        if substatus is not None:
+            assert e.sub_status == substatus, f"expected substatus {substatus}, got {e.sub_status}"
+        return e
+    raise AssertionError(f"expected HTTP {status}, the call succeeded")
+
+
+def check(name):
+    print(f"ok - {name}", flush=True)
+
+
+client = CosmosClient(endpoint, credential=key)
+
+# --- databases and containers ---------------------------------------------------------
+db = client.create_database_if_not_exists("blog")
+assert db.read()["id"] == "blog"
+expect_status(409, lambda: client.create_database("blog"))
+assert "blog" in [d["id"] for d in client.list_databases()]
+posts = db.create_container_if_not_exists("posts", PartitionKey(path="/postId"))
+feed = db.create_container("feed", PartitionKey(path="/type"))
+items = db.create_container("items", PartitionKey(path="/pk"))
+props = posts.read()
+assert props["partitionKey"]["paths"] == ["/postId"], props
+assert props["partitionKey"]["version"] == 2, props
+assert sorted(c["id"] for c in db.list_containers()) == ["feed", "items", "posts"]
+expect_status(409, lambda: db.create_container("posts", PartitionKey(path="/postId")))
+expect_status(404, lambda: db.get_container_client("nope").read())
+check("databases and containers")
+
+# --- item CRUD, etags, the none partition --------------------------------------------
+a = items.create_item({"id": "a", "pk": "p1", "n": 1})
+assert a["_etag"] and a["_rid"] and a["_self"], a
+assert items.read_item("a", partition_key="p1")["n"] == 1
+a2 = items.replace_item("a", {"id": "a", "pk": "p1", "n": 2})
+assert a2["_etag"] != a["_etag"]
+items.upsert_item({"id": "a", "pk": "p1", "n": 3})
+items.upsert_item({"id": "b", "pk": "p2", "n": 10})
+items.create_item({"id": "c", "pk": 5, "n": 20})
+items.create_item({"id": "d", "n": 30})  # no /pk: the none partition, header [{}]
+assert items.read_item("d", partition_key=NonePartitionKeyValue)["n"] == 30
+assert items.read_item("c", partition_key=5)["n"] == 20
+expect_status(409, lambda: items.create_item({"id": "a", "pk": "p1"}))
+current = items.read_item("a", partition_key="p1")
+expect_status(
+    412,
+    lambda: items.replace_item(
+        "a", {"id": "a", "pk": "p1", "n": 4}, etag=a["_etag"], match_condition=MatchConditions.IfNotModified
+    ),
+)
+items.replace_item(
+    "a", {"id": "a", "pk": "p1", "n": 4}, etag=current["_etag"], match_condition=MatchConditions.IfNotModified
+)
+expect_status(404, lambda: items.read_item("zzz", partition_key="p1"))
+items.create_item({"id": "gone", "pk": "p1"})
+items.delete_item("gone", partition_key="p1")
+expect_status(404, lambda: items.read_item("gone", partition_key="p1"))
+expect_status(404, lambda: items.delete_item("gone", partition_key="p1"))
+charge = items.client_connection.last_response_headers.get("x-ms-request-charge")
+assert charge is not None, "every response carries x-ms-request-charge"
+assert len(list(items.read_all_items())) == 4
+check("item CRUD, etags, none partition")
+
+# --- queries ---------------------------------------------------------------------------
+for i in range(10):
+    items.create_item({"id": f"q{i}", "pk": f"k{i % 3}", "n": 100 + i})
+single = list(items.query_items("SELECT * FROM c WHERE c.n >= 100", partition_key="k0"))
+assert sorted(d["id"] for d in single) == ["q0", "q3", "q6", "q9"], single
+ordered = list(
+    items.query_items("SELECT c.id, c.n FROM c ORDER BY c.n DESC", enable_cross_partition_query=True)
+)
+assert [d["n"] for d in ordered] == sorted((d["n"] for d in ordered), reverse=True)
+assert len(ordered) == 14
+top = list(items.query_items("SELECT TOP 3 VALUE c.n FROM c ORDER BY c.n", enable_cross_partition_query=True))
+assert top == [4, 10, 20], top
+count = list(items.query_items("SELECT VALUE COUNT(1) FROM c", enable_cross_partition_query=True))
+assert count == [14], count
+param = list(
+    items.query_items(
+        "SELECT VALUE c.id FROM c WHERE c.n > @min AND c.pk = @pk",
+        parameters=[{"name": "@min", "value": 104}, {"name": "@pk", "value": "k2"}],
+        enable_cross_partition_query=True,
+    )
+)
+assert sorted(param) == ["q5", "q8"], param
+pages = items.query_items("SELECT * FROM c", enable_cross_partition_query=True, max_item_count=4).by_page()
+sizes = [len(list(p)) for p in pages]
+assert sum(sizes) == 14 and max(sizes) <= 4 and len(sizes) >= 4, sizes
+expect_status(400, lambda: list(items.query_items("SELEC nonsense", enable_cross_partition_query=True)))
+check("queries: single- and cross-partition, ORDER BY, TOP, COUNT, parameters, paging")
+
+# --- stored procedures -----------------------------------------------------------------
+posts.create_item({"id": "p1", "postId": "p1", "type": "post", "commentCount": 0, "likeCount": 0})
+posts.scripts.create_stored_procedure({"id": "createComment", "body": script("createComment")})
+expect_status(409, lambda: posts.scripts.create_stored_procedure({"id": "createComment", "body": "function f(){}"}))
+posts.scripts.create_stored_procedure({"id": "createLike", "body": script("createLike")})
+for i in range(3):
+    posts.scripts.execute_stored_procedure(
+        "createComment", partition_key="p1", params=["p1", {"text": f"c{i}"}], enable_script_logging=True
+    )
+posts.scripts.execute_stored_procedure("createLike", partition_key="p1", params=["p1", {"userId": "u1"}])
+post = posts.read_item("p1", partition_key="p1")
+assert post["commentCount"] == 3 and post.get("likeCount") == 1, post
+comments = list(posts.query_items("SELECT * FROM c WHERE IS_DEFINED(c.text)", partition_key="p1"))
+assert len(comments) == 3, comments
+posts.scripts.create_stored_procedure(
+    {
+        "id": "hello",
+        "body": "function hello(name) { console.log('hi ' + name + ' & co'); "
+        "getContext().getResponse().setBody({greeting: 'hello ' + name}); }",
+    }
+)
+result = posts.scripts.execute_stored_procedure(
+    "hello", partition_key="p1", params=["world"], enable_script_logging=True
+)
+assert result == {"greeting": "hello world"}, result
+log = posts.client_connection.last_response_headers.get("x-ms-documentdb-script-log-results")
+assert urllib.parse.unquote(log).rstrip("\n") == "hi world & co", log
+posts.scripts.create_stored_procedure(
+    {"id": "boom", "body": "function boom() { getContext().getCollection().createDocument("
+     "getContext().getCollection().getSelfLink(), {id: 'x', postId: 'p1'}); throw new Error('kaboom'); }"}
+)
+err = expect_status(400, lambda: posts.scripts.execute_stored_procedure("boom", partition_key="p1"))
+assert "kaboom" in err.message, err.message
+expect_status(404, lambda: posts.read_item("x", partition_key="p1"))  # rolled back
+expect_status(404, lambda: posts.scripts.execute_stored_procedure("missing", partition_key="p1"))
+assert {s["id"] for s in posts.scripts.list_stored_procedures()} == {"createComment", "createLike", "hello", "boom"}
+replaced = posts.scripts.replace_stored_procedure(
+    "hello", {"id": "hello", "body": "function hello() { getContext().getResponse().setBody(2); }"}
+)
+assert posts.scripts.execute_stored_procedure("hello", partition_key="p1") == 2
+posts.scripts.delete_stored_procedure("boom")
+expect_status(404, lambda: posts.scripts.get_stored_procedure("boom"))
+check("stored procedures: createComment, createLike, logging, throwing, replace, delete")
+
+# --- triggers: truncateFeed keeps the newest 100 ------------------------------------------
+feed.scripts.create_trigger(
+    {"id": "truncateFeed", "body": script("truncateFeed"), "triggerType": "Post", "triggerOperation": "Create"}
+)
+feed.scripts.create_trigger(
+    {
+        "id": "stamp",
+        "body": "function stamp() { var r = getContext().getRequest(); var d = r.getBody(); d.stamped = true; r.setBody(d); }",
+        "triggerType": "Pre",
+        "triggerOperation": "All",
+    }
+)
+for i in range(105):
+    feed.create_item(
+        {"id": f"f{i:03}", "type": "post", "creationDate": f"2026-01-01T00:{i // 60:02}:{i % 60:02}Z"},
+        pre_trigger_include="stamp",
+        post_trigger_include="truncateFeed",
+    )
+left = list(feed.query_items("SELECT VALUE c.id FROM c ORDER BY c.creationDate", partition_key="post"))
+assert len(left) == 100, len(left)
+assert left[0] == "f005" and left[-1] == "f104", (left[0], left[-1])
+assert feed.read_item("f104", partition_key="post")["stamped"] is True
+expect_status(400, lambda: feed.create_item({"id": "t", "type": "post"}, post_trigger_include="nope"))
+assert {t["id"] for t in feed.scripts.list_triggers()} == {"truncateFeed", "stamp"}
+check("triggers: pre-trigger changes the body, truncateFeed keeps 100")
+
+# --- user-defined functions --------------------------------------------------------------
+items.scripts.create_user_defined_function({"id": "double", "body": "function double(x) { return x * 2; }"})
+doubled = list(items.query_items("SELECT VALUE udf.double(c.n) FROM c WHERE c.id = 'a'", partition_key="p1"))
+assert doubled == [8], doubled
+check("user-defined functions")
+
+# --- change feed ------------------------------------------------------------------------
+cf = db.create_container("cf", PartitionKey(path="/pk"))
+for i in range(5):
+    cf.create_item({"id": f"d{i}", "pk": "x" if i % 2 else "y"})
+cf.upsert_item({"id": "d0", "pk": "y", "v": 2})
+changes = list(cf.query_items_change_feed(start_time="Beginning"))
+assert [c["id"] for c in changes] == ["d1", "d2", "d3", "d4", "d0"], [c["id"] for c in changes]
+assert changes[-1]["v"] == 2
+token = cf.client_connection.last_response_headers.get("etag")
+assert token is not None
+cf.create_item({"id": "d5", "pk": "x"})
+latest = list(cf.query_items_change_feed(start_time="Beginning"))
+assert len(latest) == 6
+per_key = list(cf.query_items_change_feed(start_time="Beginning", partition_key="x"))
+assert sorted(c["id"] for c in per_key) == ["d1", "d3", "d5"], [c["id"] for c in per_key]
+check("change feed, whole container and per partition key")
+
+# --- deletes ------------------------------------------------------------------------------
+db.delete_container("cf")
+expect_status(404, lambda: cf.read())
+client.delete_database("blog")
+expect_status(404, lambda: client.get_database_client("blog").read())
+check("delete container and database")
+
+print("ALL OK")

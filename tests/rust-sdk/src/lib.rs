@@ -1,0 +1,1 @@
+//! Nothing here: the acceptance test lives in `tests/sdk.rs`.

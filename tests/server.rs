@@ -1,0 +1,1168 @@
+//! `partita serve` end to end: the gateway protocol called in-process
+//! (status, substatus and body of every error case, 401s, 304s), the
+//! transport over real TCP (size limits, malformed requests, graceful
+//! shutdown), a fuzz test of request handling, and the acceptance test with
+//! the official Python SDK (`azure-cosmos` 4.17.1) against the real binary.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use hyper::HeaderMap;
+use partita::Database;
+use partita::server::{
+    EMULATOR_KEY, Gateway, GatewayLimits, MasterKey, WireRequest, WireResponse, resource_of,
+};
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+fn gateway(db: Database) -> Gateway {
+    Gateway::new(
+        db,
+        MasterKey::from_base64(EMULATOR_KEY).unwrap(),
+        GatewayLimits::default(),
+    )
+    .unwrap()
+}
+
+fn segments(path: &str) -> Vec<String> {
+    path.split('/')
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            percent_encoding::percent_decode_str(s)
+                .decode_utf8_lossy()
+                .into_owned()
+        })
+        .collect()
+}
+
+/// A request signed with the emulator key, dated now.
+fn signed(method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> WireRequest {
+    signed_at(method, path, headers, body, SystemTime::now())
+}
+
+fn signed_at(
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+    date: SystemTime,
+) -> WireRequest {
+    let key = MasterKey::from_base64(EMULATOR_KEY).unwrap();
+    let (kind, link) = resource_of(&segments(path));
+    let date = httpdate::fmt_http_date(date);
+    let mut map = HeaderMap::new();
+    map.insert(
+        "authorization",
+        key.authorization(method, &kind, &link, &date)
+            .parse()
+            .unwrap(),
+    );
+    map.insert("x-ms-date", date.parse().unwrap());
+    map.insert("host", "127.0.0.1:8081".parse().unwrap());
+    for (name, value) in headers {
+        map.insert(
+            hyper::header::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+            value.parse().unwrap(),
+        );
+    }
+    WireRequest {
+        method: method.to_owned(),
+        path: path.to_owned(),
+        headers: map,
+        body: Bytes::copy_from_slice(body),
+    }
+}
+
+fn call(gw: &Gateway, req: WireRequest) -> (WireResponse, Value) {
+    let response = gw.handle(&req, SystemTime::now());
+    let body = if response.body.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&response.body).expect("every body is JSON")
+    };
+    (response, body)
+}
+
+/// A gateway with database `d` and container `c` (partition key `/pk`).
+fn setup() -> Gateway {
+    let gw = gateway(Database::in_memory());
+    let (r, _) = call(&gw, signed("POST", "/dbs", &[], br#"{"id":"d"}"#));
+    assert_eq!(r.status, 201);
+    let (r, body) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls",
+            &[],
+            br#"{"id":"c","partitionKey":{"paths":["/pk"],"kind":"Hash","version":2}}"#,
+        ),
+    );
+    assert_eq!(r.status, 201, "{body}");
+    gw
+}
+
+fn assert_error(response: &WireResponse, body: &Value, status: u16, code: &str, needle: &str) {
+    assert_eq!(response.status, status, "{body}");
+    assert_eq!(body["code"], code, "{body}");
+    let message = body["message"].as_str().unwrap();
+    assert!(message.contains(needle), "{message:?} lacks {needle:?}");
+}
+
+#[test]
+fn account_discovery_answers_with_the_callers_host() {
+    let gw = gateway(Database::in_memory());
+    let (r, body) = call(&gw, signed("GET", "/", &[], b""));
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        body["writableLocations"][0]["databaseAccountEndpoint"],
+        "http://127.0.0.1:8081/"
+    );
+    assert!(body["queryEngineConfiguration"].is_string());
+    assert!(r.header("x-ms-activity-id").is_some());
+    assert!(r.header("x-ms-request-charge").is_some());
+}
+
+#[test]
+fn bad_signatures_and_stale_dates_are_401() {
+    let gw = setup();
+    // Signed for another path.
+    let mut req = signed("GET", "/dbs/d", &[], b"");
+    req.path = "/dbs/other".to_owned();
+    let (r, body) = call(&gw, req);
+    assert_error(
+        &r,
+        &body,
+        401,
+        "Unauthorized",
+        "authorization token can't serve",
+    );
+    // Signed with another key.
+    let mut req = signed("GET", "/dbs/d", &[], b"");
+    let date = req.headers["x-ms-date"].to_str().unwrap().to_owned();
+    let other = MasterKey::from_base64("c2VjcmV0a2V5").unwrap();
+    req.headers.insert(
+        "authorization",
+        other
+            .authorization("GET", "dbs", "dbs/d", &date)
+            .parse()
+            .unwrap(),
+    );
+    let (r, _) = call(&gw, req);
+    assert_eq!(r.status, 401);
+    // Twenty minutes old.
+    let old = SystemTime::now() - Duration::from_secs(20 * 60);
+    let (r, body) = call(&gw, signed_at("GET", "/dbs/d", &[], b"", old));
+    assert_error(
+        &r,
+        &body,
+        401,
+        "Unauthorized",
+        "away from the server's clock",
+    );
+    // No authorization at all.
+    let mut req = signed("GET", "/dbs/d", &[], b"");
+    req.headers.remove("authorization");
+    let (r, body) = call(&gw, req);
+    assert_error(&r, &body, 401, "Unauthorized", "authorization");
+}
+
+#[test]
+fn databases_and_containers_have_cosmos_shapes() {
+    let gw = setup();
+    let (r, body) = call(&gw, signed("POST", "/dbs", &[], br#"{"id":"d"}"#));
+    assert_error(&r, &body, 409, "Conflict", "already exists");
+    let (r, body) = call(&gw, signed("GET", "/dbs/d/colls/c/", &[], b""));
+    assert_eq!(r.status, 200);
+    assert_eq!(body["partitionKey"]["version"], 2);
+    assert_eq!(body["partitionKey"]["kind"], "Hash");
+    let rid = body["_rid"].as_str().unwrap();
+    assert_eq!(
+        base64::Engine::decode(
+            &base64::engine::general_purpose::STANDARD,
+            rid.replace('-', "/")
+        )
+        .unwrap()
+        .len(),
+        8
+    );
+    let (r, body) = call(&gw, signed("GET", "/dbs/d/colls", &[], b""));
+    assert_eq!(r.status, 200);
+    assert_eq!(body["_count"], 1);
+    assert_eq!(body["DocumentCollections"][0]["id"], "c");
+    let (r, body) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs",
+            &[("x-ms-documentdb-isquery", "True")],
+            br#"{"query":"SELECT * FROM root r WHERE r.id=@id","parameters":[{"name":"@id","value":"d"}]}"#,
+        ),
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(body["Databases"][0]["id"], "d");
+    let (r, body) = call(&gw, signed("GET", "/dbs/nope/colls/c", &[], b""));
+    assert_error(&r, &body, 404, "NotFound", "database \"nope\"");
+    let (r, body) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls",
+            &[],
+            br#"{"id":"h","partitionKey":{"paths":["/a","/b"],"kind":"MultiHash"}}"#,
+        ),
+    );
+    assert_error(&r, &body, 400, "BadRequest", "exactly one path");
+    let (r, _) = call(&gw, signed("DELETE", "/dbs/d/colls/c", &[], b""));
+    assert_eq!(r.status, 204);
+    let (r, _) = call(&gw, signed("GET", "/dbs/d/colls/c", &[], b""));
+    assert_eq!(r.status, 404);
+    // A new container of the same name is a new, empty container.
+    let (r, _) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls",
+            &[],
+            br#"{"id":"c","partitionKey":{"paths":["/pk"]}}"#,
+        ),
+    );
+    assert_eq!(r.status, 201);
+    let (r, _) = call(&gw, signed("DELETE", "/dbs/d", &[], b""));
+    assert_eq!(r.status, 204);
+    let (r, _) = call(&gw, signed("GET", "/dbs/d/colls/c", &[], b""));
+    assert_eq!(r.status, 404);
+}
+
+#[test]
+fn the_registry_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let gw = gateway(Database::open(dir.path()).unwrap());
+        call(&gw, signed("POST", "/dbs", &[], br#"{"id":"d"}"#));
+        call(
+            &gw,
+            signed(
+                "POST",
+                "/dbs/d/colls",
+                &[],
+                br#"{"id":"c","partitionKey":{"paths":["/pk"]},"defaultTtl":-1}"#,
+            ),
+        );
+        let (r, _) = call(
+            &gw,
+            signed(
+                "POST",
+                "/dbs/d/colls/c/docs",
+                &[("x-ms-documentdb-partitionkey", r#"["p"]"#)],
+                br#"{"id":"a","pk":"p"}"#,
+            ),
+        );
+        assert_eq!(r.status, 201);
+    }
+    let gw = gateway(Database::open(dir.path()).unwrap());
+    let (r, body) = call(&gw, signed("GET", "/dbs/d/colls/c", &[], b""));
+    assert_eq!(r.status, 200);
+    assert_eq!(body["defaultTtl"], -1);
+    let (r, _) = call(
+        &gw,
+        signed(
+            "GET",
+            "/dbs/d/colls/c/docs/a",
+            &[("x-ms-documentdb-partitionkey", r#"["p"]"#)],
+            b"",
+        ),
+    );
+    assert_eq!(r.status, 200);
+}
+
+#[test]
+fn items_carry_etags_and_partition_key_rules() {
+    let gw = setup();
+    let pk = ("x-ms-documentdb-partitionkey", r#"["p1"]"#);
+    let (r, doc) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls/c/docs/",
+            &[pk],
+            br#"{"id":"a","pk":"p1"}"#,
+        ),
+    );
+    assert_eq!(r.status, 201);
+    let etag = doc["_etag"].as_str().unwrap().to_owned();
+    assert_eq!(r.header("etag"), Some(etag.as_str()));
+    let token = r.header("x-ms-session-token").unwrap();
+    assert!(token.starts_with("0:-1#"), "{token}");
+    // The header names another key: 400/1001.
+    let (r, body) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls/c/docs",
+            &[("x-ms-documentdb-partitionkey", r#"["p2"]"#)],
+            br#"{"id":"b","pk":"p1"}"#,
+        ),
+    );
+    assert_error(&r, &body, 400, "BadRequest", "doesn't match");
+    assert_eq!(r.header("x-ms-substatus"), Some("1001"));
+    // Numbers compare semantically: 5 and 5.0 are the same key.
+    let (r, _) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls/c/docs",
+            &[("x-ms-documentdb-partitionkey", "[5.0]")],
+            br#"{"id":"n","pk":5}"#,
+        ),
+    );
+    assert_eq!(r.status, 201);
+    // The none partition.
+    let (r, _) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls/c/docs",
+            &[("x-ms-documentdb-partitionkey", "[{}]")],
+            br#"{"id":"none"}"#,
+        ),
+    );
+    assert_eq!(r.status, 201);
+    // Malformed partition-key header.
+    let (r, body) = call(
+        &gw,
+        signed(
+            "GET",
+            "/dbs/d/colls/c/docs/a",
+            &[("x-ms-documentdb-partitionkey", "p1")],
+            b"",
+        ),
+    );
+    assert_error(&r, &body, 400, "BadRequest", "x-ms-documentdb-partitionkey");
+    // If-None-Match with the current etag: 304.
+    let (r, _) = call(
+        &gw,
+        signed(
+            "GET",
+            "/dbs/d/colls/c/docs/a",
+            &[pk, ("if-none-match", &etag)],
+            b"",
+        ),
+    );
+    assert_eq!(r.status, 304);
+    assert!(r.body.is_empty());
+    // Upsert: 200 when it replaced, 201 when it created.
+    let upsert = ("x-ms-documentdb-is-upsert", "True");
+    let (r, _) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls/c/docs",
+            &[pk, upsert],
+            br#"{"id":"a","pk":"p1","v":2}"#,
+        ),
+    );
+    assert_eq!(r.status, 200);
+    let (r, _) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls/c/docs",
+            &[pk, upsert],
+            br#"{"id":"z","pk":"p1"}"#,
+        ),
+    );
+    assert_eq!(r.status, 201);
+    // Stale If-Match: 412.
+    let (r, body) = call(
+        &gw,
+        signed(
+            "PUT",
+            "/dbs/d/colls/c/docs/a",
+            &[pk, ("if-match", &etag)],
+            br#"{"id":"a","pk":"p1"}"#,
+        ),
+    );
+    assert_error(&r, &body, 412, "PreconditionFailed", "");
+    // Duplicate: 409; missing: 404; binary encoding: 400.
+    let (r, body) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls/c/docs",
+            &[pk],
+            br#"{"id":"a","pk":"p1"}"#,
+        ),
+    );
+    assert_error(&r, &body, 409, "Conflict", "a");
+    let (r, body) = call(&gw, signed("DELETE", "/dbs/d/colls/c/docs/q", &[pk], b""));
+    assert_error(&r, &body, 404, "NotFound", "q");
+    let (r, body) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls/c/docs",
+            &[pk],
+            &[0x80, 0xed, 0x0e, 0x03],
+        ),
+    );
+    assert_error(&r, &body, 400, "BadRequest", "binary encoding");
+    let (r, _) = call(&gw, signed("DELETE", "/dbs/d/colls/c/docs/a", &[pk], b""));
+    assert_eq!(r.status, 204);
+    assert!(r.body.is_empty());
+}
+
+#[test]
+fn pkranges_answer_304_to_a_matching_if_none_match() {
+    let gw = setup();
+    let a_im = ("a-im", "Incremental Feed");
+    let (r, body) = call(&gw, signed("GET", "/dbs/d/colls/c/pkranges", &[a_im], b""));
+    assert_eq!(r.status, 200);
+    assert_eq!(body["PartitionKeyRanges"][0]["id"], "0");
+    assert_eq!(body["PartitionKeyRanges"][0]["maxExclusive"], "FF");
+    let etag = r.header("etag").unwrap().to_owned();
+    let (r, _) = call(
+        &gw,
+        signed(
+            "GET",
+            "/dbs/d/colls/c/pkranges",
+            &[a_im, ("if-none-match", &etag)],
+            b"",
+        ),
+    );
+    assert_eq!(r.status, 304);
+    assert_eq!(r.header("etag"), Some(etag.as_str()));
+}
+
+#[test]
+fn the_change_feed_pages_by_lsn_and_answers_304_when_nothing_is_new() {
+    let gw = setup();
+    for (id, pk) in [("a", "x"), ("b", "y"), ("a", "x")] {
+        let header = format!(r#"["{pk}"]"#);
+        let body = format!(r#"{{"id":"{id}","pk":"{pk}"}}"#);
+        call(
+            &gw,
+            signed(
+                "POST",
+                "/dbs/d/colls/c/docs",
+                &[
+                    ("x-ms-documentdb-partitionkey", &header),
+                    ("x-ms-documentdb-is-upsert", "true"),
+                ],
+                body.as_bytes(),
+            ),
+        );
+    }
+    let a_im = ("a-im", "Incremental Feed");
+    let range = ("x-ms-documentdb-partitionkeyrangeid", "0");
+    let (r, body) = call(
+        &gw,
+        signed("GET", "/dbs/d/colls/c/docs", &[a_im, range], b""),
+    );
+    assert_eq!(r.status, 200);
+    let ids: Vec<&str> = body["Documents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        ["b", "a"],
+        "latest version of each, in order of last change"
+    );
+    let etag = r.header("etag").unwrap().to_owned();
+    assert_eq!(etag, "\"3\"");
+    let (r, _) = call(
+        &gw,
+        signed(
+            "GET",
+            "/dbs/d/colls/c/docs",
+            &[a_im, ("if-none-match", &etag)],
+            b"",
+        ),
+    );
+    assert_eq!(r.status, 304);
+    // Per partition key.
+    let (r, body) = call(
+        &gw,
+        signed(
+            "GET",
+            "/dbs/d/colls/c/docs",
+            &[a_im, ("x-ms-documentdb-partitionkey", r#"["y"]"#)],
+            b"",
+        ),
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(body["_count"], 1);
+    assert_eq!(body["Documents"][0]["id"], "b");
+    // Per EPK range (the Python SDK's per-key feed): the whole ring, then
+    // the point range of ["y"].
+    let (r, body) = call(
+        &gw,
+        signed(
+            "GET",
+            "/dbs/d/colls/c/docs",
+            &[a_im, ("x-ms-start-epk", ""), ("x-ms-end-epk", "FF")],
+            b"",
+        ),
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(body["_count"], 2);
+    let epk = EPK_OF_Y;
+    let (r, body) = call(
+        &gw,
+        signed(
+            "GET",
+            "/dbs/d/colls/c/docs",
+            &[a_im, ("x-ms-start-epk", epk), ("x-ms-end-epk", epk)],
+            b"",
+        ),
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(body["_count"], 1);
+    assert_eq!(body["Documents"][0]["id"], "b");
+    // From now: nothing yet.
+    let (r, _) = call(
+        &gw,
+        signed(
+            "GET",
+            "/dbs/d/colls/c/docs",
+            &[a_im, ("if-none-match", "*")],
+            b"",
+        ),
+    );
+    assert_eq!(r.status, 304);
+    assert_eq!(r.header("etag"), Some("\"3\""));
+    // Page size: one transaction at a time.
+    let (r, body) = call(
+        &gw,
+        signed(
+            "GET",
+            "/dbs/d/colls/c/docs",
+            &[a_im, ("x-ms-max-item-count", "1")],
+            b"",
+        ),
+    );
+    assert_eq!(body["_count"], 1);
+    assert_eq!(r.header("etag"), Some("\"1\""));
+    let (r, body) = call(
+        &gw,
+        signed(
+            "GET",
+            "/dbs/d/colls/c/docs",
+            &[a_im, ("if-none-match", "garbage")],
+            b"",
+        ),
+    );
+    assert_error(&r, &body, 400, "BadRequest", "If-None-Match");
+}
+
+/// The Hash V2 EPK of `"y"`, from the Python SDK
+/// (`PartitionKey(path='/pk', kind='Hash', version=2)._get_epk_range_for_partition_key('y')`).
+const EPK_OF_Y: &str = "1880C5B898FDA99DA53B2ABCC61E625C";
+
+#[test]
+fn queries_run_whole_and_plans_are_transparent() {
+    let gw = setup();
+    for i in 0..6 {
+        let header = format!(r#"["k{}"]"#, i % 2);
+        let body = format!(r#"{{"id":"i{i}","pk":"k{}","n":{i}}}"#, i % 2);
+        call(
+            &gw,
+            signed(
+                "POST",
+                "/dbs/d/colls/c/docs",
+                &[("x-ms-documentdb-partitionkey", &header)],
+                body.as_bytes(),
+            ),
+        );
+    }
+    let query = |sql: &str, extra: &[(&str, &str)]| {
+        let mut headers = vec![
+            ("x-ms-documentdb-isquery", "True"),
+            ("content-type", "application/query+json"),
+        ];
+        headers.extend_from_slice(extra);
+        let body = json!({"query": sql, "parameters": [{"name": "@min", "value": 2}]}).to_string();
+        call(
+            &gw,
+            signed("POST", "/dbs/d/colls/c/docs", &headers, body.as_bytes()),
+        )
+    };
+    let (r, body) = query(
+        "SELECT VALUE c.n FROM c WHERE c.n >= @min ORDER BY c.n DESC",
+        &[],
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(body["Documents"], json!([5, 4, 3, 2]));
+    assert!(
+        r.header("x-ms-request-charge")
+            .unwrap()
+            .parse::<f64>()
+            .unwrap()
+            >= 1.0
+    );
+    // The ORDER BY envelope the Rust SDK sends per range.
+    let (r, body) = query(
+        r#"SELECT VALUE {"_rid": c._rid, "orderByItems": [{"item": c.n}], "payload": c} FROM c WHERE true ORDER BY c.n DESC"#,
+        &[("x-ms-documentdb-partitionkeyrangeid", "0")],
+    );
+    assert_eq!(r.status, 200, "{body}");
+    assert_eq!(body["Documents"][0]["orderByItems"][0]["item"], 5);
+    assert_eq!(body["Documents"][0]["payload"]["id"], "i5");
+    // Paging with continuations.
+    let (r, body) = query("SELECT * FROM c", &[("x-ms-max-item-count", "4")]);
+    assert_eq!(body["_count"], 4);
+    let continuation = r.header("x-ms-continuation").unwrap().to_owned();
+    let (r, body) = query(
+        "SELECT * FROM c",
+        &[
+            ("x-ms-max-item-count", "4"),
+            ("x-ms-continuation", &continuation),
+        ],
+    );
+    assert_eq!(body["_count"], 2);
+    assert!(r.header("x-ms-continuation").is_none());
+    // A plan request (checked before isquery).
+    let (r, body) = query(
+        "SELECT VALUE COUNT(1) FROM c",
+        &[("x-ms-cosmos-is-query-plan-request", "True")],
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(body["queryRanges"][0]["max"], "FF");
+    assert_eq!(body["queryInfo"]["orderBy"], json!([]));
+    let (r, body) = query("SELECT FROM WHERE", &[]);
+    assert_error(&r, &body, 400, "BadRequest", "");
+}
+
+#[test]
+fn pages_are_cut_to_the_response_limit() {
+    let gw = Gateway::new(
+        Database::in_memory(),
+        MasterKey::from_base64(EMULATOR_KEY).unwrap(),
+        GatewayLimits {
+            max_response_bytes: 3000,
+        },
+    )
+    .unwrap();
+    call(&gw, signed("POST", "/dbs", &[], br#"{"id":"d"}"#));
+    call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls",
+            &[],
+            br#"{"id":"c","partitionKey":{"paths":["/pk"]}}"#,
+        ),
+    );
+    for i in 0..5 {
+        let body = json!({"id": format!("i{i}"), "pk": "p", "pad": "x".repeat(1000)}).to_string();
+        call(
+            &gw,
+            signed(
+                "POST",
+                "/dbs/d/colls/c/docs",
+                &[("x-ms-documentdb-partitionkey", r#"["p"]"#)],
+                body.as_bytes(),
+            ),
+        );
+    }
+    let mut seen = 0;
+    let mut continuation: Option<String> = None;
+    loop {
+        let mut headers = vec![("x-ms-documentdb-isquery", "true")];
+        if let Some(c) = &continuation {
+            headers.push(("x-ms-continuation", c));
+        }
+        let (r, body) = call(
+            &gw,
+            signed(
+                "POST",
+                "/dbs/d/colls/c/docs",
+                &headers,
+                br#"{"query":"SELECT * FROM c"}"#,
+            ),
+        );
+        assert!(r.body.len() <= 3000, "{} bytes", r.body.len());
+        seen += body["_count"].as_u64().unwrap();
+        match r.header("x-ms-continuation") {
+            Some(c) => continuation = Some(c.to_owned()),
+            None => break,
+        }
+    }
+    assert_eq!(seen, 5);
+}
+
+#[test]
+fn procedures_and_triggers_over_the_wire() {
+    let gw = setup();
+    let pk = ("x-ms-documentdb-partitionkey", r#"["p1"]"#);
+    let sproc = json!({"id": "hello", "body": "function hello(n) { console.log('n=' + n); getContext().getResponse().setBody(n + 1); }"});
+    let (r, body) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls/c/sprocs",
+            &[],
+            sproc.to_string().as_bytes(),
+        ),
+    );
+    assert_eq!(r.status, 201, "{body}");
+    assert_eq!(body["id"], "hello");
+    let (r, body) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls/c/sprocs/hello",
+            &[pk, ("x-ms-documentdb-script-enable-logging", "true")],
+            b"[41]",
+        ),
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(body, 42);
+    assert_eq!(
+        r.header("x-ms-documentdb-script-log-results"),
+        Some("n%3D41%0A")
+    );
+    // No body at all is no parameters.
+    let (r, body) = call(
+        &gw,
+        signed("POST", "/dbs/d/colls/c/sprocs/hello", &[pk], b""),
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        body,
+        Value::Null,
+        "undefined + 1 is NaN, which JSON writes as null"
+    );
+    // Throwing: 400 with the exception in the message; nothing committed.
+    let boom = json!({"id": "boom", "body": "function boom() { var c = getContext().getCollection(); c.createDocument(c.getSelfLink(), {id: 'x', pk: 'p1'}); console.log('before'); throw new Error('kaboom'); }"});
+    call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls/c/sprocs",
+            &[],
+            boom.to_string().as_bytes(),
+        ),
+    );
+    let (r, body) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls/c/sprocs/boom",
+            &[pk, ("x-ms-documentdb-script-enable-logging", "true")],
+            b"",
+        ),
+    );
+    assert_error(&r, &body, 400, "BadRequest", "kaboom");
+    assert_eq!(
+        r.header("x-ms-documentdb-script-log-results"),
+        Some("before%0A")
+    );
+    let (r, _) = call(&gw, signed("GET", "/dbs/d/colls/c/docs/x", &[pk], b""));
+    assert_eq!(r.status, 404);
+    // Without a partition key.
+    let (r, body) = call(
+        &gw,
+        signed("POST", "/dbs/d/colls/c/sprocs/hello", &[], b"[]"),
+    );
+    assert_error(&r, &body, 400, "BadRequest", "x-ms-documentdb-partitionkey");
+    // A post-trigger on create, and an unknown trigger.
+    let trigger = json!({"id": "mark", "body": "function mark() { var r = getContext().getResponse(); var b = r.getBody(); b.marked = true; r.setBody(b); }", "triggerType": "Post", "triggerOperation": "Create"});
+    let (r, body) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls/c/triggers",
+            &[],
+            trigger.to_string().as_bytes(),
+        ),
+    );
+    assert_eq!(r.status, 201, "{body}");
+    assert_eq!(body["triggerType"], "Post");
+    let (r, body) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls/c/docs",
+            &[pk, ("x-ms-documentdb-post-trigger-include", "mark")],
+            br#"{"id":"t","pk":"p1"}"#,
+        ),
+    );
+    assert_eq!(r.status, 201);
+    assert_eq!(body["marked"], true);
+    let (r, _) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls/c/docs",
+            &[pk, ("x-ms-documentdb-post-trigger-include", "nope")],
+            br#"{"id":"u","pk":"p1"}"#,
+        ),
+    );
+    assert_eq!(r.status, 400);
+    let (r, body) = call(&gw, signed("GET", "/dbs/d/colls/c/triggers", &[], b""));
+    assert_eq!(r.status, 200);
+    assert_eq!(body["Triggers"][0]["id"], "mark");
+    let (r, _) = call(
+        &gw,
+        signed("DELETE", "/dbs/d/colls/c/triggers/mark", &[], b""),
+    );
+    assert_eq!(r.status, 204);
+    let (r, _) = call(&gw, signed("GET", "/dbs/d/colls/c/triggers/mark", &[], b""));
+    assert_eq!(r.status, 404);
+}
+
+#[test]
+fn malformed_requests_are_400_with_a_reason() {
+    let gw = setup();
+    let (r, body) = call(&gw, signed("POST", "/dbs", &[], b"{not json"));
+    assert_error(&r, &body, 400, "BadRequest", "not valid JSON");
+    let (r, body) = call(&gw, signed("POST", "/dbs", &[], b"[1]"));
+    assert_error(&r, &body, 400, "BadRequest", "JSON object");
+    let (r, body) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls/c/docs",
+            &[("x-ms-documentdb-is-upsert", "perhaps")],
+            br#"{"id":"a","pk":"p"}"#,
+        ),
+    );
+    assert_error(&r, &body, 400, "BadRequest", "x-ms-documentdb-is-upsert");
+    let (r, body) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls/c/docs",
+            &[
+                ("x-ms-max-item-count", "many"),
+                ("x-ms-documentdb-isquery", "true"),
+            ],
+            br#"{"query":"SELECT * FROM c"}"#,
+        ),
+    );
+    assert_error(&r, &body, 400, "BadRequest", "x-ms-max-item-count");
+    let mut req = signed("GET", "/dbs/d", &[], b"");
+    req.headers.insert(
+        "x-ms-date",
+        hyper::header::HeaderValue::from_bytes(b"\xff\xfe").unwrap(),
+    );
+    let (r, body) = call(&gw, req);
+    assert_error(&r, &body, 400, "BadRequest", "x-ms-date");
+    let huge = json!({"id": "big", "pk": "p", "pad": "x".repeat(2 * 1024 * 1024)}).to_string();
+    let (r, body) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls/c/docs",
+            &[("x-ms-documentdb-partitionkey", r#"["p"]"#)],
+            huge.as_bytes(),
+        ),
+    );
+    assert_error(&r, &body, 413, "RequestEntityTooLarge", "big");
+    let (r, body) = call(&gw, signed("PATCH", "/dbs/d", &[], b""));
+    assert_error(&r, &body, 405, "MethodNotAllowed", "PATCH");
+    let (r, body) = call(&gw, signed("GET", "/offers", &[], b""));
+    assert_error(&r, &body, 404, "NotFound", "/offers");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 400,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    /// Fuzz: any method, path, headers and body, signed or not, gets an
+    /// answer with a known status and a JSON (or empty) body; nothing panics.
+    #[test]
+    fn no_request_panics(
+        method in prop::sample::select(vec!["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD"]),
+        path in prop::collection::vec(
+            prop::sample::select(vec!["dbs", "d", "colls", "c", "docs", "a", "sprocs", "triggers",
+                "udfs", "pkranges", "%ff", "%2F", "", "x y", "hello"]), 0..8),
+        headers in prop::collection::vec((
+            prop::sample::select(vec!["x-ms-documentdb-partitionkey", "x-ms-documentdb-isquery",
+                "x-ms-documentdb-is-upsert", "if-match", "if-none-match", "a-im",
+                "x-ms-max-item-count", "x-ms-continuation", "x-ms-cosmos-is-query-plan-request",
+                "x-ms-documentdb-pre-trigger-include", "x-ms-documentdb-post-trigger-include",
+                "x-ms-documentdb-script-enable-logging", "content-type", "if-modified-since"]),
+            prop::sample::select(vec!["[\"p\"]", "[{}]", "[]", "[1,2]", "True", "false", "-1",
+                "0", "Incremental Feed", "*", "\"3\"", "garbage", "application/query+json",
+                "{\"a\":1}", "Sun, 22 Nov 2026 02:43:42 GMT", "x,y", ""]),
+        ), 0..6),
+        body in prop::sample::select(vec![
+            "".to_owned(), "{".to_owned(), "[]".to_owned(), "null".to_owned(), "\u{80}".to_owned(),
+            r#"{"id":"a","pk":"p"}"#.to_owned(), r#"{"id":"d"}"#.to_owned(),
+            r#"{"id":"c","partitionKey":{"paths":["/pk"]}}"#.to_owned(),
+            r#"{"query":"SELECT * FROM c ORDER BY c.x"}"#.to_owned(),
+            r#"{"query":"SELECT VALUE COUNT(1) FROM c","parameters":[{"name":1}]}"#.to_owned(),
+            r#"{"id":"s","body":"function s(){ throw 1; }","triggerType":"Pre","triggerOperation":"All"}"#.to_owned(),
+            r#"[1, {"a": 2}]"#.to_owned(),
+        ]),
+        sign in any::<bool>(),
+    ) {
+        let gw = setup();
+        let path = format!("/{}", path.join("/"));
+        let mut req = signed(method, &path, &[], body.as_bytes());
+        if !sign {
+            req.headers.remove("authorization");
+        }
+        for (name, value) in headers {
+            req.headers.insert(name, value.parse().unwrap());
+        }
+        let response = gw.handle(&req, SystemTime::now());
+        prop_assert!(
+            [200, 201, 204, 304, 400, 401, 404, 405, 408, 409, 412, 413, 500].contains(&response.status),
+            "status {}", response.status
+        );
+        if !response.body.is_empty() {
+            prop_assert!(serde_json::from_slice::<Value>(&response.body).is_ok());
+        }
+        if response.status >= 400 && response.status != 500 {
+            let body: Value = serde_json::from_slice(&response.body).unwrap();
+            prop_assert!(body["message"].as_str().is_some_and(|m| !m.is_empty()));
+        }
+    }
+}
+
+// --- the real binary over TCP --------------------------------------------------------------
+
+/// A `partita serve` child process on a free port; killed when dropped.
+struct ServerProcess {
+    child: Child,
+    addr: String,
+}
+
+impl ServerProcess {
+    /// Starts `partita <global args> serve --bind 127.0.0.1:0 [--client-timeout-ms N]`:
+    /// `args` are global arguments, up to a `--client-timeout-ms` and its value.
+    fn start(args: &[&str]) -> ServerProcess {
+        let split = args
+            .iter()
+            .position(|a| *a == "--client-timeout-ms")
+            .unwrap_or(args.len());
+        let mut child = Command::new(env!("CARGO_BIN_EXE_partita"))
+            .args(&args[..split])
+            .args(["serve", "--bind", "127.0.0.1:0"])
+            .args(&args[split..])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start partita serve");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let ready: Value = serde_json::from_str(&line).expect("serve prints its endpoint as JSON");
+        let endpoint = ready["endpoint"].as_str().unwrap();
+        let addr = endpoint
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .to_owned();
+        ServerProcess { child, addr }
+    }
+
+    fn endpoint(&self) -> String {
+        format!("http://{}/", self.addr)
+    }
+
+    /// Sends raw bytes and returns the raw response (the server closes the
+    /// connection: requests say `connection: close`).
+    fn raw(&self, request: &[u8]) -> String {
+        let mut stream = TcpStream::connect(&self.addr).unwrap();
+        stream.write_all(request).unwrap();
+        let mut out = Vec::new();
+        let _ = stream.read_to_end(&mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    fn signed_raw(&self, method: &str, path: &str, extra: &str, body: &[u8]) -> String {
+        let req = signed(method, path, &[], b"");
+        let mut text = format!(
+            "{method} {path} HTTP/1.1\r\nhost: {}\r\nconnection: close\r\n",
+            self.addr
+        );
+        for name in ["authorization", "x-ms-date"] {
+            text.push_str(&format!(
+                "{name}: {}\r\n",
+                req.headers[name].to_str().unwrap()
+            ));
+        }
+        text.push_str(extra);
+        text.push_str(&format!("content-length: {}\r\n\r\n", body.len()));
+        let mut bytes = text.into_bytes();
+        bytes.extend_from_slice(body);
+        self.raw(&bytes)
+    }
+
+    /// Sends SIGTERM (by pid): the server's graceful shutdown path.
+    fn terminate(&mut self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn the_binary_serves_http_with_limits_and_shuts_down_gracefully() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    let mut server = ServerProcess::start(&["--data", data]);
+    let response = server.signed_raw("GET", "/", "", b"");
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    assert!(response.contains("x-ms-request-charge"), "{response}");
+    // Unsigned: 401 with the Cosmos body.
+    let response = server.raw(b"GET /dbs HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
+    assert!(response.starts_with("HTTP/1.1 401"), "{response}");
+    assert!(response.contains(r#""code":"Unauthorized""#), "{response}");
+    // A body over the limit is refused from its content-length.
+    let response = server.raw(
+        b"POST /dbs HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-length: 9999999\r\n\r\n",
+    );
+    assert!(response.starts_with("HTTP/1.1 413"), "{response}");
+    assert!(response.contains("RequestEntityTooLarge"), "{response}");
+    // Not HTTP at all: hyper answers 400 and closes.
+    let response = server.raw(b"\x00\x01garbage\r\n\r\n");
+    assert!(
+        response.is_empty() || response.starts_with("HTTP/1.1 400"),
+        "{response}"
+    );
+    // A request in flight when shutdown begins still completes: send its
+    // headers with `expect: 100-continue`; the interim 100 proves the server
+    // is reading the body; SIGTERM, wait until the listener is closed, then
+    // send the body.
+    let body = br#"{"id":"kept"}"#;
+    let req = signed("POST", "/dbs", &[], b"");
+    let mut stream = TcpStream::connect(&server.addr).unwrap();
+    let head = format!(
+        "POST /dbs HTTP/1.1\r\nhost: {}\r\nconnection: close\r\nexpect: 100-continue\r\nauthorization: {}\r\nx-ms-date: {}\r\ncontent-length: {}\r\n\r\n",
+        server.addr,
+        req.headers["authorization"].to_str().unwrap(),
+        req.headers["x-ms-date"].to_str().unwrap(),
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    let mut interim = Vec::new();
+    let mut byte = [0u8; 1];
+    while !interim.ends_with(b"\r\n\r\n") {
+        stream.read_exact(&mut byte).unwrap();
+        interim.push(byte[0]);
+    }
+    assert!(
+        interim.starts_with(b"HTTP/1.1 100"),
+        "{}",
+        String::from_utf8_lossy(&interim)
+    );
+    server.terminate();
+    let mut closed = false;
+    for _ in 0..1000 {
+        if TcpStream::connect(&server.addr).is_err() {
+            closed = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(closed, "the listener stays open after SIGTERM");
+    stream.write_all(body).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    assert!(response.starts_with("HTTP/1.1 201"), "{response}");
+    let status = server.child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    let server = ServerProcess::start(&["--data", data]);
+    let response = server.signed_raw("GET", "/dbs/kept", "", b"");
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+}
+
+#[test]
+fn slow_clients_are_cut_off() {
+    let server = ServerProcess::start(&["--in-memory", "--client-timeout-ms", "300"]);
+    // Headers that never end: hyper drops the connection.
+    let mut stream = TcpStream::connect(&server.addr).unwrap();
+    stream.write_all(b"GET / HTTP/1.1\r\nhost: x\r\n").unwrap();
+    let mut out = Vec::new();
+    let _ = stream.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out);
+    assert!(
+        text.is_empty() || text.starts_with("HTTP/1.1 408"),
+        "{text}"
+    );
+    // A body that never ends: 408 with the Cosmos body.
+    let mut stream = TcpStream::connect(&server.addr).unwrap();
+    stream
+        .write_all(b"POST /dbs HTTP/1.1\r\nhost: x\r\ncontent-length: 100\r\n\r\n{")
+        .unwrap();
+    let mut out = Vec::new();
+    let _ = stream.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains("RequestTimeout"), "{text}");
+}
+
+/// The virtual environment with `azure-cosmos` 4.17.1: `PARTITA_PY_VENV`, or
+/// `target/py-venv`, created on first use (`.ci/run` creates it in CI).
+fn python_venv() -> PathBuf {
+    let venv = std::env::var_os("PARTITA_PY_VENV").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("target/py-venv"),
+        PathBuf::from,
+    );
+    let python = venv.join("bin/python");
+    let installed = python.exists()
+        && Command::new(&python)
+            .args([
+                "-c",
+                "import azure.cosmos, sys; sys.exit(azure.cosmos.__version__ != '4.17.1')",
+            ])
+            .status()
+            .is_ok_and(|s| s.success());
+    if !installed {
+        let status = Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .status()
+            .expect("python3 is needed for the Python SDK acceptance test");
+        assert!(status.success());
+        let status = Command::new(venv.join("bin/pip"))
+            .args(["install", "--quiet", "azure-cosmos==4.17.1"])
+            .status()
+            .unwrap();
+        assert!(status.success(), "pip install azure-cosmos==4.17.1 failed");
+    }
+    python
+}
+
+#[test]
+fn the_python_sdk_runs_the_blog_workload_end_to_end() {
+    let python = python_venv();
+    let server = ServerProcess::start(&["--in-memory"]);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let output = Command::new(python)
+        .arg(root.join("tests/python/cosmos_sdk.py"))
+        .arg(server.endpoint())
+        .arg(EMULATOR_KEY)
+        .arg(root.join("sprocs/js"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && stdout.contains("ALL OK"),
+        "the Python SDK script failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
+    );
+}
