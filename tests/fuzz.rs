@@ -182,6 +182,29 @@ fn the_broken_variant_is_caught_with_a_reproduction() {
     assert_eq!(found.fault, violation.fault);
 }
 
+/// The variant that writes the comment in a separate call: every call is
+/// atomic, but the invariant breaks between the two calls of a comment, and
+/// the fuzzer reports it with a one-call reproduction.
+#[test]
+fn the_two_call_variant_is_caught_by_the_invariant() {
+    let mut config = blog("createCommentTwoCalls", 2);
+    config.params = params_from_templates(vec![
+        vec![json!("$pk"), json!({"text": "hi"}), json!("count")],
+        vec![json!("$pk"), json!({"text": "hi"}), json!("comment")],
+    ]);
+    config.calls = 50;
+    config.seed = 11;
+    let report = fuzz::run(&config).expect("run");
+    let json = report.to_json();
+    let violation = report
+        .violation
+        .clone()
+        .unwrap_or_else(|| panic!("not caught: {json:#}"));
+    assert_eq!(violation.kind, "invariant", "{json:#}");
+    let repro = report.reproduction.expect("a reproduction");
+    assert_eq!(repro.calls, 1, "one half of the pair is enough: {json:#}");
+}
+
 #[test]
 fn uncatchable_aborts_leave_the_broken_variant_atomic() {
     // The broken variant only breaks when its create's error is handed to
