@@ -29,6 +29,7 @@ pub mod blog;
 pub mod change_feed;
 pub mod charge;
 pub mod fuzz;
+pub mod guest;
 mod scripts;
 #[cfg(feature = "server")]
 pub mod server;

@@ -22,7 +22,7 @@ const PARTITIONS: usize = 16;
 fn slots() -> Vec<Slot> {
     let peers = PeerOptions { install: false };
     let mut slots = Vec::new();
-    for flavor in [Flavor::Native, Flavor::JavaScript] {
+    for flavor in Flavor::ALL {
         for durability in [Durability::Memory, Durability::Relaxed, Durability::Durable] {
             slots.push(partita_bench::partita::slot(flavor, durability));
         }

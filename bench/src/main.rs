@@ -98,7 +98,7 @@ fn main() -> anyhow::Result<()> {
     };
     let mut slots: Vec<Slot> = Vec::new();
     if wanted("partita") {
-        for flavor in [Flavor::Native, Flavor::JavaScript, Flavor::Wasm] {
+        for flavor in Flavor::ALL {
             for durability in [Durability::Memory, Durability::Relaxed, Durability::Durable] {
                 slots.push(partita_bench::partita::slot(flavor, durability));
             }

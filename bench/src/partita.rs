@@ -1,20 +1,27 @@
 //! Partita as a target: the native Rust transaction API, JavaScript
-//! procedures and triggers, and (after the Wasm runtime merges) Wasm
-//! procedures, each in memory, relaxed (`Durability::None`) or durable
-//! (`Durability::Full`).
+//! procedures and triggers, and WebAssembly procedures and triggers, each in
+//! memory, relaxed (`Durability::None`) or durable (`Durability::Full`).
 //!
 //! The data: a `posts` container partitioned by `/postId` (one logical
 //! partition per post, as in the blog's V2 model) and a `feed` container
 //! partitioned by `/type` (one logical partition, `"post"`, as in V3).
-//! createComment is `partita::blog::create_comment` natively and
-//! `sprocs/js/createComment.js` in JavaScript; truncateFeed is a native
-//! transaction or a create with the `sprocs/js/truncateFeed.js`
-//! post-trigger; the feed read is a query natively and a small procedure
-//! in JavaScript (the peers run theirs as a script or a query too).
+//! createComment is `partita::blog::create_comment` natively,
+//! `sprocs/js/createComment.js` in JavaScript, the Rust guest
+//! `create_comment.wasm` (built from `sprocs/wasm` by
+//! [`partita::guest::build`]) in Wasm and the hand-written
+//! `sprocs/wat/createComment.wat` in the WAT flavor; truncateFeed is a
+//! native transaction or a create with the flavor's truncateFeed
+//! post-trigger (`truncateFeed.js`, `truncate_feed.wasm`,
+//! `truncateFeed.wat`); the feed read is a query natively and a small
+//! readFeed procedure in the script flavors, as JavaScript runs it
+//! ([`READ_FEED_JS`], `bench/src/wat/readFeed.wat` for both Wasm flavors).
+//! The peers run theirs as a script or a query too.
+use std::path::PathBuf;
+use std::sync::OnceLock;
 
 use partita::{
-    Container, Database, Options, QueryItemsOptions, ScriptProperties, Scripts, TriggerOperation,
-    TriggerType, WriteOptions, blog,
+    Container, Database, Options, QueryItemsOptions, ScriptKind, ScriptProperties, Scripts,
+    TriggerOperation, TriggerType, WriteOptions, blog,
 };
 use serde_json::{Value, json};
 
@@ -42,6 +49,11 @@ pub const READ_FEED_JS: &str = r#"function readFeed() {
 
 const CREATE_COMMENT_JS: &str = include_str!("../../sprocs/js/createComment.js");
 const TRUNCATE_FEED_JS: &str = include_str!("../../sprocs/js/truncateFeed.js");
+const CREATE_COMMENT_WAT: &str = include_str!("../../sprocs/wat/createComment.wat");
+const TRUNCATE_FEED_WAT: &str = include_str!("../../sprocs/wat/truncateFeed.wat");
+/// The feed read as a WebAssembly procedure (WAT): the same query, its page
+/// (`{"items": [...], "continuation": ...}`) as the response body.
+pub const READ_FEED_WAT: &str = include_str!("wat/readFeed.wat");
 
 /// How the workload's procedures run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,8 +62,10 @@ pub enum Flavor {
     Native,
     /// The JavaScript procedures and trigger of `sprocs/js/`.
     JavaScript,
-    /// Wasm procedures (`sprocs/wasm`, `sprocs/wat`).
+    /// The Rust guests of `sprocs/wasm` compiled to WebAssembly.
     Wasm,
+    /// The hand-written WebAssembly text modules of `sprocs/wat`.
+    Wat,
 }
 
 impl Flavor {
@@ -61,22 +75,133 @@ impl Flavor {
             Flavor::Native => "Partita native",
             Flavor::JavaScript => crate::report::PARTITA_JS,
             Flavor::Wasm => crate::report::PARTITA_WASM,
+            Flavor::Wat => PARTITA_WAT,
         }
     }
+
+    /// Every flavor, in the report's order.
+    pub const ALL: [Flavor; 4] = [
+        Flavor::Native,
+        Flavor::JavaScript,
+        Flavor::Wasm,
+        Flavor::Wat,
+    ];
 }
 
-/// The slot for one flavor and durability class. Wasm is skipped until the
-/// Wasm runtime is in this build: to add it, upload the modules with
-/// `ScriptLanguage::Wasm` in [`PartitaTarget::prepare`] and call them in
-/// [`PartitaCaller::call`] as the JavaScript flavor does.
+/// The system name of the WAT flavor.
+pub const PARTITA_WAT: &str = "Partita Wasm (WAT)";
+
+/// The Rust guest modules' directory, built once per process, or why not.
+pub fn guest_modules() -> Result<&'static PathBuf, &'static str> {
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            partita::guest::build().map_err(|e| match e {
+                partita::guest::GuestError::TargetMissing => e.to_string(),
+                // cargo's full output goes to stderr; the row names the cause.
+                other => {
+                    eprintln!("{other}");
+                    "building the guest modules (sprocs/wasm) failed; see the error above"
+                        .to_owned()
+                }
+            })
+        })
+        .as_ref()
+        .map_err(String::as_str)
+}
+
+/// The scripts one flavor uploads: createComment into posts, the
+/// truncateFeed post-trigger and the readFeed procedure into feed.
+fn scripts(flavor: Flavor) -> Result<Vec<(bool, ScriptProperties)>, String> {
+    let trigger = |body: ScriptProperties| ScriptProperties {
+        trigger_type: Some(TriggerType::Post),
+        trigger_operation: Some(TriggerOperation::All),
+        ..body
+    };
+    Ok(match flavor {
+        Flavor::Native => Vec::new(),
+        Flavor::JavaScript => vec![
+            (
+                true,
+                ScriptProperties::stored_procedure("createComment", CREATE_COMMENT_JS),
+            ),
+            (
+                false,
+                ScriptProperties::trigger(
+                    "truncateFeed",
+                    TRUNCATE_FEED_JS,
+                    TriggerType::Post,
+                    TriggerOperation::All,
+                ),
+            ),
+            (
+                false,
+                ScriptProperties::stored_procedure("readFeed", READ_FEED_JS),
+            ),
+        ],
+        Flavor::Wasm => {
+            let dir = guest_modules()?;
+            let module = |name: &str| partita::guest::read(dir, name).map_err(|e| e.to_string());
+            vec![
+                (
+                    true,
+                    ScriptProperties::wasm(
+                        "createComment",
+                        ScriptKind::StoredProcedure,
+                        module("create_comment")?,
+                    ),
+                ),
+                (
+                    false,
+                    trigger(ScriptProperties::wasm(
+                        "truncateFeed",
+                        ScriptKind::Trigger,
+                        module("truncate_feed")?,
+                    )),
+                ),
+                (
+                    false,
+                    ScriptProperties::wasm("readFeed", ScriptKind::StoredProcedure, READ_FEED_WAT),
+                ),
+            ]
+        }
+        Flavor::Wat => vec![
+            (
+                true,
+                ScriptProperties::wasm(
+                    "createComment",
+                    ScriptKind::StoredProcedure,
+                    CREATE_COMMENT_WAT,
+                ),
+            ),
+            (
+                false,
+                trigger(ScriptProperties::wasm(
+                    "truncateFeed",
+                    ScriptKind::Trigger,
+                    TRUNCATE_FEED_WAT,
+                )),
+            ),
+            (
+                false,
+                ScriptProperties::wasm("readFeed", ScriptKind::StoredProcedure, READ_FEED_WAT),
+            ),
+        ],
+    })
+}
+
+/// The slot for one flavor and durability class. The Wasm flavor builds
+/// the Rust guest modules first ([`guest_modules`]); when it cannot (the
+/// wasm32 target is not installed, the build fails) its rows are skipped
+/// with the reason.
 pub fn slot(flavor: Flavor, durability: Durability) -> Slot {
-    match flavor {
-        Flavor::Wasm => Slot::Skipped {
+    match PartitaTarget::new(flavor, durability) {
+        Ok(target) => Slot::Ready(Box::new(target)),
+        Err(reason) => Slot::Skipped {
             system: flavor.system().to_owned(),
             durability,
-            reason: "Wasm runtime not in this build".to_owned(),
+            reason,
         },
-        _ => Slot::Ready(Box::new(PartitaTarget::new(flavor, durability))),
     }
 }
 
@@ -84,6 +209,8 @@ pub fn slot(flavor: Flavor, durability: Durability) -> Slot {
 pub struct PartitaTarget {
     flavor: Flavor,
     durability: Durability,
+    /// The scripts to upload, `true` for posts, `false` for feed.
+    scripts: Vec<(bool, ScriptProperties)>,
     // Declared before `dir`: the database closes before its directory goes.
     data: Option<(Database, Container, Container)>,
     dir: Option<tempfile::TempDir>,
@@ -91,13 +218,18 @@ pub struct PartitaTarget {
 
 impl PartitaTarget {
     /// A target that creates its database at the first `prepare`.
-    pub fn new(flavor: Flavor, durability: Durability) -> PartitaTarget {
-        PartitaTarget {
+    ///
+    /// # Errors
+    /// Why the flavor's scripts are not available (the Wasm flavor's guest
+    /// modules could not be built).
+    pub fn new(flavor: Flavor, durability: Durability) -> Result<PartitaTarget, String> {
+        Ok(PartitaTarget {
             flavor,
             durability,
+            scripts: scripts(flavor)?,
             data: None,
             dir: None,
-        }
+        })
     }
 
     fn containers(&self) -> Result<(&Container, &Container), BenchError> {
@@ -152,18 +284,10 @@ impl Target for PartitaTarget {
         };
         let posts = db.create_container("posts", "/postId")?;
         let feed = db.create_container("feed", "/type")?;
-        if self.flavor == Flavor::JavaScript {
-            posts.create_script(ScriptProperties::stored_procedure(
-                "createComment",
-                CREATE_COMMENT_JS,
-            ))?;
-            feed.create_script(ScriptProperties::trigger(
-                "truncateFeed",
-                TRUNCATE_FEED_JS,
-                TriggerType::Post,
-                TriggerOperation::All,
-            ))?;
-            feed.create_script(ScriptProperties::stored_procedure("readFeed", READ_FEED_JS))?;
+        for (in_posts, script) in &self.scripts {
+            let container = if *in_posts { &posts } else { &feed };
+            // Checked as `partita sproc create` checks: Wasm is compiled here.
+            container.create_checked_script(script.clone())?;
         }
         match workload {
             Workload::CreateComment => {
@@ -292,7 +416,12 @@ impl Caller for PartitaCaller {
                 let response = self
                     .feed
                     .execute_stored_procedure("readFeed", "post", vec![])?;
-                match response.body {
+                // JavaScript sets the items, readFeed.wat the page holding them.
+                let body = match response.body {
+                    Value::Object(mut page) => page.remove("items").unwrap_or(Value::Null),
+                    body => body,
+                };
+                match body {
                     Value::Array(items) => check_feed_read(&items),
                     other => Err(BenchError::Check(format!(
                         "readFeed returned {other} instead of an array"

@@ -1,13 +1,15 @@
-//! The harness end to end on the in-process targets only (Partita and
-//! SQLite; CI never starts Redis or PostgreSQL): a few hundred calls per
-//! row, every row checked against its data, the report's ratios and JSON,
-//! and a target that skips its work failing its row instead of winning it.
+//! The harness end to end on the in-process targets only (Partita native,
+//! JavaScript, Wasm (the Rust guests, built from `sprocs/wasm`) and WAT,
+//! and SQLite; CI never starts Redis or PostgreSQL): a few hundred calls
+//! per row, every row checked against its data, the report's ratios and
+//! JSON, and a target that skips its work failing its row instead of
+//! winning it.
 
-use partita_bench::partita::{Flavor, slot};
+use partita_bench::partita::{Flavor, PARTITA_WAT, slot};
 use partita_bench::sqlite::SqliteTarget;
 use partita_bench::{
-    BenchError, Budget, Call, Caller, Config, Durability, Outcome, PARTITA_JS, RowSpec, Slot,
-    Target, Workload, run, run_row,
+    BenchError, Budget, Call, Caller, Config, Durability, Outcome, PARTITA_JS, PARTITA_WASM,
+    RowSpec, Slot, Target, Workload, run, run_row,
 };
 
 const BUDGET: Budget = Budget::Calls {
@@ -41,23 +43,30 @@ fn in_process_targets_run_every_workload_and_report_ratios() {
         slot(Flavor::Native, Durability::Memory),
         slot(Flavor::JavaScript, Durability::Memory),
         slot(Flavor::Wasm, Durability::Memory),
+        slot(Flavor::Wat, Durability::Memory),
         slot(Flavor::Native, Durability::Durable),
         slot(Flavor::JavaScript, Durability::Durable),
+        slot(Flavor::Wasm, Durability::Durable),
         Slot::Ready(Box::new(SqliteTarget::new(Durability::Durable))),
     ];
+    for s in &slots {
+        // The wasm32 target is part of the test setup (README): a skipped
+        // Wasm slot here is a failure, not a pass.
+        if let Slot::Skipped { system, reason, .. } = s {
+            panic!("{system} was skipped: {reason}");
+        }
+    }
     let config = Config {
         budget: BUDGET,
         rows: rows(),
     };
     let mut seen = 0;
     let report = run(&mut slots, &config, |_| seen += 1);
-    assert_eq!(seen, 18);
-    assert_eq!(report.rows.len(), 18);
+    assert_eq!(seen, 24);
+    assert_eq!(report.rows.len(), 24);
+    let mut wasm_rows = 0;
     for row in &report.rows {
         match (&row.outcome, row.system.as_str()) {
-            (Outcome::Skipped(reason), "Partita Wasm") => {
-                assert_eq!(reason, "Wasm runtime not in this build")
-            }
             (Outcome::Measured(m), _) => {
                 let callers = row.spec.callers as u64;
                 assert_eq!(m.calls, 60 * callers, "{row:?}");
@@ -65,14 +74,24 @@ fn in_process_targets_run_every_workload_and_report_ratios() {
                 let js = report
                     .ratio(row, PARTITA_JS)
                     .expect("a JS row to compare with");
+                let wasm = report
+                    .ratio(row, PARTITA_WASM)
+                    .expect("a Wasm row to compare with");
                 if row.system == PARTITA_JS {
                     assert_eq!(js, 1.0);
                 }
-                assert_eq!(report.ratio(row, "Partita Wasm"), None);
+                if row.system == PARTITA_WASM {
+                    assert_eq!(wasm, 1.0);
+                    wasm_rows += 1;
+                }
+                if row.system == PARTITA_WAT {
+                    assert_eq!(row.durability, Durability::Memory);
+                }
             }
             (other, system) => panic!("{system} {:?}: {other:?}", row.spec),
         }
     }
+    assert_eq!(wasm_rows, 6, "every workload, in memory and durable");
     // SQLite has only a durable row here: its ratio is against the durable JS row.
     let json = report.to_json();
     assert!(json["machine"]["logical_cores"].as_u64().unwrap() >= 1);
@@ -83,12 +102,16 @@ fn in_process_targets_run_every_workload_and_report_ratios() {
     let rows = json["rows"].as_array().unwrap();
     assert!(
         rows.iter()
-            .any(|r| r["skipped"] == "Wasm runtime not in this build")
+            .all(|r| r.get("failed").is_none() && r.get("skipped").is_none())
     );
-    assert!(rows.iter().all(|r| r.get("failed").is_none()));
+    assert!(
+        rows.iter()
+            .any(|r| r["target"] == PARTITA_WASM && r["ratio_to_partita_wasm"] == 1.0)
+    );
     let table = report.table();
     assert!(table.contains("| createComment | 16 | 4 | SQLite | durable |"));
-    assert!(table.contains("skipped: Wasm runtime not in this build"));
+    assert!(table.contains("| truncateFeed | 1 | 2 | Partita Wasm | durable |"));
+    assert!(!table.contains("skipped"));
 }
 
 /// A SQLite target whose callers acknowledge calls without making them.

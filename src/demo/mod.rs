@@ -60,9 +60,14 @@ pub(crate) struct DemoArgs {
     /// Loader threads (default: one per CPU).
     #[arg(long)]
     threads: Option<usize>,
-    /// Use the WebAssembly procedures and triggers instead of JavaScript.
+    /// Use the WebAssembly procedures and triggers (the Rust guests of
+    /// sprocs/wasm, built with cargo when missing) instead of JavaScript.
     #[arg(long)]
     wasm: bool,
+    /// With --wasm: read prebuilt create_comment.wasm, create_like.wasm,
+    /// update_usernames.wasm and truncate_feed.wasm from DIR instead.
+    #[arg(long, value_name = "DIR", requires = "wasm")]
+    wasm_dir: Option<std::path::PathBuf>,
     /// Print the table as JSON (for plotting) instead of text.
     #[arg(long)]
     json: bool,
@@ -81,7 +86,8 @@ struct Measured {
 /// `data/v3`, and prints its table and checks on stdout.
 ///
 /// # Errors
-/// Bad options, `--wasm` in a build without the Wasm runtime, a data
+/// Bad options, `--wasm` when the WebAssembly modules cannot be built or
+/// read, a data
 /// directory that already holds a demo, any failed request or check.
 pub(crate) fn run(data: Option<&Path>, args: &DemoArgs) -> anyhow::Result<()> {
     let started = Instant::now();
@@ -94,7 +100,7 @@ pub(crate) fn run(data: Option<&Path>, args: &DemoArgs) -> anyhow::Result<()> {
     } else {
         Language::JavaScript
     };
-    let scripts = ScriptSet::new(language)?;
+    let scripts = ScriptSet::new(language, args.wasm_dir.as_deref())?;
     let plan = Plan::new(args.users, args.seed);
     let threads = args
         .threads

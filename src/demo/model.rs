@@ -13,13 +13,14 @@
 //! models answer alike, and its summed request charge.
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use anyhow::{Context, bail, ensure};
+use anyhow::{Context, ensure};
 use indicatif::ProgressBar;
 use partita::{
-    Container, Database, QueryItemsOptions, QueryPage, ScriptProperties, Scripts, TriggerOperation,
-    TriggerType,
+    Container, Database, QueryItemsOptions, QueryPage, ScriptKind, ScriptProperties, Scripts,
+    TriggerOperation, TriggerType,
 };
 use serde_json::{Map, Value, json};
 
@@ -160,18 +161,18 @@ pub(crate) struct ScriptSet {
     truncate_feed: ScriptProperties,
 }
 
-/// What `--wasm` says until the Wasm runtime is part of the build.
-pub(crate) const NO_WASM: &str = "this build has no Wasm runtime: --wasm needs the WebAssembly procedures (sprocs/wasm) and the runtime that runs them; run the demo without --wasm for the JavaScript procedures";
-
 impl ScriptSet {
-    /// The scripts in `language`. This is the one place where the Wasm
-    /// modules come in: each becomes `ScriptProperties { language:
-    /// ScriptLanguage::Wasm, body: <module bytes>, .. }` with the same ids
-    /// and trigger settings.
+    /// The scripts in `language`, with the same ids and trigger settings in
+    /// both. The WebAssembly ones are the Rust guests of `sprocs/wasm`,
+    /// read from `wasm_dir` (`--wasm-dir`) or from the guest workspace's
+    /// release directory, which is built first when a module is missing
+    /// there ([`partita::guest`]).
     ///
     /// # Errors
-    /// For [`Language::Wasm`], [`NO_WASM`]: this build cannot run them.
-    pub(crate) fn new(language: Language) -> anyhow::Result<ScriptSet> {
+    /// For [`Language::Wasm`]: the build failed (naming `rustup target add
+    /// wasm32-unknown-unknown` when that is why) or a module cannot be
+    /// read.
+    pub(crate) fn new(language: Language, wasm_dir: Option<&Path>) -> anyhow::Result<ScriptSet> {
         match language {
             Language::JavaScript => Ok(ScriptSet {
                 create_comment: ScriptProperties::stored_procedure(
@@ -193,9 +194,54 @@ impl ScriptSet {
                     TriggerOperation::All,
                 ),
             }),
-            Language::Wasm => bail!(NO_WASM),
+            Language::Wasm => {
+                let dir = match wasm_dir {
+                    Some(dir) => dir.to_owned(),
+                    None => guest_modules()?,
+                };
+                let module = |name: &str| -> anyhow::Result<Vec<u8>> {
+                    Ok(partita::guest::read(&dir, name)?)
+                };
+                let procedure = |id: &str, name: &str| -> anyhow::Result<ScriptProperties> {
+                    Ok(ScriptProperties::wasm(
+                        id,
+                        ScriptKind::StoredProcedure,
+                        module(name)?,
+                    ))
+                };
+                Ok(ScriptSet {
+                    create_comment: procedure("createComment", "create_comment")?,
+                    create_like: procedure("createLike", "create_like")?,
+                    update_usernames: procedure("updateUsernames", "update_usernames")?,
+                    truncate_feed: ScriptProperties {
+                        trigger_type: Some(TriggerType::Post),
+                        trigger_operation: Some(TriggerOperation::All),
+                        ..ScriptProperties::wasm(
+                            "truncateFeed",
+                            ScriptKind::Trigger,
+                            module("truncate_feed")?,
+                        )
+                    },
+                })
+            }
         }
     }
+}
+
+/// The guest modules' release directory, built with cargo first when a
+/// module is missing there (saying so on stderr).
+fn guest_modules() -> anyhow::Result<PathBuf> {
+    let dir = partita::guest::release_dir();
+    if partita::guest::all_present(&dir) {
+        return Ok(dir);
+    }
+    eprintln!(
+        "building the WebAssembly procedures: cargo build --release --target {} --manifest-path {}",
+        partita::guest::TARGET,
+        partita::guest::workspace().join("Cargo.toml").display()
+    );
+    partita::guest::build()
+        .context("--wasm needs the WebAssembly procedures of sprocs/wasm (or --wasm-dir DIR with prebuilt ones)")
 }
 
 /// One model of the blog: its containers and its change-feed wiring.
@@ -254,7 +300,8 @@ impl Blog {
                 &scripts.create_like,
                 &scripts.update_usernames,
             ] {
-                posts.create_script(script.clone())?;
+                // Checked: a Wasm module is validated and compiled here.
+                posts.create_checked_script(script.clone())?;
             }
             propagators.push(Box::new(FeedProcessor::new(
                 &users,
@@ -264,7 +311,7 @@ impl Blog {
             )?));
         }
         if let Some(feed) = &feed {
-            feed.create_script(scripts.truncate_feed.clone())?;
+            feed.create_checked_script(scripts.truncate_feed.clone())?;
             propagators.push(Box::new(FeedProcessor::new(
                 &posts,
                 &leases,

@@ -193,11 +193,19 @@ pub(crate) fn update_usernames(
     )?;
     let partitions: BTreeSet<&str> = page.items.iter().filter_map(Value::as_str).collect();
     for pk in &partitions {
-        posts.execute_stored_procedure(
-            "updateUsernames",
-            *pk,
-            vec![json!(user_id), json!(username)],
-        )?;
+        let mut params = vec![json!(user_id), json!(username)];
+        // The Wasm procedure commits what it did and answers
+        // `{"continuation": token}` when an operation was not accepted
+        // (sprocs/README.md): call again from there. JavaScript's never does.
+        loop {
+            let response = posts.execute_stored_procedure("updateUsernames", *pk, params)?;
+            match response.body.get("continuation") {
+                Some(Value::String(token)) => {
+                    params = vec![json!(user_id), json!(username), json!(token)];
+                }
+                _ => break,
+            }
+        }
     }
     Ok(partitions.len())
 }

@@ -8,12 +8,16 @@ use serde_json::{Value, json};
 
 use super::data::{self, Plan, Version};
 use super::invariants;
-use super::model::{Blog, Driver, Language, NO_WASM, Pattern, ScriptSet};
+use super::model::{Blog, Driver, Language, Pattern, ScriptSet};
 use super::propagate::{self, LogFollower, Propagator};
 
 fn loaded(version: Version, plan: &Plan) -> (Database, Blog) {
+    loaded_in(Language::JavaScript, version, plan)
+}
+
+fn loaded_in(language: Language, version: Version, plan: &Plan) -> (Database, Blog) {
     let db = Database::in_memory();
-    let scripts = ScriptSet::new(Language::JavaScript).unwrap();
+    let scripts = ScriptSet::new(language, None).unwrap();
     let mut blog = Blog::create(&db, version, &scripts).unwrap();
     blog.load(plan, 2, &ProgressBar::hidden()).unwrap();
     (db, blog)
@@ -100,8 +104,19 @@ fn the_three_models_answer_every_query_alike() {
 
 #[test]
 fn writes_and_a_rename_keep_v3_consistent_through_the_change_feed() {
+    v3_stays_consistent(Language::JavaScript);
+}
+
+/// The same with the WebAssembly procedures and trigger (the Rust guests,
+/// built from sprocs/wasm), as `partita demo --wasm` uploads them.
+#[test]
+fn the_wasm_procedures_keep_v3_consistent_too() {
+    v3_stays_consistent(Language::Wasm);
+}
+
+fn v3_stays_consistent(language: Language) {
     let plan = Plan::new(8, 5);
-    let (_db, mut blog) = loaded(Version::V3, &plan);
+    let (_db, mut blog) = loaded_in(language, Version::V3, &plan);
     let feed = blog.feed.clone().unwrap();
     let mut driver = Driver::new(&plan, 5);
     for pattern in Pattern::ALL {
@@ -294,17 +309,19 @@ fn update_usernames_runs_only_where_the_user_has_items() {
 }
 
 #[test]
-fn wasm_is_refused_with_a_clear_message_until_the_runtime_lands() {
-    let err = ScriptSet::new(Language::Wasm).unwrap_err().to_string();
-    assert_eq!(err, NO_WASM);
-    assert!(err.contains("this build has no Wasm runtime"));
+fn a_wasm_dir_without_the_modules_is_refused_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = ScriptSet::new(Language::Wasm, Some(dir.path()))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("create_comment.wasm"), "{err}");
 }
 
 #[test]
 fn a_second_demo_on_the_same_database_is_refused() {
     let plan = Plan::new(2, 1);
     let (db, _blog) = loaded(Version::V1, &plan);
-    let scripts = ScriptSet::new(Language::JavaScript).unwrap();
+    let scripts = ScriptSet::new(Language::JavaScript, None).unwrap();
     let err = Blog::create(&db, Version::V1, &scripts)
         .err()
         .unwrap()
