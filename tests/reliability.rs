@@ -420,6 +420,35 @@ fn bad_input() {
         check("malformed SQL with UDFs", e.status(), &[400]);
     }
 
+    // A Wasm guest handing the host bytes that are not UTF-8 (a document
+    // and an id): each import answers -400, and the guest fails the call
+    // with that status as its substatus.
+    posts
+        .create_checked_script(ScriptProperties::wasm(
+            "invalidUtf8",
+            ScriptKind::StoredProcedure,
+            r#"(module
+              (import "partita_v1" "create" (func $create (param i32 i32 i32 i32 i32 i32) (result i32)))
+              (import "partita_v1" "read" (func $read (param i32 i32 i32 i32) (result i32)))
+              (memory (export "memory") 1)
+              (data (i32.const 0) "{\"id\":\"\ff\fe\",\"postId\":\"p1\"}")
+              (data (i32.const 64) "p\c3")
+              (func (export "partita_procedure") (result i32)
+                (if (i32.ne (call $create (i32.const 0) (i32.const 25) (i32.const 0) (i32.const 0)
+                                          (i32.const 1024) (i32.const 1024)) (i32.const -400))
+                  (then (return (i32.const 0))))
+                (if (i32.ne (call $read (i32.const 64) (i32.const 2) (i32.const 1024) (i32.const 1024))
+                            (i32.const -400))
+                  (then (return (i32.const 0))))
+                (i32.const 400)))"#,
+        ))
+        .expect("the module compiles");
+    let e = posts
+        .execute_stored_procedure("invalidUtf8", "p1", vec![])
+        .unwrap_err();
+    check("invalid UTF-8 over the Wasm ABI", e.status(), &[400]);
+    assert_eq!(e.substatus(), Some(400), "the guest saw -400 twice: {e}");
+
     let e = posts
         .execute_stored_procedure("broken", "p1", vec![])
         .unwrap_err();
