@@ -172,17 +172,17 @@ impl WasmCache {
     /// same address before.
     fn hash(&self, body: &[u8]) -> Hash {
         let key = (body.as_ptr() as usize, body.len());
-        let seen = |cache: &WasmCache| cache.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let seen = || self.seen.lock().unwrap_or_else(|e| e.into_inner());
         // Compared and hashed outside the lock: concurrent calls do not wait
         // for each other's `memcmp`.
-        let known = seen(self).get(&key).cloned();
+        let known = seen().get(&key).cloned();
         if let Some((bytes, hash)) = known
             && *bytes == *body
         {
             return hash;
         }
         let hash: Hash = Sha256::digest(body).into();
-        let mut seen = seen(self);
+        let mut seen = seen();
         if seen.len() >= MAX_SEEN {
             seen.clear();
         }
