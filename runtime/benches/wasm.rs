@@ -128,7 +128,10 @@ fn bench(c: &mut Criterion) {
         ScriptKind::StoredProcedure,
     )
     .expect("create_comment.wasm");
-    for (name, module) in [("createComment.wat", &module), ("createComment (Rust)", &rust)] {
+    for (name, module) in [
+        ("createComment.wat", &module),
+        ("createComment (Rust)", &rust),
+    ] {
         warm_percentiles(name, &script(module, cache, None), &limits);
     }
 

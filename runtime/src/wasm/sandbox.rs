@@ -19,7 +19,8 @@ use std::thread::Thread;
 use std::time::Duration;
 
 use wasmtime::{
-    Config, Enabled, Engine, EngineWeak, InstanceAllocationStrategy, Linker, PoolingAllocationConfig,
+    Config, Enabled, Engine, EngineWeak, InstanceAllocationStrategy, Linker,
+    PoolingAllocationConfig,
 };
 
 use super::host::{self, HostState};
