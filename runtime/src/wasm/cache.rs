@@ -54,6 +54,9 @@ const MAX_SEEN: usize = 64;
 
 type Hash = [u8; 32];
 
+/// A module body remembered at an address: a copy of its bytes, its hash.
+type Seen = (Arc<[u8]>, Hash);
+
 /// A module ready to instantiate.
 pub(crate) struct Compiled {
     pub(crate) module: Module,
@@ -70,7 +73,7 @@ pub struct WasmCache {
     /// a copy of the bytes: a body found at the same place with the same
     /// bytes (one `memcmp`) has the same hash. Hashing a 150 KB module costs
     /// about 75 µs per call, more than the rest of a call.
-    seen: Mutex<HashMap<(usize, usize), (Arc<[u8]>, Hash)>>,
+    seen: Mutex<HashMap<(usize, usize), Seen>>,
     compiled: AtomicU64,
     loaded: AtomicU64,
     hits: AtomicU64,
