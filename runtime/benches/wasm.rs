@@ -1,8 +1,15 @@
-//! createComment through the WebAssembly sandbox (the hand-written
-//! `sprocs/wat/createComment.wat`), in memory: the warm path (a fresh pooled
-//! instance per call from the cached module), the upload (compile) and first
-//! call after it, and the first call after a restart that finds the
-//! precompiled artifact; and a warm call of a small user-defined function.
+//! createComment through the WebAssembly sandbox, in memory, as two
+//! guests: the hand-written `sprocs/wat/createComment.wat` and the Rust
+//! guest `sprocs/wasm/create-comment` (serde_json inside the module). The
+//! warm path (a fresh pooled instance per call from the cached module), the
+//! upload (compile) and first call after it, and the first call after a
+//! restart that finds the precompiled artifact; and a warm call of a small
+//! user-defined function.
+//!
+//! The Rust guest is read from
+//! `sprocs/wasm/target/wasm32-unknown-unknown/release/create_comment.wasm`;
+//! build it first with `cargo build --release --target
+//! wasm32-unknown-unknown --manifest-path sprocs/wasm/Cargo.toml`.
 //!
 //! Besides criterion's estimate, prints p50/p99 of individually timed
 //! calls, since the targets are on tail latency.
@@ -17,6 +24,20 @@ use runtime::{Invocation, Limits, WasmCache, WasmScript, prepare_wasm, run_wasm,
 use serde_json::json;
 
 const CREATE_COMMENT: &str = include_str!("../../sprocs/wat/createComment.wat");
+
+/// The Rust guest's module, relative to this crate.
+const RUST_GUEST: &str = "../sprocs/wasm/target/wasm32-unknown-unknown/release/create_comment.wasm";
+
+fn rust_guest() -> Vec<u8> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(RUST_GUEST);
+    std::fs::read(&path).unwrap_or_else(|e| {
+        panic!(
+            "cannot read the Rust guest {} ({e}); build it with `cargo build --release \
+             --target wasm32-unknown-unknown --manifest-path sprocs/wasm/Cargo.toml`",
+            path.display()
+        )
+    })
+}
 
 const UDF: &str = r#"(module
   (import "partita_v1" "params" (func $params (param i32 i32) (result i32)))
@@ -59,6 +80,27 @@ fn percentiles(mut samples: Vec<Duration>) -> (Duration, Duration) {
     (p(0.50), p(0.99))
 }
 
+/// Prints p50/p99 of individually timed warm calls (a fresh partition every
+/// 2,000 calls keeps the partition small, as the calibration did).
+fn warm_percentiles(name: &str, s: &WasmScript<'_>, limits: &Limits) {
+    let rounds: usize = std::env::var("PARTITA_BENCH_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(10);
+    let mut samples = Vec::new();
+    for _ in 0..rounds {
+        let (_db, posts) = setup();
+        create_comment(&posts, s, limits);
+        for _ in 0..2_000 {
+            let t = Instant::now();
+            create_comment(&posts, s, limits);
+            samples.push(t.elapsed());
+        }
+    }
+    let (p50, p99) = percentiles(samples);
+    eprintln!("{name} warm: p50 {p50:?}, p99 {p99:?}");
+}
+
 fn script<'a>(
     module: &'a [u8],
     cache: &'a WasmCache,
@@ -81,21 +123,17 @@ fn bench(c: &mut Criterion) {
     )
     .expect("createComment.wat");
 
-    // Individually timed warm calls (a fresh partition every 2,000 calls
-    // keeps the partition small, as the calibration did).
-    let mut samples = Vec::new();
-    for _ in 0..10 {
-        let (_db, posts) = setup();
-        let s = script(&module, cache, None);
-        create_comment(&posts, &s, &limits);
-        for _ in 0..2_000 {
-            let t = Instant::now();
-            create_comment(&posts, &s, &limits);
-            samples.push(t.elapsed());
-        }
+    let rust = prepare_wasm(
+        &script(&rust_guest(), cache, None),
+        ScriptKind::StoredProcedure,
+    )
+    .expect("create_comment.wasm");
+    for (name, module) in [
+        ("createComment.wat", &module),
+        ("createComment (Rust)", &rust),
+    ] {
+        warm_percentiles(name, &script(module, cache, None), &limits);
     }
-    let (p50, p99) = percentiles(samples);
-    eprintln!("createComment.wat warm: p50 {p50:?}, p99 {p99:?}");
 
     // Upload (WAT → wasm, compile, check) and the first call after it; each
     // round is a new module (a different comment line) in a new cache.
@@ -151,6 +189,11 @@ fn bench(c: &mut Criterion) {
     let (_db, posts) = setup();
     let s = script(&module, cache, None);
     c.bench_function("createComment.wat (warm)", |b| {
+        b.iter(|| create_comment(&posts, black_box(&s), &limits))
+    });
+    let (_db, posts) = setup();
+    let s = script(&rust, cache, None);
+    c.bench_function("createComment Rust guest (warm)", |b| {
         b.iter(|| create_comment(&posts, black_box(&s), &limits))
     });
 

@@ -638,3 +638,79 @@ fn concurrent_calls_keep_the_count() {
     assert_eq!(c.read_item("p1", "p1").unwrap()["commentCount"], 100);
     assert_eq!(count(&c, "p1"), 101);
 }
+
+#[test]
+fn every_call_starts_from_the_initial_memory() {
+    // Checks that memory is as the module declares it (2 pages, "7" at 100,
+    // zeros elsewhere, also in a page grown by the previous call), answers
+    // true or false, then dirties all of it for the next call.
+    let m = module(
+        &format!(
+            r#"(module {IMPORTS} (memory (export "memory") 2)
+              (data (i32.const 100) "7")
+              (data (i32.const 200) "true")
+              (data (i32.const 210) "false")
+              (func (export "partita_procedure") (result i32)
+                (local $ok i32)
+                (local.set $ok
+                  (i32.and
+                    (i32.and (i32.eq (memory.size) (i32.const 2))
+                             (i32.eq (i32.load8_u (i32.const 100)) (i32.const 55)))
+                    (i32.eqz (i32.load8_u (i32.const 70000)))))
+                (drop (memory.grow (i32.const 1)))
+                (local.set $ok (i32.and (local.get $ok)
+                  (i32.eqz (i32.load8_u (i32.const 140000)))))
+                (if (local.get $ok)
+                  (then (drop (call $set_response_body (i32.const 200) (i32.const 4))))
+                  (else (drop (call $set_response_body (i32.const 210) (i32.const 5)))))
+                (i32.store8 (i32.const 100) (i32.const 120))
+                (i32.store8 (i32.const 70000) (i32.const 1))
+                (i32.store8 (i32.const 140000) (i32.const 1))
+                (i32.const 0)))"#
+        ),
+        ScriptKind::StoredProcedure,
+    );
+    let (_db, c) = container("c", "/pk");
+    for round in 0..5 {
+        assert_eq!(
+            ok_body(call(&c, "a", &m, vec![])),
+            json!(true),
+            "round {round}"
+        );
+    }
+}
+
+#[test]
+fn a_body_changed_in_place_runs_the_new_module() {
+    // Two modules of the same length; the second overwrites the first's
+    // bytes at the same address: the cache must not take it for the first.
+    let udf = |n: u8| {
+        inline(
+            &format!(
+                r#"(data (i32.const 0) "12")
+                   (func (export "partita_udf") (result i32)
+                     (drop (call $set_response_body (i32.const {n}) (i32.const 1)))
+                     (i32.const 0))"#
+            ),
+            ScriptKind::UserDefinedFunction,
+        )
+    };
+    let (one, two) = (udf(0), udf(1));
+    assert_eq!(one.len(), two.len());
+    let mut body = one.clone();
+    let limits = Limits::default();
+    assert_eq!(
+        run_wasm_udf(&script(&body), &[], &limits).unwrap(),
+        Some(json!(1))
+    );
+    body.copy_from_slice(&two);
+    assert_eq!(
+        run_wasm_udf(&script(&body), &[], &limits).unwrap(),
+        Some(json!(2))
+    );
+    body.copy_from_slice(&one);
+    assert_eq!(
+        run_wasm_udf(&script(&body), &[], &limits).unwrap(),
+        Some(json!(1))
+    );
+}

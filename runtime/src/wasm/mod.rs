@@ -42,19 +42,23 @@
 //! COST
 //! ====
 //!
-//! `benches/wasm.rs`, release, on the project's 2-core VM while other
-//! builds kept the load average at 5-7 (the JavaScript bench measured at the
-//! same time was about 10% slower than on a quiet machine):
-//! `createComment.wat` warm, a fresh pooled instance per call, p50 24 µs,
-//! p99 80-98 µs (target 10/40 µs: not met); a UDF call 5.6 µs p50, which is
-//! roughly the fixed cost of a store, an instance and its teardown; upload
-//! (WAT to wasm, compile, checks) 4.5-6.6 ms and the first call after it
-//! 0.21-0.26 ms; first call after a restart, loading the artifact, 94-130 µs
-//! median. Not yet investigated: the WAT guest's buffers lie 2 MiB apart, so
-//! each call faults in and resets several scattered pages; a compact layout
-//! (small buffers, `take_result` for large results) and
-//! `PoolingAllocationConfig::linear_memory_keep_resident` are the first
-//! things to try.
+//! `benches/wasm.rs` (release) measures createComment as the hand-written
+//! `sprocs/wat/createComment.wat` and as the Rust guest
+//! (`sprocs/wasm/create-comment`, serde_json inside, 150 KB). Profiled with
+//! `perf record -e cpu-clock` (the VM has no hardware counters, and valgrind
+//! cannot reserve the pool's address space), two costs dominated and are
+//! gone: hashing the module (SHA-256 of 150 KB, about half of a Rust-guest
+//! call) on every cache lookup, now remembered by address and checked with
+//! a `memcmp` (`cache.rs`); and resetting the pool slot with `madvise` then
+//! faulting its pages back in (a third of a WAT call), now a reset in place
+//! of the dirty pages only (`sandbox.rs`). Mean per call over 20,000 warm
+//! calls, load average 3-6 on the 2-core VM: WAT 47 -> 15-18 µs, Rust guest
+//! 174 -> 36-38 µs. Before these changes, under load 5-7: WAT p50 24 µs,
+//! p99 80-98 µs; a UDF call 5.6 µs p50; upload 4.5-6.6 ms and the first
+//! call after it 0.21-0.26 ms; first call after a restart 94-130 µs median.
+//! What remains is spread out: host-side JSON, malloc, the guest's
+//! serde_json, the store and instance, mprotect when the Rust guest grows
+//! its memory.
 
 mod cache;
 mod host;

@@ -19,7 +19,8 @@ use std::thread::Thread;
 use std::time::Duration;
 
 use wasmtime::{
-    Config, Engine, EngineWeak, InstanceAllocationStrategy, Linker, PoolingAllocationConfig,
+    Config, Enabled, Engine, EngineWeak, InstanceAllocationStrategy, Linker,
+    PoolingAllocationConfig,
 };
 
 use super::host::{self, HostState};
@@ -36,6 +37,12 @@ pub(crate) const MAX_WASM_STACK: usize = 512 << 10;
 /// ([`Limits::max_memory_bytes`](crate::Limits::max_memory_bytes)) is the
 /// smaller of this and its own.
 pub(crate) const MAX_MEMORY: usize = 128 << 20;
+
+/// Bytes of a freed slot's memory (and table) reset in place rather than
+/// decommitted: more than a typical call dirties (the Rust guest's stack
+/// and heap, the WAT guest's few scattered pages), few enough that a call
+/// that dirtied much more gives most of it back.
+const KEEP_RESIDENT: usize = 1 << 20;
 
 /// Instances (hence memories and tables) that may exist at once across the
 /// process: calls running concurrently, plus a UDF instance per nesting
@@ -71,7 +78,15 @@ fn config() -> Config {
     pool.total_core_instances(POOL_SLOTS)
         .total_memories(POOL_SLOTS)
         .total_tables(POOL_SLOTS)
-        .max_memory_size(MAX_MEMORY);
+        .max_memory_size(MAX_MEMORY)
+        // A slot's dirty pages are found with the PAGEMAP_SCAN ioctl (Linux
+        // 6.7+; elsewhere the first KEEP_RESIDENT bytes) and reset in place
+        // to the module's initial image, instead of an `madvise` that gives
+        // them back and a page fault per page on the next call. The reset is
+        // exact either way: a fresh instance sees only its initial image.
+        .pagemap_scan(Enabled::Auto)
+        .linear_memory_keep_resident(KEEP_RESIDENT)
+        .table_keep_resident(KEEP_RESIDENT);
     let mut config = Config::new();
     config
         .consume_fuel(true)
