@@ -24,7 +24,7 @@ use partita::{
 };
 use serde_json::{Map, Value, json};
 
-use super::charge::{Charge, Read, Written};
+use super::charge::Charge;
 use super::data::{self, Plan, Rng, Version};
 use super::propagate::{self, FeedProcessor, Propagator};
 
@@ -416,7 +416,7 @@ impl Blog {
         let doc = self
             .users
             .create_item(id, data::user_named(id, username), None)?;
-        charge.add(&Written(&doc));
+        charge.written(&doc);
         Ok((charge, doc.into_value()))
     }
 
@@ -424,7 +424,7 @@ impl Blog {
     pub(crate) fn q1(&self, id: &str) -> anyhow::Result<(Charge, Value)> {
         let mut charge = Charge::zero();
         let doc = self.users.read_item(id, id)?;
-        charge.add(&Read(&doc));
+        charge.read(&doc);
         Ok((charge, doc.into_value()))
     }
 
@@ -436,7 +436,7 @@ impl Blog {
         let doc =
             self.posts
                 .create_item(id.as_str(), data::post(self.version, i, author, 0, 0), None)?;
-        charge.add(&Written(&doc));
+        charge.written(&doc);
         Ok((charge, doc.into_value()))
     }
 
@@ -445,7 +445,7 @@ impl Blog {
         let mut charge = Charge::zero();
         let id = data::post_id(i);
         let post = self.posts.read_item(id.as_str(), &id)?;
-        charge.add(&Read(&post));
+        charge.read(&post);
         let mut post = post.into_value();
         if self.version == Version::V1 {
             self.complete_post(&mut post, &mut HashMap::new(), &mut charge)?;
@@ -471,7 +471,7 @@ impl Blog {
             )?,
         };
         charge.add(&page);
-        self.short_forms(page, &mut charge)
+        self.short_forms(page, charge)
     }
 
     /// C3: a comment by user `author` on post `i`; V1 names its id, the
@@ -521,7 +521,7 @@ impl Blog {
             )?,
         };
         charge.add(&page);
-        self.short_forms(page, &mut charge)
+        self.short_forms(page, charge)
     }
 
     /// C3 and C4: V1 writes the item; V2 and V3 call the procedure that
@@ -531,7 +531,7 @@ impl Blog {
         let id = data::post_id(i);
         if self.version == Version::V1 {
             let doc = self.posts.create_item(id.as_str(), item, None)?;
-            charge.add(&Written(&doc));
+            charge.written(&doc);
             return Ok((charge, doc.into_value()));
         }
         let response =
@@ -563,16 +563,16 @@ impl Blog {
     }
 
     /// Posts in short form; V1 first adds each post's username and counts.
-    fn short_forms(&self, page: QueryPage, charge: &mut Charge) -> anyhow::Result<(Charge, Value)> {
+    fn short_forms(&self, page: QueryPage, mut charge: Charge) -> anyhow::Result<(Charge, Value)> {
         let mut posts = page.items;
         if self.version == Version::V1 {
             let mut names = HashMap::new();
             for post in &mut posts {
-                self.complete_post(post, &mut names, charge)?;
+                self.complete_post(post, &mut names, &mut charge)?;
             }
         }
         let short = posts.iter().map(data::short_post).collect();
-        Ok((*charge, Value::Array(short)))
+        Ok((charge, Value::Array(short)))
     }
 
     /// V1: adds the author's username (one read, cached in `names` for the
@@ -612,7 +612,7 @@ impl Blog {
             return Ok(name.clone());
         }
         let user = self.users.read_item(id, id)?;
-        charge.add(&Read(&user));
+        charge.read(&user);
         let name = user["username"].clone();
         names.insert(id.to_owned(), name.clone());
         Ok(name)
