@@ -27,7 +27,7 @@ use tokio::net::TcpStream;
 
 // The `partita` binary's allocator, so the figures are `partita serve`'s.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: partita::MiMalloc = partita::MiMalloc;
 
 struct Args {
     connections: usize,

@@ -2,10 +2,12 @@
 //! on the Azure Cosmos DB model, whose stored procedures and triggers run in
 //! sandboxed JavaScript or WebAssembly.
 //!
-//! This crate is the facade users depend on. Today it re-exports the engine
+//! This crate is the facade users depend on. It re-exports the engine
 //! (containers, logical partitions, single-partition transactions, durable
-//! storage, the change log) and carries the blog workload natively in Rust
-//! ([`blog`]); procedures and triggers join it when the runtime lands.
+//! storage, the change log), runs stored procedures, triggers and UDFs in
+//! JavaScript or WebAssembly ([`Scripts`]), and carries the blog workload
+//! natively in Rust ([`blog`]), its demo, the change-feed processor, request
+//! charges and the atomicity fuzzer.
 //!
 //! ```
 //! use partita::{Database, Error};
@@ -25,6 +27,7 @@
 //! Non-goals: transactions spanning logical partitions, data sets larger
 //! than memory.
 
+mod alloc;
 pub mod blog;
 pub mod change_feed;
 pub mod charge;
@@ -34,6 +37,7 @@ mod scripts;
 #[cfg(feature = "server")]
 pub mod server;
 
+pub use alloc::MiMalloc;
 pub use runtime::Limits;
 pub use scripts::{
     CallError, CallStatistics, ItemResponse, ProcedureResponse, Scripts, WriteOptions,

@@ -24,11 +24,10 @@ mod demo;
 #[cfg(feature = "server")]
 mod serve;
 
-/// mimalloc, not the system allocator: every write allocates a few dozen
-/// small strings and maps, and mimalloc cut the instructions of an in-memory
-/// createComment by about 15% (callgrind). Library users choose their own.
+/// mimalloc, not the system allocator (see `partita::MiMalloc`). Library
+/// users choose their own.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: partita::MiMalloc = partita::MiMalloc;
 
 use std::io::Write;
 use std::path::PathBuf;

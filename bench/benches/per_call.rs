@@ -15,7 +15,7 @@ use partita_bench::{Call, Durability, PeerOptions, Slot, Workload, comment, post
 
 /// The allocator of the `partita` binary and of the harness.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: partita::MiMalloc = partita::MiMalloc;
 
 const PARTITIONS: usize = 16;
 

@@ -7,7 +7,7 @@
 /// The allocator the `partita` binary ships with, so Partita's rows measure
 /// what users run; the peers' clients use it too.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: partita::MiMalloc = partita::MiMalloc;
 
 use std::path::PathBuf;
 use std::time::Duration;

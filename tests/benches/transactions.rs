@@ -13,7 +13,7 @@
 /// with `--features system-alloc` to measure the system allocator instead.
 #[cfg(not(feature = "system-alloc"))]
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: partita::MiMalloc = partita::MiMalloc;
 
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
