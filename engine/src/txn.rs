@@ -427,7 +427,7 @@ impl Txn {
                 type_name(&doc)
             )));
         };
-        let id = match map.get("id") {
+        let id = match host_api::member(&doc, "id") {
             Some(Value::String(id)) => id,
             Some(other) => {
                 return Err(Error::BadRequest(format!(

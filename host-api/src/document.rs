@@ -78,3 +78,45 @@ impl From<Document> for Value {
         doc.into_value()
     }
 }
+
+/// The member `key` of `value` when it is an object, like `value.get(key)`.
+///
+/// Documents have a handful of members, and hashing a short key with the
+/// standard library's SipHash (what serde_json's ordered map uses) costs
+/// more than comparing it with each member's key, so small objects are
+/// scanned; `id` and the partition key, looked up on every write, are
+/// usually among the first members anyway.
+pub fn member<'a>(value: &'a Value, key: &str) -> Option<&'a Value> {
+    /// Objects up to this size are scanned rather than hashed.
+    const SCAN: usize = 16;
+    let Value::Object(map) = value else {
+        return None;
+    };
+    if map.len() > SCAN {
+        return map.get(key);
+    }
+    map.iter().find(|(k, _)| k.as_str() == key).map(|(_, v)| v)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Map, json};
+
+    use super::*;
+
+    /// Small objects (scanned) and large ones (hashed) answer alike.
+    #[test]
+    fn member_finds_what_get_finds() {
+        let small = json!({"id": "a", "postId": 5, "x": null});
+        for key in ["id", "postId", "x", "missing", ""] {
+            assert_eq!(member(&small, key), small.get(key), "{key}");
+        }
+        let large: Map<String, Value> = (0..40).map(|i| (format!("k{i}"), json!(i))).collect();
+        let large = Value::Object(large);
+        for key in ["k0", "k39", "k40"] {
+            assert_eq!(member(&large, key), large.get(key), "{key}");
+        }
+        assert_eq!(member(&json!([1, 2]), "0"), None);
+        assert_eq!(member(&json!("id"), "id"), None);
+    }
+}

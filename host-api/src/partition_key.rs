@@ -249,7 +249,7 @@ impl PartitionKeyPath {
     pub fn extract(&self, doc: &Value) -> Result<PartitionKey, PartitionKeyError> {
         let mut at = doc;
         for segment in &self.segments {
-            match at.get(segment) {
+            match crate::member(at, segment) {
                 Some(next) => at = next,
                 None => return Ok(PartitionKey::None),
             }
