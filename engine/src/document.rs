@@ -152,17 +152,7 @@ pub(crate) fn serialized_len(value: &Value) -> usize {
 /// other control characters.
 pub(crate) fn string_len(s: &str) -> usize {
     let bytes = s.as_bytes();
-    // Eight bytes at a time: most strings need no escapes at all.
-    let mut chunks = bytes.chunks_exact(8);
-    let mut clean = true;
-    for chunk in &mut chunks {
-        let word = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
-        if word_needs_escape(word) {
-            clean = false;
-            break;
-        }
-    }
-    if clean && chunks.remainder().iter().all(|&b| !byte_needs_escape(b)) {
+    if escape_free(bytes) {
         return s.len() + 2;
     }
     let extra: usize = bytes
@@ -174,6 +164,137 @@ pub(crate) fn string_len(s: &str) -> usize {
         })
         .sum();
     s.len() + 2 + extra
+}
+
+/// Whether no byte of `bytes` needs escaping in a JSON string, checked
+/// eight bytes at a time: most strings need no escapes at all.
+fn escape_free(bytes: &[u8]) -> bool {
+    let mut chunks = bytes.chunks_exact(8);
+    for chunk in &mut chunks {
+        let word = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+        if word_needs_escape(word) {
+            return false;
+        }
+    }
+    chunks.remainder().iter().all(|&b| !byte_needs_escape(b))
+}
+
+/// `value` as compact JSON text, byte for byte what `serde_json::to_string`
+/// writes, given its length `len` (which every write already knows from
+/// [`checked_len`] and the stamp). Recursive: only for depth-checked values.
+///
+/// Durable writes store each document's text. serde_json's serializer goes
+/// through `io::Write` one token at a time and escapes strings a byte at a
+/// time; this writes into a buffer of the right size and copies strings
+/// that need no escaping (almost all) whole: about a fifth of the
+/// instructions.
+pub(crate) fn to_text(value: &Value, len: usize) -> String {
+    let mut out = Vec::with_capacity(len);
+    write_value(&mut out, value);
+    debug_assert_eq!(out.len(), len, "length bookkeeping");
+    // Only whole UTF-8 strings and ASCII were written.
+    let text = String::from_utf8(out).expect("JSON text is UTF-8");
+    debug_assert_eq!(
+        text,
+        serde_json::to_string(value).expect("a Value serializes"),
+        "to_text must match serde_json"
+    );
+    text
+}
+
+fn write_value(out: &mut Vec<u8>, value: &Value) {
+    match value {
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(true) => out.extend_from_slice(b"true"),
+        Value::Bool(false) => out.extend_from_slice(b"false"),
+        Value::Number(n) => write_number(out, n),
+        Value::String(s) => write_string(out, s),
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_value(out, item);
+            }
+            out.push(b']');
+        }
+        Value::Object(map) => {
+            out.push(b'{');
+            for (i, (key, item)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_string(out, key);
+                out.push(b':');
+                write_value(out, item);
+            }
+            out.push(b'}');
+        }
+    }
+}
+
+fn write_number(out: &mut Vec<u8>, n: &serde_json::Number) {
+    fn digits(out: &mut Vec<u8>, mut v: u64) {
+        let mut buf = [0u8; 20];
+        let mut at = buf.len();
+        loop {
+            at -= 1;
+            buf[at] = b'0' + (v % 10) as u8;
+            v /= 10;
+            if v == 0 {
+                break;
+            }
+        }
+        out.extend_from_slice(&buf[at..]);
+    }
+    if let Some(v) = n.as_u64() {
+        digits(out, v);
+    } else if let Some(v) = n.as_i64() {
+        out.push(b'-');
+        digits(out, v.unsigned_abs());
+    } else {
+        // Floats (rare in documents): serde_json's own formatter, so the
+        // two can never disagree. Writing to a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut *out, n);
+    }
+}
+
+/// A JSON string with serde_json's escapes: `\"` and `\\`, the
+/// two-character escapes for `\b \t \n \f \r`, `\u00xx` (lower-case hex)
+/// for the other control characters, everything else as it is.
+fn write_string(out: &mut Vec<u8>, s: &str) {
+    out.push(b'"');
+    let bytes = s.as_bytes();
+    if escape_free(bytes) {
+        out.extend_from_slice(bytes);
+    } else {
+        let mut start = 0;
+        for (i, &b) in bytes.iter().enumerate() {
+            if !byte_needs_escape(b) {
+                continue;
+            }
+            out.extend_from_slice(&bytes[start..i]);
+            start = i + 1;
+            match b {
+                b'"' => out.extend_from_slice(b"\\\""),
+                b'\\' => out.extend_from_slice(b"\\\\"),
+                0x08 => out.extend_from_slice(b"\\b"),
+                0x09 => out.extend_from_slice(b"\\t"),
+                0x0a => out.extend_from_slice(b"\\n"),
+                0x0c => out.extend_from_slice(b"\\f"),
+                0x0d => out.extend_from_slice(b"\\r"),
+                _ => {
+                    const HEX: &[u8; 16] = b"0123456789abcdef";
+                    out.extend_from_slice(b"\\u00");
+                    out.push(HEX[usize::from(b >> 4)]);
+                    out.push(HEX[usize::from(b & 0xf)]);
+                }
+            }
+        }
+        out.extend_from_slice(&bytes[start..]);
+    }
+    out.push(b'"');
 }
 
 fn byte_needs_escape(b: u8) -> bool {
@@ -251,6 +372,13 @@ mod tests {
     fn serialized_len_matches_text() {
         let v = json!({"id": "x", "n": [1, 2.5, null, -17, 1e300, 0.1, -0.0, u64::MAX, i64::MIN], "s": "é\"\n\u{1}\u{7f}\\"});
         assert_eq!(serialized_len(&v), v.to_string().len());
+        assert_eq!(to_text(&v, serialized_len(&v)), v.to_string());
+        let controls: String = (0u8..0x20)
+            .map(char::from)
+            .chain("\"\\/\u{7f}é".chars())
+            .collect();
+        let v = json!({"": controls, "k\u{8}\u{c}": [controls.repeat(3)]});
+        assert_eq!(to_text(&v, serialized_len(&v)), v.to_string());
         assert_eq!(serialized_len(&json!({})), 2);
         assert_eq!(serialized_len(&json!([])), 2);
         assert_eq!(serialized_len(&json!([[], {}, ""])), "[[],{},\"\"]".len());
@@ -282,6 +410,12 @@ mod tests {
         fn serialized_len_matches_serde_json(value in arb_json()) {
             proptest::prop_assert_eq!(serialized_len(&value), value.to_string().len());
             proptest::prop_assert_eq!(checked_len(&value), Some(value.to_string().len()));
+        }
+
+        #[test]
+        fn to_text_matches_serde_json(value in arb_json()) {
+            let text = value.to_string();
+            proptest::prop_assert_eq!(to_text(&value, text.len()), text);
         }
     }
 

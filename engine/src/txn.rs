@@ -421,7 +421,7 @@ impl Txn {
                 "a document in container {container:?} nests objects and arrays more than {MAX_NESTING} levels deep"
             )));
         };
-        let Value::Object(map) = &doc else {
+        let Value::Object(_) = &doc else {
             return Err(Error::BadRequest(format!(
                 "a document must be a JSON object, not {} (container {container:?})",
                 type_name(&doc)
@@ -504,7 +504,7 @@ impl Txn {
             .db
             .storage
             .wants_text()
-            .then(|| Arc::from(doc.to_string()));
+            .then(|| Arc::from(crate::document::to_text(&doc, size)));
         let document = Document::new(doc);
         let i = self.slot_for(id);
         let write = &mut self.writes[i];

@@ -25,6 +25,7 @@
 //! outcome of a failed fsync is unknown, and retrying it can silently lose
 //! data, so the store becomes read-only until it is reopened.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::mpsc;
@@ -532,9 +533,9 @@ fn write_batch(
             let lsn = *last as i64;
             let pk = record.partition_key.to_json_array();
             for (idx, change) in record.changes.iter().enumerate() {
-                let text = match (&change.text, &change.document) {
-                    (Some(text), _) => Some(text.to_string()),
-                    (None, Some(doc)) => Some(doc.value().to_string()),
+                let text: Option<Cow<'_, str>> = match (&change.text, &change.document) {
+                    (Some(text), _) => Some(Cow::Borrowed(text)),
+                    (None, Some(doc)) => Some(Cow::Owned(doc.value().to_string())),
                     (None, None) => None,
                 };
                 let ts = change.document.as_ref().map_or_else(now_secs, Document::ts) as i64;
