@@ -43,6 +43,19 @@ use super::{
 use crate::document::{Document, now_secs};
 use crate::error::{Error, Result};
 
+/// How many pages the write-ahead log grows to before a commit copies them
+/// back into the database file (SQLite's default is 1,000, 4 MB). A
+/// checkpoint copies each page once however often it was rewritten, and the
+/// workload rewrites the same hot pages (a partition's documents, the end
+/// of the change log) again and again, so a larger log means fewer copies
+/// and fsyncs of the database file. Native createComment, 16 callers on
+/// distinct partitions, 80,000 transactions, four interleaved runs each on
+/// the shared 2-core VM: median 16.4k against 10.4k transactions/s, and
+/// 45.8 against 47.6 µs of CPU (user + system) per transaction.
+/// The log file then stays up to ~40 MB, and recovery after a crash reads
+/// at most that much.
+const WAL_AUTOCHECKPOINT_PAGES: u32 = 10_000;
+
 /// The most records written in one SQLite transaction.
 const MAX_BATCH: usize = 1024;
 
@@ -137,7 +150,7 @@ impl SqliteStorage {
         };
         writer
             .execute_batch(&format!(
-                "PRAGMA journal_mode = WAL; PRAGMA synchronous = {synchronous}; {SCHEMA}"
+                "PRAGMA journal_mode = WAL; PRAGMA synchronous = {synchronous}; PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}; {SCHEMA}"
             ))
             .map_err(|e| Error::storage("initialize sqlite", e))?;
         writer
