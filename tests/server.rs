@@ -938,15 +938,18 @@ proptest! {
 struct ServerProcess {
     child: Child,
     addr: String,
+    /// The startup line (endpoint, key, and with TLS the certificate).
+    ready: Value,
 }
 
 impl ServerProcess {
-    /// Starts `partita <global args> serve --bind 127.0.0.1:0 [--client-timeout-ms N]`:
-    /// `args` are global arguments, up to a `--client-timeout-ms` and its value.
+    /// Starts `partita <global args> serve --bind 127.0.0.1:0 [serve args]`:
+    /// `args` are global arguments up to the first `--client-timeout-ms` or
+    /// `--tls*`, serve arguments from there.
     fn start(args: &[&str]) -> ServerProcess {
         let split = args
             .iter()
-            .position(|a| *a == "--client-timeout-ms")
+            .position(|a| *a == "--client-timeout-ms" || a.starts_with("--tls"))
             .unwrap_or(args.len());
         let mut child = Command::new(env!("CARGO_BIN_EXE_partita"))
             .args(&args[..split])
@@ -964,13 +967,14 @@ impl ServerProcess {
         let endpoint = ready["endpoint"].as_str().unwrap();
         let addr = endpoint
             .trim_start_matches("http://")
+            .trim_start_matches("https://")
             .trim_end_matches('/')
             .to_owned();
-        ServerProcess { child, addr }
+        ServerProcess { child, addr, ready }
     }
 
     fn endpoint(&self) -> String {
-        format!("http://{}/", self.addr)
+        self.ready["endpoint"].as_str().unwrap().to_owned()
     }
 
     /// Sends raw bytes and returns the raw response (the server closes the
@@ -1115,6 +1119,201 @@ fn slow_clients_are_cut_off() {
     assert!(text.contains("RequestTimeout"), "{text}");
 }
 
+// --- TLS ----------------------------------------------------------------------------------
+
+/// What a TLS client saw: the ALPN protocol the server chose and, when a
+/// request was sent, the whole response (the request says `connection: close`).
+struct TlsExchange {
+    alpn: Option<Vec<u8>>,
+    response: String,
+}
+
+/// Connects to `addr` over TLS as `127.0.0.1`, trusting only the
+/// certificates in `roots_pem`, offering `alpn`; sends `request` if given.
+/// The error is the client's reason for refusing the handshake.
+fn tls_exchange(
+    addr: &str,
+    roots_pem: &str,
+    alpn: &[&[u8]],
+    request: Option<&[u8]>,
+) -> Result<TlsExchange, std::io::Error> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
+    use tokio_rustls::rustls::{self, ClientConfig, RootCertStore};
+
+    let mut roots = RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(roots_pem.as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let tcp = tokio::net::TcpStream::connect(addr).await?;
+        let name = ServerName::try_from("127.0.0.1").unwrap();
+        let mut tls = connector.connect(name, tcp).await?;
+        let alpn = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
+        let mut response = Vec::new();
+        if let Some(request) = request {
+            tls.write_all(request).await?;
+            // A close without TLS close_notify is still the end here.
+            let _ = tls.read_to_end(&mut response).await;
+        }
+        Ok(TlsExchange {
+            alpn,
+            response: String::from_utf8_lossy(&response).into_owned(),
+        })
+    })
+}
+
+/// A signed HTTP/1.1 request for `GET path` to `addr`.
+fn signed_get(addr: &str, path: &str) -> Vec<u8> {
+    let req = signed("GET", path, &[], b"");
+    format!(
+        "GET {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\nauthorization: {}\r\nx-ms-date: {}\r\n\r\n",
+        req.headers["authorization"].to_str().unwrap(),
+        req.headers["x-ms-date"].to_str().unwrap(),
+    )
+    .into_bytes()
+}
+
+#[test]
+fn tls_serves_https_with_the_printed_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    let server = ServerProcess::start(&["--data", data, "--tls"]);
+    assert!(
+        server.endpoint().starts_with("https://127.0.0.1:"),
+        "{}",
+        server.ready
+    );
+    let cert_path = PathBuf::from(server.ready["certificate"].as_str().unwrap());
+    assert_eq!(
+        cert_path,
+        dir.path().join("tls-cert.pem"),
+        "in the data directory"
+    );
+    let cert = std::fs::read_to_string(&cert_path).unwrap();
+
+    // HTTP/1.1: account discovery advertises https.
+    let exchange = tls_exchange(
+        &server.addr,
+        &cert,
+        &[b"http/1.1"],
+        Some(&signed_get(&server.addr, "/")),
+    )
+    .expect("the client trusts the printed certificate");
+    assert_eq!(exchange.alpn.as_deref(), Some(&b"http/1.1"[..]));
+    assert!(
+        exchange.response.starts_with("HTTP/1.1 200"),
+        "{}",
+        exchange.response
+    );
+    let body = &exchange.response[exchange.response.find("\r\n\r\n").unwrap() + 4..];
+    let account: Value = serde_json::from_str(body).unwrap();
+    assert_eq!(
+        account["writableLocations"][0]["databaseAccountEndpoint"],
+        server.endpoint()
+    );
+    // Without ALPN: HTTP/1.1 too.
+    let exchange = tls_exchange(
+        &server.addr,
+        &cert,
+        &[],
+        Some(&signed_get(&server.addr, "/dbs")),
+    )
+    .unwrap();
+    assert!(
+        exchange.response.starts_with("HTTP/1.1 200"),
+        "{}",
+        exchange.response
+    );
+    // A client that offers h2 gets it.
+    let exchange = tls_exchange(&server.addr, &cert, &[b"h2", b"http/1.1"], None).unwrap();
+    assert_eq!(exchange.alpn.as_deref(), Some(&b"h2"[..]));
+    // Plain HTTP on the TLS port gets no HTTP answer.
+    let response = server.raw(b"GET / HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
+    assert!(!response.starts_with("HTTP/1.1"), "{response}");
+
+    // A restart generates a new certificate: the old one is not trusted.
+    drop(server);
+    let server = ServerProcess::start(&["--data", data, "--tls"]);
+    let err = tls_exchange(&server.addr, &cert, &[b"http/1.1"], None)
+        .err()
+        .expect("a client trusting another certificate refuses the handshake");
+    assert!(err.to_string().contains("certificate"), "{err}");
+    let fresh = std::fs::read_to_string(&cert_path).unwrap();
+    assert_ne!(fresh, cert);
+    tls_exchange(&server.addr, &fresh, &[b"http/1.1"], None).unwrap();
+}
+
+#[test]
+fn tls_with_the_users_certificate_and_a_client_that_trusts_another_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mine = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
+    let cert = dir.path().join("cert.pem");
+    let key = dir.path().join("key.pem");
+    std::fs::write(&cert, mine.cert.pem()).unwrap();
+    std::fs::write(&key, mine.signing_key.serialize_pem()).unwrap();
+    let server = ServerProcess::start(&[
+        "--in-memory",
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+    ]);
+    assert_eq!(server.ready["certificate"], cert.to_str().unwrap());
+    let exchange = tls_exchange(
+        &server.addr,
+        &mine.cert.pem(),
+        &[b"http/1.1"],
+        Some(&signed_get(&server.addr, "/dbs")),
+    )
+    .unwrap();
+    assert!(
+        exchange.response.starts_with("HTTP/1.1 200"),
+        "{}",
+        exchange.response
+    );
+    // A client trusting an unrelated certificate refuses the server.
+    let other = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
+    let err = tls_exchange(&server.addr, &other.cert.pem(), &[b"http/1.1"], None)
+        .err()
+        .expect("refused");
+    assert!(err.to_string().contains("certificate"), "{err}");
+
+    // Unusable files: the server does not start, and says which file.
+    let output = Command::new(env!("CARGO_BIN_EXE_partita"))
+        .args([
+            "--in-memory",
+            "serve",
+            "--bind",
+            "127.0.0.1:0",
+            "--tls-cert",
+        ])
+        .arg(&key)
+        .arg("--tls-key")
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("key.pem") && stderr.contains("400"),
+        "{stderr}"
+    );
+}
+
 /// The virtual environment with `azure-cosmos` 4.17.1: `PARTITA_PY_VENV`, or
 /// `target/py-venv`, created on first use (`.ci/run` creates it in CI).
 fn python_venv() -> PathBuf {
@@ -1164,5 +1363,25 @@ fn the_python_sdk_runs_the_blog_workload_end_to_end() {
     assert!(
         output.status.success() && stdout.contains("ALL OK"),
         "the Python SDK script failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
+    );
+}
+
+#[test]
+fn the_python_sdk_works_over_https() {
+    let python = python_venv();
+    let server = ServerProcess::start(&["--in-memory", "--tls"]);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let output = Command::new(python)
+        .arg(root.join("tests/python/cosmos_tls.py"))
+        .arg(server.endpoint())
+        .arg(EMULATOR_KEY)
+        .arg(server.ready["certificate"].as_str().unwrap())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && stdout.contains("ALL OK"),
+        "the Python SDK script failed over HTTPS\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
     );
 }

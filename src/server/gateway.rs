@@ -86,6 +86,8 @@ pub struct Gateway {
     /// The global LSN in session tokens (`0:-1#n`): counts writes.
     session: AtomicU64,
     activity: AtomicU64,
+    /// The scheme account discovery advertises (`https` behind TLS).
+    scheme: &'static str,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -115,7 +117,16 @@ impl Gateway {
             limits,
             session: AtomicU64::new(1),
             activity: AtomicU64::new(1),
+            scheme: "http",
         })
+    }
+
+    /// Makes account discovery advertise `https://` endpoints (the
+    /// transport serves TLS), or `http://` (the default).
+    #[must_use]
+    pub fn with_https(mut self, https: bool) -> Gateway {
+        self.scheme = if https { "https" } else { "http" };
+        self
     }
 
     /// Answers one request; `now` is the clock the request date is checked
@@ -287,7 +298,7 @@ impl Gateway {
 
     fn account(&self, req: &WireRequest) -> Result<WireResponse, WireError> {
         let host = header(&req.headers, "host")?.unwrap_or("127.0.0.1:8081");
-        let endpoint = format!("http://{host}/");
+        let endpoint = format!("{}://{host}/", self.scheme);
         let location = json!([{"name": "South Central US", "databaseAccountEndpoint": endpoint}]);
         Ok(WireResponse::json(
             200,
