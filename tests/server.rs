@@ -416,6 +416,57 @@ fn items_carry_etags_and_partition_key_rules() {
 }
 
 #[test]
+fn responses_name_their_owner_in_alt_content_path() {
+    let gw = setup();
+    let alt = |r: &WireResponse| r.header("x-ms-alt-content-path").map(str::to_owned);
+    let (r, coll) = call(&gw, signed("GET", "/dbs/d/colls/c", &[], b""));
+    assert_eq!(alt(&r).as_deref(), Some("dbs/d"));
+    let pk = [("x-ms-documentdb-partitionkey", r#"["p"]"#)];
+    let (r, body) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls/c/docs/",
+            &pk,
+            br#"{"id":"a","pk":"p"}"#,
+        ),
+    );
+    assert_eq!(r.status, 201);
+    assert_eq!(alt(&r).as_deref(), Some("dbs/d/colls/c"));
+    // With the body's _self (4th segment: the container's rid) the Python
+    // SDK keys its session tokens by container.
+    assert_eq!(
+        body["_self"].as_str().unwrap().split('/').nth(3),
+        coll["_rid"].as_str(),
+        "{body}"
+    );
+    let (r, _) = call(&gw, signed("GET", "/dbs/d/colls/c/docs/a", &pk, b""));
+    assert_eq!(alt(&r).as_deref(), Some("dbs/d/colls/c"));
+    let (r, _) = call(&gw, signed("DELETE", "/dbs/d/colls/c/docs/a", &pk, b""));
+    assert_eq!(r.status, 204);
+    assert_eq!(alt(&r).as_deref(), Some("dbs/d/colls/c"));
+    // A procedure's result is not a resource: no owner path.
+    let (r, _) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls/c/sprocs",
+            &[],
+            br#"{"id":"one","body":"function one() { getContext().getResponse().setBody(1); }"}"#,
+        ),
+    );
+    assert_eq!(r.status, 201);
+    assert_eq!(alt(&r).as_deref(), Some("dbs/d/colls/c"));
+    let (r, body) = call(&gw, signed("POST", "/dbs/d/colls/c/sprocs/one", &pk, b"[]"));
+    assert_eq!((r.status, body), (200, json!(1)));
+    assert_eq!(alt(&r), None);
+    // Errors carry none either.
+    let (r, _) = call(&gw, signed("GET", "/dbs/d/colls/c/docs/zzz", &pk, b""));
+    assert_eq!(r.status, 404);
+    assert_eq!(alt(&r), None);
+}
+
+#[test]
 fn pkranges_answer_304_to_a_matching_if_none_match() {
     let gw = setup();
     let a_im = ("a-im", "Incremental Feed");
