@@ -279,6 +279,116 @@ fn the_registry_survives_a_restart() {
     assert_eq!(r.status, 200);
 }
 
+/// The engine containers of the server's Cosmos containers (`c{n}-{name}`).
+fn engine_containers(db: &Database) -> Vec<String> {
+    db.containers()
+        .into_iter()
+        .map(|c| c.id)
+        .filter(|id| id != partita::server::SYSTEM_CONTAINER)
+        .collect()
+}
+
+fn create_doc(gw: &Gateway, coll: &str, id: &str) -> u16 {
+    let body = format!(r#"{{"id":"{id}","pk":"p"}}"#);
+    let (r, _) = call(
+        gw,
+        signed(
+            "POST",
+            &format!("/dbs/d/colls/{coll}/docs"),
+            &[("x-ms-documentdb-partitionkey", r#"["p"]"#)],
+            body.as_bytes(),
+        ),
+    );
+    r.status
+}
+
+fn create_coll(gw: &Gateway, name: &str) {
+    let body = format!(r#"{{"id":"{name}","partitionKey":{{"paths":["/pk"]}}}}"#);
+    let (r, body) = call(gw, signed("POST", "/dbs/d/colls", &[], body.as_bytes()));
+    assert_eq!(r.status, 201, "{body}");
+}
+
+#[test]
+fn deleting_containers_and_databases_deletes_their_engine_containers() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let gw = gateway(db.clone());
+    call(&gw, signed("POST", "/dbs", &[], br#"{"id":"d"}"#));
+    create_coll(&gw, "c");
+    assert_eq!(create_doc(&gw, "c", "a"), 201);
+    assert_eq!(engine_containers(&db), ["c2-c"]);
+
+    let (r, _) = call(&gw, signed("DELETE", "/dbs/d/colls/c", &[], b""));
+    assert_eq!(r.status, 204);
+    assert!(engine_containers(&db).is_empty());
+    let (r, body) = call(&gw, signed("DELETE", "/dbs/d/colls/c", &[], b""));
+    assert_error(&r, &body, 404, "NotFound", "\"c\"");
+    // The same name again starts empty.
+    create_coll(&gw, "c");
+    let (r, body) = call(
+        &gw,
+        signed(
+            "GET",
+            "/dbs/d/colls/c/docs",
+            &[("x-ms-documentdb-partitionkey", r#"["p"]"#)],
+            b"",
+        ),
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(body["_count"], 0, "{body}");
+    assert_eq!(create_doc(&gw, "c", "a"), 201);
+    create_coll(&gw, "other");
+    assert_eq!(engine_containers(&db), ["c3-c", "c4-other"]);
+
+    let (r, _) = call(&gw, signed("DELETE", "/dbs/d", &[], b""));
+    assert_eq!(r.status, 204);
+    assert!(engine_containers(&db).is_empty());
+    drop(gw);
+    drop(db);
+    // Durably: nothing comes back, and no tombstone is left.
+    let db = Database::open(dir.path()).unwrap();
+    assert!(engine_containers(&db).is_empty());
+    let system = db.container(partita::server::SYSTEM_CONTAINER).unwrap();
+    let docs = system.read_feed("v1", &Default::default()).unwrap().items;
+    assert!(docs.is_empty(), "{docs:?}");
+}
+
+#[test]
+fn a_deletion_cut_short_is_finished_at_the_next_start() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = Database::open(dir.path()).unwrap();
+        let gw = gateway(db.clone());
+        call(&gw, signed("POST", "/dbs", &[], br#"{"id":"d"}"#));
+        create_coll(&gw, "c");
+        create_coll(&gw, "kept");
+        assert_eq!(create_doc(&gw, "c", "a"), 201);
+        // What a server stopped between the registry transaction and the
+        // engine deletion leaves behind.
+        let system = db.container(partita::server::SYSTEM_CONTAINER).unwrap();
+        system
+            .transaction("v1", |txn| {
+                txn.delete_item("coll-2", None)?;
+                txn.create_item(json!({"id": "drop-coll-2", "registry": "v1",
+                                       "type": "dropped", "engine": "c2-c"}))
+            })
+            .unwrap();
+    }
+    let db = Database::open(dir.path()).unwrap();
+    assert_eq!(engine_containers(&db), ["c2-c", "c3-kept"]);
+    let gw = gateway(db.clone());
+    assert_eq!(engine_containers(&db), ["c3-kept"]);
+    let system = db.container(partita::server::SYSTEM_CONTAINER).unwrap();
+    assert_eq!(
+        system.read_item("v1", "drop-coll-2").unwrap_err().status(),
+        404
+    );
+    let (r, _) = call(&gw, signed("GET", "/dbs/d/colls/c", &[], b""));
+    assert_eq!(r.status, 404);
+    let (r, _) = call(&gw, signed("GET", "/dbs/d/colls/kept", &[], b""));
+    assert_eq!(r.status, 200);
+}
+
 #[test]
 fn items_carry_etags_and_partition_key_rules() {
     let gw = setup();
