@@ -1475,6 +1475,38 @@ fn tls_with_the_users_certificate_and_a_client_that_trusts_another_is_refused() 
     );
 }
 
+#[test]
+fn a_tls_client_that_never_finishes_its_handshake_is_cut_off() {
+    let server = ServerProcess::start(&["--in-memory", "--tls", "--client-timeout-ms", "300"]);
+    // Connects and sends nothing: the handshake times out and the server
+    // closes the connection (read_to_end returns instead of hanging).
+    let mut stream = TcpStream::connect(&server.addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut out = Vec::new();
+    let read = stream.read_to_end(&mut out);
+    assert!(
+        read.is_ok(),
+        "the server kept the connection open: {read:?}"
+    );
+    assert!(out.is_empty());
+    // The server still serves others.
+    let cert = std::fs::read_to_string(server.ready["certificate"].as_str().unwrap()).unwrap();
+    let exchange = tls_exchange(
+        &server.addr,
+        &cert,
+        &[b"http/1.1"],
+        Some(&signed_get(&server.addr, "/dbs")),
+    )
+    .unwrap();
+    assert!(
+        exchange.response.starts_with("HTTP/1.1 200"),
+        "{}",
+        exchange.response
+    );
+}
+
 /// The virtual environment with `azure-cosmos` 4.17.1: `PARTITA_PY_VENV`, or
 /// `target/py-venv`, created on first use (`.ci/run` creates it in CI).
 fn python_venv() -> PathBuf {
