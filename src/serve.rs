@@ -4,9 +4,16 @@
 //! with the endpoint and key on stdout (so scripts and tests can read where
 //! to connect), then serves until SIGINT or SIGTERM and shuts down
 //! gracefully.
+//!
+//! With `--tls` it serves HTTPS with a self-signed certificate generated at
+//! start, written as PEM to `tls-cert.pem` in the data directory (in a
+//! temporary directory removed at exit for `--in-memory`) and named in the
+//! startup line as `"certificate"`, so clients can trust it;
+//! `--tls-cert FILE --tls-key FILE` serve the user's own instead.
 
 use std::io::Write;
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +21,7 @@ use std::time::Duration;
 use clap::Args;
 use partita::Database;
 use partita::server::{
-    EMULATOR_KEY, Gateway, GatewayLimits, MasterKey, ServeOptions, Server, WireError,
+    EMULATOR_KEY, Gateway, GatewayLimits, MasterKey, ServeOptions, Server, TlsConfig, WireError,
 };
 use serde_json::json;
 
@@ -22,6 +29,8 @@ use serde_json::json;
 pub(crate) const EXAMPLE: &str = "Examples:
   partita --in-memory serve
   partita --data ./partita-data serve --bind 127.0.0.1:8081
+  partita --in-memory serve --tls      (HTTPS; the printed \"certificate\" is the PEM to trust)
+  partita serve --tls-cert cert.pem --tls-key key.pem
   Then: CosmosClient(\"http://127.0.0.1:8081/\", credential=<the printed key>)";
 
 /// Arguments of `partita serve`.
@@ -36,6 +45,17 @@ pub(crate) struct ServeArgs {
     /// How long a client may take to send a request's headers, and then its body (milliseconds).
     #[arg(long, default_value_t = 30_000, value_name = "MS")]
     client_timeout_ms: u64,
+    /// Serve HTTPS (HTTP/1.1 and h2 by ALPN) with a self-signed certificate
+    /// generated at start for localhost, 127.0.0.1 and ::1; its PEM file is
+    /// named in the startup line.
+    #[arg(long)]
+    tls: bool,
+    /// Serve HTTPS with this PEM certificate chain (needs --tls-key).
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
 }
 
 /// Runs the server; returns when it has shut down.
@@ -52,17 +72,31 @@ pub(crate) fn main(db: anyhow::Result<Database>, args: &ServeArgs) -> ExitCode {
 
 fn serve(db: anyhow::Result<Database>, args: &ServeArgs) -> anyhow::Result<()> {
     let key = MasterKey::from_base64(&args.key)?;
-    let gateway = Gateway::new(db?, key, GatewayLimits::default())
-        .map_err(|e| WireError::new(e.status(), e.to_string()))?;
+    let db = db?;
+    // Kept until the server stops: the generated certificate of an
+    // in-memory server lives in it.
+    let mut temp_dir = None;
+    let tls = tls_config(args, db.data_dir(), &mut temp_dir)?;
+    let gateway = Gateway::new(db, key, GatewayLimits::default())
+        .map_err(|e| WireError::new(e.status(), e.to_string()))?
+        .with_https(tls.is_some());
     let options = ServeOptions {
         bind: args.bind,
         header_timeout: Duration::from_millis(args.client_timeout_ms),
         body_timeout: Duration::from_millis(args.client_timeout_ms),
+        tls: tls.as_ref().map(|(config, _)| config.clone()),
         ..ServeOptions::default()
     };
     let server = Server::bind(Arc::new(gateway), options)?;
     let addr = server.local_addr()?;
-    let ready = json!({"endpoint": format!("http://{addr}/"), "key": args.key});
+    let ready = match &tls {
+        None => json!({"endpoint": format!("http://{addr}/"), "key": args.key}),
+        Some((_, certificate)) => json!({
+            "endpoint": format!("https://{addr}/"),
+            "key": args.key,
+            "certificate": certificate.display().to_string(),
+        }),
+    };
     server.run_until(shutdown_signal(), move || {
         // Printed once SIGINT/SIGTERM handlers are in place. A closed
         // stdout is no reason not to serve.
@@ -71,6 +105,55 @@ fn serve(db: anyhow::Result<Database>, args: &ServeArgs) -> anyhow::Result<()> {
         let _ = stdout.flush();
     })?;
     Ok(())
+}
+
+/// The TLS configuration the arguments ask for, and the certificate file
+/// clients should trust: the user's, or the generated one, written to
+/// `tls-cert.pem` in `data_dir` (or in a new `temp_dir` when in memory).
+fn tls_config(
+    args: &ServeArgs,
+    data_dir: Option<&Path>,
+    temp_dir: &mut Option<tempfile::TempDir>,
+) -> anyhow::Result<Option<(TlsConfig, PathBuf)>> {
+    let tls_error = |e: partita::server::TlsError| WireError::new(e.status(), e.to_string());
+    if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
+        let config = TlsConfig::from_pem_files(cert, key).map_err(tls_error)?;
+        let cert = std::path::absolute(cert).unwrap_or_else(|_| cert.clone());
+        return Ok(Some((config, cert)));
+    }
+    if !args.tls {
+        return Ok(None);
+    }
+    let config = TlsConfig::self_signed().map_err(tls_error)?;
+    let dir = match data_dir {
+        Some(dir) => dir.to_path_buf(),
+        None => temp_dir
+            .insert(
+                tempfile::Builder::new()
+                    .prefix("partita-serve-")
+                    .tempdir()
+                    .map_err(|e| {
+                        WireError::new(
+                            500,
+                            format!("cannot create a directory for the TLS certificate: {e}"),
+                        )
+                    })?,
+            )
+            .path()
+            .to_path_buf(),
+    };
+    let path =
+        std::path::absolute(dir.join("tls-cert.pem")).unwrap_or_else(|_| dir.join("tls-cert.pem"));
+    std::fs::write(&path, config.certificate_pem()).map_err(|e| {
+        WireError::new(
+            500,
+            format!(
+                "cannot write the TLS certificate to {}: {e}",
+                path.display()
+            ),
+        )
+    })?;
+    Ok(Some((config, path)))
 }
 
 /// Completes on SIGINT (Ctrl-C) or SIGTERM.

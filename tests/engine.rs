@@ -791,6 +791,9 @@ impl Storage for FailingStorage {
     fn create_container(&self, meta: &ContainerMeta) -> engine::Result<()> {
         self.inner.create_container(meta)
     }
+    fn delete_container(&self, id: &str) -> engine::Result<()> {
+        self.inner.delete_container(id)
+    }
     fn put_script(&self, script: &ScriptRecord) -> engine::Result<()> {
         self.inner.put_script(script)
     }
@@ -980,5 +983,138 @@ fn scripts_are_stored_versioned_and_durable() -> Result {
         "function h() {}",
     ))?;
     assert!(v3.version > reloaded.version);
+    Ok(())
+}
+
+/// Fills `posts` with documents in two partitions, a procedure and a change log.
+fn fill_posts(db: &Database) -> Result<engine::Container> {
+    let posts = posts(db);
+    posts.create_item("p1", json!({"id": "a", "postId": "p1"}), None)?;
+    posts.create_item("p2", json!({"id": "b", "postId": "p2"}), None)?;
+    posts.upsert_item("p1", json!({"id": "a", "postId": "p1", "v": 2}), None)?;
+    posts.create_script(ScriptProperties::stored_procedure("sp", "function f() {}"))?;
+    Ok(posts)
+}
+
+/// What a container holds: (partition keys, documents, scripts, changes).
+fn contents(container: &engine::Container) -> Result<(usize, usize, usize, usize)> {
+    let keys = container.partition_keys();
+    let mut docs = 0;
+    for key in &keys {
+        docs += container
+            .read_feed(key.clone(), &FeedOptions::default())?
+            .items
+            .len();
+    }
+    Ok((
+        keys.len(),
+        docs,
+        container.list_scripts(ScriptKind::StoredProcedure).len(),
+        container.read_changes(Lsn::ZERO, 1000)?.len(),
+    ))
+}
+
+#[test]
+fn deleting_a_container_removes_it_durably_and_a_new_one_starts_empty() -> Result {
+    let dir = tempfile::tempdir()?;
+    {
+        let db = Database::open(dir.path())?;
+        let old = fill_posts(&db)?;
+        let users = db.create_container("users", "/userId")?;
+        users.create_item("u1", json!({"id": "u1", "userId": "u1"}), None)?;
+        assert_eq!(contents(&old)?, (2, 2, 1, 3));
+
+        db.delete_container("posts")?;
+        assert_eq!(status(db.container("posts").unwrap_err()), 404);
+        let again = db.delete_container("posts").unwrap_err();
+        assert!(again.to_string().contains("posts"), "{again}");
+        assert_eq!(status(again), 404);
+        assert_eq!(status(db.delete_container("never").unwrap_err()), 404);
+        let ids: Vec<String> = db.containers().into_iter().map(|c| c.id).collect();
+        assert_eq!(ids, ["users"]);
+        // A handle kept from before cannot write any more.
+        let write = old.create_item("p1", json!({"id": "late", "postId": "p1"}), None);
+        assert_eq!(status(write.unwrap_err()), 404);
+        let script =
+            old.create_script(ScriptProperties::stored_procedure("sp2", "function f() {}"));
+        assert_eq!(status(script.unwrap_err()), 404);
+        let script = old.delete_script(ScriptKind::StoredProcedure, "sp");
+        assert_eq!(status(script.unwrap_err()), 404);
+    }
+    {
+        let db = Database::open(dir.path())?;
+        assert_eq!(status(db.container("posts").unwrap_err()), 404);
+        assert_eq!(db.container("users")?.read_item("u1", "u1")?.id(), "u1");
+        let fresh = posts(&db);
+        assert_eq!(contents(&fresh)?, (0, 0, 0, 0));
+        fresh.create_item("p1", json!({"id": "new", "postId": "p1"}), None)?;
+        let changes = fresh.read_changes(Lsn::ZERO, 1000)?;
+        assert_eq!(changes.len(), 1);
+        assert_eq!(changes[0].lsn, Lsn(1), "the change log starts over");
+    }
+    let db = Database::open(dir.path())?;
+    let fresh = db.container("posts")?;
+    assert_eq!(contents(&fresh)?, (1, 1, 0, 1));
+    assert_eq!(fresh.read_item("p1", "new")?.id(), "new");
+    assert_eq!(status(fresh.read_item("p1", "a").unwrap_err()), 404);
+    Ok(())
+}
+
+#[test]
+fn a_transaction_open_across_the_deletion_commits_nothing() -> Result {
+    let dir = tempfile::tempdir()?;
+    {
+        let db = Database::open(dir.path())?;
+        let old = fill_posts(&db)?;
+        let mut txn = old.begin("p1")?;
+        txn.create_item(json!({"id": "orphan", "postId": "p1"}))?;
+        db.delete_container("posts")?;
+        assert_eq!(status(txn.commit().unwrap_err()), 404);
+        // The same id again, while the old handle lives.
+        let fresh = posts(&db);
+        assert_eq!(contents(&fresh)?, (0, 0, 0, 0));
+        assert_eq!(
+            status(
+                old.create_item("p1", json!({"id": "x", "postId": "p1"}), None)
+                    .unwrap_err()
+            ),
+            404
+        );
+        assert_eq!(contents(&fresh)?, (0, 0, 0, 0));
+    }
+    let db = Database::open(dir.path())?;
+    assert_eq!(contents(&db.container("posts")?)?, (0, 0, 0, 0));
+    Ok(())
+}
+
+#[test]
+fn deleting_a_container_in_memory_clears_its_change_log() -> Result {
+    let db = Database::in_memory();
+    fill_posts(&db)?;
+    db.delete_container("posts")?;
+    let fresh = posts(&db);
+    assert_eq!(contents(&fresh)?, (0, 0, 0, 0));
+    fresh.create_item("p1", json!({"id": "a", "postId": "p1"}), None)?;
+    assert_eq!(fresh.read_changes(Lsn::ZERO, 10)?[0].lsn, Lsn(1));
+    Ok(())
+}
+
+#[test]
+fn a_read_only_store_refuses_to_delete_containers() -> Result {
+    let storage = FailingStorage {
+        inner: MemoryStorage::new(),
+        commits: AtomicUsize::new(0),
+        fail_at: 1,
+    };
+    let db = Database::with_storage(Box::new(storage), Options::default())?;
+    let posts = posts(&db);
+    assert!(
+        posts
+            .create_item("p1", json!({"id": "a", "postId": "p1"}), None)
+            .is_err()
+    );
+    let err = db.delete_container("posts").unwrap_err();
+    assert!(matches!(err, Error::ReadOnly(_)), "{err}");
+    assert_eq!(db.container("posts")?.id(), "posts");
     Ok(())
 }

@@ -99,6 +99,9 @@ impl Storage for CrashingDisk {
     fn create_container(&self, meta: &ContainerMeta) -> engine::Result<()> {
         self.inner.create_container(meta)
     }
+    fn delete_container(&self, id: &str) -> engine::Result<()> {
+        self.inner.delete_container(id)
+    }
     fn put_script(&self, script: &ScriptRecord) -> engine::Result<()> {
         self.inner.put_script(script)
     }

@@ -279,6 +279,116 @@ fn the_registry_survives_a_restart() {
     assert_eq!(r.status, 200);
 }
 
+/// The engine containers of the server's Cosmos containers (`c{n}-{name}`).
+fn engine_containers(db: &Database) -> Vec<String> {
+    db.containers()
+        .into_iter()
+        .map(|c| c.id)
+        .filter(|id| id != partita::server::SYSTEM_CONTAINER)
+        .collect()
+}
+
+fn create_doc(gw: &Gateway, coll: &str, id: &str) -> u16 {
+    let body = format!(r#"{{"id":"{id}","pk":"p"}}"#);
+    let (r, _) = call(
+        gw,
+        signed(
+            "POST",
+            &format!("/dbs/d/colls/{coll}/docs"),
+            &[("x-ms-documentdb-partitionkey", r#"["p"]"#)],
+            body.as_bytes(),
+        ),
+    );
+    r.status
+}
+
+fn create_coll(gw: &Gateway, name: &str) {
+    let body = format!(r#"{{"id":"{name}","partitionKey":{{"paths":["/pk"]}}}}"#);
+    let (r, body) = call(gw, signed("POST", "/dbs/d/colls", &[], body.as_bytes()));
+    assert_eq!(r.status, 201, "{body}");
+}
+
+#[test]
+fn deleting_containers_and_databases_deletes_their_engine_containers() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let gw = gateway(db.clone());
+    call(&gw, signed("POST", "/dbs", &[], br#"{"id":"d"}"#));
+    create_coll(&gw, "c");
+    assert_eq!(create_doc(&gw, "c", "a"), 201);
+    assert_eq!(engine_containers(&db), ["c2-c"]);
+
+    let (r, _) = call(&gw, signed("DELETE", "/dbs/d/colls/c", &[], b""));
+    assert_eq!(r.status, 204);
+    assert!(engine_containers(&db).is_empty());
+    let (r, body) = call(&gw, signed("DELETE", "/dbs/d/colls/c", &[], b""));
+    assert_error(&r, &body, 404, "NotFound", "\"c\"");
+    // The same name again starts empty.
+    create_coll(&gw, "c");
+    let (r, body) = call(
+        &gw,
+        signed(
+            "GET",
+            "/dbs/d/colls/c/docs",
+            &[("x-ms-documentdb-partitionkey", r#"["p"]"#)],
+            b"",
+        ),
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(body["_count"], 0, "{body}");
+    assert_eq!(create_doc(&gw, "c", "a"), 201);
+    create_coll(&gw, "other");
+    assert_eq!(engine_containers(&db), ["c3-c", "c4-other"]);
+
+    let (r, _) = call(&gw, signed("DELETE", "/dbs/d", &[], b""));
+    assert_eq!(r.status, 204);
+    assert!(engine_containers(&db).is_empty());
+    drop(gw);
+    drop(db);
+    // Durably: nothing comes back, and no tombstone is left.
+    let db = Database::open(dir.path()).unwrap();
+    assert!(engine_containers(&db).is_empty());
+    let system = db.container(partita::server::SYSTEM_CONTAINER).unwrap();
+    let docs = system.read_feed("v1", &Default::default()).unwrap().items;
+    assert!(docs.is_empty(), "{docs:?}");
+}
+
+#[test]
+fn a_deletion_cut_short_is_finished_at_the_next_start() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = Database::open(dir.path()).unwrap();
+        let gw = gateway(db.clone());
+        call(&gw, signed("POST", "/dbs", &[], br#"{"id":"d"}"#));
+        create_coll(&gw, "c");
+        create_coll(&gw, "kept");
+        assert_eq!(create_doc(&gw, "c", "a"), 201);
+        // What a server stopped between the registry transaction and the
+        // engine deletion leaves behind.
+        let system = db.container(partita::server::SYSTEM_CONTAINER).unwrap();
+        system
+            .transaction("v1", |txn| {
+                txn.delete_item("coll-2", None)?;
+                txn.create_item(json!({"id": "drop-coll-2", "registry": "v1",
+                                       "type": "dropped", "engine": "c2-c"}))
+            })
+            .unwrap();
+    }
+    let db = Database::open(dir.path()).unwrap();
+    assert_eq!(engine_containers(&db), ["c2-c", "c3-kept"]);
+    let gw = gateway(db.clone());
+    assert_eq!(engine_containers(&db), ["c3-kept"]);
+    let system = db.container(partita::server::SYSTEM_CONTAINER).unwrap();
+    assert_eq!(
+        system.read_item("v1", "drop-coll-2").unwrap_err().status(),
+        404
+    );
+    let (r, _) = call(&gw, signed("GET", "/dbs/d/colls/c", &[], b""));
+    assert_eq!(r.status, 404);
+    let (r, _) = call(&gw, signed("GET", "/dbs/d/colls/kept", &[], b""));
+    assert_eq!(r.status, 200);
+}
+
 #[test]
 fn items_carry_etags_and_partition_key_rules() {
     let gw = setup();
@@ -413,6 +523,57 @@ fn items_carry_etags_and_partition_key_rules() {
     let (r, _) = call(&gw, signed("DELETE", "/dbs/d/colls/c/docs/a", &[pk], b""));
     assert_eq!(r.status, 204);
     assert!(r.body.is_empty());
+}
+
+#[test]
+fn responses_name_their_owner_in_alt_content_path() {
+    let gw = setup();
+    let alt = |r: &WireResponse| r.header("x-ms-alt-content-path").map(str::to_owned);
+    let (r, coll) = call(&gw, signed("GET", "/dbs/d/colls/c", &[], b""));
+    assert_eq!(alt(&r).as_deref(), Some("dbs/d"));
+    let pk = [("x-ms-documentdb-partitionkey", r#"["p"]"#)];
+    let (r, body) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls/c/docs/",
+            &pk,
+            br#"{"id":"a","pk":"p"}"#,
+        ),
+    );
+    assert_eq!(r.status, 201);
+    assert_eq!(alt(&r).as_deref(), Some("dbs/d/colls/c"));
+    // With the body's _self (4th segment: the container's rid) the Python
+    // SDK keys its session tokens by container.
+    assert_eq!(
+        body["_self"].as_str().unwrap().split('/').nth(3),
+        coll["_rid"].as_str(),
+        "{body}"
+    );
+    let (r, _) = call(&gw, signed("GET", "/dbs/d/colls/c/docs/a", &pk, b""));
+    assert_eq!(alt(&r).as_deref(), Some("dbs/d/colls/c"));
+    let (r, _) = call(&gw, signed("DELETE", "/dbs/d/colls/c/docs/a", &pk, b""));
+    assert_eq!(r.status, 204);
+    assert_eq!(alt(&r).as_deref(), Some("dbs/d/colls/c"));
+    // A procedure's result is not a resource: no owner path.
+    let (r, _) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls/c/sprocs",
+            &[],
+            br#"{"id":"one","body":"function one() { getContext().getResponse().setBody(1); }"}"#,
+        ),
+    );
+    assert_eq!(r.status, 201);
+    assert_eq!(alt(&r).as_deref(), Some("dbs/d/colls/c"));
+    let (r, body) = call(&gw, signed("POST", "/dbs/d/colls/c/sprocs/one", &pk, b"[]"));
+    assert_eq!((r.status, body), (200, json!(1)));
+    assert_eq!(alt(&r), None);
+    // Errors carry none either.
+    let (r, _) = call(&gw, signed("GET", "/dbs/d/colls/c/docs/zzz", &pk, b""));
+    assert_eq!(r.status, 404);
+    assert_eq!(alt(&r), None);
 }
 
 #[test]
@@ -938,15 +1099,18 @@ proptest! {
 struct ServerProcess {
     child: Child,
     addr: String,
+    /// The startup line (endpoint, key, and with TLS the certificate).
+    ready: Value,
 }
 
 impl ServerProcess {
-    /// Starts `partita <global args> serve --bind 127.0.0.1:0 [--client-timeout-ms N]`:
-    /// `args` are global arguments, up to a `--client-timeout-ms` and its value.
+    /// Starts `partita <global args> serve --bind 127.0.0.1:0 [serve args]`:
+    /// `args` are global arguments up to the first `--client-timeout-ms` or
+    /// `--tls*`, serve arguments from there.
     fn start(args: &[&str]) -> ServerProcess {
         let split = args
             .iter()
-            .position(|a| *a == "--client-timeout-ms")
+            .position(|a| *a == "--client-timeout-ms" || a.starts_with("--tls"))
             .unwrap_or(args.len());
         let mut child = Command::new(env!("CARGO_BIN_EXE_partita"))
             .args(&args[..split])
@@ -964,13 +1128,14 @@ impl ServerProcess {
         let endpoint = ready["endpoint"].as_str().unwrap();
         let addr = endpoint
             .trim_start_matches("http://")
+            .trim_start_matches("https://")
             .trim_end_matches('/')
             .to_owned();
-        ServerProcess { child, addr }
+        ServerProcess { child, addr, ready }
     }
 
     fn endpoint(&self) -> String {
-        format!("http://{}/", self.addr)
+        self.ready["endpoint"].as_str().unwrap().to_owned()
     }
 
     /// Sends raw bytes and returns the raw response (the server closes the
@@ -1115,6 +1280,233 @@ fn slow_clients_are_cut_off() {
     assert!(text.contains("RequestTimeout"), "{text}");
 }
 
+// --- TLS ----------------------------------------------------------------------------------
+
+/// What a TLS client saw: the ALPN protocol the server chose and, when a
+/// request was sent, the whole response (the request says `connection: close`).
+struct TlsExchange {
+    alpn: Option<Vec<u8>>,
+    response: String,
+}
+
+/// Connects to `addr` over TLS as `127.0.0.1`, trusting only the
+/// certificates in `roots_pem`, offering `alpn`; sends `request` if given.
+/// The error is the client's reason for refusing the handshake.
+fn tls_exchange(
+    addr: &str,
+    roots_pem: &str,
+    alpn: &[&[u8]],
+    request: Option<&[u8]>,
+) -> Result<TlsExchange, std::io::Error> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
+    use tokio_rustls::rustls::{self, ClientConfig, RootCertStore};
+
+    let mut roots = RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(roots_pem.as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let tcp = tokio::net::TcpStream::connect(addr).await?;
+        let name = ServerName::try_from("127.0.0.1").unwrap();
+        let mut tls = connector.connect(name, tcp).await?;
+        let alpn = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
+        let mut response = Vec::new();
+        if let Some(request) = request {
+            tls.write_all(request).await?;
+            // A close without TLS close_notify is still the end here.
+            let _ = tls.read_to_end(&mut response).await;
+        }
+        Ok(TlsExchange {
+            alpn,
+            response: String::from_utf8_lossy(&response).into_owned(),
+        })
+    })
+}
+
+/// A signed HTTP/1.1 request for `GET path` to `addr`.
+fn signed_get(addr: &str, path: &str) -> Vec<u8> {
+    let req = signed("GET", path, &[], b"");
+    format!(
+        "GET {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\nauthorization: {}\r\nx-ms-date: {}\r\n\r\n",
+        req.headers["authorization"].to_str().unwrap(),
+        req.headers["x-ms-date"].to_str().unwrap(),
+    )
+    .into_bytes()
+}
+
+#[test]
+fn tls_serves_https_with_the_printed_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    let server = ServerProcess::start(&["--data", data, "--tls"]);
+    assert!(
+        server.endpoint().starts_with("https://127.0.0.1:"),
+        "{}",
+        server.ready
+    );
+    let cert_path = PathBuf::from(server.ready["certificate"].as_str().unwrap());
+    assert_eq!(
+        cert_path,
+        dir.path().join("tls-cert.pem"),
+        "in the data directory"
+    );
+    let cert = std::fs::read_to_string(&cert_path).unwrap();
+
+    // HTTP/1.1: account discovery advertises https.
+    let exchange = tls_exchange(
+        &server.addr,
+        &cert,
+        &[b"http/1.1"],
+        Some(&signed_get(&server.addr, "/")),
+    )
+    .expect("the client trusts the printed certificate");
+    assert_eq!(exchange.alpn.as_deref(), Some(&b"http/1.1"[..]));
+    assert!(
+        exchange.response.starts_with("HTTP/1.1 200"),
+        "{}",
+        exchange.response
+    );
+    let body = &exchange.response[exchange.response.find("\r\n\r\n").unwrap() + 4..];
+    let account: Value = serde_json::from_str(body).unwrap();
+    assert_eq!(
+        account["writableLocations"][0]["databaseAccountEndpoint"],
+        server.endpoint()
+    );
+    // Without ALPN: HTTP/1.1 too.
+    let exchange = tls_exchange(
+        &server.addr,
+        &cert,
+        &[],
+        Some(&signed_get(&server.addr, "/dbs")),
+    )
+    .unwrap();
+    assert!(
+        exchange.response.starts_with("HTTP/1.1 200"),
+        "{}",
+        exchange.response
+    );
+    // A client that offers h2 gets it.
+    let exchange = tls_exchange(&server.addr, &cert, &[b"h2", b"http/1.1"], None).unwrap();
+    assert_eq!(exchange.alpn.as_deref(), Some(&b"h2"[..]));
+    // Plain HTTP on the TLS port gets no HTTP answer.
+    let response = server.raw(b"GET / HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
+    assert!(!response.starts_with("HTTP/1.1"), "{response}");
+
+    // A restart generates a new certificate: the old one is not trusted.
+    drop(server);
+    let server = ServerProcess::start(&["--data", data, "--tls"]);
+    let err = tls_exchange(&server.addr, &cert, &[b"http/1.1"], None)
+        .err()
+        .expect("a client trusting another certificate refuses the handshake");
+    assert!(err.to_string().contains("certificate"), "{err}");
+    let fresh = std::fs::read_to_string(&cert_path).unwrap();
+    assert_ne!(fresh, cert);
+    tls_exchange(&server.addr, &fresh, &[b"http/1.1"], None).unwrap();
+}
+
+#[test]
+fn tls_with_the_users_certificate_and_a_client_that_trusts_another_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mine = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
+    let cert = dir.path().join("cert.pem");
+    let key = dir.path().join("key.pem");
+    std::fs::write(&cert, mine.cert.pem()).unwrap();
+    std::fs::write(&key, mine.signing_key.serialize_pem()).unwrap();
+    let server = ServerProcess::start(&[
+        "--in-memory",
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+    ]);
+    assert_eq!(server.ready["certificate"], cert.to_str().unwrap());
+    let exchange = tls_exchange(
+        &server.addr,
+        &mine.cert.pem(),
+        &[b"http/1.1"],
+        Some(&signed_get(&server.addr, "/dbs")),
+    )
+    .unwrap();
+    assert!(
+        exchange.response.starts_with("HTTP/1.1 200"),
+        "{}",
+        exchange.response
+    );
+    // A client trusting an unrelated certificate refuses the server.
+    let other = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
+    let err = tls_exchange(&server.addr, &other.cert.pem(), &[b"http/1.1"], None)
+        .err()
+        .expect("refused");
+    assert!(err.to_string().contains("certificate"), "{err}");
+
+    // Unusable files: the server does not start, and says which file.
+    let output = Command::new(env!("CARGO_BIN_EXE_partita"))
+        .args([
+            "--in-memory",
+            "serve",
+            "--bind",
+            "127.0.0.1:0",
+            "--tls-cert",
+        ])
+        .arg(&key)
+        .arg("--tls-key")
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("key.pem") && stderr.contains("400"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_tls_client_that_never_finishes_its_handshake_is_cut_off() {
+    let server = ServerProcess::start(&["--in-memory", "--tls", "--client-timeout-ms", "300"]);
+    // Connects and sends nothing: the handshake times out and the server
+    // closes the connection (read_to_end returns instead of hanging).
+    let mut stream = TcpStream::connect(&server.addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut out = Vec::new();
+    let read = stream.read_to_end(&mut out);
+    assert!(
+        read.is_ok(),
+        "the server kept the connection open: {read:?}"
+    );
+    assert!(out.is_empty());
+    // The server still serves others.
+    let cert = std::fs::read_to_string(server.ready["certificate"].as_str().unwrap()).unwrap();
+    let exchange = tls_exchange(
+        &server.addr,
+        &cert,
+        &[b"http/1.1"],
+        Some(&signed_get(&server.addr, "/dbs")),
+    )
+    .unwrap();
+    assert!(
+        exchange.response.starts_with("HTTP/1.1 200"),
+        "{}",
+        exchange.response
+    );
+}
+
 /// The virtual environment with `azure-cosmos` 4.17.1: `PARTITA_PY_VENV`, or
 /// `target/py-venv`, created on first use (`.ci/run` creates it in CI).
 fn python_venv() -> PathBuf {
@@ -1164,5 +1556,25 @@ fn the_python_sdk_runs_the_blog_workload_end_to_end() {
     assert!(
         output.status.success() && stdout.contains("ALL OK"),
         "the Python SDK script failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
+    );
+}
+
+#[test]
+fn the_python_sdk_works_over_https() {
+    let python = python_venv();
+    let server = ServerProcess::start(&["--in-memory", "--tls"]);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let output = Command::new(python)
+        .arg(root.join("tests/python/cosmos_tls.py"))
+        .arg(server.endpoint())
+        .arg(EMULATOR_KEY)
+        .arg(server.ready["certificate"].as_str().unwrap())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && stdout.contains("ALL OK"),
+        "the Python SDK script failed over HTTPS\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
     );
 }

@@ -91,6 +91,11 @@ pub(crate) struct ContainerInner {
         Vec<RwLock<HashMap<PartitionKey, Arc<LogicalPartition>, foldhash::quality::RandomState>>>,
     /// Stored procedures, triggers and UDFs by kind and id.
     pub(crate) scripts: RwLock<HashMap<(ScriptKind, String), Arc<ScriptRecord>>>,
+    /// False once the container is deleted. Every write to storage for the
+    /// container holds the read lock across the storage call and checks it
+    /// (`ContainerInner::alive`); deletion takes the write lock, so no write
+    /// of a deleted container can reach storage after its deletion did.
+    alive: RwLock<bool>,
 }
 
 impl ContainerInner {
@@ -117,7 +122,31 @@ impl ContainerInner {
             self_prefix,
             physical,
             scripts: RwLock::default(),
+            alive: RwLock::new(true),
         })
+    }
+
+    /// A guard that the container is not deleted while it is held, for a
+    /// write to storage; [`Error::ContainerNotFound`] (404) if it already is.
+    pub(crate) fn alive(&self) -> Result<parking_lot::RwLockReadGuard<'_, bool>> {
+        let alive = self.alive.read();
+        if *alive {
+            Ok(alive)
+        } else {
+            Err(Error::ContainerNotFound(self.meta.id.clone()))
+        }
+    }
+
+    /// Marks the container deleted once `delete` (the storage deletion)
+    /// succeeded, waiting for storage writes in flight to finish first.
+    pub(crate) fn retire(&self, delete: impl FnOnce() -> Result<()>) -> Result<()> {
+        let mut alive = self.alive.write();
+        if !*alive {
+            return Err(Error::ContainerNotFound(self.meta.id.clone()));
+        }
+        delete()?;
+        *alive = false;
+        Ok(())
     }
 
     pub(crate) fn next_seq(&self) -> u64 {

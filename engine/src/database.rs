@@ -268,6 +268,36 @@ impl Database {
         })
     }
 
+    /// Deletes the container `id` with its documents, scripts and change
+    /// log, durably: after a reopen it is gone, and a container created
+    /// later with the same id starts empty (change log from LSN 1). Writes
+    /// in flight on the container finish first; handles to it kept by
+    /// callers then fail every write with [`Error::ContainerNotFound`] and
+    /// read what it held when it was deleted. The ordinal (and so the
+    /// `_rid`) of a deleted container may be given to a later container.
+    ///
+    /// # Errors
+    /// [`Error::ContainerNotFound`] (404) for an unknown container;
+    /// [`Error::ReadOnly`] after an earlier storage failure;
+    /// [`Error::Storage`] when the storage fails (the store then refuses
+    /// all writes, and the container stays).
+    pub fn delete_container(&self, id: &str) -> Result<()> {
+        self.inner.check_writable()?;
+        let mut containers = self.inner.containers.write();
+        let container = containers
+            .get(id)
+            .cloned()
+            .ok_or_else(|| Error::ContainerNotFound(id.to_owned()))?;
+        container.retire(|| {
+            self.inner
+                .storage
+                .delete_container(id)
+                .inspect_err(|e| self.inner.mark_failed(e))
+        })?;
+        containers.remove(id);
+        Ok(())
+    }
+
     /// Every container's definition, ordered by id.
     pub fn containers(&self) -> Vec<ContainerProperties> {
         let containers = self.inner.containers.read();

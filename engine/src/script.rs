@@ -171,10 +171,12 @@ impl Container {
         if !scripts.contains_key(&key) {
             return Err(self.script_not_found(kind, id));
         }
+        let alive = self.inner.alive()?;
         self.db
             .storage
             .delete_script(self.id(), kind, id)
             .inspect_err(|e| self.db.mark_failed(e))?;
+        drop(alive);
         scripts.remove(&key);
         Ok(())
     }
@@ -253,10 +255,12 @@ impl Container {
             version: self.inner.next_seq(),
             ts: now_secs(),
         });
+        let alive = self.inner.alive()?;
         self.db
             .storage
             .put_script(&record)
             .inspect_err(|e| self.db.mark_failed(e))?;
+        drop(alive);
         scripts.insert(key, record.clone());
         Ok(record)
     }

@@ -388,10 +388,12 @@ impl Txn {
             partition_key: partition.key.clone(),
             changes,
         };
+        let alive = container.alive()?;
         let lsn = db
             .storage
             .commit(record)
             .inspect_err(|err| db.mark_failed(err))?;
+        drop(alive);
         // Drop our reference to the old state first, so that when no reader
         // holds it either, the new state is built in place.
         drop(base);

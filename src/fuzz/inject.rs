@@ -202,6 +202,10 @@ impl<S: Storage> Storage for CrashStorage<S> {
         self.inner.create_container(meta)
     }
 
+    fn delete_container(&self, id: &str) -> engine::Result<()> {
+        self.inner.delete_container(id)
+    }
+
     fn put_script(&self, script: &ScriptRecord) -> engine::Result<()> {
         self.inner.put_script(script)
     }

@@ -86,6 +86,8 @@ pub struct Gateway {
     /// The global LSN in session tokens (`0:-1#n`): counts writes.
     session: AtomicU64,
     activity: AtomicU64,
+    /// The scheme account discovery advertises (`https` behind TLS).
+    scheme: &'static str,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -115,7 +117,16 @@ impl Gateway {
             limits,
             session: AtomicU64::new(1),
             activity: AtomicU64::new(1),
+            scheme: "http",
         })
+    }
+
+    /// Makes account discovery advertise `https://` endpoints (the
+    /// transport serves TLS), or `http://` (the default).
+    #[must_use]
+    pub fn with_https(mut self, https: bool) -> Gateway {
+        self.scheme = if https { "https" } else { "http" };
+        self
     }
 
     /// Answers one request; `now` is the clock the request date is checked
@@ -194,7 +205,8 @@ impl Gateway {
                 "POST" => {
                     let definition = object_body(req, "container")?;
                     let coll = self.registry.create_collection(db, definition)?;
-                    Ok(WireResponse::json(201, &collection_json(&coll)))
+                    Ok(WireResponse::json(201, &collection_json(&coll))
+                        .with("x-ms-alt-content-path", format!("dbs/{db}")))
                 }
                 _ => Err(not_allowed(method, &req.path)),
             },
@@ -202,11 +214,13 @@ impl Gateway {
                 "GET" => Ok(WireResponse::json(
                     200,
                     &collection_json(&*self.registry.collection(db, c)?),
-                )),
+                )
+                .with("x-ms-alt-content-path", format!("dbs/{db}"))),
                 "PUT" => {
                     let definition = object_body(req, "container")?;
                     let coll = self.registry.replace_collection(db, c, definition)?;
-                    Ok(WireResponse::json(200, &collection_json(&coll)))
+                    Ok(WireResponse::json(200, &collection_json(&coll))
+                        .with("x-ms-alt-content-path", format!("dbs/{db}")))
                 }
                 "DELETE" => {
                     self.registry.delete_collection(db, c)?;
@@ -216,7 +230,8 @@ impl Gateway {
             },
             ["dbs", db, "colls", c, rest @ ..] => {
                 let coll = self.registry.collection(db, c)?;
-                self.collection_route(method, &coll, rest, req)
+                let response = self.collection_route(method, &coll, rest, req)?;
+                Ok(with_owner_path(response, method, rest, db, c))
             }
             _ => Err(WireError::not_found(format!(
                 "Partita serves no resource at {:?} (supported: databases, containers, \
@@ -287,7 +302,7 @@ impl Gateway {
 
     fn account(&self, req: &WireRequest) -> Result<WireResponse, WireError> {
         let host = header(&req.headers, "host")?.unwrap_or("127.0.0.1:8081");
-        let endpoint = format!("http://{host}/");
+        let endpoint = format!("{}://{host}/", self.scheme);
         let location = json!([{"name": "South Central US", "databaseAccountEndpoint": endpoint}]);
         Ok(WireResponse::json(
             200,
@@ -856,6 +871,25 @@ pub(crate) fn decode_path(path: &str) -> Result<Vec<String>, WireError> {
                 })
         })
         .collect()
+}
+
+/// Adds `x-ms-alt-content-path`, the owner's name path (`dbs/d/colls/c`),
+/// to a successful response about something inside a container. With it and
+/// the body's `_self` the Python SDK tracks session tokens per container
+/// (and sends them back, after resolving the key's range on `/pkranges`).
+/// Procedure results are left without it: their body is the procedure's
+/// value, not a resource, and the SDK would try to read a `_self` from it.
+fn with_owner_path(
+    response: WireResponse,
+    method: &str,
+    rest: &[&str],
+    db: &str,
+    coll: &str,
+) -> WireResponse {
+    if method == "POST" && matches!(rest, ["sprocs", _]) {
+        return response;
+    }
+    response.with("x-ms-alt-content-path", format!("dbs/{db}/colls/{coll}"))
 }
 
 fn not_allowed(method: &str, path: &str) -> WireError {

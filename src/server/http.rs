@@ -1,5 +1,5 @@
 //! The transport: HTTP/1.1 and HTTP/2 (h2c) on a TCP listener with hyper
-//! and tokio.
+//! and tokio, optionally inside TLS (`tls.rs`: h2 or http/1.1 by ALPN).
 //!
 //! Each connection is served by hyper with a header-read timeout (a client
 //! that trickles its headers is dropped). A request's body is read with a
@@ -26,6 +26,7 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 
 use super::gateway::Gateway;
+use super::tls::TlsConfig;
 use super::wire::{WireError, WireRequest, WireResponse};
 
 /// How the server listens and what it tolerates.
@@ -48,6 +49,8 @@ pub struct ServeOptions {
     /// them queue; each thread keeps a warm script context, so more threads
     /// than cores buy only overlap with commits waiting for their fsync.
     pub handler_threads: usize,
+    /// Serve HTTPS with this certificate instead of plain HTTP.
+    pub tls: Option<TlsConfig>,
 }
 
 impl Default for ServeOptions {
@@ -60,6 +63,7 @@ impl Default for ServeOptions {
             shutdown_grace: Duration::from_secs(10),
             worker_threads: 0,
             handler_threads: 0,
+            tls: None,
         }
     }
 }
@@ -172,6 +176,7 @@ impl Server {
                     let _ = stream.set_nodelay(true);
                     let gateway = self.gateway.clone();
                     let header_timeout = options.header_timeout;
+                    let tls = options.tls.as_ref().map(TlsConfig::acceptor);
                     let options = options.clone();
                     let service = service_fn(move |req| {
                         serve_request(gateway.clone(), options.clone(), req)
@@ -186,6 +191,15 @@ impl Server {
                             .timer(TokioTimer::new())
                             .header_read_timeout(header_timeout);
                         builder.http2().timer(TokioTimer::new());
+                        if let Some(acceptor) = tls {
+                            // The handshake gets the header timeout too; a
+                            // failed one just closes the connection.
+                            let handshake = tokio::time::timeout(header_timeout, acceptor.accept(stream));
+                            let Ok(Ok(stream)) = handshake.await else { return };
+                            let conn = builder.serve_connection(TokioIo::new(stream), service);
+                            let _ = watcher.watch(conn).await;
+                            return;
+                        }
                         let conn = builder.serve_connection(TokioIo::new(stream), service);
                         let _ = watcher.watch(conn).await;
                     });

@@ -22,10 +22,12 @@ mod epk;
 mod gateway;
 mod http;
 mod registry;
+mod tls;
 mod wire;
 
 pub use auth::{BadKey, EMULATOR_KEY, MAX_CLOCK_SKEW, MasterKey, resource_of};
 pub use gateway::{Gateway, GatewayLimits};
 pub use http::{ServeOptions, Server, ServerError};
 pub use registry::SYSTEM_CONTAINER;
+pub use tls::{SELF_SIGNED_NAMES, TlsConfig, TlsError};
 pub use wire::{SUBSTATUS_PARTITION_KEY_MISMATCH, WireError, WireRequest, WireResponse, code_name};

@@ -11,13 +11,17 @@
 //!     db-1    {"type": "database",   "name": "blog"}
 //!     coll-2  {"type": "collection", "db": "blog", "name": "posts",
 //!              "engine": "c2-posts", "definition": {partitionKey, indexingPolicy, ...}}
+//!     drop-coll-3 {"type": "dropped", "engine": "c3-old"}   (only while deleting)
 //! ```
 //!
 //! Each Cosmos container maps to an engine container named `c{n}-{name}`
 //! (`n` never reused), so two databases may hold containers of the same name.
-//! Deleting a container or database removes it from the registry; the
-//! engine container stays behind, unreachable, until a future engine
-//! `delete_container` can drop it (the engine has none yet).
+//! Deleting a container or database replaces its registry documents with
+//! `dropped` tombstones in one transaction (from then on clients see it
+//! gone), then deletes each engine container (documents, scripts, change
+//! log) and its tombstone. A server that stopped in between finishes the
+//! job when it loads the registry again, so no engine container is left
+//! behind.
 //!
 //! Lookups take a read lock and clone an `Arc`; creates and deletes are
 //! serialized by one mutex and publish a new entry only after the registry
@@ -83,6 +87,7 @@ impl Registry {
         let page = system.read_feed(PARTITION, &FeedOptions::default())?;
         let mut dbs: BTreeMap<String, DbEntry> = BTreeMap::new();
         let mut colls = Vec::new();
+        let mut dropped = Vec::new();
         let mut max_ordinal = 0;
         for doc in &page.items {
             let value = doc.value();
@@ -108,6 +113,10 @@ impl Registry {
                     );
                 }
                 Some("collection") => colls.push(doc.clone()),
+                Some("dropped") => dropped.push((
+                    doc.id().to_owned(),
+                    value["engine"].as_str().unwrap_or_default().to_owned(),
+                )),
                 _ => {}
             }
         }
@@ -141,12 +150,40 @@ impl Registry {
                 max_ordinal = max_ordinal.max(n);
             }
         }
-        Ok(Registry {
+        let registry = Registry {
             db: db.clone(),
             system,
             state: RwLock::new(dbs),
             writer: Mutex::new(max_ordinal),
-        })
+        };
+        // Deletions an earlier server did not finish.
+        for (tombstone, engine_id) in dropped {
+            registry.drop_engine_container(&tombstone, &engine_id)?;
+        }
+        Ok(registry)
+    }
+
+    /// Deletes a deleted container's engine container (if still there),
+    /// then its tombstone.
+    fn drop_engine_container(&self, tombstone: &str, engine_id: &str) -> Result<(), engine::Error> {
+        match self.db.delete_container(engine_id) {
+            Ok(()) | Err(engine::Error::ContainerNotFound(_)) => {}
+            Err(e) => return Err(e),
+        }
+        self.system.delete_item(PARTITION, tombstone, None)
+    }
+
+    /// In a registry transaction: replaces a container's registry document
+    /// with a tombstone; returns the tombstone's id.
+    fn bury(txn: &mut engine::Txn, coll: &CollEntry) -> Result<String, engine::Error> {
+        let tombstone = format!("drop-{}", coll.doc_id);
+        txn.delete_item(&coll.doc_id, None)?;
+        txn.upsert_item(
+            json!({"id": tombstone, "registry": PARTITION, "type": "dropped",
+                               "engine": coll.container.id()}),
+            None,
+        )?;
+        Ok(tombstone)
     }
 
     /// Every database, by name.
@@ -206,19 +243,28 @@ impl Registry {
         Ok(entry)
     }
 
-    /// Deletes a database and its containers, atomically.
+    /// Deletes a database and its containers: atomically from the
+    /// registry, then each engine container.
     pub(crate) fn delete_database(&self, name: &str) -> Result<(), WireError> {
         let _writer = self.writer.lock();
         let entry = self.database(name)?;
-        self.system
+        let tombstones = self
+            .system
             .transaction(PARTITION, |txn| {
-                for coll in entry.colls.values() {
-                    txn.delete_item(&coll.doc_id, None)?;
-                }
-                txn.delete_item(&entry.doc_id, None)
+                let tombstones = entry
+                    .colls
+                    .values()
+                    .map(|coll| Ok((Registry::bury(txn, coll)?, coll.container.id().to_owned())))
+                    .collect::<Result<Vec<_>, engine::Error>>()?;
+                txn.delete_item(&entry.doc_id, None)?;
+                Ok::<_, engine::Error>(tombstones)
             })
             .map_err(registry_error)?;
         self.state.write().remove(name);
+        for (tombstone, engine_id) in tombstones {
+            self.drop_engine_container(&tombstone, &engine_id)
+                .map_err(registry_error)?;
+        }
         Ok(())
     }
 
@@ -323,17 +369,20 @@ impl Registry {
         Ok(coll)
     }
 
-    /// Deletes a container (from the registry; see the module docs).
+    /// Deletes a container: from the registry, then its engine container
+    /// (see the module docs).
     pub(crate) fn delete_collection(&self, db: &str, name: &str) -> Result<(), WireError> {
         let _writer = self.writer.lock();
         let coll = self.collection(db, name)?;
-        self.system
-            .delete_item(PARTITION, &coll.doc_id, None)
+        let tombstone = self
+            .system
+            .transaction(PARTITION, |txn| Registry::bury(txn, &coll))
             .map_err(registry_error)?;
         if let Some(entry) = self.state.write().get_mut(db) {
             entry.colls.remove(name);
         }
-        Ok(())
+        self.drop_engine_container(&tombstone, coll.container.id())
+            .map_err(registry_error)
     }
 }
 

@@ -81,6 +81,25 @@ items.create_item({"id": "gone", "pk": "p1"})
 items.delete_item("gone", partition_key="p1")
 expect_status(404, lambda: items.read_item("gone", partition_key="p1"))
 expect_status(404, lambda: items.delete_item("gone", partition_key="p1"))
+# Session tokens: writes answer with x-ms-alt-content-path, so the SDK tracks the container's token
+# (resolving the key's range on /pkranges) and sends it back on reads and queries.
+assert items.client_connection.last_response_headers.get("x-ms-alt-content-path") == "dbs/blog/colls/items"
+sent = {}
+
+
+def capture(response):
+    sent.update(response.http_request.headers)
+
+
+write_token = items.upsert_item({"id": "s", "pk": "p1"}) and items.client_connection.last_response_headers[
+    "x-ms-session-token"
+]
+items.read_item("s", partition_key="p1", raw_response_hook=capture)
+assert sent.get("x-ms-session-token") == write_token, (sent.get("x-ms-session-token"), write_token)
+sent.clear()
+list(items.query_items("SELECT * FROM c", partition_key="p1", raw_response_hook=capture))
+assert sent.get("x-ms-session-token") == write_token, (sent.get("x-ms-session-token"), write_token)
+items.delete_item("s", partition_key="p1")
 charge = items.client_connection.last_response_headers.get("x-ms-request-charge")
 assert charge is not None, "every response carries x-ms-request-charge"
 assert len(list(items.read_all_items())) == 4

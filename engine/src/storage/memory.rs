@@ -39,6 +39,11 @@ impl Storage for MemoryStorage {
         Ok(())
     }
 
+    fn delete_container(&self, id: &str) -> Result<()> {
+        self.logs.lock().remove(id);
+        Ok(())
+    }
+
     fn put_script(&self, _script: &ScriptRecord) -> Result<()> {
         Ok(())
     }

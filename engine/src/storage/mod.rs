@@ -257,6 +257,15 @@ pub trait Storage: Send + Sync {
     /// [`crate::Error::Storage`] on I/O failure.
     fn create_container(&self, meta: &ContainerMeta) -> Result<()>;
 
+    /// Durably removes a container: its definition, documents, scripts and
+    /// change log, all at once. A container created later with the same id
+    /// starts empty, its change log at LSN 1. The engine calls it only when
+    /// no write for the container is in flight, and sends none afterwards.
+    ///
+    /// # Errors
+    /// [`crate::Error::Storage`] on I/O failure.
+    fn delete_container(&self, id: &str) -> Result<()>;
+
     /// Durably stores a script, replacing any with the same container, kind and id.
     ///
     /// # Errors

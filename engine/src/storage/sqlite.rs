@@ -112,6 +112,7 @@ enum Request {
 
 enum MetaOp {
     CreateContainer(ContainerMeta),
+    DeleteContainer(String),
     PutScript(ScriptRecord),
     DeleteScript {
         container: String,
@@ -285,6 +286,10 @@ impl Storage for SqliteStorage {
         self.meta(MetaOp::CreateContainer(meta.clone()))
     }
 
+    fn delete_container(&self, id: &str) -> Result<()> {
+        self.meta(MetaOp::DeleteContainer(id.to_owned()))
+    }
+
     fn put_script(&self, script: &ScriptRecord) -> Result<()> {
         self.meta(MetaOp::PutScript(script.clone()))
     }
@@ -451,7 +456,13 @@ fn run_committer(
                             next_lsn.insert(record.container.to_string(), lsn.0);
                             let _ = reply.send(Ok(lsn));
                         }
-                        Request::Meta(_, reply) => drop(reply.send(Ok(()))),
+                        Request::Meta(op, reply) => {
+                            if let MetaOp::DeleteContainer(id) = &op {
+                                // A container of the same id starts over at LSN 1.
+                                next_lsn.remove(id);
+                            }
+                            drop(reply.send(Ok(())));
+                        }
                     }
                 }
             }
@@ -473,6 +484,15 @@ fn write_meta(tx: &rusqlite::Transaction<'_>, op: &MetaOp) -> rusqlite::Result<(
                 "INSERT OR IGNORE INTO containers (id, ordinal, pk_path, physical_partitions) VALUES (?1, ?2, ?3, ?4)",
                 params![meta.id, meta.ordinal, meta.partition_key_path, meta.physical_partitions],
             )?;
+        }
+        MetaOp::DeleteContainer(id) => {
+            for table in ["docs", "changes", "scripts"] {
+                tx.execute(
+                    &format!("DELETE FROM {table} WHERE container = ?1"),
+                    params![id],
+                )?;
+            }
+            tx.execute("DELETE FROM containers WHERE id = ?1", params![id])?;
         }
         MetaOp::PutScript(script) => {
             tx.execute(
@@ -533,6 +553,10 @@ fn write_batch(
             let record = match request {
                 Request::Meta(op, _) => {
                     write_meta(&tx, op).map_err(bad)?;
+                    if let MetaOp::DeleteContainer(id) = op {
+                        // Commits after the deletion in this batch start over.
+                        staged.insert(id, 0);
+                    }
                     lsns.push(Lsn::ZERO);
                     continue;
                 }
@@ -675,5 +699,49 @@ mod tests {
             .map(|c| c.id)
             .collect();
         assert_eq!(ids, ["b", "c"]);
+    }
+
+    #[test]
+    fn a_deleted_container_starts_over_even_inside_one_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        let meta = ContainerMeta {
+            id: "c".into(),
+            ordinal: 1,
+            partition_key_path: "/pk".into(),
+            physical_partitions: 1,
+        };
+        let mut conn = Connection::open(&path).unwrap();
+        conn.execute_batch(SCHEMA).unwrap();
+        let (reply, _) = mpsc::sync_channel(1);
+        let (meta_reply, _) = mpsc::sync_channel(1);
+        let batch = vec![
+            Request::Meta(MetaOp::CreateContainer(meta.clone()), meta_reply.clone()),
+            Request::Commit(record("a"), reply.clone()),
+            Request::Commit(record("b"), reply.clone()),
+            Request::Meta(MetaOp::DeleteContainer("c".into()), meta_reply.clone()),
+            Request::Meta(MetaOp::CreateContainer(meta), meta_reply),
+            Request::Commit(record("new"), reply),
+        ];
+        let lsns = write_batch(&mut conn, &batch, &HashMap::new()).unwrap();
+        assert_eq!(
+            lsns,
+            [Lsn::ZERO, Lsn(1), Lsn(2), Lsn::ZERO, Lsn::ZERO, Lsn(1)]
+        );
+        drop(conn);
+        let storage = SqliteStorage::open(&path, Durability::Full).unwrap();
+        let loaded = storage.load().unwrap();
+        assert_eq!(loaded.len(), 1);
+        let ids: Vec<&str> = loaded[0]
+            .documents
+            .iter()
+            .map(|d| d.document.id())
+            .collect();
+        assert_eq!(ids, ["new"]);
+        assert_eq!(storage.read_changes("c", Lsn::ZERO, 10).unwrap().len(), 1);
+        // Across batches: the committer forgets the deleted container's LSNs.
+        storage.delete_container("c").unwrap();
+        assert!(storage.load().unwrap().is_empty());
+        assert_eq!(storage.commit(record("again")).unwrap(), Lsn(1));
     }
 }

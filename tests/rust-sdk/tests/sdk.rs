@@ -2,7 +2,7 @@
 //! off) against `partita serve`: connect, databases and containers, item
 //! CRUD with etags, and queries both with the SDK's own planner (which sends
 //! ORDER BY as the `orderByItems`/`payload` envelope query) and with
-//! gateway query plans.
+//! gateway query plans; and the same SDK over HTTPS (`serve --tls`).
 //!
 //! The server is the `partita` binary built by the main workspace
 //! (`PARTITA_BIN`, default `../../target/debug/partita`), started on a free
@@ -13,9 +13,12 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
 use azure_data_cosmos::models::ContainerProperties;
-use azure_data_cosmos::options::{BinaryEncodingOptions, QueryOptions, QueryPlanMode};
+use azure_data_cosmos::options::{
+    BinaryEncodingOptions, ConnectionPoolOptions, QueryOptions, QueryPlanMode,
+    ServerCertificateValidation,
+};
 use azure_data_cosmos::{
-    AccountReference, CosmosClient, FeedScope, PartitionKey, Query, RoutingStrategy,
+    AccountReference, CosmosClient, CosmosRuntime, FeedScope, PartitionKey, Query, RoutingStrategy,
 };
 use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};
@@ -31,6 +34,11 @@ struct Server {
 
 impl Server {
     fn start() -> Server {
+        Server::start_with(&[])
+    }
+
+    /// Starts the server with extra `serve` arguments.
+    fn start_with(extra: &[&str]) -> Server {
         let bin = std::env::var_os("PARTITA_BIN").map_or_else(
             || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/debug/partita"),
             PathBuf::from,
@@ -42,6 +50,7 @@ impl Server {
         );
         let mut child = Command::new(bin)
             .args(["--in-memory", "serve", "--bind", "127.0.0.1:0"])
+            .args(extra)
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();
@@ -57,11 +66,15 @@ impl Server {
     }
 
     async fn client(&self) -> CosmosClient {
+        self.client_with(CosmosClient::builder()).await
+    }
+
+    async fn client_with(&self, builder: azure_data_cosmos::CosmosClientBuilder) -> CosmosClient {
         let account = AccountReference::with_authentication_key(
             self.endpoint.parse().unwrap(),
             KEY.to_owned(),
         );
-        CosmosClient::builder()
+        builder
             .with_binary_encoding_options(BinaryEncodingOptions::new().with_enabled(false))
             .build(
                 account,
@@ -231,4 +244,68 @@ async fn crud_and_queries_with_both_planners() {
     assert_eq!(status(&items.read(None).await.unwrap_err()), 404);
     db.delete(None).await.unwrap();
     assert_eq!(status(&db.read(None).await.unwrap_err()), 404);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn crud_and_queries_over_https() {
+    let server = Server::start_with(&["--tls"]);
+    assert!(
+        server.endpoint.starts_with("https://"),
+        "{}",
+        server.endpoint
+    );
+    // The SDK has no option to trust one more certificate; it skips
+    // validation for emulator hosts (loopback) when asked.
+    let pool = ConnectionPoolOptions::builder()
+        .with_server_certificate_validation(ServerCertificateValidation::RequiredUnlessEmulator)
+        .build()
+        .unwrap();
+    let runtime = CosmosRuntime::builder()
+        .with_connection_pool(pool)
+        .build()
+        .await
+        .unwrap();
+    let client = server
+        .client_with(CosmosClient::builder().with_runtime(runtime))
+        .await;
+    client.create_database("tls", None).await.unwrap();
+    let db = client.database_client("tls");
+    db.create_container(ContainerProperties::new("items", "/pk".into()), None)
+        .await
+        .unwrap();
+    let items = db.container_client("items", None).await.unwrap();
+    for i in 0..3 {
+        let item = Item {
+            id: format!("i{i}"),
+            pk: "k".into(),
+            n: i,
+        };
+        items.create_item("k", &item.id, &item, None).await.unwrap();
+    }
+    let read: Item = items
+        .read_item("k", "i1", None)
+        .await
+        .unwrap()
+        .into_model()
+        .unwrap();
+    assert_eq!(read.n, 1);
+    let ordered: Vec<Item> = items
+        .query_items(
+            "SELECT * FROM c ORDER BY c.n DESC",
+            FeedScope::full_container(),
+            None,
+        )
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    let ns: Vec<i64> = ordered.iter().map(|i| i.n).collect();
+    assert_eq!(ns, [2, 1, 0]);
+    items.delete_item("k", "i0", None).await.unwrap();
+    assert_eq!(
+        status(&items.read_item("k", "i0", None).await.unwrap_err()),
+        404
+    );
+    db.delete(None).await.unwrap();
 }
