@@ -27,7 +27,6 @@
 //! Non-goals: transactions spanning logical partitions, data sets larger
 //! than memory.
 
-mod alloc;
 pub mod blog;
 pub mod change_feed;
 pub mod charge;
@@ -37,7 +36,7 @@ mod scripts;
 #[cfg(feature = "server")]
 pub mod server;
 
-pub use alloc::MiMalloc;
+pub use engine::MiMalloc;
 pub use runtime::Limits;
 pub use scripts::{
     CallError, CallStatistics, ItemResponse, ProcedureResponse, Scripts, WriteOptions,

@@ -1,6 +1,10 @@
 //! Query engine benchmarks: top-k ORDER BY, COUNT and a parameterised filter
 //! over one 100-document logical partition held in memory.
 
+/// The `partita` binary's allocator, so the figures are what users run.
+#[global_allocator]
+static ALLOCATOR: engine::MiMalloc = engine::MiMalloc;
+
 use std::hint::black_box;
 use std::ops::ControlFlow;
 

@@ -5,6 +5,10 @@
 //! Besides criterion's estimate, prints p50/p99 of individually timed
 //! calls, since the targets are on tail latency.
 
+/// The `partita` binary's allocator, so the figures are what users run.
+#[global_allocator]
+static ALLOCATOR: engine::MiMalloc = engine::MiMalloc;
+
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 

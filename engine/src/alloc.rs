@@ -1,4 +1,4 @@
-//! The global allocator the `partita` binary, its benchmarks and its load
+//! The global allocator the `partita` binary, the benchmarks and the load
 //! generators use: mimalloc, called the way its fast paths expect.
 //!
 //! Every write allocates a few dozen small strings and maps (keys, values,
@@ -13,11 +13,14 @@
 //! (its long-standing stable line) took ~1,000 fewer still: together ~8%
 //! fewer instructions per transaction (callgrind, 27.5k against 29.8k).
 //!
-//! Library users choose their own allocator; this one is opt-in:
+//! It lives in the engine, whose documents it is tuned for, so that every
+//! crate's benchmarks can measure with the allocator the binary ships
+//! (`partita::MiMalloc` re-exports it). Library users choose their own
+//! allocator; this one is opt-in:
 //!
 //! ```
 //! #[global_allocator]
-//! static ALLOCATOR: partita::MiMalloc = partita::MiMalloc;
+//! static ALLOCATOR: engine::MiMalloc = engine::MiMalloc;
 //! ```
 
 use std::alloc::{GlobalAlloc, Layout};
