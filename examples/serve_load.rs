@@ -20,6 +20,7 @@
 //! ```text
 //! cargo run --release --example serve_load -- [--connections 64] [--seconds 10]
 //!     [--posts 1000] [--in-memory] [--durability none] [--handler-threads N]
+//!     [--worker-threads N]
 //! ```
 //! Durable by default (a temporary data directory, `synchronous=FULL`).
 
@@ -45,6 +46,7 @@ struct Args {
     in_memory: bool,
     durability: Durability,
     handler_threads: usize,
+    worker_threads: usize,
 }
 
 fn args() -> Args {
@@ -55,6 +57,7 @@ fn args() -> Args {
         in_memory: false,
         durability: Durability::Full,
         handler_threads: 0,
+        worker_threads: 0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -65,6 +68,7 @@ fn args() -> Args {
             "--posts" => args.posts = value().parse().expect("a number"),
             "--in-memory" => args.in_memory = true,
             "--handler-threads" => args.handler_threads = value().parse().expect("a number"),
+            "--worker-threads" => args.worker_threads = value().parse().expect("a number"),
             "--durability" => {
                 args.durability = match value().as_str() {
                     "none" => Durability::None,
@@ -287,6 +291,7 @@ fn main() {
         ServeOptions {
             bind: SocketAddr::from(([127, 0, 0, 1], 0)),
             handler_threads: args.handler_threads,
+            worker_threads: args.worker_threads,
             ..ServeOptions::default()
         },
     )
