@@ -18,7 +18,7 @@
 //! second per connection rather than per request, as the protocol allows.
 //!
 //! ```text
-//! cargo run --release --example serve_load -- [--connections 64] [--seconds 10]
+//! cargo run --release --example serve_load -- [--connections 64] [--seconds 10] [--warmup 1]
 //!     [--posts 1000] [--in-memory] [--durability none] [--handler-threads N]
 //!     [--worker-threads N]
 //! ```
@@ -47,6 +47,7 @@ struct Args {
     durability: Durability,
     handler_threads: usize,
     worker_threads: usize,
+    warmup: u64,
 }
 
 fn args() -> Args {
@@ -58,6 +59,7 @@ fn args() -> Args {
         durability: Durability::Full,
         handler_threads: 0,
         worker_threads: 0,
+        warmup: 1,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -65,6 +67,7 @@ fn args() -> Args {
         match flag.as_str() {
             "--connections" => args.connections = value().parse().expect("a number"),
             "--seconds" => args.seconds = value().parse().expect("a number"),
+            "--warmup" => args.warmup = value().parse().expect("a number"),
             "--posts" => args.posts = value().parse().expect("a number"),
             "--in-memory" => args.in_memory = true,
             "--handler-threads" => args.handler_threads = value().parse().expect("a number"),
@@ -356,7 +359,7 @@ fn main() {
             assert_eq!(r.status, 201);
         }
 
-        let warmup = Duration::from_secs(1);
+        let warmup = Duration::from_secs(args.warmup);
         let measure = Duration::from_secs(args.seconds);
         let start = Instant::now();
         let mut tasks = Vec::new();
