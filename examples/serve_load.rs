@@ -3,14 +3,24 @@
 //! the Cosmos DB gateway protocol (signed like an SDK signs), against a
 //! server running in this process on loopback.
 //!
-//! Reports throughput, client-observed latency (p50/p99) and server-side
+//! Reports throughput, client-observed latency (p50/p99), server-side
 //! latency from `x-ms-request-duration-ms` (request read → response ready,
-//! the wait for a blocking thread included). Client and server share the
-//! machine's cores, so on a small machine the figures are pessimistic.
+//! the wait for a blocking thread included), and the CPU time each group of
+//! threads spent per execution (server: async workers and handler threads;
+//! committer: the engine's group-commit thread; client: this load
+//! generator), read from `/proc/self/task` on Linux. Client and server
+//! share the machine's cores, so on a small machine the rates are
+//! pessimistic; the CPU split says how much of them the client took.
+//!
+//! The client is kept cheap: one task per connection on one async thread,
+//! requests written from a reused buffer, and the signature (which depends
+//! only on the verb, the path and the date, to the second) computed once per
+//! second per connection rather than per request, as the protocol allows.
 //!
 //! ```text
-//! cargo run --release --example serve_load -- [--connections 64] [--seconds 10]
+//! cargo run --release --example serve_load -- [--connections 64] [--seconds 10] [--warmup 1]
 //!     [--posts 1000] [--in-memory] [--durability none] [--handler-threads N]
+//!     [--worker-threads N]
 //! ```
 //! Durable by default (a temporary data directory, `synchronous=FULL`).
 
@@ -36,6 +46,8 @@ struct Args {
     in_memory: bool,
     durability: Durability,
     handler_threads: usize,
+    worker_threads: usize,
+    warmup: u64,
 }
 
 fn args() -> Args {
@@ -46,6 +58,8 @@ fn args() -> Args {
         in_memory: false,
         durability: Durability::Full,
         handler_threads: 0,
+        worker_threads: 0,
+        warmup: 1,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -53,9 +67,11 @@ fn args() -> Args {
         match flag.as_str() {
             "--connections" => args.connections = value().parse().expect("a number"),
             "--seconds" => args.seconds = value().parse().expect("a number"),
+            "--warmup" => args.warmup = value().parse().expect("a number"),
             "--posts" => args.posts = value().parse().expect("a number"),
             "--in-memory" => args.in_memory = true,
             "--handler-threads" => args.handler_threads = value().parse().expect("a number"),
+            "--worker-threads" => args.worker_threads = value().parse().expect("a number"),
             "--durability" => {
                 args.durability = match value().as_str() {
                     "none" => Durability::None,
@@ -91,14 +107,7 @@ impl Conn {
     }
 
     async fn send(&mut self, method: &str, path: &str, extra: &str, body: &[u8]) -> Reply {
-        let segments: Vec<String> = path
-            .split('/')
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned)
-            .collect();
-        let (kind, link) = resource_of(&segments);
-        let date = httpdate::fmt_http_date(SystemTime::now());
-        let auth = self.key.authorization(method, &kind, &link, &date);
+        let (date, auth) = signature(&self.key, method, path, SystemTime::now());
         let head = format!(
             "{method} {path} HTTP/1.1\r\nhost: localhost\r\nauthorization: {auth}\r\n\
              x-ms-date: {date}\r\ncontent-type: application/json\r\n{extra}content-length: {}\r\n\r\n",
@@ -106,9 +115,14 @@ impl Conn {
         );
         let mut request = head.into_bytes();
         request.extend_from_slice(body);
+        self.send_raw(&request).await
+    }
+
+    /// Writes one complete request and reads its response.
+    async fn send_raw(&mut self, request: &[u8]) -> Reply {
         self.stream
             .get_mut()
-            .write_all(&request)
+            .write_all(request)
             .await
             .expect("write");
         let mut line = String::new();
@@ -145,6 +159,112 @@ impl Conn {
     }
 }
 
+/// The date header and authorization of a request at `now`.
+fn signature(key: &MasterKey, method: &str, path: &str, now: SystemTime) -> (String, String) {
+    let segments: Vec<String> = path
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect();
+    let (kind, link) = resource_of(&segments);
+    let date = httpdate::fmt_http_date(now);
+    let auth = key.authorization(method, &kind, &link, &date);
+    (date, auth)
+}
+
+/// A createComment request, re-signed when the second changes.
+struct SignedRequests {
+    key: Arc<MasterKey>,
+    second: u64,
+    head: String,
+    buf: Vec<u8>,
+}
+
+impl SignedRequests {
+    const PATH: &str = "/dbs/blog/colls/posts/sprocs/createComment";
+
+    fn new(key: Arc<MasterKey>) -> SignedRequests {
+        SignedRequests {
+            key,
+            second: u64::MAX,
+            head: String::new(),
+            buf: Vec::new(),
+        }
+    }
+
+    /// The bytes of a request executing createComment on `post`.
+    fn build(&mut self, post: &str) -> &[u8] {
+        use std::fmt::Write;
+        let now = SystemTime::now();
+        let second = now
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        if second != self.second {
+            let (date, auth) = signature(&self.key, "POST", Self::PATH, now);
+            self.head = format!(
+                "POST {} HTTP/1.1\r\nhost: localhost\r\nauthorization: {auth}\r\n\
+                 x-ms-date: {date}\r\ncontent-type: application/json\r\n",
+                Self::PATH
+            );
+            self.second = second;
+        }
+        let mut text = std::mem::take(&mut self.head);
+        let start = text.len();
+        let body_len = r#"["",{"text":"nice post"}]"#.len() + post.len();
+        let _ = write!(
+            text,
+            "x-ms-documentdb-partitionkey: [\"{post}\"]\r\ncontent-length: {body_len}\r\n\r\n\
+             [\"{post}\",{{\"text\":\"nice post\"}}]"
+        );
+        self.buf.clear();
+        self.buf.extend_from_slice(text.as_bytes());
+        text.truncate(start);
+        self.head = text;
+        &self.buf
+    }
+}
+
+/// CPU seconds used so far by this process's threads, by group (Linux;
+/// zeros elsewhere): (server, committer, client, total).
+fn cpu_by_group() -> [f64; 4] {
+    let mut out = [0.0; 4];
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return out;
+    };
+    for task in tasks.flatten() {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+            continue;
+        };
+        // "tid (comm) state ...": fields after the comm's closing paren;
+        // utime and stime are the 12th and 13th of them, in clock ticks
+        // (100 per second on Linux).
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let comm = &stat[open + 1..close];
+        let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+        let ticks: u64 = [11, 12]
+            .iter()
+            .filter_map(|&i| fields.get(i).and_then(|f| f.parse::<u64>().ok()))
+            .sum();
+        let seconds = ticks as f64 / 100.0;
+        let group = if comm.starts_with("partita-serve") {
+            0
+        } else if comm.starts_with("partita-commit") {
+            1
+        } else if comm.starts_with("serve-load") {
+            2
+        } else {
+            3
+        };
+        if group < 3 {
+            out[group] += seconds;
+        }
+        out[3] += seconds;
+    }
+    out
+}
+
 fn percentile(sorted: &[u64], p: f64) -> u64 {
     if sorted.is_empty() {
         return 0;
@@ -174,6 +294,7 @@ fn main() {
         ServeOptions {
             bind: SocketAddr::from(([127, 0, 0, 1], 0)),
             handler_threads: args.handler_threads,
+            worker_threads: args.worker_threads,
             ..ServeOptions::default()
         },
     )
@@ -193,6 +314,7 @@ fn main() {
 
     let client = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
+        .thread_name("serve-load")
         .enable_all()
         .build()
         .expect("client runtime");
@@ -237,7 +359,7 @@ fn main() {
             assert_eq!(r.status, 201);
         }
 
-        let warmup = Duration::from_secs(1);
+        let warmup = Duration::from_secs(args.warmup);
         let measure = Duration::from_secs(args.seconds);
         let start = Instant::now();
         let mut tasks = Vec::new();
@@ -246,7 +368,9 @@ fn main() {
             let posts = args.posts;
             let connections = args.connections;
             tasks.push(tokio::spawn(async move {
-                let mut conn = Conn::open(addr, key).await;
+                let mut conn = Conn::open(addr, key.clone()).await;
+                let mut requests = SignedRequests::new(key);
+                let names: Vec<String> = (0..posts).map(|p| format!("p{p}")).collect();
                 let (mut client_lat, mut server_lat) = (Vec::new(), Vec::new());
                 let mut errors = 0u64;
                 let mut k = c;
@@ -255,18 +379,9 @@ fn main() {
                     if now - start >= warmup + measure {
                         break;
                     }
-                    let post = format!("p{}", k % posts);
+                    let post = &names[k % posts];
                     k += connections;
-                    let pk = format!("x-ms-documentdb-partitionkey: [\"{post}\"]\r\n");
-                    let body = format!(r#"["{post}",{{"text":"nice post"}}]"#);
-                    let reply = conn
-                        .send(
-                            "POST",
-                            "/dbs/blog/colls/posts/sprocs/createComment",
-                            &pk,
-                            body.as_bytes(),
-                        )
-                        .await;
+                    let reply = conn.send_raw(requests.build(post)).await;
                     if now - start < warmup {
                         continue;
                     }
@@ -287,6 +402,11 @@ fn main() {
                 (client_lat, server_lat, errors)
             }));
         }
+        let start = tokio::time::Instant::from_std(start);
+        tokio::time::sleep_until(start + warmup).await;
+        let cpu_before = cpu_by_group();
+        tokio::time::sleep_until(start + warmup + measure).await;
+        let cpu_after = cpu_by_group();
         let (mut client_lat, mut server_lat, mut errors) = (Vec::new(), Vec::new(), 0);
         for task in tasks {
             let (c, s, e) = task.await.expect("task");
@@ -321,6 +441,16 @@ fn main() {
             "  server latency  p50 {} µs  p99 {} µs",
             percentile(&server_lat, 0.50),
             percentile(&server_lat, 0.99)
+        );
+        let per_exec = |i: usize| (cpu_after[i] - cpu_before[i]) * 1e6 / ok.max(1) as f64;
+        println!(
+            "  CPU per execution: server {:.0} µs, committer {:.0} µs, client {:.0} µs, \
+             process {:.0} µs ({:.2} cores busy)",
+            per_exec(0),
+            per_exec(1),
+            per_exec(2),
+            per_exec(3),
+            (cpu_after[3] - cpu_before[3]) / measure.as_secs_f64()
         );
     });
     let _ = stop.send(());

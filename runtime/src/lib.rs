@@ -247,6 +247,19 @@ pub fn run_js(
     js::run(script, invocation, collection, limits)
 }
 
+/// The free native stack a script call needs to run on the calling thread's
+/// own stack. With less, each call runs on a fresh stack segment that is
+/// mapped and unmapped per call (`stacker`), which costs system calls, a
+/// TLB shootdown and page faults on every call: threads that run many calls
+/// (a server's handlers) should be spawned with more than this.
+pub const SCRIPT_STACK_NEEDED: usize = js::RED_ZONE;
+
+/// Whether script calls on the current thread run in place, on its own
+/// stack (see [`SCRIPT_STACK_NEEDED`]).
+pub fn runs_scripts_in_place() -> bool {
+    stacker::remaining_stack().is_some_and(|free| free >= SCRIPT_STACK_NEEDED)
+}
+
 /// Makes the ids generated on this thread for documents created without one
 /// (`createDocument(link, {text: "hi"})`) a function of `seed` from now on.
 ///
@@ -325,4 +338,26 @@ pub fn run_wasm_udf(
     limits: &Limits,
 ) -> Result<Option<serde_json::Value>, Failure> {
     wasm::run_udf(udf, args, limits)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_threads_with_enough_stack_run_scripts_in_place() {
+        let on = |stack: usize| {
+            std::thread::Builder::new()
+                .stack_size(stack)
+                .spawn(runs_scripts_in_place)
+                .unwrap()
+                .join()
+                .unwrap()
+        };
+        assert!(
+            !on(2 << 20),
+            "a 2 MB thread (the spawn default) has too little"
+        );
+        assert!(on(SCRIPT_STACK_NEEDED + (1 << 20)));
+    }
 }

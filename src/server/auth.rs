@@ -33,9 +33,11 @@ pub const EMULATOR_KEY: &str =
 /// How far a request's date may be from the server's clock.
 pub const MAX_CLOCK_SKEW: Duration = Duration::from_secs(15 * 60);
 
-/// An account key (the base64 text clients are given, decoded).
+/// An account key (the base64 text clients are given, decoded), kept as
+/// the HMAC state after absorbing the key: every request's signature starts
+/// from a copy of it instead of hashing the key's pads again.
 #[derive(Clone)]
-pub struct MasterKey(Vec<u8>);
+pub struct MasterKey(Hmac<Sha256>);
 
 impl std::fmt::Debug for MasterKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -54,17 +56,35 @@ impl MasterKey {
     /// # Errors
     /// [`BadKey`] when it is not base64.
     pub fn from_base64(text: &str) -> Result<MasterKey, BadKey> {
-        Ok(MasterKey(STANDARD.decode(text.trim())?))
+        let key = STANDARD.decode(text.trim())?;
+        Ok(MasterKey(
+            Hmac::<Sha256>::new_from_slice(&key).expect("HMAC accepts keys of any length"),
+        ))
     }
 
-    fn mac(&self) -> Hmac<Sha256> {
-        Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC accepts keys of any length")
+    /// The HMAC of a request's string to sign (see the module docs).
+    fn mac(
+        &self,
+        verb: &str,
+        resource_type: &str,
+        resource_link: &str,
+        date: &str,
+    ) -> Hmac<Sha256> {
+        let mut mac = self.0.clone();
+        update_lowercase(&mut mac, verb);
+        mac.update(b"\n");
+        update_lowercase(&mut mac, resource_type);
+        mac.update(b"\n");
+        mac.update(resource_link.as_bytes());
+        mac.update(b"\n");
+        update_lowercase(&mut mac, date);
+        mac.update(b"\n\n");
+        mac
     }
 
     /// The signature of a request, as a client computes it (base64).
     pub fn sign(&self, verb: &str, resource_type: &str, resource_link: &str, date: &str) -> String {
-        let mut mac = self.mac();
-        mac.update(string_to_sign(verb, resource_type, resource_link, date).as_bytes());
+        let mac = self.mac(verb, resource_type, resource_link, date);
         STANDARD.encode(mac.finalize().into_bytes())
     }
 
@@ -85,14 +105,15 @@ impl MasterKey {
     }
 }
 
-fn string_to_sign(verb: &str, resource_type: &str, resource_link: &str, date: &str) -> String {
-    format!(
-        "{}\n{}\n{}\n{}\n\n",
-        verb.to_ascii_lowercase(),
-        resource_type.to_ascii_lowercase(),
-        resource_link,
-        date.to_ascii_lowercase()
-    )
+/// Feeds `text` lowercased (ASCII) to the HMAC without allocating.
+fn update_lowercase(mac: &mut Hmac<Sha256>, text: &str) {
+    let mut chunk = [0u8; 64];
+    for part in text.as_bytes().chunks(chunk.len()) {
+        let lower = &mut chunk[..part.len()];
+        lower.copy_from_slice(part);
+        lower.make_ascii_lowercase();
+        mac.update(lower);
+    }
 }
 
 /// The resource type and link a client signs for a path's (decoded) segments.
@@ -162,19 +183,19 @@ pub(crate) fn verify(
         )));
     }
     let (resource_type, resource_link) = resource_of(segments);
-    let mut mac = key.mac();
-    mac.update(string_to_sign(method, &resource_type, &resource_link, date).as_bytes());
-    mac.verify_slice(&sig).map_err(|_| {
-        WireError::unauthorized(format!(
-            "The input authorization token can't serve the request. The wrong key is being \
+    key.mac(method, &resource_type, &resource_link, date)
+        .verify_slice(&sig)
+        .map_err(|_| {
+            WireError::unauthorized(format!(
+                "The input authorization token can't serve the request. The wrong key is being \
              used or the expected payload is not built as per the protocol. The server signed: \
              '{}\\n{}\\n{}\\n{}\\n\\n'",
-            method.to_ascii_lowercase(),
-            resource_type.to_ascii_lowercase(),
-            resource_link,
-            date.to_ascii_lowercase()
-        ))
-    })
+                method.to_ascii_lowercase(),
+                resource_type.to_ascii_lowercase(),
+                resource_link,
+                date.to_ascii_lowercase()
+            ))
+        })
 }
 
 #[cfg(test)]
@@ -287,6 +308,28 @@ mod tests {
             "Sun, 22 Nov 2026 02:43:42 GMT",
         );
         assert_eq!(sig, EXPECTED_SIG);
+    }
+
+    #[test]
+    fn long_mixed_case_fields_are_lowercased_across_chunks() {
+        // Fields longer than the 64-byte lowercasing chunk sign like the
+        // whole string lowercased at once.
+        let key = MasterKey::from_base64(EMULATOR_KEY).unwrap();
+        let kind = format!("Docs{}", "AbC".repeat(50));
+        let date = format!("Sun, 22 Nov 2026 02:43:42 GMT{}", "XyZ".repeat(40));
+        let link = "dbs/D/colls/C/docs/MixedCase";
+        let whole = format!(
+            "post\n{}\n{link}\n{}\n\n",
+            kind.to_ascii_lowercase(),
+            date.to_ascii_lowercase()
+        );
+        let mut reference =
+            Hmac::<Sha256>::new_from_slice(&STANDARD.decode(EMULATOR_KEY).unwrap()).unwrap();
+        reference.update(whole.as_bytes());
+        assert_eq!(
+            key.sign("POST", &kind, link, &date),
+            STANDARD.encode(reference.finalize().into_bytes())
+        );
     }
 
     const EXPECTED_SIG: &str = "I4Lb2C1g0400W52A9Ivsfw2jxpYLBGvhPvU2bUDgx3o=";

@@ -29,6 +29,19 @@ use super::gateway::Gateway;
 use super::tls::TlsConfig;
 use super::wire::{WireError, WireRequest, WireResponse};
 
+/// Stack size of the server's threads. Script calls need 4 MB of free stack
+/// (the JavaScript runtime's red zone; Wasm needs less) and otherwise run on
+/// a fresh 16 MB segment that is mapped, faulted in and unmapped on every
+/// call: a `mmap`, an `mprotect`, a `munmap` (with a TLB shootdown across
+/// cores) and a page fault per touched stack page, per request. Threads born
+/// with this much stack run every call in place. It is address space: only
+/// the pages a call touches become memory, and they stay warm.
+const THREAD_STACK: usize = 16 << 20;
+
+/// How long an idle handler thread lives. Each keeps a warm script context
+/// (10–20 ms to build), so they are kept for long rather than tokio's 10 s.
+const HANDLER_KEEP_ALIVE: Duration = Duration::from_secs(3600);
+
 /// How the server listens and what it tolerates.
 #[derive(Clone, Debug)]
 pub struct ServeOptions {
@@ -132,20 +145,7 @@ impl Server {
         shutdown: impl Future<Output = ()> + Send + 'static,
         ready: impl FnOnce() + Send + 'static,
     ) -> Result<(), ServerError> {
-        let mut builder = tokio::runtime::Builder::new_multi_thread();
-        if self.options.worker_threads > 0 {
-            builder.worker_threads(self.options.worker_threads);
-        }
-        let handlers = match self.options.handler_threads {
-            0 => 4 * std::thread::available_parallelism().map_or(1, |n| n.get()),
-            n => n,
-        };
-        builder.max_blocking_threads(handlers);
-        let runtime = builder
-            .enable_all()
-            .thread_name("partita-serve")
-            .build()
-            .map_err(ServerError::Runtime)?;
+        let runtime = server_runtime(&self.options).map_err(ServerError::Runtime)?;
         runtime.block_on(self.serve(shutdown, ready))
     }
 
@@ -214,6 +214,26 @@ impl Server {
         }
         Ok(())
     }
+}
+
+/// The server's runtime: async workers for the connections, and handler
+/// threads (tokio's blocking pool) for engine calls.
+fn server_runtime(options: &ServeOptions) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if options.worker_threads > 0 {
+        builder.worker_threads(options.worker_threads);
+    }
+    let handlers = match options.handler_threads {
+        0 => 4 * std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
+    builder
+        .max_blocking_threads(handlers)
+        .thread_stack_size(THREAD_STACK)
+        .thread_keep_alive(HANDLER_KEEP_ALIVE)
+        .enable_all()
+        .thread_name("partita-serve")
+        .build()
 }
 
 async fn serve_request(
@@ -321,4 +341,22 @@ fn into_hyper(response: WireResponse) -> Response<Full<Bytes>> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handler_threads_run_scripts_on_their_own_stack() {
+        let runtime = server_runtime(&ServeOptions::default()).unwrap();
+        let in_place = runtime
+            .block_on(runtime.spawn_blocking(runtime::runs_scripts_in_place))
+            .unwrap();
+        assert!(
+            in_place,
+            "handler threads need {} bytes of free stack",
+            runtime::SCRIPT_STACK_NEEDED
+        );
+    }
 }

@@ -24,7 +24,7 @@ use super::sandbox::{self, Sandbox};
 use crate::{Budget, Error, ExecStats, Failure, Invocation, Limits, Output, Script};
 
 /// Stack a call needs free; with less, it runs on a fresh stack.
-const RED_ZONE: usize = 4 << 20;
+pub(crate) const RED_ZONE: usize = 4 << 20;
 
 /// Size of the fresh stack.
 const STACK_SIZE: usize = 16 << 20;

@@ -23,6 +23,10 @@ use crate::{Budget, Error, ExecStats, Failure, Invocation, Limits, Output};
 /// with UDFs recurses in Rust).
 const RED_ZONE: usize = MAX_WASM_STACK + (1 << 20);
 
+// `SCRIPT_STACK_NEEDED` promises threads with that much free stack run Wasm
+// calls in place too.
+const _: () = assert!(RED_ZONE <= crate::SCRIPT_STACK_NEEDED);
+
 /// The stack allocated when less than [`RED_ZONE`] is free.
 const STACK_SIZE: usize = 4 << 20;
 
