@@ -37,7 +37,7 @@ mod scripts;
 pub mod server;
 
 pub use engine::MiMalloc;
-pub use runtime::Limits;
+pub use runtime::{Limits, SCRIPT_THREAD_STACK};
 pub use scripts::{
     CallError, CallStatistics, ItemResponse, ProcedureResponse, Scripts, WriteOptions,
 };

@@ -150,25 +150,36 @@ fn drive(
         let handles: Vec<_> = (0..spec.callers)
             .map(|caller| {
                 let (barrier, failed, seq, start) = (&barrier, &failed, &seq, &start);
-                s.spawn(move || {
-                    let connected = target.connect();
-                    barrier.wait();
-                    let mut conn = connected?;
-                    let start = *start.wait();
-                    let mut generator = Generator::new(spec, caller, seq);
-                    let mut run = CallerRun {
-                        latencies: Vec::with_capacity(1 << 14),
-                        first: None,
-                        last: None,
-                        calls: 0,
-                    };
-                    let result =
-                        caller_loop(&mut *conn, &mut generator, &mut run, budget, start, failed);
-                    if result.is_err() {
-                        failed.store(true, Ordering::Relaxed);
-                    }
-                    result.map(|()| run)
-                })
+                // Script calls run in place on a thread this large.
+                std::thread::Builder::new()
+                    .stack_size(partita::SCRIPT_THREAD_STACK)
+                    .spawn_scoped(s, move || {
+                        let connected = target.connect();
+                        barrier.wait();
+                        let mut conn = connected?;
+                        let start = *start.wait();
+                        let mut generator = Generator::new(spec, caller, seq);
+                        let mut run = CallerRun {
+                            latencies: Vec::with_capacity(1 << 14),
+                            first: None,
+                            last: None,
+                            calls: 0,
+                        };
+                        let result = caller_loop(
+                            &mut *conn,
+                            &mut generator,
+                            &mut run,
+                            budget,
+                            start,
+                            failed,
+                        );
+                        if result.is_err() {
+                            failed.store(true, Ordering::Relaxed);
+                        }
+                        result.map(|()| run)
+                    })
+                    // What `Scope::spawn` does too.
+                    .expect("failed to spawn thread")
             })
             .collect();
         barrier.wait();

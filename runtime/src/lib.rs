@@ -254,6 +254,11 @@ pub fn run_js(
 /// (a server's handlers) should be spawned with more than this.
 pub const SCRIPT_STACK_NEEDED: usize = js::RED_ZONE;
 
+/// A stack size for threads that run many script calls: comfortably more
+/// than [`SCRIPT_STACK_NEEDED`], so every call runs in place. It is address
+/// space: only the pages a call touches become memory, and they stay warm.
+pub const SCRIPT_THREAD_STACK: usize = 16 << 20;
+
 /// Whether script calls on the current thread run in place, on its own
 /// stack (see [`SCRIPT_STACK_NEEDED`]).
 pub fn runs_scripts_in_place() -> bool {

@@ -581,12 +581,17 @@ fn run_once(
     let failure: Mutex<Option<FuzzError>> = Mutex::new(None);
     std::thread::scope(|scope| {
         for _ in 0..threads {
-            scope.spawn(|| {
-                if let Err(e) = worker(&shared) {
-                    shared.stop.store(true, Ordering::SeqCst);
-                    failure.lock().get_or_insert(e);
-                }
-            });
+            // Script calls run in place on a thread this large.
+            std::thread::Builder::new()
+                .stack_size(runtime::SCRIPT_THREAD_STACK)
+                .spawn_scoped(scope, || {
+                    if let Err(e) = worker(&shared) {
+                        shared.stop.store(true, Ordering::SeqCst);
+                        failure.lock().get_or_insert(e);
+                    }
+                })
+                // What `Scope::spawn` does too.
+                .expect("failed to spawn thread");
         }
     });
     if let Some(e) = failure.into_inner() {
