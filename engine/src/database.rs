@@ -131,6 +131,11 @@ impl Database {
         self.inner.dir.as_deref()
     }
 
+    /// The options the database was opened with.
+    pub fn options(&self) -> &Options {
+        &self.inner.options
+    }
+
     /// A database over any [`Storage`] (another backend, or a wrapper that
     /// injects faults in tests).
     ///

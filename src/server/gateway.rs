@@ -79,7 +79,7 @@ impl Default for GatewayLimits {
 
 /// The protocol over one database. Share it between threads (`Arc`).
 pub struct Gateway {
-    db: Database,
+    pub(crate) db: Database,
     registry: Registry,
     key: MasterKey,
     limits: GatewayLimits,

@@ -18,6 +18,34 @@
 //! per transaction would cap throughput near 1/fsync; batching is what makes
 //! thousands of durable transactions per second possible.
 //!
+//! Under [`Durability::Full`] the fsync is also pipelined: SQLite commits
+//! each batch into the write-ahead log without syncing (`synchronous=OFF`),
+//! and a syncer thread fsyncs the log file and only then wakes the batch's
+//! callers, while the committer already writes the next batch:
+//!
+//! ```text
+//!   committer: write batch 1 │ write batch 2 │ write batch 3 …
+//!   syncer:                  │ fsync ─► wake 1 │ fsync ─► wake 2 (and 3, if written) …
+//! ```
+//!
+//! A caller is still woken only after everything its batch wrote is on disk
+//! (an fsync covers every write to the file made before it), and one fsync
+//! covers every batch written while the previous one ran. What SQLite's own
+//! syncs would have protected besides the commits is kept: the committer
+//! checkpoints the log itself between batches, with `synchronous=FULL` for
+//! the duration (SQLite syncs the log before copying it into the database
+//! file and the file after), never with syncs off (a wal hook replaces
+//! SQLite's automatic checkpoints), and switches back to FULL before its
+//! connection closes (closing checkpoints and deletes the log). Readers of
+//! the change log see a batch only once it is durable: they read up to the
+//! last synced LSN of each container.
+//!
+//! Checkpoints stay on the committer: a checkpoint on another connection
+//! runs beside the writer and kept the p99 down (14 against 57 ms with 64
+//! connections through `partita serve`), but under steady load it never
+//! catches up with the writer, so the log is never restarted and grows
+//! without bound; throughput was the same.
+//!
 //! A second connection serves reads of the change log; WAL mode lets it read
 //! committed data while the committer writes.
 //!
@@ -27,7 +55,10 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::path::Path;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -121,6 +152,74 @@ enum MetaOp {
     },
 }
 
+/// How the committer answers a written request: after the fsync that makes
+/// it durable (the syncer), or at once (`Durability::None`).
+enum Ack {
+    Commit {
+        reply: mpsc::SyncSender<Result<Lsn>>,
+        container: Arc<str>,
+        lsn: Lsn,
+    },
+    Meta {
+        reply: mpsc::SyncSender<Result<()>>,
+        /// A deleted container: its change log is gone.
+        deleted: Option<String>,
+    },
+}
+
+/// What the committer, the syncer and the readers share.
+struct Shared {
+    /// Why the store refuses writes (a failed batch, fsync or checkpoint).
+    failed: Mutex<Option<String>>,
+    /// Per container, the last LSN whose batch is durable: the change log is
+    /// read up to it, so nobody sees a change before its caller could.
+    durable: Mutex<HashMap<String, u64>>,
+}
+
+impl Shared {
+    /// Publishes a durable batch and wakes its callers.
+    fn complete(&self, acks: Vec<Ack>) {
+        {
+            let mut durable = self.durable.lock();
+            for ack in &acks {
+                match ack {
+                    Ack::Commit { container, lsn, .. } => {
+                        durable.insert(container.to_string(), lsn.0);
+                    }
+                    Ack::Meta {
+                        deleted: Some(id), ..
+                    } => {
+                        durable.remove(id);
+                    }
+                    Ack::Meta { deleted: None, .. } => {}
+                }
+            }
+        }
+        for ack in acks {
+            // A caller that stopped waiting is not an error of ours.
+            match ack {
+                Ack::Commit { reply, lsn, .. } => drop(reply.send(Ok(lsn))),
+                Ack::Meta { reply, .. } => drop(reply.send(Ok(()))),
+            }
+        }
+    }
+
+    /// Refuses further writes for `reason`; returns the reason in force.
+    fn fail(&self, reason: String) -> String {
+        self.failed.lock().get_or_insert(reason).clone()
+    }
+}
+
+fn fail_acks(acks: Vec<Ack>, reason: &str) {
+    for ack in acks {
+        let err = Error::Storage(reason.to_owned());
+        match ack {
+            Ack::Commit { reply, .. } => drop(reply.send(Err(err))),
+            Ack::Meta { reply, .. } => drop(reply.send(Err(err))),
+        }
+    }
+}
+
 impl Request {
     fn fail(self, err: impl Fn() -> Error) {
         // A caller that stopped waiting is not an error of ours.
@@ -136,6 +235,7 @@ pub struct SqliteStorage {
     sender: Option<mpsc::Sender<Request>>,
     committer: Option<JoinHandle<()>>,
     reader: Mutex<Connection>,
+    shared: Arc<Shared>,
 }
 
 impl SqliteStorage {
@@ -144,16 +244,26 @@ impl SqliteStorage {
     /// # Errors
     /// [`Error::Storage`] when the file cannot be opened or its schema created.
     pub fn open(path: &Path, durability: Durability) -> Result<SqliteStorage> {
-        let writer = Connection::open(path).map_err(|e| Error::storage("open sqlite", e))?;
-        let synchronous = match durability {
-            Durability::Full => "FULL",
-            Durability::None => "OFF",
-        };
+        let mut writer = Connection::open(path).map_err(|e| Error::storage("open sqlite", e))?;
+        // Commits never sync in SQLite itself: under `Full` the syncer does
+        // it (see the module docs); `None` promises no more.
         writer
             .execute_batch(&format!(
-                "PRAGMA journal_mode = WAL; PRAGMA synchronous = {synchronous}; PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}; {SCHEMA}"
+                "PRAGMA journal_mode = WAL; PRAGMA synchronous = OFF; PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}; {SCHEMA}"
             ))
             .map_err(|e| Error::storage("initialize sqlite", e))?;
+        let wal_pages = Arc::new(AtomicI64::new(0));
+        if durability == Durability::Full {
+            // Replaces SQLite's automatic checkpoints, which would run with
+            // syncs off; the committer checkpoints with FULL instead.
+            let pages = Arc::clone(&wal_pages);
+            writer
+                .wal_hook(Some(move |_: &mut rusqlite::hooks::Wal, frames| {
+                    pages.store(i64::from(frames), Ordering::Relaxed);
+                    Ok(())
+                }))
+                .map_err(|e| Error::storage("configure sqlite", e))?;
+        }
         writer
             .busy_timeout(Duration::from_secs(10))
             .map_err(|e| Error::storage("configure sqlite", e))?;
@@ -166,16 +276,51 @@ impl SqliteStorage {
         reader
             .busy_timeout(Duration::from_secs(10))
             .map_err(|e| Error::storage("configure sqlite", e))?;
+        // If the reader closes last, closing checkpoints the log into the
+        // database file and deletes it: with syncs.
+        reader
+            .execute_batch("PRAGMA synchronous = FULL")
+            .map_err(|e| Error::storage("configure sqlite", e))?;
 
+        let shared = Arc::new(Shared {
+            failed: Mutex::new(None),
+            durable: Mutex::new(next_lsn.clone()),
+        });
+        let syncer = match durability {
+            Durability::Full => {
+                let (sender, receiver) = mpsc::channel();
+                let mut wal = path.as_os_str().to_owned();
+                wal.push("-wal");
+                let wal = PathBuf::from(wal);
+                let shared = Arc::clone(&shared);
+                let thread = std::thread::Builder::new()
+                    .name("partita-syncer".to_owned())
+                    .spawn(move || run_syncer(&wal, &receiver, &shared))
+                    .map_err(|e| Error::storage("start syncer thread", e))?;
+                Some((sender, thread))
+            }
+            Durability::None => None,
+        };
         let (sender, receiver) = mpsc::channel();
+        let committer_shared = Arc::clone(&shared);
         let committer = std::thread::Builder::new()
             .name("partita-committer".to_owned())
-            .spawn(move || run_committer(writer, receiver, next_lsn))
+            .spawn(move || {
+                run_committer(
+                    writer,
+                    &receiver,
+                    next_lsn,
+                    &committer_shared,
+                    syncer,
+                    &wal_pages,
+                );
+            })
             .map_err(|e| Error::storage("start committer thread", e))?;
         Ok(SqliteStorage {
             sender: Some(sender),
             committer: Some(committer),
             reader: Mutex::new(reader),
+            shared,
         })
     }
 
@@ -309,15 +454,24 @@ impl Storage for SqliteStorage {
     }
 
     fn read_changes(&self, container: &str, after: Lsn, max_changes: usize) -> Result<Vec<Change>> {
+        // Only what is durable: a batch the syncer has not yet synced is
+        // written but not acknowledged.
+        let durable = self
+            .shared
+            .durable
+            .lock()
+            .get(container)
+            .copied()
+            .unwrap_or(0);
         let conn = self.reader.lock();
         let bad = |e: rusqlite::Error| Error::storage("read change log", e);
         let mut stmt = conn
             .prepare_cached(
-                "SELECT lsn, pk, id, op, body FROM changes WHERE container = ?1 AND lsn > ?2 ORDER BY lsn, idx",
+                "SELECT lsn, pk, id, op, body FROM changes WHERE container = ?1 AND lsn > ?2 AND lsn <= ?3 ORDER BY lsn, idx",
             )
             .map_err(bad)?;
         let mut rows = stmt
-            .query(params![container, after.0 as i64])
+            .query(params![container, after.0 as i64, durable as i64])
             .map_err(bad)?;
         let mut res: Vec<Change> = Vec::new();
         while let Some(row) = rows.next().map_err(bad)? {
@@ -426,14 +580,18 @@ fn max_per_container(conn: &Connection, sql: &str) -> Result<HashMap<String, u64
     Ok(res)
 }
 
-/// The committer thread: drains the queue in batches, one SQLite transaction
-/// and one fsync per batch.
+/// The committer thread: writes every waiting request in one SQLite
+/// transaction, then hands the batch's answers to the syncer (or answers at
+/// once without one), and checkpoints the log when it has grown.
 fn run_committer(
     mut conn: Connection,
-    queue: mpsc::Receiver<Request>,
+    queue: &mpsc::Receiver<Request>,
     mut next_lsn: HashMap<String, u64>,
+    shared: &Shared,
+    syncer: Option<(mpsc::Sender<Vec<Ack>>, JoinHandle<()>)>,
+    wal_pages: &AtomicI64,
 ) {
-    let mut failed: Option<String> = None;
+    let mut next_checkpoint = i64::from(WAL_AUTOCHECKPOINT_PAGES);
     while let Ok(first) = queue.recv() {
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
@@ -442,39 +600,134 @@ fn run_committer(
                 Err(_) => break,
             }
         }
-        if let Some(reason) = &failed {
+        let refused = shared.failed.lock().clone();
+        if let Some(reason) = refused {
             for request in batch {
                 request.fail(|| Error::ReadOnly(reason.clone()));
             }
             continue;
         }
-        match write_batch(&mut conn, &batch, &next_lsn) {
-            Ok(lsns) => {
-                for (request, lsn) in batch.into_iter().zip(lsns) {
-                    match request {
-                        Request::Commit(record, reply) => {
-                            next_lsn.insert(record.container.to_string(), lsn.0);
-                            let _ = reply.send(Ok(lsn));
-                        }
-                        Request::Meta(op, reply) => {
-                            if let MetaOp::DeleteContainer(id) = &op {
-                                // A container of the same id starts over at LSN 1.
-                                next_lsn.remove(id);
-                            }
-                            drop(reply.send(Ok(())));
-                        }
-                    }
-                }
-            }
+        let lsns = match write_batch(&mut conn, &batch, &next_lsn) {
+            Ok(lsns) => lsns,
             Err(err) => {
-                let reason = err.to_string();
+                let reason = shared.fail(err.to_string());
                 for request in batch {
                     request.fail(|| Error::Storage(reason.clone()));
                 }
-                failed = Some(reason);
+                continue;
+            }
+        };
+        let mut acks = Vec::with_capacity(batch.len());
+        for (request, lsn) in batch.into_iter().zip(lsns) {
+            match request {
+                Request::Commit(record, reply) => {
+                    next_lsn.insert(record.container.to_string(), lsn.0);
+                    acks.push(Ack::Commit {
+                        reply,
+                        container: record.container,
+                        lsn,
+                    });
+                }
+                Request::Meta(op, reply) => {
+                    let deleted = match op {
+                        MetaOp::DeleteContainer(id) => {
+                            // A container of the same id starts over at LSN 1.
+                            next_lsn.remove(&id);
+                            Some(id)
+                        }
+                        _ => None,
+                    };
+                    acks.push(Ack::Meta { reply, deleted });
+                }
+            }
+        }
+        match &syncer {
+            Some((sync, _)) => {
+                if let Err(mpsc::SendError(acks)) = sync.send(acks) {
+                    let reason = shared.fail("the syncer thread has stopped".to_owned());
+                    fail_acks(acks, &reason);
+                }
+                // Checkpoint when the log has grown by the threshold since
+                // the last one (it restarts from the top once a checkpoint
+                // has copied everything and no reader holds it).
+                let pages = wal_pages.load(Ordering::Relaxed);
+                if pages < next_checkpoint - i64::from(WAL_AUTOCHECKPOINT_PAGES) {
+                    next_checkpoint = i64::from(WAL_AUTOCHECKPOINT_PAGES);
+                }
+                if pages >= next_checkpoint {
+                    next_checkpoint = pages + i64::from(WAL_AUTOCHECKPOINT_PAGES);
+                    if let Err(err) = checkpoint(&conn) {
+                        shared.fail(format!("checkpoint: {err}"));
+                    }
+                }
+            }
+            None => shared.complete(acks),
+        }
+    }
+    if let Some((sync, thread)) = syncer {
+        // Every batch written is answered before the store closes.
+        drop(sync);
+        let _ = thread.join();
+        // Closing the last connection checkpoints the log into the
+        // database file and deletes it: that must sync.
+        let _ = conn.execute_batch("PRAGMA synchronous = FULL");
+    }
+}
+
+/// Copies the write-ahead log into the database file with SQLite's syncs on
+/// (the log before, the file after), then turns them off again. Between
+/// batches nothing else writes, so the checkpoint copies everything and the
+/// next batch restarts the log from the top.
+fn checkpoint(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch("PRAGMA synchronous = FULL")?;
+    let copied = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+    conn.execute_batch("PRAGMA synchronous = OFF")?;
+    copied
+}
+
+/// The syncer thread: fsyncs the log file for every batch the committer
+/// wrote (one fsync for all batches waiting), then answers their callers.
+/// A failed fsync fails those batches and every later write: its outcome is
+/// unknown, and retrying it can silently lose data.
+fn run_syncer(wal_path: &Path, queue: &mpsc::Receiver<Vec<Ack>>, shared: &Shared) {
+    let mut wal: Option<File> = None;
+    while let Ok(first) = queue.recv() {
+        let mut jobs = vec![first];
+        while let Ok(more) = queue.try_recv() {
+            jobs.push(more);
+        }
+        let refused = shared.failed.lock().clone();
+        let synced = match refused {
+            Some(reason) => Err(reason),
+            None => sync_log(&mut wal, wal_path)
+                .map_err(|e| shared.fail(format!("fsync {}: {e}", wal_path.display()))),
+        };
+        match synced {
+            Ok(()) => {
+                for acks in jobs {
+                    shared.complete(acks);
+                }
+            }
+            Err(reason) => {
+                for acks in jobs {
+                    fail_acks(acks, &reason);
+                }
             }
         }
     }
+}
+
+/// Syncs the log file, opening it (and syncing its directory entry, as a
+/// new file's must be) the first time: SQLite creates it at the first write.
+fn sync_log(wal: &mut Option<File>, path: &Path) -> std::io::Result<()> {
+    if wal.is_none() {
+        let file = File::open(path)?;
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            File::open(dir)?.sync_all()?;
+        }
+        *wal = Some(file);
+    }
+    wal.as_ref().expect("opened above").sync_data()
 }
 
 fn write_meta(tx: &rusqlite::Transaction<'_>, op: &MetaOp) -> rusqlite::Result<()> {
