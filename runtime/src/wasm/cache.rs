@@ -70,9 +70,13 @@ pub(crate) struct Compiled {
 pub struct WasmCache {
     modules: Mutex<HashMap<Hash, Arc<Compiled>>>,
     /// The hash of module bodies seen recently, by address and length, with
-    /// a copy of the bytes: a body found at the same place with the same
-    /// bytes (one `memcmp`) has the same hash. Hashing a 150 KB module costs
-    /// about 75 µs per call, more than the rest of a call.
+    /// their bytes: a body found at the same place with the same bytes has
+    /// the same hash. Hashing a 150 KB module costs about 75 µs per call,
+    /// more than the rest of a call. The bytes are the caller's own `Arc`
+    /// when it gave one ([`WasmScript::shared`](super::WasmScript::shared)):
+    /// kept alive here, that allocation cannot be freed and reused, so a
+    /// body at its address *is* those bytes and nothing is compared.
+    /// Otherwise they are a copy, compared with the body (one `memcmp`).
     seen: Mutex<HashMap<(usize, usize), Seen>>,
     compiled: AtomicU64,
     loaded: AtomicU64,
@@ -131,9 +135,10 @@ impl WasmCache {
         &self,
         sandbox: &Sandbox,
         body: &[u8],
+        shared: Option<&Arc<[u8]>>,
         data_dir: Option<&Path>,
     ) -> Result<Arc<Compiled>, Error> {
-        let hash = self.hash(body);
+        let hash = self.hash(body, shared);
         if let Some(found) = self.lock().get(&hash) {
             self.hits.fetch_add(1, Ordering::Relaxed);
             return Ok(found.clone());
@@ -172,24 +177,32 @@ impl WasmCache {
     }
 
     /// The SHA-256 of `body`, from `seen` when the same bytes were at the
-    /// same address before.
-    fn hash(&self, body: &[u8]) -> Hash {
+    /// same address before. `shared`, when it holds exactly `body`, is what
+    /// `seen` keeps (see there).
+    fn hash(&self, body: &[u8], shared: Option<&Arc<[u8]>>) -> Hash {
         let key = (body.as_ptr() as usize, body.len());
         let seen = || self.seen.lock().unwrap_or_else(|e| e.into_inner());
         // Compared and hashed outside the lock: concurrent calls do not wait
         // for each other's `memcmp`.
         let known = seen().get(&key).cloned();
         if let Some((bytes, hash)) = known
-            && *bytes == *body
+            // The same live allocation (held by `seen`), or equal bytes.
+            && (std::ptr::eq(bytes.as_ptr(), body.as_ptr()) || *bytes == *body)
         {
             return hash;
         }
         let hash: Hash = Sha256::digest(body).into();
+        let bytes = match shared {
+            Some(arc) if std::ptr::eq(arc.as_ptr(), body.as_ptr()) && arc.len() == body.len() => {
+                arc.clone()
+            }
+            _ => body.into(),
+        };
         let mut seen = seen();
         if seen.len() >= MAX_SEEN {
             seen.clear();
         }
-        seen.insert(key, (body.into(), hash));
+        seen.insert(key, (bytes, hash));
         hash
     }
 

@@ -381,14 +381,14 @@ fn call(caller: &mut Caller<'_, HostState>, import: Import, args: &[i32]) -> was
     };
     let (ins, out) = import.layout();
     let size = memory.data_size(&*caller);
-    let data = memory.data(&*caller);
-    let mut inputs: Vec<&[u8]> = Vec::with_capacity(ins.len());
-    for &i in ins {
+    let mut inputs: [std::ops::Range<usize>; 3] = Default::default();
+    for (slot, &i) in inputs.iter_mut().zip(ins) {
         let Some(r) = range(args[i], args[i + 1], size) else {
             return Err(bounds(import, "input", args[i], args[i + 1], size));
         };
-        inputs.push(&data[r]);
+        *slot = r;
     }
+    let inputs = &inputs[..ins.len()];
     let out = match out {
         Some(o) => match range(args[o], args[o + 1], size) {
             Some(r) => Some(r),
@@ -396,28 +396,32 @@ fn call(caller: &mut Caller<'_, HostState>, import: Import, args: &[i32]) -> was
         },
         None => None,
     };
-    let in_bytes: usize = inputs.iter().map(|i| i.len()).sum();
-    // The inputs are copied out so the state can be borrowed mutably; they
-    // are small next to what the operation itself does with them.
-    let inputs: Vec<Vec<u8>> = inputs.into_iter().map(<[u8]>::to_vec).collect();
+    let in_bytes: usize = inputs.iter().map(ExactSizeIterator::len).sum();
     if import == Import::TakeResult {
         let out = out.expect("take_result has an output buffer");
         return take_result(caller, memory, out);
     }
     caller.data_mut().waiting = None;
     let fuel_left = charge(caller, HOST_CALL_FUEL + in_bytes as u64)?;
+    // The inputs are read in place: the memory and the state are borrowed
+    // together, and nothing the operation does can reach the guest memory.
+    let (data, state) = memory.data_and_store_mut(&mut *caller);
+    let mut bytes: [&[u8]; 3] = [&[]; 3];
+    for (b, r) in bytes.iter_mut().zip(inputs) {
+        *b = &data[r.clone()];
+    }
+    let inputs = &bytes[..inputs.len()];
     if import == Import::Fail {
         return Err(Stop::Fail {
             number: args[0],
-            message: String::from_utf8_lossy(&inputs[0]).into_owned(),
+            message: String::from_utf8_lossy(inputs[0]).into_owned(),
         }
         .into());
     }
-    let state = caller.data_mut();
     if import.is_collection_op() && state.role != Role::Udf && !state.accept(fuel_left) {
         return Ok(NOT_ACCEPTED);
     }
-    let outcome = match perform(state, import, &inputs) {
+    let outcome = match perform(state, import, inputs) {
         Ok(outcome) => outcome,
         Err(e) if e.ends_call() => {
             return Err(Stop::Host(e).into());
@@ -582,19 +586,19 @@ fn page(page: host_api::Page) -> Vec<u8> {
         "continuation".into(),
         page.continuation.map_or(Value::Null, Value::String),
     );
-    serde_json::to_vec(&Value::Object(res)).expect("JSON values serialize")
+    to_bytes(&Value::Object(res))
 }
 
 fn to_bytes(value: &Value) -> Vec<u8> {
-    serde_json::to_vec(value).expect("JSON values serialize")
+    // Room for a typical document up front, rather than growing from 128
+    // bytes by doubling.
+    let mut bytes = Vec::with_capacity(1024);
+    serde_json::to_writer(&mut bytes, value).expect("JSON values serialize");
+    bytes
 }
 
 /// Runs one import (all but `take_result`) on the state.
-fn perform(
-    state: &mut HostState,
-    import: Import,
-    inputs: &[Vec<u8>],
-) -> Result<Outcome, HostError> {
+fn perform(state: &mut HostState, import: Import, inputs: &[&[u8]]) -> Result<Outcome, HostError> {
     use Import::*;
     let name = import.name();
     let role = state.role;
@@ -620,7 +624,7 @@ fn perform(
                 role == Role::PreTrigger,
                 "only a pre-trigger can change the request body",
             )?;
-            state.request_body = json(import, "body", &inputs[0])?;
+            state.request_body = json(import, "body", inputs[0])?;
             Outcome::Code(0)
         }
         ResponseBody => {
@@ -636,11 +640,11 @@ fn perform(
                 role != Role::PreTrigger,
                 "a pre-trigger has no response body",
             )?;
-            state.response_body = Some(json(import, "body", &inputs[0])?);
+            state.response_body = Some(json(import, "body", inputs[0])?);
             Outcome::Code(0)
         }
         Log => {
-            state.log(&String::from_utf8_lossy(&inputs[0]));
+            state.log(&String::from_utf8_lossy(inputs[0]));
             Outcome::Code(0)
         }
         TakeResult | Fail => unreachable!("`call` answers take_result and fail itself"),
@@ -658,46 +662,46 @@ fn perform(
 fn collection_op(
     collection: &mut dyn Collection,
     import: Import,
-    inputs: &[Vec<u8>],
+    inputs: &[&[u8]],
 ) -> Result<Outcome, HostError> {
     use Import::*;
     Ok(match import {
         Read => {
-            let id = utf8(import, "id", &inputs[0])?;
+            let id = utf8(import, "id", inputs[0])?;
             Outcome::Bytes(to_bytes(collection.read(id)?.value()))
         }
         ReadFeed => {
-            let opts = options(import, &inputs[0])?;
+            let opts = options(import, inputs[0])?;
             let size = page_size(import, &opts)?;
             let token = continuation(import, &opts)?;
             Outcome::Bytes(page(collection.read_feed(Some(size), token)?))
         }
         Create => {
-            let opts = options(import, &inputs[1])?;
-            let doc = new_document(import, &inputs[0], &opts)?;
+            let opts = options(import, inputs[1])?;
+            let doc = new_document(import, inputs[0], &opts)?;
             Outcome::Bytes(to_bytes(collection.create(doc)?.value()))
         }
         Upsert => {
-            let opts = options(import, &inputs[1])?;
-            let doc = new_document(import, &inputs[0], &opts)?;
+            let opts = options(import, inputs[1])?;
+            let doc = new_document(import, inputs[0], &opts)?;
             let write = etag(import, &opts)?;
             Outcome::Bytes(to_bytes(collection.upsert(doc, write)?.value()))
         }
         Replace => {
-            let id = utf8(import, "id", &inputs[0])?;
-            let doc = json(import, "document", &inputs[1])?;
-            let opts = options(import, &inputs[2])?;
+            let id = utf8(import, "id", inputs[0])?;
+            let doc = json(import, "document", inputs[1])?;
+            let opts = options(import, inputs[2])?;
             let write = etag(import, &opts)?;
             Outcome::Bytes(to_bytes(collection.replace(id, doc, write)?.value()))
         }
         Delete => {
-            let id = utf8(import, "id", &inputs[0])?;
-            let opts = options(import, &inputs[1])?;
+            let id = utf8(import, "id", inputs[0])?;
+            let opts = options(import, inputs[1])?;
             collection.delete(id, etag(import, &opts)?)?;
             Outcome::Code(0)
         }
         Query => {
-            let request = match json(import, "query request", &inputs[0])? {
+            let request = match json(import, "query request", inputs[0])? {
                 Value::Object(map) => map,
                 other => {
                     return Err(bad(format!(

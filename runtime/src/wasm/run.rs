@@ -197,13 +197,14 @@ fn call(
         Err(message) => return early(Error::Internal(message)),
     };
     let _running = sandbox.enter();
-    let compiled = match script
-        .cache
-        .get(sandbox, script.module, script.artifact_dir)
-    {
-        Ok(compiled) => compiled,
-        Err(e) => return early(e),
-    };
+    let compiled =
+        match script
+            .cache
+            .get(sandbox, script.module, script.shared, script.artifact_dir)
+        {
+            Ok(compiled) => compiled,
+            Err(e) => return early(e),
+        };
     if let Err(e) = check_exports(&compiled.module, kind) {
         return early(e);
     }

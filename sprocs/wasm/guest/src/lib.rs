@@ -58,6 +58,8 @@
 //! On any target but `wasm32` the host functions are answered by the mock
 //! of [`testing`], so procedures can be unit-tested with `cargo test`.
 
+#[cfg(any(target_arch = "wasm32", test))]
+mod arena;
 mod call;
 mod collection;
 mod error;
