@@ -96,7 +96,6 @@ fn config() -> Config {
         // overflow's trace is cut to the innermost frames.
         .wasm_backtrace_max_frames(std::num::NonZeroUsize::new(32))
         .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-    if std::env::var_os("PARTITA_PERFMAP_TMP").is_some() { config.profiler(wasmtime::ProfilingStrategy::PerfMap); }
     config
 }
 
