@@ -18,12 +18,13 @@
 ;; JSON escapes and a commentCount that is not a non-negative integer are
 ;; refused with 400.
 ;;
-;; Memory: the usual small call works in the first 64 KiB (16 KiB buffers
+;; Memory: the usual small call works in one 64 KiB page (16 KiB buffers
 ;; for the parameters, the post and the document being written, then the
-;; message buffer and the constants), so it touches a handful of pages close
-;; together, which the host resets cheaply after the call. A result larger
-;; than its 16 KiB buffer waits on the host and is fetched with take_result
-;; into its large buffer (up to 2.06 MiB each: documents are at most 2 MB).
+;; message buffer and the constants), which the host resets cheaply after
+;; the call. A result larger than its 16 KiB buffer waits on the host; the
+;; module then grows its memory to 101 pages and fetches it with
+;; take_result into its large buffer (up to 2.06 MiB each: documents are at
+;; most 2 MB).
 (module
   (import "partita_v1" "params" (func $params (param i32 i32) (result i32)))
   (import "partita_v1" "read" (func $read (param i32 i32 i32 i32) (result i32)))
@@ -34,8 +35,8 @@
   (import "partita_v1" "take_result" (func $take_result (param i32 i32) (result i32)))
   (import "partita_v1" "fail" (func $fail (param i32 i32 i32)))
 
-  ;; 101 pages (6.3 MiB). Pages never touched cost nothing.
-  (memory (export "memory") 101)
+  ;; One page; 101 (6.3 MiB) once a large buffer is needed.
+  (memory (export "memory") 1)
   (global $PARAMS i32 (i32.const 0x0000))     ;; the parameters (small)
   (global $POST i32 (i32.const 0x4000))       ;; the post as read (small)
   (global $OUT i32 (i32.const 0x8000))        ;; the document being written (small)
@@ -52,6 +53,7 @@
   (data (i32.const 0xd050) "postId with JSON escapes is not supported") ;; 41
   (data (i32.const 0xd080) "the post has no integer commentCount") ;; 36
   (data (i32.const 0xd0b0) "a document is over 2 MB")            ;; 23
+  (data (i32.const 0xd0d0) "cannot grow the memory for a large document") ;; 43
 
   ;; Fails the call with status `code` and the message waiting for
   ;; take_result (what the failed operation said).
@@ -113,14 +115,25 @@
   (func $take_big (param $len i32) (param $big i32) (result i32)
     (if (i32.gt_u (local.get $len) (global.get $CAP))
       (then (call $bad (i32.const 0xd0b0) (i32.const 23))))
+    (call $grow_for_big)
     (drop (call $take_result (local.get $big) (global.get $CAP)))
     (local.get $big))
 
   ;; Where to write a document of at most `len` bytes.
   (func $out_for (param $len i32) (result i32)
     (if (result i32) (i32.gt_u (local.get $len) (global.get $SMALL))
-      (then (global.get $OUT_BIG))
+      (then (call $grow_for_big) (global.get $OUT_BIG))
       (else (global.get $OUT))))
+
+  ;; Grows the memory to the 101 pages the large buffers need (once); fails
+  ;; with 400 when the host refuses (its memory limit).
+  (func $grow_for_big
+    (local $pages i32)
+    (local.set $pages (memory.size))
+    (if (i32.lt_u (local.get $pages) (i32.const 101))
+      (then
+        (if (i32.eq (memory.grow (i32.sub (i32.const 101) (local.get $pages))) (i32.const -1))
+          (then (call $bad (i32.const 0xd0d0) (i32.const 43)))))))
 
   (func (export "partita_procedure") (result i32)
     (local $n i32) (local $i i32) (local $id_len i32)

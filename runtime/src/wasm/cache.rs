@@ -35,7 +35,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use host_api::ScriptKind;
 use host_api::abi;
 use sha2::{Digest, Sha256};
-use wasmtime::{ExternType, InstancePre, Module, ValType};
+use wasmtime::{ExternType, InstancePre, Module, ModuleExport, ValType};
 
 use super::host::HostState;
 use super::sandbox::Sandbox;
@@ -61,6 +61,66 @@ type Seen = (Arc<[u8]>, Hash);
 pub(crate) struct Compiled {
     pub(crate) module: Module,
     pub(crate) pre: InstancePre<HostState>,
+    /// Per kind (procedure, trigger, UDF): the exports a call uses, or why
+    /// the module cannot run as that kind ([`check_exports`]'s message).
+    /// Found once, so a call neither looks them up by name nor checks
+    /// their types again.
+    exports: [Result<Exports, String>; 3],
+}
+
+/// The exports of a module that a call of one kind uses.
+pub(crate) struct Exports {
+    /// The linear memory.
+    pub(crate) memory: ModuleExport,
+    /// The entry point, checked to be `() -> i32`.
+    pub(crate) entry: ModuleExport,
+}
+
+impl Compiled {
+    fn new(module: Module, pre: InstancePre<HostState>) -> Compiled {
+        let exports = [
+            ScriptKind::StoredProcedure,
+            ScriptKind::Trigger,
+            ScriptKind::UserDefinedFunction,
+        ]
+        .map(|kind| exports_of(&module, kind));
+        Compiled {
+            module,
+            pre,
+            exports,
+        }
+    }
+
+    /// The exports a call of `kind` uses.
+    ///
+    /// # Errors
+    /// [`Error::Compile`] as [`check_exports`].
+    pub(crate) fn exports(&self, kind: ScriptKind) -> Result<&Exports, Error> {
+        let i = match kind {
+            ScriptKind::StoredProcedure => 0,
+            ScriptKind::Trigger => 1,
+            ScriptKind::UserDefinedFunction => 2,
+        };
+        self.exports[i]
+            .as_ref()
+            .map_err(|message| Error::Compile(message.clone()))
+    }
+}
+
+fn exports_of(module: &Module, kind: ScriptKind) -> Result<Exports, String> {
+    check_exports(module, kind).map_err(|e| match e {
+        Error::Compile(message) => message,
+        other => other.to_string(),
+    })?;
+    let index = |name: &str| {
+        module
+            .get_export_index(name)
+            .ok_or_else(|| format!("the module's export {name:?} cannot be found"))
+    };
+    Ok(Exports {
+        memory: index(abi::MEMORY_EXPORT)?,
+        entry: index(entry_point(kind))?,
+    })
 }
 
 /// Compiled WebAssembly modules, by content. One per process
@@ -165,7 +225,7 @@ impl WasmCache {
         let pre = sandbox.linker.instantiate_pre(&module).map_err(|e| {
             Error::Compile(format!("the module cannot link to {}: {e:#}", abi::MODULE))
         })?;
-        let compiled = Arc::new(Compiled { module, pre });
+        let compiled = Arc::new(Compiled::new(module, pre));
         let mut modules = self.lock();
         if modules.len() >= MAX_CACHED
             && let Some(victim) = modules.keys().next().copied()
