@@ -67,6 +67,32 @@ fn create_comment(posts: &Container, script: &WasmScript<'_>, limits: &Limits) {
     txn.commit().expect("commit");
 }
 
+/// createComment without a sandbox: the same collection calls the host
+/// makes for a guest, on the same transaction, as native Rust. The floor
+/// under both guests: what the engine itself costs.
+fn create_comment_native(posts: &Container) {
+    use host_api::{Collection, WriteOptions};
+    let mut txn = posts.begin("p1").expect("begin");
+    let mut post = txn.read("p1").expect("read").value().clone();
+    let count = post["commentCount"].as_u64().unwrap_or(0);
+    post["commentCount"] = json!(count + 1);
+    txn.replace("p1", post, WriteOptions::default())
+        .expect("replace");
+    let comment = json!({"type": "comment", "userId": "u1", "userUsername": "alice", "content": "Nice post!", "creationDate": "2024-01-01T00:00:00Z", "postId": "p1", "id": comment_id()});
+    txn.create(comment).expect("create");
+    txn.commit().expect("commit");
+}
+
+/// A fresh comment id, as the host generates one (a random GUID).
+fn comment_id() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "00000000-0000-4000-8000-{:012x}",
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
 fn percentiles(mut samples: Vec<Duration>) -> (Duration, Duration) {
     samples.sort();
     let p = |q: f64| {
@@ -84,6 +110,11 @@ fn percentiles(mut samples: Vec<Duration>) -> (Duration, Duration) {
 /// Prints p50/p99 of individually timed warm calls (a fresh partition every
 /// 2,000 calls keeps the partition small, as the calibration did).
 fn warm_percentiles(name: &str, s: &WasmScript<'_>, limits: &Limits) {
+    timed_percentiles(name, |posts| create_comment(posts, s, limits));
+}
+
+/// Prints p50/p99 of `f` timed call by call, as [`warm_percentiles`].
+fn timed_percentiles(name: &str, f: impl Fn(&Container)) {
     let rounds: usize = std::env::var("PARTITA_BENCH_ROUNDS")
         .ok()
         .and_then(|r| r.parse().ok())
@@ -91,10 +122,10 @@ fn warm_percentiles(name: &str, s: &WasmScript<'_>, limits: &Limits) {
     let mut samples = Vec::new();
     for _ in 0..rounds {
         let (_db, posts) = setup();
-        create_comment(&posts, s, limits);
+        f(&posts);
         for _ in 0..2_000 {
             let t = Instant::now();
-            create_comment(&posts, s, limits);
+            f(&posts);
             samples.push(t.elapsed());
         }
     }
@@ -147,6 +178,7 @@ fn bench(c: &mut Criterion) {
     ] {
         warm_percentiles(name, &stored(module, cache), &limits);
     }
+    timed_percentiles("createComment native (no sandbox)", create_comment_native);
 
     // Upload (WAT → wasm, compile, check) and the first call after it; each
     // round is a new module (a different comment line) in a new cache.

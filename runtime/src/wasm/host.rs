@@ -495,7 +495,7 @@ fn utf8<'a>(import: Import, what: &str, bytes: &'a [u8]) -> Result<&'a str, Host
 }
 
 fn json(import: Import, what: &str, bytes: &[u8]) -> Result<Value, HostError> {
-    serde_json::from_slice(bytes).map_err(|e| {
+    super::json::parse(bytes).map_err(|e| {
         bad(format!(
             "{}: the {what} is not valid JSON ({e})",
             import.name()

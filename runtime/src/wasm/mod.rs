@@ -62,6 +62,7 @@
 
 mod cache;
 mod host;
+mod json;
 mod run;
 mod sandbox;
 
