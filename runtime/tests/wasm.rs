@@ -391,6 +391,45 @@ fn reads_queries_and_feeds_see_the_partition() {
 }
 
 #[test]
+fn a_document_result_without_a_buffer_waits_whole() {
+    // read with no output buffer answers the length only; take_result with
+    // one byte too few answers it again and writes nothing (the 'x' fill
+    // stays); with room, the bytes are those a large buffer gets directly.
+    // (Any other import drops what waits, so nothing is logged between.)
+    let (_db, c) = container("posts", "/postId");
+    post(&c, "p1");
+    let m = procedure(
+        r#"(data (i32.const 0) "p1")
+           (func (export "partita_procedure") (result i32)
+             (local $n i32)
+             (local.set $n (call $read (i32.const 0) (i32.const 2) (i32.const 0) (i32.const 0)))
+             (memory.fill (i32.const 5000) (i32.const 120) (i32.const 4000))
+             (if (i32.ne (call $take_result (i32.const 5000) (i32.sub (local.get $n) (i32.const 1)))
+                   (local.get $n)) (then unreachable))
+             (if (i32.ne (call $take_result (i32.const 1000) (local.get $n)) (local.get $n))
+               (then unreachable))
+             (call $log (i32.const 5000) (i32.const 4))
+             (call $log (i32.const 1000) (local.get $n))
+             (local.set $n (call $read (i32.const 0) (i32.const 2) (i32.const 9000) (i32.const 4000)))
+             (call $log (i32.const 9000) (local.get $n))
+             ;; A create's result, not taken, is dropped by the next call.
+             (if (i32.le_s (call $create (i32.const 20) (i32.const 15) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0)) (i32.const 0))
+               (then unreachable))
+             (call $log (i32.const 0) (i32.const 0))
+             (if (call $take_result (i32.const 1000) (i32.const 4000)) (then unreachable))
+             (i32.const 0))
+           (data (i32.const 20) "{\"postId\":\"p1\"}")"#,
+    );
+    let out = call(&c, "p1", &m, vec![]).unwrap();
+    let lines: Vec<&str> = out.logs.lines().collect();
+    assert_eq!(lines[0], "xxxx", "nothing written to a buffer too small");
+    assert_eq!(lines[1], lines[2]);
+    let read: Value = serde_json::from_str(lines[1]).unwrap();
+    assert_eq!(read["id"], "p1");
+    assert_eq!(count(&c, "p1"), 2);
+}
+
+#[test]
 fn upload_refuses_bad_modules_naming_the_problem() {
     let check = |body: &[u8], kind: ScriptKind, expected: &str| {
         let err = prepare_wasm(&script(body), kind).unwrap_err();

@@ -29,7 +29,9 @@ use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
 use host_api::abi::{self, NOT_ACCEPTED};
-use host_api::{Collection, ErrorCode, HostError, QueryRequest, TriggerOperation, WriteOptions};
+use host_api::{
+    Collection, Document, ErrorCode, HostError, QueryRequest, TriggerOperation, WriteOptions,
+};
 use serde_json::{Map, Value};
 use wasmtime::{Caller, Linker, Memory, ResourceLimiter};
 
@@ -106,7 +108,10 @@ pub(crate) struct HostState {
     pub(crate) request_body: Value,
     /// A procedure's or UDF's body as set; a post-trigger's response body.
     pub(crate) response_body: Option<Value>,
-    waiting: Option<Vec<u8>>,
+    waiting: Option<Waiting>,
+    /// Where document results are serialized, kept from one host call to
+    /// the next.
+    scratch: Vec<u8>,
     pub(crate) logs: String,
     max_log_bytes: usize,
     operations: u64,
@@ -162,6 +167,7 @@ impl HostState {
             request_body: inputs.request_body,
             response_body: inputs.response_body,
             waiting: None,
+            scratch: Vec::new(),
             logs: String::new(),
             max_log_bytes: limits.max_log_bytes,
             operations: 0,
@@ -297,8 +303,45 @@ impl Import {
 /// What an operation produced.
 enum Outcome {
     Bytes(Vec<u8>),
+    /// A document, serialized only when the guest has room for it.
+    Document(Document),
     Code(i32),
     Failed(HostError),
+}
+
+/// A result or error message waiting for `take_result`.
+enum Waiting {
+    Bytes(Vec<u8>),
+    /// A document result and its serialized length: a guest that passed no
+    /// output buffer (it wants only the status, as createComment.wat after a
+    /// write) never has it serialized.
+    Document(Document, usize),
+}
+
+impl Waiting {
+    fn len(&self) -> usize {
+        match self {
+            Waiting::Bytes(bytes) => bytes.len(),
+            Waiting::Document(_, len) => *len,
+        }
+    }
+}
+
+/// The length of `value` as compact JSON, without writing it anywhere.
+fn serialized_len(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    serde_json::to_writer(&mut count, value).expect("JSON values serialize");
+    count.0
 }
 
 /// Registers every import of `partita_v1` on `linker`.
@@ -431,26 +474,63 @@ fn call(caller: &mut Caller<'_, HostState>, import: Import, args: &[i32]) -> was
     match outcome {
         Outcome::Code(n) => Ok(n),
         Outcome::Failed(e) => {
-            caller.data_mut().waiting = Some(e.message.into_bytes());
+            caller.data_mut().waiting = Some(Waiting::Bytes(e.message.into_bytes()));
             Ok(-i32::from(e.code.as_u16()))
         }
         Outcome::Bytes(bytes) => {
-            let Ok(len) = i32::try_from(bytes.len()) else {
-                let e = format!("{}: the result is over 2 GB", import.name());
-                caller.data_mut().waiting = Some(e.into_bytes());
-                return Ok(-413);
-            };
             let out = out.expect("every import that returns bytes has an output buffer");
-            if bytes.len() <= out.len() {
-                charge(caller, bytes.len() as u64)?;
-                memory.data_mut(&mut *caller)[out.start..out.start + bytes.len()]
-                    .copy_from_slice(&bytes);
-            } else {
-                caller.data_mut().waiting = Some(bytes);
+            deliver(caller, memory, import, out, bytes, false)
+        }
+        Outcome::Document(doc) => {
+            let out = out.expect("every import that returns bytes has an output buffer");
+            if out.is_empty() {
+                // Only the length is wanted now; serialized if taken.
+                let len = serialized_len(doc.value());
+                let Ok(r) = i32::try_from(len) else {
+                    return Ok(over_2gb(caller, import));
+                };
+                caller.data_mut().waiting = Some(Waiting::Document(doc, len));
+                return Ok(r);
             }
-            Ok(len)
+            let mut bytes = std::mem::take(&mut caller.data_mut().scratch);
+            bytes.clear();
+            serde_json::to_writer(&mut bytes, doc.value()).expect("JSON values serialize");
+            deliver(caller, memory, import, out, bytes, true)
         }
     }
+}
+
+/// The status of a result too long for the ABI's `i32` length.
+fn over_2gb(caller: &mut Caller<'_, HostState>, import: Import) -> i32 {
+    let e = format!("{}: the result is over 2 GB", import.name());
+    caller.data_mut().waiting = Some(Waiting::Bytes(e.into_bytes()));
+    -413
+}
+
+/// Writes `bytes` into the guest's `out` buffer when they fit (charging
+/// them), or keeps them waiting; returns their length. `scratch`: `bytes`
+/// is the state's scratch buffer, given back when it is not kept.
+fn deliver(
+    caller: &mut Caller<'_, HostState>,
+    memory: Memory,
+    import: Import,
+    out: std::ops::Range<usize>,
+    bytes: Vec<u8>,
+    scratch: bool,
+) -> wasmtime::Result<i32> {
+    let Ok(len) = i32::try_from(bytes.len()) else {
+        return Ok(over_2gb(caller, import));
+    };
+    if bytes.len() <= out.len() {
+        charge(caller, bytes.len() as u64)?;
+        memory.data_mut(&mut *caller)[out.start..out.start + bytes.len()].copy_from_slice(&bytes);
+        if scratch {
+            caller.data_mut().scratch = bytes;
+        }
+    } else {
+        caller.data_mut().waiting = Some(Waiting::Bytes(bytes));
+    }
+    Ok(len)
 }
 
 fn bounds(import: Import, what: &str, ptr: i32, len: i32, size: usize) -> wasmtime::Error {
@@ -480,8 +560,12 @@ fn take_result(
         caller.data_mut().waiting = Some(waiting);
         return Ok(len);
     }
-    charge(caller, waiting.len() as u64)?;
-    memory.data_mut(&mut *caller)[out.start..out.start + waiting.len()].copy_from_slice(&waiting);
+    let bytes = match waiting {
+        Waiting::Bytes(bytes) => bytes,
+        Waiting::Document(doc, _) => to_bytes(doc.value()),
+    };
+    charge(caller, bytes.len() as u64)?;
+    memory.data_mut(&mut *caller)[out.start..out.start + bytes.len()].copy_from_slice(&bytes);
     Ok(len)
 }
 
@@ -668,7 +752,7 @@ fn collection_op(
     Ok(match import {
         Read => {
             let id = utf8(import, "id", inputs[0])?;
-            Outcome::Bytes(to_bytes(collection.read(id)?.value()))
+            Outcome::Document(collection.read(id)?)
         }
         ReadFeed => {
             let opts = options(import, inputs[0])?;
@@ -679,20 +763,20 @@ fn collection_op(
         Create => {
             let opts = options(import, inputs[1])?;
             let doc = new_document(import, inputs[0], &opts)?;
-            Outcome::Bytes(to_bytes(collection.create(doc)?.value()))
+            Outcome::Document(collection.create(doc)?)
         }
         Upsert => {
             let opts = options(import, inputs[1])?;
             let doc = new_document(import, inputs[0], &opts)?;
             let write = etag(import, &opts)?;
-            Outcome::Bytes(to_bytes(collection.upsert(doc, write)?.value()))
+            Outcome::Document(collection.upsert(doc, write)?)
         }
         Replace => {
             let id = utf8(import, "id", inputs[0])?;
             let doc = json(import, "document", inputs[1])?;
             let opts = options(import, inputs[2])?;
             let write = etag(import, &opts)?;
-            Outcome::Bytes(to_bytes(collection.replace(id, doc, write)?.value()))
+            Outcome::Document(collection.replace(id, doc, write)?)
         }
         Delete => {
             let id = utf8(import, "id", inputs[0])?;
