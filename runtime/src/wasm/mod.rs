@@ -44,21 +44,47 @@
 //!
 //! `benches/wasm.rs` (release) measures createComment as the hand-written
 //! `sprocs/wat/createComment.wat` and as the Rust guest
-//! (`sprocs/wasm/create-comment`, serde_json inside, 150 KB). Profiled with
-//! `perf record -e cpu-clock` (the VM has no hardware counters, and valgrind
-//! cannot reserve the pool's address space), two costs dominated and are
-//! gone: hashing the module (SHA-256 of 150 KB, about half of a Rust-guest
-//! call) on every cache lookup, now remembered by address and checked with
-//! a `memcmp` (`cache.rs`); and resetting the pool slot with `madvise` then
-//! faulting its pages back in (a third of a WAT call), now a reset in place
-//! of the dirty pages only (`sandbox.rs`). Mean per call over 20,000 warm
-//! calls, load average 3-6 on the 2-core VM: WAT 47 -> 15-18 µs, Rust guest
-//! 174 -> 36-38 µs. Before these changes, under load 5-7: WAT p50 24 µs,
-//! p99 80-98 µs; a UDF call 5.6 µs p50; upload 4.5-6.6 ms and the first
-//! call after it 0.21-0.26 ms; first call after a restart 94-130 µs median.
-//! What remains is spread out: host-side JSON, malloc, the guest's
-//! serde_json, the store and instance, mprotect when the Rust guest grows
-//! its memory.
+//! (`sprocs/wasm/create-comment`, serde_json inside, 210 KB), each call a
+//! fresh pooled instance in its own transaction, timed one by one (p50,
+//! p99), next to the same collection calls made natively (the engine's own
+//! cost, the floor under both). Profiled with `perf record -e cpu-clock
+//! --call-graph dwarf` (no hardware counters on the VM; valgrind cannot
+//! reserve the pool's address space), what was removed, biggest first:
+//!
+//! - hashing the module per call (SHA-256 of 150 KB, half of a Rust-guest
+//!   call): remembered by address; a body the engine shares as an `Arc`
+//!   ([`WasmScript::shared`]) is known by its allocation, with no `memcmp`;
+//! - resetting the pool slot with `madvise` and faulting its pages back in
+//!   (a third of a WAT call): reset in place, dirty pages only
+//!   (`PAGEMAP_SCAN`, `sandbox.rs`);
+//! - the Rust guest growing its memory on every call (Rust's allocator on
+//!   wasm32 takes all its heap from `memory.grow`), which cost an
+//!   `mprotect` to grow the slot and another to shrink it back, with TLB
+//!   flushes (a quarter of the call): the guest SDK allocates from a bump
+//!   arena in the initial memory, linked at 2 MiB (`sprocs/wasm/guest/src/arena.rs`,
+//!   `sprocs/wasm/guest-build.rs`); guests also build at opt-level 3
+//!   (about 10% faster than "s");
+//! - the WAT guest's 100-page memory (the pagemap walk covered it all):
+//!   one page, grown only for documents past its 16 KiB buffers;
+//! - per call: export lookups by name and type checks (now once per
+//!   module, `cache.rs`), copies of every input out of guest memory (read
+//!   in place), documents parsed into maps grown one entry at a time
+//!   (`json.rs`), results serialized into fresh buffers, or at all when the
+//!   guest passed no buffer (only measured then).
+//!
+//! Figures, load average 4.5-5 on the 2-core VM (other builds running), p50
+//! / p99 of 20,000 calls: WAT 12.5 / 28.8 µs (quiet machine) -> 9.9-10.2 /
+//! 15-36 µs; Rust guest 31.9 / 56.9 µs (quiet) -> 18.4-18.8 / 36-48 µs; the
+//! native floor 3.3 / 5-8 µs; a UDF call (the fixed cost of a fresh store
+//! and instance, params in, a body out) 3.2 -> 2.9 µs. What remains in a
+//! WAT call, beyond the engine's 3.3 µs: the fresh instance (about 2.9 µs:
+//! wasmtime's instantiate and module registration, the store, and the
+//! `PAGEMAP_SCAN` ioctl that resets the slot, about 0.8 µs alone), host
+//! JSON (parsing the two documents written, serializing the parameters and
+//! the post read: about 2 µs) and the four host calls. The Rust guest adds
+//! its own serde_json (about 7 µs: parsing the parameters and the post into
+//! `Value`s, serializing two documents; `preserve_order` maps hash with
+//! SipHash) and a 16 KiB result buffer per call.
 
 mod cache;
 mod host;
