@@ -31,8 +31,9 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 /// highest block ever handed out (memory from there on is untouched).
 ///
 /// Addresses are plain numbers so the logic is tested natively; the wasm32
-/// global allocator maps them to pointers. (`wasm32-unknown-unknown` has no
-/// threads: the atomics are only a safe way to be `Sync`.)
+/// global allocator maps them to pointers. (It is installed only without
+/// the `atomics` target feature, so there are no threads: the atomics are
+/// only a safe way to be `Sync`, and compile to plain loads and stores.)
 pub(crate) struct Arena {
     next: AtomicUsize,
     high: AtomicUsize,
@@ -121,7 +122,10 @@ impl Arena {
     }
 }
 
-#[cfg(target_arch = "wasm32")]
+// Not with the `atomics` feature (shared memory and threads): the arena's
+// loads and stores would race there, so such a build keeps the default
+// allocator.
+#[cfg(all(target_arch = "wasm32", not(target_feature = "atomics")))]
 mod global {
     use std::alloc::{GlobalAlloc, Layout, System};
 
