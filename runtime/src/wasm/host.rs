@@ -579,7 +579,17 @@ fn utf8<'a>(import: Import, what: &str, bytes: &'a [u8]) -> Result<&'a str, Host
 }
 
 fn json(import: Import, what: &str, bytes: &[u8]) -> Result<Value, HostError> {
-    super::json::parse(bytes).map_err(|e| {
+    parse_json(import, what, bytes, 0)
+}
+
+/// A document to write: parsed with room for what the engine adds (an id,
+/// perhaps, and the five system properties).
+fn document(import: Import, bytes: &[u8]) -> Result<Value, HostError> {
+    parse_json(import, "document", bytes, 6)
+}
+
+fn parse_json(import: Import, what: &str, bytes: &[u8], room: usize) -> Result<Value, HostError> {
+    super::json::parse(bytes, room).map_err(|e| {
         bad(format!(
             "{}: the {what} is not valid JSON ({e})",
             import.name()
@@ -638,7 +648,7 @@ fn continuation(import: Import, opts: &Map<String, Value>) -> Result<Option<&str
 
 /// A document to create or upsert, with an id generated unless disabled.
 fn new_document(import: Import, doc: &[u8], opts: &Map<String, Value>) -> Result<Value, HostError> {
-    let mut doc = json(import, "document", doc)?;
+    let mut doc = document(import, doc)?;
     let disabled = match opts.get("disableAutomaticIdGeneration") {
         None | Some(Value::Null) => false,
         Some(Value::Bool(b)) => *b,
@@ -773,7 +783,7 @@ fn collection_op(
         }
         Replace => {
             let id = utf8(import, "id", inputs[0])?;
-            let doc = json(import, "document", inputs[1])?;
+            let doc = document(import, inputs[1])?;
             let opts = options(import, inputs[2])?;
             let write = etag(import, &opts)?;
             Outcome::Document(collection.replace(id, doc, write)?)
