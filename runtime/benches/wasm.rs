@@ -12,7 +12,10 @@
 //! wasm32-unknown-unknown --manifest-path sprocs/wasm/Cargo.toml`.
 //!
 //! Besides criterion's estimate, prints p50/p99 of individually timed
-//! calls, since the targets are on tail latency.
+//! calls, since the targets are on tail latency (`PARTITA_BENCH_ROUNDS`
+//! rounds of 2,000, default 10), and the same for createComment's
+//! collection calls made natively on the transaction: the engine's share,
+//! the floor under both guests.
 
 use std::hint::black_box;
 use std::sync::Arc;

@@ -68,23 +68,25 @@
 //!   one page, grown only for documents past its 16 KiB buffers;
 //! - per call: export lookups by name and type checks (now once per
 //!   module, `cache.rs`), copies of every input out of guest memory (read
-//!   in place), documents parsed into maps grown one entry at a time
-//!   (`json.rs`), results serialized into fresh buffers, or at all when the
-//!   guest passed no buffer (only measured then).
+//!   in place), documents parsed into maps grown one entry at a time and
+//!   grown again by the engine's system properties (`json.rs`: sized
+//!   once), results serialized into fresh buffers, or at all when the guest
+//!   passed no buffer (only measured then), two `format!`s per generated
+//!   id.
 //!
-//! Figures, load average 4.5-5 on the 2-core VM (other builds running), p50
-//! / p99 of 20,000 calls: WAT 12.5 / 28.8 µs (quiet machine) -> 9.9-10.2 /
-//! 15-36 µs; Rust guest 31.9 / 56.9 µs (quiet) -> 18.4-18.8 / 36-48 µs; the
-//! native floor 3.3 / 5-8 µs; a UDF call (the fixed cost of a fresh store
-//! and instance, params in, a body out) 3.2 -> 2.9 µs. What remains in a
-//! WAT call, beyond the engine's 3.3 µs: the fresh instance (about 2.9 µs:
-//! wasmtime's instantiate and module registration, the store, and the
-//! `PAGEMAP_SCAN` ioctl that resets the slot, about 0.8 µs alone), host
-//! JSON (parsing the two documents written, serializing the parameters and
-//! the post read: about 2 µs) and the four host calls. The Rust guest adds
-//! its own serde_json (about 7 µs: parsing the parameters and the post into
-//! `Value`s, serializing two documents; `preserve_order` maps hash with
-//! SipHash) and a 16 KiB result buffer per call.
+//! Figures, p50 / p99 of 40,000 calls, load average 2.4 on the 2-core VM
+//! (other builds running): WAT 12.5 / 28.8 µs (quiet, before) -> 9.5-9.6 /
+//! 13-17 µs; Rust guest 31.9 / 56.9 µs (quiet, before) -> 18.3-18.6 /
+//! 22-32 µs; the native floor 3.3-3.6 µs; a UDF call (the fixed cost of a
+//! fresh store and instance, params in, a body out) 3.2 -> 2.9 µs. What
+//! remains in a WAT call, beyond the engine's 3.3 µs: the fresh instance
+//! (about 2.9 µs: wasmtime's instantiate and module registration, the
+//! store, and the `PAGEMAP_SCAN` ioctl that resets the slot, about 0.8 µs
+//! alone), host JSON (parsing the two documents written, serializing the
+//! parameters and the post read: about 2 µs) and the four host calls. The
+//! Rust guest adds its own serde_json (about 7 µs: parsing the parameters
+//! and the post into `Value`s, serializing two documents; `preserve_order`
+//! maps hash with SipHash), so its p50 stays about 1.85x the 10 µs target.
 
 mod cache;
 mod host;
