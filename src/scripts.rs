@@ -321,6 +321,7 @@ fn wasm<'a>(script: &'a Script, data_dir: Option<&'a Path>) -> WasmScript<'a> {
     WasmScript {
         id: &script.id,
         module: &script.body,
+        shared: Some(&script.body),
         cache: WasmCache::global(),
         artifact_dir: data_dir,
     }
@@ -336,6 +337,7 @@ fn checked(
         let script = WasmScript {
             id: &props.id,
             module: &props.body,
+            shared: None,
             cache: WasmCache::global(),
             artifact_dir: container.data_dir(),
         };

@@ -1,8 +1,9 @@
 //! The Rust guest modules (`sprocs/wasm`) keep to the `partita_v1` ABI:
 //! each one imports nothing but `partita_v1` functions with exactly the
 //! signatures of `host_api::abi::IMPORTS` (no WASI, no `env`), exports its
-//! memory and its one entry point as `() -> i32`, and ships a name section
-//! (symbolized backtraces) without DWARF (size).
+//! memory and its one entry point as `() -> i32`, ships a name section
+//! (symbolized backtraces) without DWARF (size), and starts with 2 MiB of
+//! memory (room for the guest SDK's allocator, so a call never grows it).
 
 use host_api::abi::{self, IMPORTS, MEMORY_EXPORT};
 use integration_tests::guest::{self, MODULES};
@@ -23,6 +24,8 @@ struct Shape {
     functions: Vec<u32>,
     /// Custom section names.
     custom: Vec<String>,
+    /// The initial size of each memory the module defines, in 64 KiB pages.
+    memories: Vec<u64>,
 }
 
 fn shape(bytes: &[u8]) -> Shape {
@@ -70,6 +73,11 @@ fn shape(bytes: &[u8]) -> Shape {
                 }
             }
             Payload::CustomSection(section) => shape.custom.push(section.name().to_owned()),
+            Payload::MemorySection(reader) => {
+                for memory in reader {
+                    shape.memories.push(memory.expect("memory").initial);
+                }
+            }
             _ => {}
         }
     }
@@ -143,5 +151,8 @@ fn guest_modules_import_only_partita_v1_and_export_their_entry_point() {
             "{name} carries DWARF: {:?}",
             shape.custom
         );
+        // Linked by sprocs/wasm/guest-build.rs: the 1 MiB stack, the static
+        // data and the SDK allocator's arena fit in the initial memory.
+        assert_eq!(shape.memories, [32], "{name}: 2 MiB of initial memory");
     }
 }

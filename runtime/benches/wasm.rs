@@ -12,9 +12,17 @@
 //! wasm32-unknown-unknown --manifest-path sprocs/wasm/Cargo.toml`.
 //!
 //! Besides criterion's estimate, prints p50/p99 of individually timed
-//! calls, since the targets are on tail latency.
+//! calls, since the targets are on tail latency (`PARTITA_BENCH_ROUNDS`
+//! rounds of 2,000, default 10), and the same for createComment's
+//! collection calls made natively on the transaction: the engine's share,
+//! the floor under both guests.
+
+/// The `partita` binary's allocator, so the figures are what users run.
+#[global_allocator]
+static ALLOCATOR: engine::MiMalloc = engine::MiMalloc;
 
 use std::hint::black_box;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -66,6 +74,32 @@ fn create_comment(posts: &Container, script: &WasmScript<'_>, limits: &Limits) {
     txn.commit().expect("commit");
 }
 
+/// createComment without a sandbox: the same collection calls the host
+/// makes for a guest, on the same transaction, as native Rust. The floor
+/// under both guests: what the engine itself costs.
+fn create_comment_native(posts: &Container) {
+    use host_api::{Collection, WriteOptions};
+    let mut txn = posts.begin("p1").expect("begin");
+    let mut post = txn.read("p1").expect("read").value().clone();
+    let count = post["commentCount"].as_u64().unwrap_or(0);
+    post["commentCount"] = json!(count + 1);
+    txn.replace("p1", post, WriteOptions::default())
+        .expect("replace");
+    let comment = json!({"type": "comment", "userId": "u1", "userUsername": "alice", "content": "Nice post!", "creationDate": "2024-01-01T00:00:00Z", "postId": "p1", "id": comment_id()});
+    txn.create(comment).expect("create");
+    txn.commit().expect("commit");
+}
+
+/// A fresh comment id, as the host generates one (a random GUID).
+fn comment_id() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "00000000-0000-4000-8000-{:012x}",
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
 fn percentiles(mut samples: Vec<Duration>) -> (Duration, Duration) {
     samples.sort();
     let p = |q: f64| {
@@ -83,6 +117,11 @@ fn percentiles(mut samples: Vec<Duration>) -> (Duration, Duration) {
 /// Prints p50/p99 of individually timed warm calls (a fresh partition every
 /// 2,000 calls keeps the partition small, as the calibration did).
 fn warm_percentiles(name: &str, s: &WasmScript<'_>, limits: &Limits) {
+    timed_percentiles(name, |posts| create_comment(posts, s, limits));
+}
+
+/// Prints p50/p99 of `f` timed call by call, as [`warm_percentiles`].
+fn timed_percentiles(name: &str, f: impl Fn(&Container)) {
     let rounds: usize = std::env::var("PARTITA_BENCH_ROUNDS")
         .ok()
         .and_then(|r| r.parse().ok())
@@ -90,10 +129,10 @@ fn warm_percentiles(name: &str, s: &WasmScript<'_>, limits: &Limits) {
     let mut samples = Vec::new();
     for _ in 0..rounds {
         let (_db, posts) = setup();
-        create_comment(&posts, s, limits);
+        f(&posts);
         for _ in 0..2_000 {
             let t = Instant::now();
-            create_comment(&posts, s, limits);
+            f(&posts);
             samples.push(t.elapsed());
         }
     }
@@ -109,8 +148,18 @@ fn script<'a>(
     WasmScript {
         id: "createComment",
         module,
+        shared: None,
         cache,
         artifact_dir: dir,
+    }
+}
+
+/// A stored module as the facade runs it: the engine keeps a script's body
+/// in an `Arc`, and passes it along.
+fn stored<'a>(module: &'a Arc<[u8]>, cache: &'a WasmCache) -> WasmScript<'a> {
+    WasmScript {
+        shared: Some(module),
+        ..script(module, cache, None)
     }
 }
 
@@ -122,18 +171,21 @@ fn bench(c: &mut Criterion) {
         ScriptKind::StoredProcedure,
     )
     .expect("createComment.wat");
+    let module: Arc<[u8]> = module.into();
 
     let rust = prepare_wasm(
         &script(&rust_guest(), cache, None),
         ScriptKind::StoredProcedure,
     )
     .expect("create_comment.wasm");
+    let rust: Arc<[u8]> = rust.into();
     for (name, module) in [
         ("createComment.wat", &module),
         ("createComment (Rust)", &rust),
     ] {
-        warm_percentiles(name, &script(module, cache, None), &limits);
+        warm_percentiles(name, &stored(module, cache), &limits);
     }
+    timed_percentiles("createComment native (no sandbox)", create_comment_native);
 
     // Upload (WAT → wasm, compile, check) and the first call after it; each
     // round is a new module (a different comment line) in a new cache.
@@ -187,12 +239,12 @@ fn bench(c: &mut Criterion) {
     );
 
     let (_db, posts) = setup();
-    let s = script(&module, cache, None);
+    let s = stored(&module, cache);
     c.bench_function("createComment.wat (warm)", |b| {
         b.iter(|| create_comment(&posts, black_box(&s), &limits))
     });
     let (_db, posts) = setup();
-    let s = script(&rust, cache, None);
+    let s = stored(&rust, cache);
     c.bench_function("createComment Rust guest (warm)", |b| {
         b.iter(|| create_comment(&posts, black_box(&s), &limits))
     });
@@ -203,7 +255,8 @@ fn bench(c: &mut Criterion) {
         ScriptKind::UserDefinedFunction,
     )
     .expect("udf");
-    let u = script(&udf, cache, None);
+    let udf: Arc<[u8]> = udf.into();
+    let u = stored(&udf, cache);
     let args = [Some(json!(1234.5))];
     let mut samples = Vec::new();
     for _ in 0..20_000 {

@@ -183,6 +183,45 @@ fn create_comment_wat_matches_javascript() {
     assert_eq!(results[1].0[3], Err((400, Some(409))));
 }
 
+#[test]
+fn create_comment_wat_handles_documents_past_its_small_buffers() {
+    // The WAT guest reads results into 16 KiB buffers and fetches larger
+    // ones with take_result: a 100 KB post and 40 KB parameters take that
+    // path for the parameters, the post and both documents written, and
+    // must store what JavaScript stores.
+    let js = common::sproc("createComment.js");
+    let m = module(&wat("createComment.wat"), ScriptKind::StoredProcedure);
+    let mut results = Vec::new();
+    for lang in ["js", "wasm"] {
+        let (_db, c) = container("posts", "/postId");
+        c.create_item(
+            "p1",
+            json!({"id": "p1", "postId": "p1", "title": "t".repeat(100_000), "commentCount": 41}),
+            None,
+        )
+        .unwrap();
+        for (id, size) in [("small", 10), ("large", 40_000)] {
+            let params = vec![json!("p1"), json!({"id": id, "text": "c".repeat(size)})];
+            let res = if lang == "js" {
+                common::call(&c, "p1", &js, params)
+            } else {
+                call(&c, "p1", &m, params)
+            };
+            res.unwrap();
+        }
+        let mut all: Vec<Value> = docs(&c, "p1").into_iter().map(content).collect();
+        all.sort_by_key(|d| d["id"].to_string());
+        results.push(all);
+    }
+    assert_eq!(results[0], results[1]);
+    let post = results[1].iter().find(|d| d["id"] == "p1").unwrap();
+    assert_eq!(post["commentCount"], 43);
+    assert_eq!(post["title"].as_str().unwrap().len(), 100_000);
+    let large = results[1].iter().find(|d| d["id"] == "large").unwrap();
+    assert_eq!(large["text"].as_str().unwrap().len(), 40_000);
+    assert_eq!(large["postId"], "p1");
+}
+
 #[allow(clippy::result_large_err)] // As `run_wasm`.
 fn feed_write(
     c: &engine::Container,
@@ -352,6 +391,45 @@ fn reads_queries_and_feeds_see_the_partition() {
 }
 
 #[test]
+fn a_document_result_without_a_buffer_waits_whole() {
+    // read with no output buffer answers the length only; take_result with
+    // one byte too few answers it again and writes nothing (the 'x' fill
+    // stays); with room, the bytes are those a large buffer gets directly.
+    // (Any other import drops what waits, so nothing is logged between.)
+    let (_db, c) = container("posts", "/postId");
+    post(&c, "p1");
+    let m = procedure(
+        r#"(data (i32.const 0) "p1")
+           (func (export "partita_procedure") (result i32)
+             (local $n i32)
+             (local.set $n (call $read (i32.const 0) (i32.const 2) (i32.const 0) (i32.const 0)))
+             (memory.fill (i32.const 5000) (i32.const 120) (i32.const 4000))
+             (if (i32.ne (call $take_result (i32.const 5000) (i32.sub (local.get $n) (i32.const 1)))
+                   (local.get $n)) (then unreachable))
+             (if (i32.ne (call $take_result (i32.const 1000) (local.get $n)) (local.get $n))
+               (then unreachable))
+             (call $log (i32.const 5000) (i32.const 4))
+             (call $log (i32.const 1000) (local.get $n))
+             (local.set $n (call $read (i32.const 0) (i32.const 2) (i32.const 9000) (i32.const 4000)))
+             (call $log (i32.const 9000) (local.get $n))
+             ;; A create's result, not taken, is dropped by the next call.
+             (if (i32.le_s (call $create (i32.const 20) (i32.const 15) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0)) (i32.const 0))
+               (then unreachable))
+             (call $log (i32.const 0) (i32.const 0))
+             (if (call $take_result (i32.const 1000) (i32.const 4000)) (then unreachable))
+             (i32.const 0))
+           (data (i32.const 20) "{\"postId\":\"p1\"}")"#,
+    );
+    let out = call(&c, "p1", &m, vec![]).unwrap();
+    let lines: Vec<&str> = out.logs.lines().collect();
+    assert_eq!(lines[0], "xxxx", "nothing written to a buffer too small");
+    assert_eq!(lines[1], lines[2]);
+    let read: Value = serde_json::from_str(lines[1]).unwrap();
+    assert_eq!(read["id"], "p1");
+    assert_eq!(count(&c, "p1"), 2);
+}
+
+#[test]
 fn upload_refuses_bad_modules_naming_the_problem() {
     let check = |body: &[u8], kind: ScriptKind, expected: &str| {
         let err = prepare_wasm(&script(body), kind).unwrap_err();
@@ -518,6 +596,51 @@ fn udfs_compute_from_their_arguments() {
 }
 
 #[test]
+fn a_shared_module_is_known_by_its_allocation() {
+    // udf() = the number in its data segment.
+    let udf = |n: u8| {
+        let body = format!(
+            r#"(data (i32.const 0) "{n}")
+               (func (export "partita_udf") (result i32)
+                 (drop (call $set_response_body (i32.const 0) (i32.const 1))) (i32.const 0))"#
+        );
+        let m = inline(&body, ScriptKind::UserDefinedFunction);
+        std::sync::Arc::<[u8]>::from(m)
+    };
+    let cache = WasmCache::new();
+    let run = |module: &[u8], shared: Option<&std::sync::Arc<[u8]>>| {
+        let s = WasmScript {
+            id: "udf",
+            module,
+            shared,
+            cache: &cache,
+            artifact_dir: None,
+        };
+        run_wasm_udf(&s, &[], &Limits::default()).unwrap()
+    };
+    let one = udf(1);
+    assert_eq!(run(&one, Some(&one)), Some(json!(1)));
+    assert_eq!(
+        std::sync::Arc::strong_count(&one),
+        2,
+        "the cache keeps the allocation itself, not a copy"
+    );
+    assert_eq!(run(&one, Some(&one)), Some(json!(1)));
+    assert_eq!(cache.stats().hits, 1, "{:?}", cache.stats());
+    // An `Arc` of other bytes than the module is not trusted: the module
+    // runs, compared with a copy.
+    let two = udf(2);
+    let other = udf(3);
+    assert_eq!(run(&two, Some(&other)), Some(json!(2)));
+    assert_eq!(std::sync::Arc::strong_count(&other), 1);
+    // A module without an `Arc` is copied, so the caller's bytes can go.
+    let three = udf(3).to_vec();
+    assert_eq!(run(&three, None), Some(json!(3)));
+    drop(three);
+    assert_eq!(run(&udf(3), None), Some(json!(3)));
+}
+
+#[test]
 fn artifacts_survive_a_restart_and_corruption_is_detected() {
     let dir = tempfile::tempdir().unwrap();
     let text = wat("createComment.wat");
@@ -527,6 +650,7 @@ fn artifacts_survive_a_restart_and_corruption_is_detected() {
         let s = WasmScript {
             id: "createComment",
             module: text.as_bytes(),
+            shared: None,
             cache,
             artifact_dir: Some(dir.path()),
         };

@@ -35,7 +35,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use host_api::ScriptKind;
 use host_api::abi;
 use sha2::{Digest, Sha256};
-use wasmtime::{ExternType, InstancePre, Module, ValType};
+use wasmtime::{ExternType, InstancePre, Module, ModuleExport, ValType};
 
 use super::host::HostState;
 use super::sandbox::Sandbox;
@@ -61,6 +61,66 @@ type Seen = (Arc<[u8]>, Hash);
 pub(crate) struct Compiled {
     pub(crate) module: Module,
     pub(crate) pre: InstancePre<HostState>,
+    /// Per kind (procedure, trigger, UDF): the exports a call uses, or why
+    /// the module cannot run as that kind ([`check_exports`]'s message).
+    /// Found once, so a call neither looks them up by name nor checks
+    /// their types again.
+    exports: [Result<Exports, String>; 3],
+}
+
+/// The exports of a module that a call of one kind uses.
+pub(crate) struct Exports {
+    /// The linear memory.
+    pub(crate) memory: ModuleExport,
+    /// The entry point, checked to be `() -> i32`.
+    pub(crate) entry: ModuleExport,
+}
+
+impl Compiled {
+    fn new(module: Module, pre: InstancePre<HostState>) -> Compiled {
+        let exports = [
+            ScriptKind::StoredProcedure,
+            ScriptKind::Trigger,
+            ScriptKind::UserDefinedFunction,
+        ]
+        .map(|kind| exports_of(&module, kind));
+        Compiled {
+            module,
+            pre,
+            exports,
+        }
+    }
+
+    /// The exports a call of `kind` uses.
+    ///
+    /// # Errors
+    /// [`Error::Compile`] as [`check_exports`].
+    pub(crate) fn exports(&self, kind: ScriptKind) -> Result<&Exports, Error> {
+        let i = match kind {
+            ScriptKind::StoredProcedure => 0,
+            ScriptKind::Trigger => 1,
+            ScriptKind::UserDefinedFunction => 2,
+        };
+        self.exports[i]
+            .as_ref()
+            .map_err(|message| Error::Compile(message.clone()))
+    }
+}
+
+fn exports_of(module: &Module, kind: ScriptKind) -> Result<Exports, String> {
+    check_exports(module, kind).map_err(|e| match e {
+        Error::Compile(message) => message,
+        other => other.to_string(),
+    })?;
+    let index = |name: &str| {
+        module
+            .get_export_index(name)
+            .ok_or_else(|| format!("the module's export {name:?} cannot be found"))
+    };
+    Ok(Exports {
+        memory: index(abi::MEMORY_EXPORT)?,
+        entry: index(entry_point(kind))?,
+    })
 }
 
 /// Compiled WebAssembly modules, by content. One per process
@@ -70,9 +130,13 @@ pub(crate) struct Compiled {
 pub struct WasmCache {
     modules: Mutex<HashMap<Hash, Arc<Compiled>>>,
     /// The hash of module bodies seen recently, by address and length, with
-    /// a copy of the bytes: a body found at the same place with the same
-    /// bytes (one `memcmp`) has the same hash. Hashing a 150 KB module costs
-    /// about 75 µs per call, more than the rest of a call.
+    /// their bytes: a body found at the same place with the same bytes has
+    /// the same hash. Hashing a 150 KB module costs about 75 µs per call,
+    /// more than the rest of a call. The bytes are the caller's own `Arc`
+    /// when it gave one ([`WasmScript::shared`](super::WasmScript::shared)):
+    /// kept alive here, that allocation cannot be freed and reused, so a
+    /// body at its address *is* those bytes and nothing is compared.
+    /// Otherwise they are a copy, compared with the body (one `memcmp`).
     seen: Mutex<HashMap<(usize, usize), Seen>>,
     compiled: AtomicU64,
     loaded: AtomicU64,
@@ -131,9 +195,10 @@ impl WasmCache {
         &self,
         sandbox: &Sandbox,
         body: &[u8],
+        shared: Option<&Arc<[u8]>>,
         data_dir: Option<&Path>,
     ) -> Result<Arc<Compiled>, Error> {
-        let hash = self.hash(body);
+        let hash = self.hash(body, shared);
         if let Some(found) = self.lock().get(&hash) {
             self.hits.fetch_add(1, Ordering::Relaxed);
             return Ok(found.clone());
@@ -160,7 +225,7 @@ impl WasmCache {
         let pre = sandbox.linker.instantiate_pre(&module).map_err(|e| {
             Error::Compile(format!("the module cannot link to {}: {e:#}", abi::MODULE))
         })?;
-        let compiled = Arc::new(Compiled { module, pre });
+        let compiled = Arc::new(Compiled::new(module, pre));
         let mut modules = self.lock();
         if modules.len() >= MAX_CACHED
             && let Some(victim) = modules.keys().next().copied()
@@ -172,24 +237,32 @@ impl WasmCache {
     }
 
     /// The SHA-256 of `body`, from `seen` when the same bytes were at the
-    /// same address before.
-    fn hash(&self, body: &[u8]) -> Hash {
+    /// same address before. `shared`, when it holds exactly `body`, is what
+    /// `seen` keeps (see there).
+    fn hash(&self, body: &[u8], shared: Option<&Arc<[u8]>>) -> Hash {
         let key = (body.as_ptr() as usize, body.len());
         let seen = || self.seen.lock().unwrap_or_else(|e| e.into_inner());
         // Compared and hashed outside the lock: concurrent calls do not wait
         // for each other's `memcmp`.
         let known = seen().get(&key).cloned();
         if let Some((bytes, hash)) = known
-            && *bytes == *body
+            // The same live allocation (held by `seen`), or equal bytes.
+            && (std::ptr::eq(bytes.as_ptr(), body.as_ptr()) || *bytes == *body)
         {
             return hash;
         }
         let hash: Hash = Sha256::digest(body).into();
+        let bytes = match shared {
+            Some(arc) if std::ptr::eq(arc.as_ptr(), body.as_ptr()) && arc.len() == body.len() => {
+                arc.clone()
+            }
+            _ => body.into(),
+        };
         let mut seen = seen();
         if seen.len() >= MAX_SEEN {
             seen.clear();
         }
-        seen.insert(key, (body.into(), hash));
+        seen.insert(key, (bytes, hash));
         hash
     }
 

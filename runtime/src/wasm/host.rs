@@ -29,7 +29,9 @@ use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
 use host_api::abi::{self, NOT_ACCEPTED};
-use host_api::{Collection, ErrorCode, HostError, QueryRequest, TriggerOperation, WriteOptions};
+use host_api::{
+    Collection, Document, ErrorCode, HostError, QueryRequest, TriggerOperation, WriteOptions,
+};
 use serde_json::{Map, Value};
 use wasmtime::{Caller, Linker, Memory, ResourceLimiter};
 
@@ -106,7 +108,10 @@ pub(crate) struct HostState {
     pub(crate) request_body: Value,
     /// A procedure's or UDF's body as set; a post-trigger's response body.
     pub(crate) response_body: Option<Value>,
-    waiting: Option<Vec<u8>>,
+    waiting: Option<Waiting>,
+    /// Where document results are serialized, kept from one host call to
+    /// the next.
+    scratch: Vec<u8>,
     pub(crate) logs: String,
     max_log_bytes: usize,
     operations: u64,
@@ -162,6 +167,7 @@ impl HostState {
             request_body: inputs.request_body,
             response_body: inputs.response_body,
             waiting: None,
+            scratch: Vec::new(),
             logs: String::new(),
             max_log_bytes: limits.max_log_bytes,
             operations: 0,
@@ -297,8 +303,45 @@ impl Import {
 /// What an operation produced.
 enum Outcome {
     Bytes(Vec<u8>),
+    /// A document, serialized only when the guest has room for it.
+    Document(Document),
     Code(i32),
     Failed(HostError),
+}
+
+/// A result or error message waiting for `take_result`.
+enum Waiting {
+    Bytes(Vec<u8>),
+    /// A document result and its serialized length: a guest that passed no
+    /// output buffer (it wants only the status, as createComment.wat after a
+    /// write) never has it serialized.
+    Document(Document, usize),
+}
+
+impl Waiting {
+    fn len(&self) -> usize {
+        match self {
+            Waiting::Bytes(bytes) => bytes.len(),
+            Waiting::Document(_, len) => *len,
+        }
+    }
+}
+
+/// The length of `value` as compact JSON, without writing it anywhere.
+fn serialized_len(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    serde_json::to_writer(&mut count, value).expect("JSON values serialize");
+    count.0
 }
 
 /// Registers every import of `partita_v1` on `linker`.
@@ -381,14 +424,14 @@ fn call(caller: &mut Caller<'_, HostState>, import: Import, args: &[i32]) -> was
     };
     let (ins, out) = import.layout();
     let size = memory.data_size(&*caller);
-    let data = memory.data(&*caller);
-    let mut inputs: Vec<&[u8]> = Vec::with_capacity(ins.len());
-    for &i in ins {
+    let mut inputs: [std::ops::Range<usize>; 3] = Default::default();
+    for (slot, &i) in inputs.iter_mut().zip(ins) {
         let Some(r) = range(args[i], args[i + 1], size) else {
             return Err(bounds(import, "input", args[i], args[i + 1], size));
         };
-        inputs.push(&data[r]);
+        *slot = r;
     }
+    let inputs = &inputs[..ins.len()];
     let out = match out {
         Some(o) => match range(args[o], args[o + 1], size) {
             Some(r) => Some(r),
@@ -396,28 +439,32 @@ fn call(caller: &mut Caller<'_, HostState>, import: Import, args: &[i32]) -> was
         },
         None => None,
     };
-    let in_bytes: usize = inputs.iter().map(|i| i.len()).sum();
-    // The inputs are copied out so the state can be borrowed mutably; they
-    // are small next to what the operation itself does with them.
-    let inputs: Vec<Vec<u8>> = inputs.into_iter().map(<[u8]>::to_vec).collect();
+    let in_bytes: usize = inputs.iter().map(ExactSizeIterator::len).sum();
     if import == Import::TakeResult {
         let out = out.expect("take_result has an output buffer");
         return take_result(caller, memory, out);
     }
     caller.data_mut().waiting = None;
     let fuel_left = charge(caller, HOST_CALL_FUEL + in_bytes as u64)?;
+    // The inputs are read in place: the memory and the state are borrowed
+    // together, and nothing the operation does can reach the guest memory.
+    let (data, state) = memory.data_and_store_mut(&mut *caller);
+    let mut bytes: [&[u8]; 3] = [&[]; 3];
+    for (b, r) in bytes.iter_mut().zip(inputs) {
+        *b = &data[r.clone()];
+    }
+    let inputs = &bytes[..inputs.len()];
     if import == Import::Fail {
         return Err(Stop::Fail {
             number: args[0],
-            message: String::from_utf8_lossy(&inputs[0]).into_owned(),
+            message: String::from_utf8_lossy(inputs[0]).into_owned(),
         }
         .into());
     }
-    let state = caller.data_mut();
     if import.is_collection_op() && state.role != Role::Udf && !state.accept(fuel_left) {
         return Ok(NOT_ACCEPTED);
     }
-    let outcome = match perform(state, import, &inputs) {
+    let outcome = match perform(state, import, inputs) {
         Ok(outcome) => outcome,
         Err(e) if e.ends_call() => {
             return Err(Stop::Host(e).into());
@@ -427,26 +474,63 @@ fn call(caller: &mut Caller<'_, HostState>, import: Import, args: &[i32]) -> was
     match outcome {
         Outcome::Code(n) => Ok(n),
         Outcome::Failed(e) => {
-            caller.data_mut().waiting = Some(e.message.into_bytes());
+            caller.data_mut().waiting = Some(Waiting::Bytes(e.message.into_bytes()));
             Ok(-i32::from(e.code.as_u16()))
         }
         Outcome::Bytes(bytes) => {
-            let Ok(len) = i32::try_from(bytes.len()) else {
-                let e = format!("{}: the result is over 2 GB", import.name());
-                caller.data_mut().waiting = Some(e.into_bytes());
-                return Ok(-413);
-            };
             let out = out.expect("every import that returns bytes has an output buffer");
-            if bytes.len() <= out.len() {
-                charge(caller, bytes.len() as u64)?;
-                memory.data_mut(&mut *caller)[out.start..out.start + bytes.len()]
-                    .copy_from_slice(&bytes);
-            } else {
-                caller.data_mut().waiting = Some(bytes);
+            deliver(caller, memory, import, out, bytes, false)
+        }
+        Outcome::Document(doc) => {
+            let out = out.expect("every import that returns bytes has an output buffer");
+            if out.is_empty() {
+                // Only the length is wanted now; serialized if taken.
+                let len = serialized_len(doc.value());
+                let Ok(r) = i32::try_from(len) else {
+                    return Ok(over_2gb(caller, import));
+                };
+                caller.data_mut().waiting = Some(Waiting::Document(doc, len));
+                return Ok(r);
             }
-            Ok(len)
+            let mut bytes = std::mem::take(&mut caller.data_mut().scratch);
+            bytes.clear();
+            serde_json::to_writer(&mut bytes, doc.value()).expect("JSON values serialize");
+            deliver(caller, memory, import, out, bytes, true)
         }
     }
+}
+
+/// The status of a result too long for the ABI's `i32` length.
+fn over_2gb(caller: &mut Caller<'_, HostState>, import: Import) -> i32 {
+    let e = format!("{}: the result is over 2 GB", import.name());
+    caller.data_mut().waiting = Some(Waiting::Bytes(e.into_bytes()));
+    -413
+}
+
+/// Writes `bytes` into the guest's `out` buffer when they fit (charging
+/// them), or keeps them waiting; returns their length. `scratch`: `bytes`
+/// is the state's scratch buffer, given back when it is not kept.
+fn deliver(
+    caller: &mut Caller<'_, HostState>,
+    memory: Memory,
+    import: Import,
+    out: std::ops::Range<usize>,
+    bytes: Vec<u8>,
+    scratch: bool,
+) -> wasmtime::Result<i32> {
+    let Ok(len) = i32::try_from(bytes.len()) else {
+        return Ok(over_2gb(caller, import));
+    };
+    if bytes.len() <= out.len() {
+        charge(caller, bytes.len() as u64)?;
+        memory.data_mut(&mut *caller)[out.start..out.start + bytes.len()].copy_from_slice(&bytes);
+        if scratch {
+            caller.data_mut().scratch = bytes;
+        }
+    } else {
+        caller.data_mut().waiting = Some(Waiting::Bytes(bytes));
+    }
+    Ok(len)
 }
 
 fn bounds(import: Import, what: &str, ptr: i32, len: i32, size: usize) -> wasmtime::Error {
@@ -476,8 +560,12 @@ fn take_result(
         caller.data_mut().waiting = Some(waiting);
         return Ok(len);
     }
-    charge(caller, waiting.len() as u64)?;
-    memory.data_mut(&mut *caller)[out.start..out.start + waiting.len()].copy_from_slice(&waiting);
+    let bytes = match waiting {
+        Waiting::Bytes(bytes) => bytes,
+        Waiting::Document(doc, _) => to_bytes(doc.value()),
+    };
+    charge(caller, bytes.len() as u64)?;
+    memory.data_mut(&mut *caller)[out.start..out.start + bytes.len()].copy_from_slice(&bytes);
     Ok(len)
 }
 
@@ -491,7 +579,17 @@ fn utf8<'a>(import: Import, what: &str, bytes: &'a [u8]) -> Result<&'a str, Host
 }
 
 fn json(import: Import, what: &str, bytes: &[u8]) -> Result<Value, HostError> {
-    serde_json::from_slice(bytes).map_err(|e| {
+    parse_json(import, what, bytes, 0)
+}
+
+/// A document to write: parsed with room for what the engine adds (an id,
+/// perhaps, and the five system properties).
+fn document(import: Import, bytes: &[u8]) -> Result<Value, HostError> {
+    parse_json(import, "document", bytes, 6)
+}
+
+fn parse_json(import: Import, what: &str, bytes: &[u8], room: usize) -> Result<Value, HostError> {
+    super::json::parse(bytes, room).map_err(|e| {
         bad(format!(
             "{}: the {what} is not valid JSON ({e})",
             import.name()
@@ -550,7 +648,7 @@ fn continuation(import: Import, opts: &Map<String, Value>) -> Result<Option<&str
 
 /// A document to create or upsert, with an id generated unless disabled.
 fn new_document(import: Import, doc: &[u8], opts: &Map<String, Value>) -> Result<Value, HostError> {
-    let mut doc = json(import, "document", doc)?;
+    let mut doc = document(import, doc)?;
     let disabled = match opts.get("disableAutomaticIdGeneration") {
         None | Some(Value::Null) => false,
         Some(Value::Bool(b)) => *b,
@@ -582,19 +680,19 @@ fn page(page: host_api::Page) -> Vec<u8> {
         "continuation".into(),
         page.continuation.map_or(Value::Null, Value::String),
     );
-    serde_json::to_vec(&Value::Object(res)).expect("JSON values serialize")
+    to_bytes(&Value::Object(res))
 }
 
 fn to_bytes(value: &Value) -> Vec<u8> {
-    serde_json::to_vec(value).expect("JSON values serialize")
+    // Room for a typical document up front, rather than growing from 128
+    // bytes by doubling.
+    let mut bytes = Vec::with_capacity(1024);
+    serde_json::to_writer(&mut bytes, value).expect("JSON values serialize");
+    bytes
 }
 
 /// Runs one import (all but `take_result`) on the state.
-fn perform(
-    state: &mut HostState,
-    import: Import,
-    inputs: &[Vec<u8>],
-) -> Result<Outcome, HostError> {
+fn perform(state: &mut HostState, import: Import, inputs: &[&[u8]]) -> Result<Outcome, HostError> {
     use Import::*;
     let name = import.name();
     let role = state.role;
@@ -620,7 +718,7 @@ fn perform(
                 role == Role::PreTrigger,
                 "only a pre-trigger can change the request body",
             )?;
-            state.request_body = json(import, "body", &inputs[0])?;
+            state.request_body = json(import, "body", inputs[0])?;
             Outcome::Code(0)
         }
         ResponseBody => {
@@ -636,11 +734,11 @@ fn perform(
                 role != Role::PreTrigger,
                 "a pre-trigger has no response body",
             )?;
-            state.response_body = Some(json(import, "body", &inputs[0])?);
+            state.response_body = Some(json(import, "body", inputs[0])?);
             Outcome::Code(0)
         }
         Log => {
-            state.log(&String::from_utf8_lossy(&inputs[0]));
+            state.log(&String::from_utf8_lossy(inputs[0]));
             Outcome::Code(0)
         }
         TakeResult | Fail => unreachable!("`call` answers take_result and fail itself"),
@@ -658,46 +756,46 @@ fn perform(
 fn collection_op(
     collection: &mut dyn Collection,
     import: Import,
-    inputs: &[Vec<u8>],
+    inputs: &[&[u8]],
 ) -> Result<Outcome, HostError> {
     use Import::*;
     Ok(match import {
         Read => {
-            let id = utf8(import, "id", &inputs[0])?;
-            Outcome::Bytes(to_bytes(collection.read(id)?.value()))
+            let id = utf8(import, "id", inputs[0])?;
+            Outcome::Document(collection.read(id)?)
         }
         ReadFeed => {
-            let opts = options(import, &inputs[0])?;
+            let opts = options(import, inputs[0])?;
             let size = page_size(import, &opts)?;
             let token = continuation(import, &opts)?;
             Outcome::Bytes(page(collection.read_feed(Some(size), token)?))
         }
         Create => {
-            let opts = options(import, &inputs[1])?;
-            let doc = new_document(import, &inputs[0], &opts)?;
-            Outcome::Bytes(to_bytes(collection.create(doc)?.value()))
+            let opts = options(import, inputs[1])?;
+            let doc = new_document(import, inputs[0], &opts)?;
+            Outcome::Document(collection.create(doc)?)
         }
         Upsert => {
-            let opts = options(import, &inputs[1])?;
-            let doc = new_document(import, &inputs[0], &opts)?;
+            let opts = options(import, inputs[1])?;
+            let doc = new_document(import, inputs[0], &opts)?;
             let write = etag(import, &opts)?;
-            Outcome::Bytes(to_bytes(collection.upsert(doc, write)?.value()))
+            Outcome::Document(collection.upsert(doc, write)?)
         }
         Replace => {
-            let id = utf8(import, "id", &inputs[0])?;
-            let doc = json(import, "document", &inputs[1])?;
-            let opts = options(import, &inputs[2])?;
+            let id = utf8(import, "id", inputs[0])?;
+            let doc = document(import, inputs[1])?;
+            let opts = options(import, inputs[2])?;
             let write = etag(import, &opts)?;
-            Outcome::Bytes(to_bytes(collection.replace(id, doc, write)?.value()))
+            Outcome::Document(collection.replace(id, doc, write)?)
         }
         Delete => {
-            let id = utf8(import, "id", &inputs[0])?;
-            let opts = options(import, &inputs[1])?;
+            let id = utf8(import, "id", inputs[0])?;
+            let opts = options(import, inputs[1])?;
             collection.delete(id, etag(import, &opts)?)?;
             Outcome::Code(0)
         }
         Query => {
-            let request = match json(import, "query request", &inputs[0])? {
+            let request = match json(import, "query request", inputs[0])? {
                 Value::Object(map) => map,
                 other => {
                     return Err(bad(format!(

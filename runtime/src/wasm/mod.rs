@@ -44,28 +44,58 @@
 //!
 //! `benches/wasm.rs` (release) measures createComment as the hand-written
 //! `sprocs/wat/createComment.wat` and as the Rust guest
-//! (`sprocs/wasm/create-comment`, serde_json inside, 150 KB). Profiled with
-//! `perf record -e cpu-clock` (the VM has no hardware counters, and valgrind
-//! cannot reserve the pool's address space), two costs dominated and are
-//! gone: hashing the module (SHA-256 of 150 KB, about half of a Rust-guest
-//! call) on every cache lookup, now remembered by address and checked with
-//! a `memcmp` (`cache.rs`); and resetting the pool slot with `madvise` then
-//! faulting its pages back in (a third of a WAT call), now a reset in place
-//! of the dirty pages only (`sandbox.rs`). Mean per call over 20,000 warm
-//! calls, load average 3-6 on the 2-core VM: WAT 47 -> 15-18 µs, Rust guest
-//! 174 -> 36-38 µs. Before these changes, under load 5-7: WAT p50 24 µs,
-//! p99 80-98 µs; a UDF call 5.6 µs p50; upload 4.5-6.6 ms and the first
-//! call after it 0.21-0.26 ms; first call after a restart 94-130 µs median.
-//! What remains is spread out: host-side JSON, malloc, the guest's
-//! serde_json, the store and instance, mprotect when the Rust guest grows
-//! its memory.
+//! (`sprocs/wasm/create-comment`, serde_json inside, 210 KB), each call a
+//! fresh pooled instance in its own transaction, timed one by one (p50,
+//! p99), next to the same collection calls made natively (the engine's own
+//! cost, the floor under both). Profiled with `perf record -e cpu-clock
+//! --call-graph dwarf` (no hardware counters on the VM; valgrind cannot
+//! reserve the pool's address space), what was removed, biggest first:
+//!
+//! - hashing the module per call (SHA-256 of 150 KB, half of a Rust-guest
+//!   call): remembered by address; a body the engine shares as an `Arc`
+//!   ([`WasmScript::shared`]) is known by its allocation, with no `memcmp`;
+//! - resetting the pool slot with `madvise` and faulting its pages back in
+//!   (a third of a WAT call): reset in place, dirty pages only
+//!   (`PAGEMAP_SCAN`, `sandbox.rs`);
+//! - the Rust guest growing its memory on every call (Rust's allocator on
+//!   wasm32 takes all its heap from `memory.grow`), which cost an
+//!   `mprotect` to grow the slot and another to shrink it back, with TLB
+//!   flushes (a quarter of the call): the guest SDK allocates from a bump
+//!   arena in the initial memory, linked at 2 MiB (`sprocs/wasm/guest/src/arena.rs`,
+//!   `sprocs/wasm/guest-build.rs`); guests also build at opt-level 3
+//!   (about 10% faster than "s");
+//! - the WAT guest's 100-page memory (the pagemap walk covered it all):
+//!   one page, grown only for documents past its 16 KiB buffers;
+//! - per call: export lookups by name and type checks (now once per
+//!   module, `cache.rs`), copies of every input out of guest memory (read
+//!   in place), documents parsed into maps grown one entry at a time and
+//!   grown again by the engine's system properties (`json.rs`: sized
+//!   once), results serialized into fresh buffers, or at all when the guest
+//!   passed no buffer (only measured then), two `format!`s per generated
+//!   id.
+//!
+//! Figures, p50 / p99 of 40,000 calls, load average 2.4 on the 2-core VM
+//! (other builds running): WAT 12.5 / 28.8 µs (quiet, before) -> 9.5-9.6 /
+//! 13-17 µs; Rust guest 31.9 / 56.9 µs (quiet, before) -> 18.3-18.6 /
+//! 22-32 µs; the native floor 3.3-3.6 µs; a UDF call (the fixed cost of a
+//! fresh store and instance, params in, a body out) 3.2 -> 2.9 µs. What
+//! remains in a WAT call, beyond the engine's 3.3 µs: the fresh instance
+//! (about 2.9 µs: wasmtime's instantiate and module registration, the
+//! store, and the `PAGEMAP_SCAN` ioctl that resets the slot, about 0.8 µs
+//! alone), host JSON (parsing the two documents written, serializing the
+//! parameters and the post read: about 2 µs) and the four host calls. The
+//! Rust guest adds its own serde_json (about 7 µs: parsing the parameters
+//! and the post into `Value`s, serializing two documents; `preserve_order`
+//! maps hash with SipHash), so its p50 stays about 1.85x the 10 µs target.
 
 mod cache;
 mod host;
+mod json;
 mod run;
 mod sandbox;
 
 use std::path::Path;
+use std::sync::Arc;
 
 pub use cache::{ARTIFACT_DIR, WasmCache, WasmCacheStats};
 pub(crate) use run::{run, run_udf};
@@ -80,6 +110,13 @@ pub struct WasmScript<'a> {
     pub id: &'a str,
     /// The module: `.wasm` bytes, or `.wat` text (compiled on first use).
     pub module: &'a [u8],
+    /// The same bytes as `module` when the caller holds them in an `Arc`
+    /// (the engine's `ScriptRecord::body`). The cache then keeps a clone and
+    /// knows the module by its address from then on: a warm call neither
+    /// hashes nor compares the bytes (a 150 KB Rust guest cost about a
+    /// microsecond per call to compare). `None`, or an `Arc` holding other
+    /// bytes than `module`, compares `module` with a copy kept by the cache.
+    pub shared: Option<&'a Arc<[u8]>>,
     /// The in-memory cache of compiled modules, normally
     /// [`WasmCache::global`].
     pub cache: &'a WasmCache,
@@ -114,7 +151,9 @@ pub fn prepare_wasm(
 ) -> Result<Vec<u8>, crate::Error> {
     let sandbox = sandbox::sandbox().map_err(crate::Error::Internal)?;
     let wasm = cache::to_binary(script.module)?.into_owned();
-    let compiled = script.cache.get(sandbox, &wasm, script.artifact_dir)?;
+    let compiled = script
+        .cache
+        .get(sandbox, &wasm, None, script.artifact_dir)?;
     cache::check_exports(&compiled.module, kind)?;
     Ok(wasm)
 }

@@ -10,10 +10,10 @@ use std::time::Instant;
 
 use host_api::{Collection, ScriptKind};
 use serde_json::Value;
-use wasmtime::{Store, Trap, WasmBacktrace};
+use wasmtime::{Extern, Store, Trap, TypedFunc, WasmBacktrace};
 
 use super::WasmScript;
-use super::cache::{check_exports, entry_point};
+
 use super::host::{HostState, Inputs, Role, Stop};
 use super::sandbox::{self, MAX_WASM_STACK, TICK};
 use crate::{Budget, Error, ExecStats, Failure, Invocation, Limits, Output};
@@ -201,16 +201,18 @@ fn call(
         Err(message) => return early(Error::Internal(message)),
     };
     let _running = sandbox.enter();
-    let compiled = match script
-        .cache
-        .get(sandbox, script.module, script.artifact_dir)
-    {
-        Ok(compiled) => compiled,
+    let compiled =
+        match script
+            .cache
+            .get(sandbox, script.module, script.shared, script.artifact_dir)
+        {
+            Ok(compiled) => compiled,
+            Err(e) => return early(e),
+        };
+    let exports = match compiled.exports(kind) {
+        Ok(exports) => exports,
         Err(e) => return early(e),
     };
-    if let Err(e) = check_exports(&compiled.module, kind) {
-        return early(e);
-    }
     // SAFETY: the store owning the state is dropped at the end of this
     // function, while `collection`'s borrow is still alive, and the caller
     // does not touch the collection until then.
@@ -228,9 +230,17 @@ fn call(
         .set_fuel(limits.fuel)
         .and_then(|()| compiled.pre.instantiate(&mut store))
         .and_then(|instance| {
-            let memory = instance.get_memory(&mut store, host_api::abi::MEMORY_EXPORT);
+            let memory = instance
+                .get_module_export(&mut store, &exports.memory)
+                .and_then(Extern::into_memory);
             store.data_mut().memory = memory;
-            let entry = instance.get_typed_func::<(), i32>(&mut store, entry_point(kind))?;
+            let entry = instance
+                .get_module_export(&mut store, &exports.entry)
+                .and_then(Extern::into_func)
+                .ok_or_else(|| wasmtime::Error::msg("the entry point is not a function"))?;
+            // SAFETY: `Compiled::exports` checked, when the module was
+            // compiled, that this export is a function of type () -> i32.
+            let entry = unsafe { TypedFunc::<(), i32>::new_unchecked(&store, entry) };
             entry.call(&mut store, ())
         });
     let fuel = limits

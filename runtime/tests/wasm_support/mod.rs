@@ -33,6 +33,7 @@ pub fn script(module: &[u8]) -> WasmScript<'_> {
     WasmScript {
         id: "test",
         module,
+        shared: None,
         cache: WasmCache::global(),
         artifact_dir: None,
     }

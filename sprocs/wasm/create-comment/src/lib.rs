@@ -13,8 +13,9 @@ use partita_guest::{Error, WriteOptions, collection, id_of, js, params};
 use serde_json::Value;
 
 fn create_comment() -> Result<(), Error> {
-    let args: Vec<Value> = params()?;
-    let (post_id, comment) = (args.first(), args.get(1).cloned());
+    let mut args = params::<Vec<Value>>()?.into_iter();
+    let (post_id, comment) = (args.next(), args.next());
+    let post_id = post_id.as_ref();
     let c = collection();
     // `getAltLink() + '/docs/' + postId` names the document `String(postId)`.
     let link_id = post_id.map_or_else(|| "undefined".to_owned(), js::to_js_string);
