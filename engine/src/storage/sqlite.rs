@@ -687,20 +687,25 @@ fn checkpoint(conn: &Connection) -> rusqlite::Result<()> {
 
 /// The syncer thread: fsyncs the log file for every batch the committer
 /// wrote (one fsync for all batches waiting), then answers their callers.
-/// A failed fsync fails those batches and every later write: its outcome is
-/// unknown, and retrying it can silently lose data.
+/// A failed fsync fails those batches and every later one: its outcome is
+/// unknown, and retrying it can silently lose data. A batch the committer
+/// failed to write after these does not concern them: they were written
+/// whole, and are synced and answered.
 fn run_syncer(wal_path: &Path, queue: &mpsc::Receiver<Vec<Ack>>, shared: &Shared) {
     let mut wal: Option<File> = None;
+    let mut broken: Option<String> = None;
     while let Ok(first) = queue.recv() {
         let mut jobs = vec![first];
         while let Ok(more) = queue.try_recv() {
             jobs.push(more);
         }
-        let refused = shared.failed.lock().clone();
-        let synced = match refused {
-            Some(reason) => Err(reason),
-            None => sync_log(&mut wal, wal_path)
-                .map_err(|e| shared.fail(format!("fsync {}: {e}", wal_path.display()))),
+        let synced = match &broken {
+            Some(reason) => Err(reason.clone()),
+            None => sync_log(&mut wal, wal_path).map_err(|e| {
+                let reason = shared.fail(format!("fsync {}: {e}", wal_path.display()));
+                broken = Some(reason.clone());
+                reason
+            }),
         };
         match synced {
             Ok(()) => {
