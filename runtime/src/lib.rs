@@ -47,6 +47,7 @@
 
 mod error;
 mod js;
+mod log;
 mod wasm;
 
 use std::time::Duration;

@@ -227,25 +227,7 @@ impl CallState {
 
     /// Appends one line of log output, cut at the limit.
     pub(crate) fn log(&mut self, line: &str) {
-        const MARKER: &str = "…[log truncated]\n";
-        if self.logs.ends_with(MARKER) {
-            return;
-        }
-        let room = self
-            .max_log_bytes
-            .saturating_sub(MARKER.len())
-            .saturating_sub(self.logs.len());
-        if line.len() < room {
-            self.logs.push_str(line);
-            self.logs.push('\n');
-        } else {
-            let mut cut = room.min(line.len());
-            while cut > 0 && !line.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            self.logs.push_str(&line[..cut]);
-            self.logs.push_str(MARKER);
-        }
+        crate::log::append(&mut self.logs, line, self.max_log_bytes);
     }
 
     fn accepts(&self, context: &Context) -> bool {
