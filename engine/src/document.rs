@@ -50,18 +50,6 @@ pub fn validate_id(id: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The name of a JSON value's type, for error messages.
-pub(crate) fn type_name(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
 /// Seconds since the Unix epoch.
 pub(crate) fn now_secs() -> u64 {
     SystemTime::now()

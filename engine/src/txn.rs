@@ -38,7 +38,7 @@ use serde_json::Value;
 use crate::container::ContainerInner;
 use crate::database::DbInner;
 use crate::document::{
-    Document, MAX_DOCUMENT_SIZE, MAX_NESTING, checked_len, drop_deep, type_name, validate_id,
+    Document, MAX_DOCUMENT_SIZE, MAX_NESTING, checked_len, drop_deep, validate_id,
 };
 use crate::error::{Error, Result};
 use crate::partition::{LogicalPartition, PartitionState, Slot};
@@ -426,7 +426,7 @@ impl Txn {
         let Value::Object(_) = &doc else {
             return Err(Error::BadRequest(format!(
                 "a document must be a JSON object, not {} (container {container:?})",
-                type_name(&doc)
+                host_api::type_name(&doc)
             )));
         };
         let id = match host_api::member(&doc, "id") {
@@ -434,7 +434,7 @@ impl Txn {
             Some(other) => {
                 return Err(Error::BadRequest(format!(
                     "document id must be a string, not {} (container {container:?})",
-                    type_name(other)
+                    host_api::type_name(other)
                 )));
             }
             None => {

@@ -98,6 +98,18 @@ pub fn member<'a>(value: &'a Value, key: &str) -> Option<&'a Value> {
     map.iter().find(|(k, _)| k.as_str() == key).map(|(_, v)| v)
 }
 
+/// The name of a JSON value's type, for error messages ("a string", "an object", ...).
+pub fn type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::{Map, json};

@@ -26,7 +26,7 @@ mod partition_key;
 mod script;
 
 pub use collection::{CallStats, Collection, Page, QueryRequest, WriteOptions};
-pub use document::{Document, member};
+pub use document::{Document, member, type_name};
 pub use error::{ErrorCode, HostError};
 pub use partition_key::{PartitionKey, PartitionKeyError, PartitionKeyPath};
 pub use script::{ParseScriptEnumError, ScriptKind, ScriptLanguage, TriggerOperation, TriggerType};

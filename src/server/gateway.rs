@@ -911,19 +911,8 @@ fn object_body(req: &WireRequest, what: &str) -> Result<Map<String, Value>, Wire
         Value::Object(map) => Ok(map),
         other => Err(WireError::bad_request(format!(
             "the {what} body must be a JSON object, not {}",
-            json_type(&other)
+            host_api::type_name(&other)
         ))),
-    }
-}
-
-fn json_type(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 
@@ -953,7 +942,7 @@ fn query_spec(req: &WireRequest) -> Result<(String, Params), WireError> {
         Some(other) => {
             return Err(WireError::bad_request(format!(
                 "the query's parameters must be an array, not {}",
-                json_type(other)
+                host_api::type_name(other)
             )));
         }
     }
