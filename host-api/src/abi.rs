@@ -41,7 +41,10 @@
 //!   unsigned 32-bit offsets into the exported memory.
 //! * Text and documents cross the boundary as UTF-8 JSON bytes in guest
 //!   memory: `(ptr, len)` for input, `(out_ptr, out_cap)` for a buffer the
-//!   host may fill.
+//!   host may fill. Numbers the guest sends are kept as a JavaScript
+//!   procedure would store them: an integral float within ±2^53 becomes an
+//!   integer (`100.0` is stored as `100`, `-0.0` as `0`), so a guest that
+//!   passes numbers through as text stores what the same script stores.
 //! * **Traps (guest bugs):** an input range `ptr..ptr+len` or an output
 //!   range `out_ptr..out_ptr+out_cap` that does not lie inside the memory;
 //!   an import called while the module is still being instantiated (from a

@@ -48,6 +48,7 @@
 mod error;
 mod js;
 mod log;
+mod number;
 mod wasm;
 
 use std::time::Duration;

@@ -17,7 +17,7 @@ use boa_engine::property::PropertyKey;
 use boa_engine::string::JsStrVariant;
 use boa_engine::value::JsVariant;
 use boa_engine::{Context, JsError, JsObject, JsString, JsValue, js_string};
-use serde_json::{Map, Number, Value};
+use serde_json::{Map, Value};
 
 /// `JsString` → `String`, as `to_std_string_escaped` (lone surrogates as
 /// `\uXXXX`) but without formatting char by char: ASCII text (nearly all
@@ -75,18 +75,6 @@ fn spend(budget: &mut usize, bytes: usize) -> Result<(), ConvertError> {
     Ok(())
 }
 
-fn number(n: f64) -> Value {
-    if n.is_finite() && n.fract() == 0.0 && n.abs() <= 9_007_199_254_740_992.0 {
-        if n == 0.0 {
-            return Value::from(0);
-        }
-        // In range and integral: exact.
-        #[allow(clippy::cast_possible_truncation)]
-        return Value::from(n as i64);
-    }
-    Number::from_f64(n).map_or(Value::Null, Value::Number)
-}
-
 fn convert(
     value: &JsValue,
     depth: usize,
@@ -109,7 +97,7 @@ fn convert(
         }
         JsVariant::Float64(n) => {
             spend(budget, 8)?;
-            Ok(Some(number(n)))
+            Ok(Some(crate::number::json_number(n)))
         }
         JsVariant::Integer32(n) => {
             spend(budget, 8)?;

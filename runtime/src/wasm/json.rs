@@ -12,15 +12,18 @@
 //! their capacity from call to call), then moved into a `Map` or `Vec`
 //! allocated once at its exact size, plus, for a document about to be
 //! written, room for the properties the engine adds. The result is the
-//! same [`Value`] as `serde_json`'s, through
-//! the same deserializer (same errors, same recursion limit, same handling
-//! of duplicate keys: the last value wins, at the first one's position).
+//! same [`Value`] as `serde_json`'s, through the same deserializer (same
+//! errors, same recursion limit, same handling of duplicate keys: the last
+//! value wins, at the first one's position), except that a float is stored
+//! as a JavaScript procedure would store it (`100.0` as `100`, `-0.0` as
+//! `0`: [`json_number`](crate::number::json_number)), so a guest stores
+//! what the same procedure in JavaScript stores.
 
 use std::cell::RefCell;
 use std::fmt;
 
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
-use serde_json::{Map, Number, Value};
+use serde_json::{Map, Value};
 
 /// The entries and items of the objects and arrays being parsed,
 /// innermost last.
@@ -110,8 +113,9 @@ impl<'de> Visitor<'de> for ValueSeed<'_> {
         Ok(Value::Number(v.into()))
     }
 
+    /// As JavaScript stores it: `100.0` as `100`, `-0.0` as `0`.
     fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
-        Ok(Number::from_f64(v).map_or(Value::Null, Value::Number))
+        Ok(crate::number::json_number(v))
     }
 
     fn visit_str<E>(self, v: &str) -> Result<Value, E> {
@@ -178,9 +182,25 @@ fn capacity(entries: &[(String, Value)], room: usize) -> usize {
 mod tests {
     use super::*;
 
+    /// serde_json's value with its floats stored as JavaScript stores them.
+    fn as_javascript_stores(value: Value) -> Value {
+        match value {
+            Value::Number(n) if n.is_f64() => {
+                crate::number::json_number(n.as_f64().unwrap_or(f64::NAN))
+            }
+            Value::Array(items) => items.into_iter().map(as_javascript_stores).collect(),
+            Value::Object(map) => Value::Object(
+                map.into_iter()
+                    .map(|(k, v)| (k, as_javascript_stores(v)))
+                    .collect(),
+            ),
+            other => other,
+        }
+    }
+
     fn same_as_serde_json(text: &str) {
         let ours = parse(text.as_bytes(), 0);
-        let theirs = serde_json::from_slice::<Value>(text.as_bytes());
+        let theirs = serde_json::from_slice::<Value>(text.as_bytes()).map(as_javascript_stores);
         match (ours, theirs) {
             (Ok(a), Ok(b)) => {
                 assert_eq!(a, b, "{text}");
@@ -198,6 +218,7 @@ mod tests {
             r#"{"id":"p1","n":1,"f":-2.5e3,"big":18446744073709551615,"neg":-9223372036854775808,"t":true,"z":null}"#,
             r#"{"b":1,"a":{"y":[1,[2,{"q":[]}],{}],"x":"\u00e9\"\n"},"c":[]}"#,
             r#"{"dup":1,"other":2,"dup":3}"#,
+            r#"[100.0,-0.0,2.5,1e300,-1e2]"#,
             r#"[{"a":1},{"a":2,"b":[{"c":{"d":[null]}}]}]"#,
             r#"  "just a string"  "#,
             "12",
@@ -206,6 +227,19 @@ mod tests {
         ] {
             same_as_serde_json(text);
         }
+    }
+
+    #[test]
+    fn floats_are_stored_as_javascript_stores_them() {
+        let value = parse(
+            b"[100.0,-0.0,2.5,1e2,9007199254740992.0,18014398509481984.0,18446744073709551615]",
+            0,
+        )
+        .unwrap();
+        assert_eq!(
+            value.to_string(),
+            "[100,0,2.5,100,9007199254740992,1.8014398509481984e+16,18446744073709551615]"
+        );
     }
 
     #[test]

@@ -8,97 +8,25 @@
 //! one transaction: any failure (404 for a missing post, 409 for a
 //! duplicate like id) fails the call with 400 and that status as
 //! substatus, and nothing is written. Sets no response body.
+//!
+//! The steps are shared with `create-comment` (`sprocs/wasm/shared/count_and_create.rs`,
+//! which also holds the tests).
 
-use partita_guest::{Error, WriteOptions, collection, id_of, js, params};
-use serde_json::Value;
+use partita_guest::Error;
+
+#[path = "../../shared/count_and_create.rs"]
+mod count_and_create;
+
+/// The post's counter this procedure increments.
+const COUNTER: &str = "likeCount";
+/// What the second parameter is, for error messages.
+const CHILD: &str = "like";
+/// The entry function, for the shared tests.
+#[cfg(test)]
+const ENTRY: fn() -> Result<(), Error> = create_like;
 
 fn create_like() -> Result<(), Error> {
-    let args: Vec<Value> = params()?;
-    let (post_id, like) = (args.first(), args.get(1).cloned());
-    let c = collection();
-    // `getAltLink() + '/docs/' + postId` names the document `String(postId)`.
-    let link_id = post_id.map_or_else(|| "undefined".to_owned(), js::to_js_string);
-    let mut post: Value = c.read(&link_id)?;
-    post["likeCount"] = js::increment(post.get("likeCount"));
-    let id = id_of(&post)?.to_owned();
-    c.replace(&id, &post, &WriteOptions::default())?;
-    let mut like = match like {
-        None | Some(Value::Null) => {
-            return Err(Error::new(
-                0,
-                "TypeError: cannot set property 'postId' of the like parameter (null or undefined)",
-            ));
-        }
-        Some(like) => like,
-    };
-    // Setting a property of a primitive is ignored in JavaScript, and an
-    // undefined postId is left out of the JSON.
-    if let (Value::Object(fields), Some(post_id)) = (&mut like, post_id) {
-        fields.insert("postId".to_owned(), post_id.clone());
-    }
-    c.create(&like)?;
-    Ok(())
+    count_and_create::run(COUNTER, CHILD)
 }
 
 partita_guest::procedure!(create_like);
-
-#[cfg(test)]
-mod tests {
-    use std::cell::RefCell;
-    use std::rc::Rc;
-
-    use partita_guest::testing::{self, Failed, Partition, Reply};
-    use serde_json::json;
-
-    use super::*;
-
-    fn call(partition: &Rc<RefCell<Partition>>, args: Value) -> Result<i32, Failed> {
-        let store = Rc::clone(partition);
-        testing::run_entry(
-            move |call| match call {
-                testing::Call::Params => Reply::json(&args),
-                other => store
-                    .borrow_mut()
-                    .answer(other)
-                    .unwrap_or_else(|| panic!("unexpected {other:?}")),
-            },
-            create_like,
-        )
-        .0
-    }
-
-    #[test]
-    fn increments_the_count_and_creates_the_like() {
-        let p = Rc::new(RefCell::new(Partition::new([
-            json!({"id": "p1", "postId": "p1", "likeCount": 0}),
-        ])));
-        assert_eq!(call(&p, json!(["p1", {"text": "hi"}])), Ok(0));
-        assert_eq!(
-            call(&p, json!(["p1", {"id": "l2", "text": "again"}])),
-            Ok(0)
-        );
-        let p = p.borrow();
-        assert_eq!(p.get("p1").unwrap()["likeCount"], 2);
-        assert_eq!(
-            p.docs[1],
-            json!({"text": "hi", "postId": "p1", "id": "generated-1"})
-        );
-        assert_eq!(p.get("l2").unwrap()["postId"], "p1");
-    }
-
-    #[test]
-    fn failures_carry_the_operation_status() {
-        let p = Rc::new(RefCell::new(Partition::new([json!({"id": "p1"})])));
-        let err = call(&p, json!(["p9", {}])).unwrap_err();
-        assert_eq!(err.number, 404, "{err:?}");
-        assert_eq!(call(&p, json!(["p1", {"id": "l1"}])), Ok(0));
-        // A post without a count gets NaN, stored as null, as in JavaScript.
-        assert_eq!(p.borrow().get("p1").unwrap()["likeCount"], Value::Null);
-        // (The mock partition does not roll back; the host does.)
-        assert_eq!(
-            call(&p, json!(["p1", {"id": "l1"}])).unwrap_err().number,
-            409
-        );
-        assert_eq!(call(&p, json!(["p1"])).unwrap_err().number, 0);
-    }
-}

@@ -13,7 +13,7 @@ use std::cell::RefCell;
 use host_api::ErrorCode;
 use host_api::abi::NOT_ACCEPTED;
 
-use crate::{Error, sys};
+use crate::{Error, FromJson, ToJson, sys};
 
 /// The scratch buffer's first size: most documents and pages fit.
 pub(crate) const INITIAL_BUFFER: usize = 16 * 1024;
@@ -102,11 +102,9 @@ fn status(r: i32, buf: &mut Vec<u8>) -> Result<(), Error> {
 }
 
 /// Decodes result bytes the host produced (a failure is the host's fault).
-pub(crate) fn decode_host<T: serde::de::DeserializeOwned>(
-    what: &str,
-) -> impl FnOnce(&[u8]) -> Result<T, Error> {
+pub(crate) fn decode_host<T: FromJson>(what: &str) -> impl FnOnce(&[u8]) -> Result<T, Error> {
     move |bytes| {
-        serde_json::from_slice(bytes).map_err(|e| {
+        T::from_json(bytes).map_err(|e| {
             Error::status(
                 ErrorCode::INTERNAL,
                 format!("the host's {what} is not the expected JSON: {e}"),
@@ -116,11 +114,8 @@ pub(crate) fn decode_host<T: serde::de::DeserializeOwned>(
 }
 
 /// Serializes something the guest sends (a document, options, a request).
-pub(crate) fn encode<T: serde::Serialize + ?Sized>(
-    what: &str,
-    value: &T,
-) -> Result<Vec<u8>, Error> {
-    serde_json::to_vec(value).map_err(|e| {
+pub(crate) fn encode<T: ToJson + ?Sized>(what: &str, value: &T) -> Result<Vec<u8>, Error> {
+    value.to_json().map_err(|e| {
         Error::status(
             ErrorCode::BAD_REQUEST,
             format!("the {what} cannot be serialized as JSON: {e}"),

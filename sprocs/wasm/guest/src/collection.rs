@@ -2,9 +2,11 @@
 //! partition, as `getContext().getCollection()` offers them in JavaScript.
 //!
 //! Every method is one host call (plus `take_result` for a large result).
-//! Documents go in as anything [`Serialize`] and come out as
-//! [`serde_json::Value`] or, for reads and queries, any
-//! [`DeserializeOwned`] type. Writes take [`WriteOptions`]; queries are
+//! Documents go in as anything [`ToJson`] (any [`Serialize`] type, or a
+//! [`RawDoc`](crate::RawDoc) that keeps untouched members as text); point
+//! reads decode them as anything [`FromJson`], queries and feeds as any
+//! [`DeserializeOwned`] type; writes return the stored document as
+//! [`Written`], decoded only on demand. Writes take [`WriteOptions`]; queries are
 //! built with [`Query`] and return one [`Page`] at a time.
 
 use host_api::ErrorCode;
@@ -13,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::call::{decode_host, encode, with_result, without_result};
-use crate::{Error, sys};
+use crate::{Error, FromJson, ToJson, Written, sys};
 
 /// The call's logical partition. Get it with [`collection()`](crate::collection).
 #[derive(Clone, Copy, Debug, Default)]
@@ -136,8 +138,10 @@ impl Query {
     }
 }
 
-fn decode_doc(bytes: &[u8]) -> Result<Value, Error> {
-    decode_host("document")(bytes)
+/// A write's result: the stored document's text, decoded only on demand.
+#[allow(clippy::unnecessary_wraps)] // the shape `with_result` takes
+fn written(bytes: &[u8]) -> Result<Written, Error> {
+    Ok(Written::new(bytes))
 }
 
 impl Collection {
@@ -145,7 +149,7 @@ impl Collection {
     ///
     /// # Errors
     /// 404 when there is none; 500 when the document does not decode as `T`.
-    pub fn read<T: DeserializeOwned>(&self, id: &str) -> Result<T, Error> {
+    pub fn read<T: FromJson>(&self, id: &str) -> Result<T, Error> {
         with_result(|out| sys::read(id.as_bytes(), out), decode_host("document"))
     }
 
@@ -163,12 +167,12 @@ impl Collection {
     }
 
     /// Creates `doc` (an `id` is generated when it has none) and returns it
-    /// with its system properties.
+    /// with its system properties (decoded only if asked, see [`Written`]).
     ///
     /// # Errors
     /// 400 (not an object, bad id, other partition key), 409 (the id
     /// exists), 413 (over 2 MB).
-    pub fn create<D: Serialize + ?Sized>(&self, doc: &D) -> Result<Value, Error> {
+    pub fn create<D: ToJson + ?Sized>(&self, doc: &D) -> Result<Written, Error> {
         self.create_with(doc, &WriteOptions::default())
     }
 
@@ -177,46 +181,43 @@ impl Collection {
     /// # Errors
     /// As `create`, and 400 for a document without `id` when automatic ids
     /// are disabled.
-    pub fn create_with<D: Serialize + ?Sized>(
+    pub fn create_with<D: ToJson + ?Sized>(
         &self,
         doc: &D,
         options: &WriteOptions,
-    ) -> Result<Value, Error> {
+    ) -> Result<Written, Error> {
         let doc = encode("document", doc)?;
         let opts = options.encode()?;
-        with_result(|out| sys::create(&doc, &opts, out), decode_doc)
+        with_result(|out| sys::create(&doc, &opts, out), written)
     }
 
     /// Replaces the document `id` with `doc`.
     ///
     /// # Errors
     /// 400, 404 (no such document), 412 (etag), 413.
-    pub fn replace<D: Serialize + ?Sized>(
+    pub fn replace<D: ToJson + ?Sized>(
         &self,
         id: &str,
         doc: &D,
         options: &WriteOptions,
-    ) -> Result<Value, Error> {
+    ) -> Result<Written, Error> {
         let doc = encode("document", doc)?;
         let opts = options.encode()?;
-        with_result(
-            |out| sys::replace(id.as_bytes(), &doc, &opts, out),
-            decode_doc,
-        )
+        with_result(|out| sys::replace(id.as_bytes(), &doc, &opts, out), written)
     }
 
     /// Creates or replaces `doc`.
     ///
     /// # Errors
     /// 400, 412 (etag), 413.
-    pub fn upsert<D: Serialize + ?Sized>(
+    pub fn upsert<D: ToJson + ?Sized>(
         &self,
         doc: &D,
         options: &WriteOptions,
-    ) -> Result<Value, Error> {
+    ) -> Result<Written, Error> {
         let doc = encode("document", doc)?;
         let opts = options.encode()?;
-        with_result(|out| sys::upsert(&doc, &opts, out), decode_doc)
+        with_result(|out| sys::upsert(&doc, &opts, out), written)
     }
 
     /// Deletes the document `id`.
@@ -369,7 +370,7 @@ mod tests {
             },
         );
         let (created, page) = result.unwrap().unwrap();
-        assert_eq!(created, json!({"text": "hi"}));
+        assert_eq!(created.value().unwrap(), json!({"text": "hi"}));
         assert!(page.items.is_empty() && page.continuation.is_none());
         let etag = br#"{"etag":"e"}"#.to_vec();
         assert_eq!(

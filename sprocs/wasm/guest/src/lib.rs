@@ -39,6 +39,17 @@
 //! post-trigger [`response_body`]/[`set_body`], a UDF [`params()`] for its
 //! arguments and [`set_body`] for its return value.
 //!
+//! # Documents
+//!
+//! Reads, parameters and bodies decode as anything [`FromJson`]: any serde
+//! type (a [`serde_json::Value`], your own struct) or [`RawDoc`] and
+//! [`RawArray`], which keep members and items as JSON text and parse only
+//! what is asked for. A procedure that changes one field of a document it
+//! reads (`post.commentCount++`) should use [`RawDoc`]: building a `Value`
+//! and serializing it again costs several times the rest of such a call.
+//! Writes take anything [`ToJson`] and return the stored document as
+//! [`Written`], decoded only on demand.
+//!
 //! # Errors and bounded execution
 //!
 //! Every operation returns `Result<T, Error>`. [`Error::Host`] carries the
@@ -78,6 +89,7 @@ mod call;
 mod collection;
 mod error;
 pub mod js;
+mod raw;
 mod sys;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod testing;
@@ -85,9 +97,9 @@ pub mod testing;
 pub use collection::{Collection, FeedOptions, Page, Query, WriteOptions, id_of};
 pub use error::Error;
 pub use host_api::ErrorCode;
+pub use raw::{FromJson, RawArray, RawDoc, ToJson, Written};
 
-use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::call::{decode_host, encode, with_result, without_result};
@@ -158,9 +170,9 @@ pub fn context() -> Result<Context, Error> {
 ///
 /// # Errors
 /// 400 when the parameters do not decode as `T`, naming what was wrong.
-pub fn params<T: DeserializeOwned>() -> Result<T, Error> {
+pub fn params<T: FromJson>() -> Result<T, Error> {
     with_result(sys::params, |bytes| {
-        serde_json::from_slice(bytes).map_err(|e| {
+        T::from_json(bytes).map_err(|e| {
             Error::status(
                 ErrorCode::BAD_REQUEST,
                 format!("the parameters do not fit the procedure: {e}"),
@@ -174,7 +186,7 @@ pub fn params<T: DeserializeOwned>() -> Result<T, Error> {
 ///
 /// # Errors
 /// 400 outside a trigger; 500 when the body does not decode as `T`.
-pub fn request_body<T: DeserializeOwned>() -> Result<T, Error> {
+pub fn request_body<T: FromJson>() -> Result<T, Error> {
     with_result(sys::request_body, decode_host("request body"))
 }
 
@@ -182,7 +194,7 @@ pub fn request_body<T: DeserializeOwned>() -> Result<T, Error> {
 ///
 /// # Errors
 /// 400 outside a pre-trigger.
-pub fn set_request_body<T: Serialize + ?Sized>(body: &T) -> Result<(), Error> {
+pub fn set_request_body<T: ToJson + ?Sized>(body: &T) -> Result<(), Error> {
     let bytes = encode("request body", body)?;
     without_result(sys::set_request_body(&bytes))
 }
@@ -192,7 +204,7 @@ pub fn set_request_body<T: Serialize + ?Sized>(body: &T) -> Result<(), Error> {
 ///
 /// # Errors
 /// 400 in a pre-trigger or UDF.
-pub fn response_body<T: DeserializeOwned>() -> Result<T, Error> {
+pub fn response_body<T: FromJson>() -> Result<T, Error> {
     with_result(sys::response_body, decode_host("response body"))
 }
 
@@ -201,7 +213,7 @@ pub fn response_body<T: DeserializeOwned>() -> Result<T, Error> {
 ///
 /// # Errors
 /// 400 in a pre-trigger.
-pub fn set_body<T: Serialize + ?Sized>(body: &T) -> Result<(), Error> {
+pub fn set_body<T: ToJson + ?Sized>(body: &T) -> Result<(), Error> {
     let bytes = encode("response body", body)?;
     without_result(sys::set_response_body(&bytes))
 }

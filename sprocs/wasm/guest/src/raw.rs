@@ -1,0 +1,828 @@
+//! Documents kept as JSON text: read one member, change one member, write
+//! the document back, without parsing what the procedure does not touch.
+//!
+//! A procedure that bumps a counter on a post does not need the post as a
+//! [`serde_json::Value`]. Building that tree (every string copied, every
+//! key hashed into an index map) and serializing it again was most of the
+//! Rust createComment's own work: about 30,000 of its 38,000 units of fuel.
+//! [`RawDoc`] keeps the text it was read from and where each top-level
+//! member's key and value lie in it: [`get`](RawDoc::get) parses only the
+//! member asked for, [`set`](RawDoc::set) replaces one in place or appends
+//! it (JavaScript's property assignment), and writing the document copies
+//! the texts back. [`RawArray`] does the same for an array (a procedure's
+//! parameters). [`Written`] is what a write returns: the stored document
+//! as the host sent it, decoded only if asked.
+//!
+//! Splitting is not validating: the scanner finds where members begin and
+//! end (strings with their escapes, nested brackets) and refuses text whose
+//! structure it cannot follow, but it does not check every number or
+//! escape. Text from the host is JSON by construction; a malformed member
+//! of text the procedure made up fails when it is read with `get` (400),
+//! or when the host parses the written document (400, nothing written).
+//!
+//! [`FromJson`] and [`ToJson`] are how host calls take and return JSON:
+//! anything serde can decode or encode, plus these raw types.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use host_api::ErrorCode;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::Error;
+
+/// What a host call's JSON result decodes into: any [`DeserializeOwned`]
+/// type, [`RawDoc`] and [`RawArray`].
+pub trait FromJson: Sized {
+    /// Decodes `bytes`, or says what was wrong.
+    ///
+    /// # Errors
+    /// A description of the mismatch, which the caller wraps with context.
+    fn from_json(bytes: &[u8]) -> Result<Self, String>;
+}
+
+impl<T: DeserializeOwned> FromJson for T {
+    fn from_json(bytes: &[u8]) -> Result<T, String> {
+        serde_json::from_slice(bytes).map_err(|e| e.to_string())
+    }
+}
+
+/// What a host call accepts as JSON (a document, a body): any [`Serialize`]
+/// type and [`RawDoc`].
+pub trait ToJson {
+    /// The JSON text, or why there is none.
+    ///
+    /// # Errors
+    /// Why the value cannot be JSON (a map with non-string keys, say).
+    fn to_json(&self) -> Result<Vec<u8>, String>;
+}
+
+impl<T: Serialize + ?Sized> ToJson for T {
+    fn to_json(&self) -> Result<Vec<u8>, String> {
+        serde_json::to_vec(self).map_err(|e| e.to_string())
+    }
+}
+
+/// A value's JSON text: a span of the source, or text made since.
+#[derive(Clone, Debug)]
+enum Piece {
+    Span(usize, usize),
+    Owned(Box<str>),
+}
+
+impl Piece {
+    fn text<'a>(&'a self, source: &'a str) -> &'a str {
+        match self {
+            // Spans are made by the scanner, on ASCII delimiters.
+            Piece::Span(start, end) => source.get(*start..*end).unwrap_or_default(),
+            Piece::Owned(text) => text,
+        }
+    }
+}
+
+/// A member's key: what it says, and how to write it.
+#[derive(Clone, Debug)]
+enum Key {
+    /// A literal without escapes: the span between its quotes.
+    Plain(usize, usize),
+    /// A literal with escapes: its span, quotes included, and its text.
+    Escaped(usize, usize, Box<str>),
+    /// A key the procedure added: its literal and its text.
+    Owned(Box<str>, Box<str>),
+}
+
+impl Key {
+    fn name<'a>(&'a self, source: &'a str) -> &'a str {
+        match self {
+            Key::Plain(start, end) => source.get(*start..*end).unwrap_or_default(),
+            Key::Escaped(_, _, name) | Key::Owned(_, name) => name,
+        }
+    }
+
+    /// The literal's length, quotes included.
+    fn len(&self) -> usize {
+        match self {
+            Key::Plain(start, end) => end - start + 2,
+            Key::Escaped(start, end, _) => end - start,
+            Key::Owned(literal, _) => literal.len(),
+        }
+    }
+
+    fn write(&self, source: &str, out: &mut Vec<u8>) {
+        match self {
+            Key::Plain(..) => {
+                out.push(b'"');
+                out.extend_from_slice(self.name(source).as_bytes());
+                out.push(b'"');
+            }
+            Key::Escaped(start, end, _) => {
+                out.extend_from_slice(source.get(*start..*end).unwrap_or_default().as_bytes());
+            }
+            Key::Owned(literal, _) => out.extend_from_slice(literal.as_bytes()),
+        }
+    }
+}
+
+/// A JSON object whose members stay JSON text until asked for.
+///
+/// Read one with [`Collection::read`](crate::Collection::read) (or
+/// [`params`](crate::params), [`request_body`](crate::request_body), ...),
+/// change it, and pass it to any write: it is written as the object it is,
+/// members in order, untouched ones exactly as they came (whitespace
+/// between members dropped).
+///
+/// ```
+/// use partita_guest::{Error, RawDoc, WriteOptions, collection, js};
+/// use serde_json::Value;
+///
+/// fn like(post_id: &str) -> Result<(), Error> {
+///     let c = collection();
+///     let mut post: RawDoc = c.read(post_id)?;
+///     let likes = post.get::<Value>("likeCount")?;
+///     post.set("likeCount", &js::increment(likes.as_ref()))?;
+///     c.replace(&post.id()?, &post, &WriteOptions::default())?;
+///     Ok(())
+/// }
+/// ```
+#[derive(Clone, Debug)]
+pub struct RawDoc {
+    source: Box<str>,
+    members: Vec<(Key, Piece)>,
+}
+
+impl Default for RawDoc {
+    fn default() -> RawDoc {
+        RawDoc::new()
+    }
+}
+
+impl RawDoc {
+    /// An empty object.
+    pub fn new() -> RawDoc {
+        RawDoc {
+            source: Box::from(""),
+            members: Vec::new(),
+        }
+    }
+
+    /// Splits `text`, which must be one JSON object, into its members.
+    ///
+    /// # Errors
+    /// 400 when it is not an object or its structure is broken, naming
+    /// where.
+    pub fn parse(text: &str) -> Result<RawDoc, Error> {
+        RawDoc::split(text.into()).map_err(|e| Error::status(ErrorCode::BAD_REQUEST, e))
+    }
+
+    fn split(source: Box<str>) -> Result<RawDoc, String> {
+        let src = &*source;
+        let mut spans = Vec::with_capacity(16);
+        scan::object(src.as_bytes(), |key, value| spans.push((key, value)))
+            .map_err(scan::Bad::message)?;
+        let mut members: Vec<(Key, Piece)> = Vec::with_capacity(spans.len());
+        // A repeated key keeps its first place and its last value, as
+        // `JSON.parse` does: a linear search in small objects, an index in
+        // large ones.
+        let mut index = (spans.len() > 32).then(std::collections::HashMap::new);
+        for (key, (start, end)) in spans {
+            let (ks, ke) = key.span;
+            let key = if key.escaped {
+                let literal = src.get(ks..ke).unwrap_or_default();
+                let name: String = serde_json::from_str(literal)
+                    .map_err(|e| format!("bad key at byte {ks}: {e}"))?;
+                Key::Escaped(ks, ke, name.into())
+            } else {
+                Key::Plain(ks + 1, ke - 1)
+            };
+            let value = Piece::Span(start, end);
+            let name = key.name(src);
+            let seen = match &mut index {
+                None => members.iter().position(|(k, _)| k.name(src) == name),
+                Some(index) => match index.entry(name.to_owned()) {
+                    std::collections::hash_map::Entry::Occupied(i) => Some(*i.get()),
+                    std::collections::hash_map::Entry::Vacant(slot) => {
+                        slot.insert(members.len());
+                        None
+                    }
+                },
+            };
+            match seen {
+                Some(i) => members[i].1 = value,
+                None => members.push((key, value)),
+            }
+        }
+        Ok(RawDoc { source, members })
+    }
+
+    /// The JSON text of the member `key`, if there is one.
+    pub fn get_json(&self, key: &str) -> Option<&str> {
+        self.position(key)
+            .map(|i| self.members[i].1.text(&self.source))
+    }
+
+    /// The member `key` decoded as `T`; `None` when there is none (for a
+    /// member that may be absent or of any type, ask for a [`Value`]).
+    ///
+    /// # Errors
+    /// 400 when the member does not decode as `T`.
+    pub fn get<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, Error> {
+        self.get_json(key)
+            .map(|text| {
+                serde_json::from_str(text).map_err(|e| {
+                    Error::status(
+                        ErrorCode::BAD_REQUEST,
+                        format!("the member {key:?} does not decode as expected: {e}"),
+                    )
+                })
+            })
+            .transpose()
+    }
+
+    /// Sets the member `key` to `value`: in its place when there is one,
+    /// otherwise last, as a JavaScript assignment does.
+    ///
+    /// # Errors
+    /// 400 when `value` cannot be serialized as JSON.
+    pub fn set<T: Serialize + ?Sized>(&mut self, key: &str, value: &T) -> Result<(), Error> {
+        let text = serde_json::to_string(value).map_err(|e| {
+            Error::status(
+                ErrorCode::BAD_REQUEST,
+                format!("the value of {key:?} cannot be serialized as JSON: {e}"),
+            )
+        })?;
+        self.put(key, text.into());
+        Ok(())
+    }
+
+    /// Sets the member `key` to `json`, which is already JSON text (an
+    /// item of a [`RawArray`], say).
+    ///
+    /// # Errors
+    /// 400 when `json` is not one JSON value.
+    pub fn set_json(&mut self, key: &str, json: &str) -> Result<(), Error> {
+        serde_json::from_str::<serde::de::IgnoredAny>(json).map_err(|e| {
+            Error::status(
+                ErrorCode::BAD_REQUEST,
+                format!("the value of {key:?} is not JSON: {e}"),
+            )
+        })?;
+        self.put(key, json.into());
+        Ok(())
+    }
+
+    fn put(&mut self, key: &str, text: Box<str>) {
+        match self.position(key) {
+            Some(i) => self.members[i].1 = Piece::Owned(text),
+            None => {
+                let literal = serde_json::to_string(key).unwrap_or_default();
+                self.members
+                    .push((Key::Owned(literal.into(), key.into()), Piece::Owned(text)));
+            }
+        }
+    }
+
+    /// Removes the member `key` (JavaScript's `delete`), keeping the order
+    /// of the others; returns its JSON text.
+    pub fn remove(&mut self, key: &str) -> Option<String> {
+        let i = self.position(key)?;
+        let (_, value) = self.members.remove(i);
+        Some(value.text(&self.source).to_owned())
+    }
+
+    /// The document's `id`, for writes that address it by id.
+    ///
+    /// # Errors
+    /// 400 when there is no string `id`.
+    pub fn id(&self) -> Result<Cow<'_, str>, Error> {
+        let text = self.get_json("id");
+        match text.and_then(|t| t.strip_prefix('"')?.strip_suffix('"')) {
+            // Most ids have no escapes: the text between the quotes.
+            Some(plain) if !plain.contains('\\') => Ok(Cow::Borrowed(plain)),
+            Some(_) => Ok(Cow::Owned(self.get::<String>("id")?.unwrap_or_default())),
+            None => Err(Error::status(
+                ErrorCode::BAD_REQUEST,
+                "the document has no string \"id\"",
+            )),
+        }
+    }
+
+    /// The members' keys, in order.
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.members.iter().map(|(k, _)| k.name(&self.source))
+    }
+
+    /// How many members there are.
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    /// The whole document parsed as a [`Value`].
+    ///
+    /// # Errors
+    /// 400 when a member is not JSON.
+    pub fn to_value(&self) -> Result<Value, Error> {
+        serde_json::from_slice(&self.text())
+            .map_err(|e| Error::status(ErrorCode::BAD_REQUEST, format!("not JSON: {e}")))
+    }
+
+    /// The object's JSON text.
+    fn text(&self) -> Vec<u8> {
+        let source = &*self.source;
+        let len = self
+            .members
+            .iter()
+            .map(|(k, v)| k.len() + v.text(source).len() + 2)
+            .sum::<usize>();
+        let mut out = Vec::with_capacity(len + 2);
+        out.push(b'{');
+        for (i, (key, value)) in self.members.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            key.write(source, &mut out);
+            out.push(b':');
+            out.extend_from_slice(value.text(source).as_bytes());
+        }
+        out.push(b'}');
+        out
+    }
+
+    fn position(&self, key: &str) -> Option<usize> {
+        let source = &*self.source;
+        self.members.iter().position(|(k, _)| k.name(source) == key)
+    }
+}
+
+impl FromJson for RawDoc {
+    fn from_json(bytes: &[u8]) -> Result<RawDoc, String> {
+        let text = std::str::from_utf8(bytes).map_err(|e| e.to_string())?;
+        RawDoc::split(text.into())
+    }
+}
+
+impl ToJson for RawDoc {
+    fn to_json(&self) -> Result<Vec<u8>, String> {
+        Ok(self.text())
+    }
+}
+
+/// A JSON array whose items stay JSON text: a procedure's parameters read
+/// without parsing them (`params::<RawArray>()`).
+#[derive(Clone, Debug, Default)]
+pub struct RawArray {
+    source: Box<str>,
+    items: Vec<(usize, usize)>,
+}
+
+impl RawArray {
+    /// The JSON text of item `i`, if there is one.
+    pub fn get(&self, i: usize) -> Option<&str> {
+        self.items
+            .get(i)
+            .and_then(|&(start, end)| self.source.get(start..end))
+    }
+
+    /// Item `i` decoded as `T`; `None` past the end.
+    ///
+    /// # Errors
+    /// 400 when the item does not decode as `T`.
+    pub fn decode<T: DeserializeOwned>(&self, i: usize) -> Result<Option<T>, Error> {
+        self.get(i)
+            .map(|text| {
+                serde_json::from_str(text).map_err(|e| {
+                    Error::status(
+                        ErrorCode::BAD_REQUEST,
+                        format!("item {i} does not decode as expected: {e}"),
+                    )
+                })
+            })
+            .transpose()
+    }
+
+    /// How many items there are.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+}
+
+impl FromJson for RawArray {
+    fn from_json(bytes: &[u8]) -> Result<RawArray, String> {
+        let text = std::str::from_utf8(bytes).map_err(|e| e.to_string())?;
+        let items = scan::array(text.as_bytes()).map_err(scan::Bad::message)?;
+        Ok(RawArray {
+            source: text.into(),
+            items,
+        })
+    }
+}
+
+/// A document as a write stored it, with its system properties (`_etag`,
+/// `_ts`, ...), kept as the host's JSON text until asked for.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Written {
+    text: Vec<u8>,
+}
+
+impl fmt::Debug for Written {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Written")
+            .field(&String::from_utf8_lossy(&self.text))
+            .finish()
+    }
+}
+
+impl Written {
+    pub(crate) fn new(text: &[u8]) -> Written {
+        Written {
+            text: text.to_vec(),
+        }
+    }
+
+    /// The document decoded as `T` (a [`Value`], a [`RawDoc`], your own
+    /// struct).
+    ///
+    /// # Errors
+    /// 500 when it does not decode as `T`.
+    pub fn json<T: FromJson>(&self) -> Result<T, Error> {
+        crate::call::decode_host("document")(&self.text)
+    }
+
+    /// The document as a [`Value`].
+    ///
+    /// # Errors
+    /// 500 if the host's text is not JSON.
+    pub fn value(&self) -> Result<Value, Error> {
+        self.json()
+    }
+
+    /// The JSON text.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.text
+    }
+}
+
+/// The splitter: where values begin and end, following strings (with
+/// their escapes) and nesting, on bytes (every delimiter is ASCII, so the
+/// spans fall on character boundaries). One pass, no allocation but the
+/// result; a failure is a small [`Bad`](scan::Bad) until it is reported.
+mod scan {
+    type Span = (usize, usize);
+
+    /// A string literal's span, quotes included, and whether it has escapes.
+    pub(super) struct Str {
+        pub(super) span: Span,
+        pub(super) escaped: bool,
+    }
+
+    /// What was expected where.
+    #[derive(Clone, Copy)]
+    pub(super) struct Bad {
+        at: usize,
+        expected: &'static str,
+    }
+
+    impl Bad {
+        pub(super) fn message(self) -> String {
+            format!("expected {} at byte {}", self.expected, self.at)
+        }
+    }
+
+    fn bad<T>(at: usize, expected: &'static str) -> Result<T, Bad> {
+        Err(Bad { at, expected })
+    }
+
+    struct Cursor<'a> {
+        t: &'a [u8],
+        i: usize,
+    }
+
+    impl Cursor<'_> {
+        fn peek(&self) -> Option<u8> {
+            self.t.get(self.i).copied()
+        }
+
+        fn ws(&mut self) {
+            while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
+                self.i += 1;
+            }
+        }
+
+        /// After the opening quote at `self.i`; leaves the cursor past the
+        /// closing one.
+        fn string(&mut self) -> Result<Str, Bad> {
+            let start = self.i;
+            let mut escaped = false;
+            let mut i = start + 1;
+            while let Some(&b) = self.t.get(i) {
+                match b {
+                    b'"' => {
+                        self.i = i + 1;
+                        return Ok(Str {
+                            span: (start, i + 1),
+                            escaped,
+                        });
+                    }
+                    // The backslash and the byte it escapes.
+                    b'\\' => {
+                        escaped = true;
+                        i += 2;
+                    }
+                    _ => i += 1,
+                }
+            }
+            bad(start, "a closing quote for the string")
+        }
+
+        /// One value; leaves the cursor past it.
+        fn value(&mut self) -> Result<Span, Bad> {
+            let start = self.i;
+            match self.peek() {
+                Some(b'"') => self.string().map(|s| s.span),
+                Some(b'{' | b'[') => {
+                    let mut depth = 0usize;
+                    while let Some(b) = self.peek() {
+                        match b {
+                            b'"' => {
+                                self.string()?;
+                                continue;
+                            }
+                            b'{' | b'[' => depth += 1,
+                            b'}' | b']' => {
+                                depth -= 1;
+                                if depth == 0 {
+                                    self.i += 1;
+                                    return Ok((start, self.i));
+                                }
+                            }
+                            _ => {}
+                        }
+                        self.i += 1;
+                    }
+                    bad(start, "a closing bracket")
+                }
+                _ => {
+                    while let Some(b) = self.peek() {
+                        if matches!(b, b',' | b'}' | b']' | b':' | b' ' | b'\t' | b'\n' | b'\r') {
+                            break;
+                        }
+                        self.i += 1;
+                    }
+                    if self.i == start {
+                        bad(start, "a value")
+                    } else {
+                        Ok((start, self.i))
+                    }
+                }
+            }
+        }
+
+        /// After an item: `,` (returns true) or `close` (false).
+        fn next(&mut self, close: u8, expected: &'static str) -> Result<bool, Bad> {
+            self.ws();
+            match self.peek() {
+                Some(b',') => {
+                    self.i += 1;
+                    self.ws();
+                    Ok(true)
+                }
+                Some(b) if b == close => {
+                    self.i += 1;
+                    Ok(false)
+                }
+                _ => bad(self.i, expected),
+            }
+        }
+
+        /// Opens a sequence: whether it has items.
+        fn open(&mut self, open: u8, close: u8, expected: &'static str) -> Result<bool, Bad> {
+            self.ws();
+            if self.peek() != Some(open) {
+                return bad(self.i, expected);
+            }
+            self.i += 1;
+            self.ws();
+            if self.peek() == Some(close) {
+                self.i += 1;
+                return Ok(false);
+            }
+            Ok(true)
+        }
+
+        fn end(&mut self) -> Result<(), Bad> {
+            self.ws();
+            if self.i == self.t.len() {
+                Ok(())
+            } else {
+                bad(self.i, "the end of the text")
+            }
+        }
+    }
+
+    /// Calls `member` with each member of the object `t`: its key literal
+    /// and its value's span.
+    pub(super) fn object(t: &[u8], mut member: impl FnMut(Str, Span)) -> Result<(), Bad> {
+        let mut c = Cursor { t, i: 0 };
+        let mut more = c.open(b'{', b'}', "a JSON object")?;
+        while more {
+            if c.peek() != Some(b'"') {
+                return bad(c.i, "a key");
+            }
+            let key = c.string()?;
+            c.ws();
+            if c.peek() != Some(b':') {
+                return bad(c.i, "':'");
+            }
+            c.i += 1;
+            c.ws();
+            let value = c.value()?;
+            member(key, value);
+            more = c.next(b'}', "',' or '}'")?;
+        }
+        c.end()
+    }
+
+    /// The items of the array `t`.
+    pub(super) fn array(t: &[u8]) -> Result<Vec<Span>, Bad> {
+        let mut c = Cursor { t, i: 0 };
+        let mut items = Vec::with_capacity(4);
+        let mut more = c.open(b'[', b']', "a JSON array")?;
+        while more {
+            items.push(c.value()?);
+            more = c.next(b']', "',' or ']'")?;
+        }
+        c.end()?;
+        Ok(items)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    const POST: &str =
+        r#"{"id":"p1","title":"Hi \"you\" {[","n":{"a":[1,2.5,null,"]"]},"commentCount":4}"#;
+
+    fn text(doc: &RawDoc) -> String {
+        String::from_utf8(doc.to_json().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn unchanged_members_are_written_back_as_they_came() {
+        let doc = RawDoc::parse(POST).unwrap();
+        assert_eq!(text(&doc), POST);
+        assert_eq!(
+            doc.keys().collect::<Vec<_>>(),
+            ["id", "title", "n", "commentCount"]
+        );
+        assert_eq!(
+            doc.to_value().unwrap(),
+            serde_json::from_str::<Value>(POST).unwrap()
+        );
+        // Whitespace between tokens is dropped, inside values kept.
+        let spaced = RawDoc::parse(" {\n \"a\" : [1, 2] ,\"b\":\t\"x y\" } ").unwrap();
+        assert_eq!(text(&spaced), r#"{"a":[1, 2],"b":"x y"}"#);
+    }
+
+    #[test]
+    fn set_replaces_in_place_or_appends_and_remove_keeps_order() {
+        let mut doc = RawDoc::parse(POST).unwrap();
+        assert_eq!(doc.get::<u64>("commentCount").unwrap(), Some(4));
+        doc.set("commentCount", &5).unwrap();
+        doc.set("post\"Id", "p1").unwrap();
+        doc.set_json("tags", r#"["a", "b"]"#).unwrap();
+        assert_eq!(doc.remove("n").unwrap(), r#"{"a":[1,2.5,null,"]"]}"#);
+        assert!(doc.remove("n").is_none());
+        assert_eq!(
+            text(&doc),
+            r#"{"id":"p1","title":"Hi \"you\" {[","commentCount":5,"post\"Id":"p1","tags":["a", "b"]}"#
+        );
+        assert_eq!(doc.get::<String>("post\"Id").unwrap().unwrap(), "p1");
+        assert_eq!(doc.len(), 5);
+        let err = doc.set_json("x", "{oops").unwrap_err();
+        assert!(err.is(ErrorCode::BAD_REQUEST), "{err}");
+        let mut fresh = RawDoc::new();
+        assert!(fresh.is_empty());
+        fresh.set("id", "a").unwrap();
+        assert_eq!(fresh.to_value().unwrap(), json!({"id": "a"}));
+    }
+
+    #[test]
+    fn get_decodes_one_member_and_names_a_mismatch() {
+        let doc = RawDoc::parse(POST).unwrap();
+        assert_eq!(
+            doc.get::<String>("title").unwrap().unwrap(),
+            "Hi \"you\" {["
+        );
+        assert_eq!(doc.get::<Value>("missing").unwrap(), None);
+        let err = doc.get::<u64>("title").unwrap_err();
+        assert!(
+            err.is(ErrorCode::BAD_REQUEST) && err.message().contains("\"title\""),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn escaped_keys_and_ids() {
+        assert_eq!(RawDoc::parse(POST).unwrap().id().unwrap(), "p1");
+        let escaped = RawDoc::parse(r#"{"\u0069d":"a\u0041\"b","k\"":1}"#).unwrap();
+        assert_eq!(escaped.id().unwrap(), "aA\"b");
+        assert_eq!(escaped.get::<u8>("k\"").unwrap(), Some(1));
+        for doc in [r#"{"id":7}"#, r#"{"x":"y"}"#] {
+            let err = RawDoc::parse(doc).unwrap().id().unwrap_err();
+            assert!(err.is(ErrorCode::BAD_REQUEST), "{err}");
+        }
+    }
+
+    #[test]
+    fn broken_structure_is_refused_and_repeated_keys_keep_the_first_place() {
+        for bad in [
+            "",
+            "[1]",
+            "\"s\"",
+            "{",
+            "{\"a\":",
+            "{\"a\" 1}",
+            "{\"a\":1,}",
+            "{a:1}",
+            "{\"a\":\"x}",
+            "{\"a\":[1}",
+            "{\"a\":1} x",
+            "{\"a\":}",
+            "{\"a\":1 2}",
+        ] {
+            let err = RawDoc::parse(bad).unwrap_err();
+            assert!(err.is(ErrorCode::BAD_REQUEST), "{bad:?}: {err}");
+        }
+        let doc = RawDoc::parse(r#"{"a":1,"b":2,"a":3}"#).unwrap();
+        assert_eq!(text(&doc), r#"{"a":3,"b":2}"#);
+        // Large objects find repeats through an index.
+        let mut big: Vec<String> = (0..40).map(|i| format!("\"k{i}\":{i}")).collect();
+        big.push("\"k3\":\"again\"".to_owned());
+        let doc = RawDoc::parse(&format!("{{{}}}", big.join(","))).unwrap();
+        assert_eq!(doc.len(), 40);
+        assert_eq!(doc.keys().nth(3), Some("k3"));
+        assert_eq!(doc.get::<String>("k3").unwrap().unwrap(), "again");
+        assert_eq!(text(&RawDoc::parse("{ }").unwrap()), "{}");
+    }
+
+    #[test]
+    fn arrays_split_into_item_texts() {
+        let args = RawArray::from_json(br#" ["p1", {"a": [1, "]"]}, 7, null] "#).unwrap();
+        assert_eq!(args.len(), 4);
+        assert_eq!(args.get(0), Some("\"p1\""));
+        assert_eq!(args.get(1), Some(r#"{"a": [1, "]"]}"#));
+        assert_eq!(args.decode::<u32>(2).unwrap(), Some(7));
+        assert_eq!(args.get(3), Some("null"));
+        assert_eq!(args.get(4), None);
+        assert!(RawArray::from_json(b"[]").unwrap().is_empty());
+        for bad in [&b"{}"[..], b"[1", b"[1,]", b"[\xff]"] {
+            assert!(RawArray::from_json(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn splitting_agrees_with_serde_json_on_generated_documents() {
+        // Documents with every kind of member, nested and escaped.
+        let docs = [
+            json!({"id": "a", "s": "q\"\\/\n\u{1F600}é", "n": -1.5e300, "b": [true, false, null, {"x": []}]}),
+            json!({"": {"": [[], {}]}, "k\\": "\\", "u": "\u{0000}"}),
+            json!({"deep": [[[[[[{"a": "]}"}]]]]]]}),
+        ];
+        for doc in docs {
+            let text_in = serde_json::to_string(&doc).unwrap();
+            let pretty = serde_json::to_string_pretty(&doc).unwrap();
+            for source in [text_in.clone(), pretty] {
+                let raw = RawDoc::from_json(source.as_bytes()).unwrap();
+                assert_eq!(raw.to_value().unwrap(), doc, "{source}");
+                for (key, value) in doc.as_object().unwrap() {
+                    assert_eq!(raw.get::<Value>(key).unwrap().as_ref(), Some(value));
+                }
+            }
+            assert_eq!(text(&RawDoc::parse(&text_in).unwrap()), text_in);
+        }
+    }
+
+    #[test]
+    fn written_documents_decode_on_demand() {
+        let w = Written::new(br#"{"id":"a","_etag":"\"1\""}"#);
+        assert_eq!(w.value().unwrap()["_etag"], "\"1\"");
+        assert_eq!(w.json::<RawDoc>().unwrap().id().unwrap(), "a");
+        assert_eq!(w.as_bytes(), br#"{"id":"a","_etag":"\"1\""}"#);
+        let bad = Written::new(b"{");
+        assert!(bad.value().unwrap_err().is(ErrorCode::INTERNAL));
+    }
+}

@@ -1,0 +1,153 @@
+//! What createComment and createLike share, written once: read the post,
+//! increment one counter on it, replace it, and create the child item
+//! (comment or like) with `postId` set.
+//!
+//! Included with `#[path]` by both crates, each naming its counter and its
+//! child (`COUNTER`, `CHILD` and the entry function `ENTRY` at its crate
+//! root, which the tests below use). Each step is what the JavaScript
+//! scripts do (`sprocs/js/createComment.js`, `createLike.js`), so the ports
+//! store exactly what the scripts store:
+//! - the post is `getAltLink() + '/docs/' + postId`, so the id read is
+//!   `String(postId)` ([`js::to_js_string`]);
+//! - `post.commentCount++` is [`js::increment`] (a missing count becomes
+//!   NaN, stored as `null`);
+//! - `comment.postId = postId` sets the member on an object, throws a
+//!   TypeError on `null` or `undefined` (substatus 0), and is ignored on
+//!   any other primitive, which the create then refuses;
+//! - any failed operation fails the call with its status as substatus
+//!   (404 for a missing post, 409 for a duplicate child id), and nothing
+//!   is written.
+//!
+//! The post and the child stay JSON text ([`RawDoc`]): only the counter
+//! and `postId` are parsed or written, the rest goes back as it came.
+
+use partita_guest::{Error, RawArray, RawDoc, WriteOptions, collection, js, params};
+use serde_json::Value;
+
+/// The procedure with parameters `[postId, child]`.
+pub(crate) fn run(counter: &str, child: &str) -> Result<(), Error> {
+    let args: RawArray = params()?;
+    let c = collection();
+    let link_id = match args.decode::<Value>(0)? {
+        Some(post_id) => js::to_js_string(&post_id),
+        None => "undefined".to_owned(),
+    };
+    let mut post: RawDoc = c.read(&link_id)?;
+    let count = post.get::<Value>(counter)?;
+    post.set(counter, &js::increment(count.as_ref()))?;
+    c.replace(&post.id()?, &post, &WriteOptions::default())?;
+    let Some(item) = args.get(1).filter(|text| *text != "null") else {
+        return Err(Error::new(
+            0,
+            format!(
+                "TypeError: cannot set property 'postId' of the {child} parameter (null or undefined)"
+            ),
+        ));
+    };
+    if item.starts_with('{') {
+        let mut doc = RawDoc::parse(item)?;
+        // An undefined postId is left out of the JSON.
+        if let Some(post_id) = args.get(0) {
+            doc.set_json("postId", post_id)?;
+        }
+        c.create(&doc)?;
+    } else {
+        // A primitive: JavaScript ignores the assignment and the create
+        // refuses it.
+        c.create(&args.decode::<Value>(1)?)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    use partita_guest::testing::{self, Failed, Partition, Reply};
+    use serde_json::{Value, json};
+
+    use crate::{CHILD, COUNTER, ENTRY};
+
+    fn call(partition: &Rc<RefCell<Partition>>, args: Value) -> Result<i32, Failed> {
+        let store = Rc::clone(partition);
+        testing::run_entry(
+            move |call| match call {
+                testing::Call::Params => Reply::json(&args),
+                other => store
+                    .borrow_mut()
+                    .answer(other)
+                    .unwrap_or_else(|| panic!("unexpected {other:?}")),
+            },
+            ENTRY,
+        )
+        .0
+    }
+
+    #[test]
+    fn increments_the_count_and_creates_the_child() {
+        let p = Rc::new(RefCell::new(Partition::new([
+            json!({"id": "p1", "postId": "p1", COUNTER: 0, "title": "t"}),
+        ])));
+        assert_eq!(call(&p, json!(["p1", {"text": "hi"}])), Ok(0));
+        assert_eq!(
+            call(
+                &p,
+                json!(["p1", {"id": "c2", "postId": "old", "text": "again"}])
+            ),
+            Ok(0)
+        );
+        let p = p.borrow();
+        assert_eq!(
+            p.docs[0],
+            json!({"id": "p1", "postId": "p1", COUNTER: 2, "title": "t"}),
+            "the counter changes in place, the rest is as it was"
+        );
+        assert_eq!(
+            p.docs[1],
+            json!({"text": "hi", "postId": "p1", "id": "generated-1"})
+        );
+        assert_eq!(
+            p.get("c2").unwrap(),
+            &json!({"id": "c2", "postId": "p1", "text": "again"})
+        );
+    }
+
+    #[test]
+    fn post_ids_convert_as_javascript_strings() {
+        let p = Rc::new(RefCell::new(Partition::new([
+            json!({"id": "7", "postId": 7, COUNTER: "5"}),
+        ])));
+        assert_eq!(call(&p, json!([7, {"id": "c"}])), Ok(0));
+        let p = p.borrow();
+        assert_eq!(p.get("7").unwrap()[COUNTER], 6, "\"5\"++ is 6");
+        assert_eq!(p.get("c").unwrap()["postId"], 7, "the parameter as given");
+    }
+
+    #[test]
+    fn failures_carry_the_operation_status() {
+        let p = Rc::new(RefCell::new(Partition::new([json!({"id": "p1"})])));
+        let err = call(&p, json!(["p9", {}])).unwrap_err();
+        assert_eq!(err.number, 404, "{err:?}");
+        assert_eq!(call(&p, json!(["p1", {"id": "c1"}])), Ok(0));
+        // A post without a count gets NaN, stored as null, as in JavaScript.
+        assert_eq!(p.borrow().get("p1").unwrap()[COUNTER], Value::Null);
+        // (The mock partition does not roll back; the host does.)
+        assert_eq!(
+            call(&p, json!(["p1", {"id": "c1"}])).unwrap_err().number,
+            409
+        );
+        for missing in [json!(["p1"]), json!(["p1", null])] {
+            let err = call(&p, missing).unwrap_err();
+            assert_eq!(err.number, 0);
+            assert!(err.message.contains(CHILD), "{err:?}");
+        }
+    }
+
+    #[test]
+    fn a_primitive_child_is_passed_on_for_the_host_to_refuse() {
+        let p = Rc::new(RefCell::new(Partition::new([json!({"id": "p1"})])));
+        let err = call(&p, json!(["p1", "text"])).unwrap_err();
+        assert_eq!(err.number, 400, "{err:?}");
+    }
+}
