@@ -1131,7 +1131,13 @@ fn durable_writes_are_checkpointed_into_the_database_file() -> Result {
     let (threads, per_thread) = (16, 250);
     let filler = "x".repeat(3_000);
     {
-        let db = Database::open(dir.path())?;
+        // A short log (the default is ~120 MB): 12 MB of documents pass
+        // through several checkpoints.
+        let options = engine::Options {
+            checkpoint_pages: 1_000,
+            ..engine::Options::default()
+        };
+        let db = Database::open_with(dir.path(), options)?;
         let c = db.create_container("c", "/pk")?;
         let before = std::fs::metadata(dir.path().join(engine::DATA_FILE))?.len();
         std::thread::scope(|s| {

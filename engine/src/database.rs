@@ -43,6 +43,12 @@ pub struct Options {
     /// How long a transaction waits for another transaction on the same
     /// logical partition before failing with 408.
     pub lock_timeout: Duration,
+    /// Durable: how many pages (4 KB) the write-ahead log grows to before
+    /// it is folded and copied into the database file (SQLite's
+    /// `wal_autocheckpoint`). Larger is faster under load and means a
+    /// larger log file and a longer recovery after a crash; the default,
+    /// [`CHECKPOINT_PAGES`](crate::storage::CHECKPOINT_PAGES), is ~120 MB.
+    pub checkpoint_pages: u32,
 }
 
 impl Default for Options {
@@ -50,6 +56,7 @@ impl Default for Options {
         Options {
             durability: Durability::Full,
             lock_timeout: Duration::from_secs(10),
+            checkpoint_pages: crate::storage::CHECKPOINT_PAGES,
         }
     }
 }
@@ -113,7 +120,11 @@ impl Database {
         std::fs::create_dir_all(dir)
             .map_err(|e| Error::storage(&format!("create {}", dir.display()), e))?;
         let lock = lock_dir(dir)?;
-        let storage = SqliteStorage::open(&dir.join(DATA_FILE), options.durability)?;
+        let storage = SqliteStorage::open_with(
+            &dir.join(DATA_FILE),
+            options.durability,
+            options.checkpoint_pages,
+        )?;
         Database::build(Box::new(storage), options, Some((dir.to_path_buf(), lock)))
     }
 

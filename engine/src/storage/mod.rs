@@ -37,7 +37,7 @@ use std::sync::Arc;
 use host_api::{PartitionKey, ScriptKind, ScriptLanguage, TriggerOperation, TriggerType};
 
 pub use memory::MemoryStorage;
-pub use sqlite::SqliteStorage;
+pub use sqlite::{CHECKPOINT_PAGES, SqliteStorage};
 
 use crate::document::Document;
 use crate::error::Result;
@@ -245,7 +245,10 @@ pub struct LoadedContainer {
 
 /// The durable store. See the module docs for the contract.
 pub trait Storage: Send + Sync {
-    /// Everything stored, for start-up.
+    /// Everything stored, for start-up: called once, right after the store
+    /// is opened and before any write (the SQLite store folds its log into
+    /// its document table while it runs, so a later call could miss
+    /// documents not yet folded).
     ///
     /// # Errors
     /// [`crate::Error::Storage`] when the store cannot be read.
