@@ -173,45 +173,38 @@ impl RawDoc {
     /// 400 when it is not an object or its structure is broken, naming
     /// where.
     pub fn parse(text: &str) -> Result<RawDoc, Error> {
-        RawDoc::split(text.into()).map_err(|e| Error::status(ErrorCode::BAD_REQUEST, e))
+        RawDoc::split(text.into(), false).map_err(|e| Error::status(ErrorCode::BAD_REQUEST, e))
     }
 
-    fn split(source: Box<str>) -> Result<RawDoc, String> {
+    /// Splits `source` into members. Text from the host (`from_host`) is a
+    /// serialized map, whose keys are distinct; other text is checked for
+    /// repeated keys.
+    fn split(source: Box<str>, from_host: bool) -> Result<RawDoc, String> {
         let src = &*source;
-        let mut spans = Vec::with_capacity(16);
-        scan::object(src.as_bytes(), |key, value| spans.push((key, value)))
-            .map_err(scan::Bad::message)?;
-        let mut members: Vec<(Key, Piece)> = Vec::with_capacity(spans.len());
-        // A repeated key keeps its first place and its last value, as
-        // `JSON.parse` does: a linear search in small objects, an index in
-        // large ones.
-        let mut index = (spans.len() > 32).then(std::collections::HashMap::new);
-        for (key, (start, end)) in spans {
+        let mut members: Vec<(Key, Piece)> = Vec::with_capacity(16);
+        let mut bad_key = None;
+        scan::object(src.as_bytes(), |key, (start, end)| {
             let (ks, ke) = key.span;
             let key = if key.escaped {
                 let literal = src.get(ks..ke).unwrap_or_default();
-                let name: String = serde_json::from_str(literal)
-                    .map_err(|e| format!("bad key at byte {ks}: {e}"))?;
-                Key::Escaped(ks, ke, name.into())
+                match serde_json::from_str::<String>(literal) {
+                    Ok(name) => Key::Escaped(ks, ke, name.into()),
+                    Err(e) => {
+                        bad_key.get_or_insert(format!("bad key at byte {ks}: {e}"));
+                        return;
+                    }
+                }
             } else {
                 Key::Plain(ks + 1, ke - 1)
             };
-            let value = Piece::Span(start, end);
-            let name = key.name(src);
-            let seen = match &mut index {
-                None => members.iter().position(|(k, _)| k.name(src) == name),
-                Some(index) => match index.entry(name.to_owned()) {
-                    std::collections::hash_map::Entry::Occupied(i) => Some(*i.get()),
-                    std::collections::hash_map::Entry::Vacant(slot) => {
-                        slot.insert(members.len());
-                        None
-                    }
-                },
-            };
-            match seen {
-                Some(i) => members[i].1 = value,
-                None => members.push((key, value)),
-            }
+            members.push((key, Piece::Span(start, end)));
+        })
+        .map_err(scan::Bad::message)?;
+        if let Some(bad) = bad_key {
+            return Err(bad);
+        }
+        if !from_host {
+            members = without_repeats(src, members);
         }
         Ok(RawDoc { source, members })
     }
@@ -276,7 +269,13 @@ impl RawDoc {
         match self.position(key) {
             Some(i) => self.members[i].1 = Piece::Owned(text),
             None => {
-                let literal = serde_json::to_string(key).unwrap_or_default();
+                // Most keys need no escapes: quoted as they are.
+                let plain = key.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\');
+                let literal = if plain {
+                    format!("\"{key}\"")
+                } else {
+                    serde_json::to_string(key).unwrap_or_default()
+                };
                 self.members
                     .push((Key::Owned(literal.into(), key.into()), Piece::Owned(text)));
             }
@@ -360,10 +359,37 @@ impl RawDoc {
     }
 }
 
+/// `members` with each repeated key keeping its first place and its last
+/// value, as `JSON.parse` does: a linear search in small objects, an index
+/// in large ones.
+fn without_repeats(src: &str, members: Vec<(Key, Piece)>) -> Vec<(Key, Piece)> {
+    let mut kept: Vec<(Key, Piece)> = Vec::with_capacity(members.len());
+    let mut index = (members.len() > 32).then(std::collections::HashMap::new);
+    for (key, value) in members {
+        let name = key.name(src);
+        let seen = match &mut index {
+            None => kept.iter().position(|(k, _)| k.name(src) == name),
+            Some(index) => match index.entry(name.to_owned()) {
+                std::collections::hash_map::Entry::Occupied(i) => Some(*i.get()),
+                std::collections::hash_map::Entry::Vacant(slot) => {
+                    slot.insert(kept.len());
+                    None
+                }
+            },
+        };
+        match seen {
+            Some(i) => kept[i].1 = value,
+            None => kept.push((key, value)),
+        }
+    }
+    kept
+}
+
 impl FromJson for RawDoc {
+    /// Host text: a serialized map, so its keys are distinct.
     fn from_json(bytes: &[u8]) -> Result<RawDoc, String> {
         let text = std::str::from_utf8(bytes).map_err(|e| e.to_string())?;
-        RawDoc::split(text.into())
+        RawDoc::split(text.into(), true)
     }
 }
 
@@ -503,6 +529,37 @@ mod scan {
         Err(Bad { at, expected })
     }
 
+    /// Where the first `"` or backslash at or after `from` is: eight bytes at a
+    /// time (strings are most of a document, and this is their loop).
+    pub(super) fn quote_or_backslash(t: &[u8], from: usize) -> Option<usize> {
+        const ONES: u64 = 0x0101_0101_0101_0101;
+        const HIGH: u64 = 0x8080_8080_8080_8080;
+        // The high bit of each byte of `x` equal to `b`; the lowest set bit
+        // is exact (a borrow can only mark bytes above a true match).
+        let matches = |x: u64, b: u8| {
+            let y = x ^ (ONES * u64::from(b));
+            y.wrapping_sub(ONES) & !y & HIGH
+        };
+        let rest = t.get(from..)?;
+        let mut chunks = rest.chunks_exact(8);
+        let mut base = from;
+        for chunk in &mut chunks {
+            let mut word = [0; 8];
+            word.copy_from_slice(chunk);
+            let x = u64::from_le_bytes(word);
+            let found = matches(x, b'"') | matches(x, b'\\');
+            if found != 0 {
+                return Some(base + (found.trailing_zeros() / 8) as usize);
+            }
+            base += 8;
+        }
+        chunks
+            .remainder()
+            .iter()
+            .position(|&b| b == b'"' || b == b'\\')
+            .map(|k| base + k)
+    }
+
     struct Cursor<'a> {
         t: &'a [u8],
         i: usize,
@@ -525,24 +582,23 @@ mod scan {
             let start = self.i;
             let mut escaped = false;
             let mut i = start + 1;
-            while let Some(&b) = self.t.get(i) {
-                match b {
-                    b'"' => {
-                        self.i = i + 1;
+            loop {
+                match quote_or_backslash(self.t, i) {
+                    Some(k) if self.t[k] == b'"' => {
+                        self.i = k + 1;
                         return Ok(Str {
-                            span: (start, i + 1),
+                            span: (start, k + 1),
                             escaped,
                         });
                     }
                     // The backslash and the byte it escapes.
-                    b'\\' => {
+                    Some(k) => {
                         escaped = true;
-                        i += 2;
+                        i = k + 2;
                     }
-                    _ => i += 1,
+                    None => return bad(start, "a closing quote for the string"),
                 }
             }
-            bad(start, "a closing quote for the string")
         }
 
         /// One value; leaves the cursor past it.
@@ -814,6 +870,37 @@ mod tests {
             }
             assert_eq!(text(&RawDoc::parse(&text_in).unwrap()), text_in);
         }
+    }
+
+    #[test]
+    fn the_word_at_a_time_search_finds_the_first_quote_or_backslash() {
+        // Every position of each special byte among bytes that look alike
+        // to the bit trick (0x21, 0x5d, 0xa2, 0xdc), from every start.
+        for special in [b'"', b'\\'] {
+            for len in 0..40 {
+                for at in 0..len {
+                    let mut t: Vec<u8> = (0..len)
+                        .map(|i| [0x21, 0x5d, 0xa2, 0xdc, b'a'][i % 5])
+                        .collect();
+                    t[at] = special;
+                    if at + 3 < len {
+                        t[at + 3] = b'"';
+                    }
+                    for from in 0..=len {
+                        let naive = t[from.min(len)..]
+                            .iter()
+                            .position(|&b| b == b'"' || b == b'\\')
+                            .map(|k| k + from);
+                        assert_eq!(
+                            scan::quote_or_backslash(&t, from),
+                            naive,
+                            "{t:?} from {from}"
+                        );
+                    }
+                }
+            }
+        }
+        assert_eq!(scan::quote_or_backslash(b"ab", 5), None);
     }
 
     #[test]
