@@ -45,7 +45,7 @@ pub(crate) fn run(counter: &str, child: &str) -> Result<(), Error> {
         ));
     };
     if item.starts_with('{') {
-        let mut doc = RawDoc::parse(item)?;
+        let mut doc = args.doc(1)?.unwrap_or_default();
         // An undefined postId is left out of the JSON.
         if let Some(post_id) = args.get(0) {
             doc.set_json("postId", post_id)?;
