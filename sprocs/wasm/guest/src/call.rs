@@ -8,7 +8,7 @@
 //! message is fetched the same way. Results are decoded straight from the
 //! buffer, before any other host call can reuse it.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 
 use host_api::ErrorCode;
 use host_api::abi::NOT_ACCEPTED;
@@ -20,6 +20,23 @@ pub(crate) const INITIAL_BUFFER: usize = 16 * 1024;
 
 thread_local! {
     static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    /// Host calls made so far: a result the host keeps waiting is gone
+    /// after the next call, so a [`Written`](crate::Written) remembers the
+    /// count it was made at.
+    static CALLS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Counts a host call; returns the count after it.
+pub(crate) fn count_call() -> u64 {
+    CALLS.with(|c| {
+        c.set(c.get() + 1);
+        c.get()
+    })
+}
+
+/// The number of host calls made so far.
+pub(crate) fn calls() -> u64 {
+    CALLS.with(Cell::get)
 }
 
 /// Makes `buf` at least `len` bytes long (zero-filled, so the host only
@@ -58,6 +75,7 @@ pub(crate) fn with_result<T>(
     op: impl FnOnce(&mut [u8]) -> i32,
     decode: impl FnOnce(&[u8]) -> Result<T, Error>,
 ) -> Result<T, Error> {
+    count_call();
     SCRATCH.with_borrow_mut(|buf| {
         ensure(buf, INITIAL_BUFFER);
         let r = op(buf);
@@ -77,8 +95,46 @@ pub(crate) fn with_result<T>(
     })
 }
 
+/// Runs `op` with an empty output buffer, so the host keeps its result
+/// waiting (and, for a document, does not even serialize it until it is
+/// taken); returns the result's length and the call's count.
+pub(crate) fn with_result_waiting(
+    op: impl FnOnce(&mut [u8]) -> i32,
+) -> Result<(usize, u64), Error> {
+    let call = count_call();
+    let r = op(&mut []);
+    SCRATCH.with_borrow_mut(|buf| status(r, buf))?;
+    let len = usize::try_from(r).expect("status() let only lengths through");
+    Ok((len, call))
+}
+
+/// Takes the result left waiting by the call counted `call`, of `len`
+/// bytes, if no host call was made since.
+pub(crate) fn take_waiting(len: usize, call: u64) -> Result<Vec<u8>, Error> {
+    if calls() != call {
+        return Err(Error::status(
+            ErrorCode::BAD_REQUEST,
+            "the written document is no longer available: the host keeps it only until the next operation, so read it (Written::json) before",
+        ));
+    }
+    count_call();
+    if len == 0 {
+        return Ok(Vec::new());
+    }
+    let mut bytes = vec![0; len];
+    let taken = take(&mut bytes)?;
+    if taken != len {
+        return Err(Error::status(
+            ErrorCode::INTERNAL,
+            format!("the host announced {len} result bytes but take_result gave {taken}"),
+        ));
+    }
+    Ok(bytes)
+}
+
 /// Maps the return value of a function without a result (`0` on success).
 pub(crate) fn without_result(r: i32) -> Result<(), Error> {
+    count_call();
     if r > 0 {
         // Not in the ABI for these functions; drop whatever it announced.
         return SCRATCH.with_borrow_mut(|buf| take(buf).map(|_| ()));

@@ -5,8 +5,8 @@
 //! Documents go in as anything [`ToJson`] (any [`Serialize`] type, or a
 //! [`RawDoc`](crate::RawDoc) that keeps untouched members as text); point
 //! reads decode them as anything [`FromJson`], queries and feeds as any
-//! [`DeserializeOwned`] type; writes return the stored document as
-//! [`Written`], decoded only on demand. Writes take [`WriteOptions`]; queries are
+//! [`DeserializeOwned`] type; a write returns [`Written`], from which the
+//! stored document can be read before the next operation. Writes take [`WriteOptions`]; queries are
 //! built with [`Query`] and return one [`Page`] at a time.
 
 use host_api::ErrorCode;
@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::call::{decode_host, encode, with_result, without_result};
+use crate::call::{decode_host, encode, with_result, with_result_waiting, without_result};
 use crate::{Error, FromJson, ToJson, Written, sys};
 
 /// The call's logical partition. Get it with [`collection()`](crate::collection).
@@ -138,10 +138,11 @@ impl Query {
     }
 }
 
-/// A write's result: the stored document's text, decoded only on demand.
-#[allow(clippy::unnecessary_wraps)] // the shape `with_result` takes
-fn written(bytes: &[u8]) -> Result<Written, Error> {
-    Ok(Written::new(bytes))
+/// A write: the host keeps the stored document waiting, unserialized, in
+/// case the procedure asks for it ([`Written`]).
+fn written(op: impl FnOnce(&mut [u8]) -> i32) -> Result<Written, Error> {
+    let (len, call) = with_result_waiting(op)?;
+    Ok(Written::new(len, call))
 }
 
 impl Collection {
@@ -166,8 +167,9 @@ impl Collection {
         with_result(|out| sys::read_feed(&opts, out), decode_host("page"))
     }
 
-    /// Creates `doc` (an `id` is generated when it has none) and returns it
-    /// with its system properties (decoded only if asked, see [`Written`]).
+    /// Creates `doc` (an `id` is generated when it has none). The stored
+    /// document, with its system properties, can be read from the returned
+    /// [`Written`] before the next operation.
     ///
     /// # Errors
     /// 400 (not an object, bad id, other partition key), 409 (the id
@@ -188,7 +190,7 @@ impl Collection {
     ) -> Result<Written, Error> {
         let doc = encode("document", doc)?;
         let opts = options.encode()?;
-        with_result(|out| sys::create(&doc, &opts, out), written)
+        written(|out| sys::create(&doc, &opts, out))
     }
 
     /// Replaces the document `id` with `doc`.
@@ -203,7 +205,7 @@ impl Collection {
     ) -> Result<Written, Error> {
         let doc = encode("document", doc)?;
         let opts = options.encode()?;
-        with_result(|out| sys::replace(id.as_bytes(), &doc, &opts, out), written)
+        written(|out| sys::replace(id.as_bytes(), &doc, &opts, out))
     }
 
     /// Creates or replaces `doc`.
@@ -217,7 +219,7 @@ impl Collection {
     ) -> Result<Written, Error> {
         let doc = encode("document", doc)?;
         let opts = options.encode()?;
-        with_result(|out| sys::upsert(&doc, &opts, out), written)
+        written(|out| sys::upsert(&doc, &opts, out))
     }
 
     /// Deletes the document `id`.
@@ -358,9 +360,11 @@ mod tests {
             },
             || {
                 let c = crate::collection();
-                let created = c.create(&json!({"text": "hi"}))?;
-                c.replace("a", &json!({"id": "a"}), &WriteOptions::if_match("e"))?;
+                let created = c.create(&json!({"text": "hi"}))?.value()?;
+                let replaced = c.replace("a", &json!({"id": "a"}), &WriteOptions::if_match("e"))?;
                 c.upsert(&json!({"id": "b"}), &WriteOptions::default())?;
+                // Another operation ran: the replaced document is gone.
+                assert!(replaced.value().unwrap_err().is(ErrorCode::BAD_REQUEST));
                 c.delete_with("a", &WriteOptions::if_match("e"))?;
                 let page = c.read_feed::<Value>(&FeedOptions {
                     page_size: Some(5),
@@ -370,7 +374,7 @@ mod tests {
             },
         );
         let (created, page) = result.unwrap().unwrap();
-        assert_eq!(created.value().unwrap(), json!({"text": "hi"}));
+        assert_eq!(created, json!({"text": "hi"}));
         assert!(page.items.is_empty() && page.continuation.is_none());
         let etag = br#"{"etag":"e"}"#.to_vec();
         assert_eq!(

@@ -47,8 +47,9 @@
 //! what is asked for. A procedure that changes one field of a document it
 //! reads (`post.commentCount++`) should use [`RawDoc`]: building a `Value`
 //! and serializing it again costs several times the rest of such a call.
-//! Writes take anything [`ToJson`] and return the stored document as
-//! [`Written`], decoded only on demand.
+//! Writes take anything [`ToJson`]; the stored document (with its system
+//! properties) can be read from the returned [`Written`] before the next
+//! operation, and is not even serialized by the host when it is not read.
 //!
 //! # Errors and bounded execution
 //!
@@ -220,6 +221,7 @@ pub fn set_body<T: ToJson + ?Sized>(body: &T) -> Result<(), Error> {
 
 /// Appends one line to the call's log (`console.log`).
 pub fn log(line: &str) {
+    call::count_call();
     sys::log(line.as_bytes());
 }
 

@@ -29,7 +29,6 @@
 //! anything serde can decode or encode, plus these raw types.
 
 use std::borrow::Cow;
-use std::fmt;
 
 use host_api::ErrorCode;
 use serde::Serialize;
@@ -561,48 +560,57 @@ impl FromJson for RawArray {
     }
 }
 
-/// A document as a write stored it, with its system properties (`_etag`,
-/// `_ts`, ...), kept as the host's JSON text until asked for.
-#[derive(Clone, PartialEq, Eq)]
+/// The document a write stored, with its system properties (`_etag`,
+/// `_ts`, ...), which the host keeps until the procedure's next operation:
+/// read it (`json`, `value`, `into_bytes`) before that, or never (most
+/// procedures never do, and then the host does not even serialize it).
+#[derive(Debug, PartialEq, Eq)]
 pub struct Written {
-    text: Vec<u8>,
-}
-
-impl fmt::Debug for Written {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("Written")
-            .field(&String::from_utf8_lossy(&self.text))
-            .finish()
-    }
+    len: usize,
+    call: u64,
 }
 
 impl Written {
-    pub(crate) fn new(text: &[u8]) -> Written {
-        Written {
-            text: text.to_vec(),
-        }
+    pub(crate) fn new(len: usize, call: u64) -> Written {
+        Written { len, call }
     }
 
-    /// The document decoded as `T` (a [`Value`], a [`RawDoc`], your own
-    /// struct).
-    ///
-    /// # Errors
-    /// 500 when it does not decode as `T`.
-    pub fn json<T: FromJson>(&self) -> Result<T, Error> {
-        crate::call::decode_host("document")(&self.text)
+    /// The stored document's length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
     }
 
-    /// The document as a [`Value`].
+    /// Whether the stored document is empty (never, for a document).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The stored document's JSON text.
     ///
     /// # Errors
-    /// 500 if the host's text is not JSON.
-    pub fn value(&self) -> Result<Value, Error> {
+    /// 400 when another operation ran since the write (the host keeps the
+    /// document only until then).
+    pub fn into_bytes(self) -> Result<Vec<u8>, Error> {
+        crate::call::take_waiting(self.len, self.call)
+    }
+
+    /// The stored document decoded as `T` (a [`Value`], a [`RawDoc`], your
+    /// own struct).
+    ///
+    /// # Errors
+    /// As [`into_bytes`](Self::into_bytes); 500 when it does not decode as
+    /// `T`.
+    pub fn json<T: FromJson>(self) -> Result<T, Error> {
+        let bytes = self.into_bytes()?;
+        crate::call::decode_host("document")(&bytes)
+    }
+
+    /// The stored document as a [`Value`].
+    ///
+    /// # Errors
+    /// As [`json`](Self::json).
+    pub fn value(self) -> Result<Value, Error> {
         self.json()
-    }
-
-    /// The JSON text.
-    pub fn as_bytes(&self) -> &[u8] {
-        &self.text
     }
 }
 
@@ -1058,15 +1066,5 @@ mod tests {
             }
         }
         assert_eq!(scan::quote_or_backslash(b"ab", 5), None);
-    }
-
-    #[test]
-    fn written_documents_decode_on_demand() {
-        let w = Written::new(br#"{"id":"a","_etag":"\"1\""}"#);
-        assert_eq!(w.value().unwrap()["_etag"], "\"1\"");
-        assert_eq!(w.json::<RawDoc>().unwrap().id().unwrap(), "a");
-        assert_eq!(w.as_bytes(), br#"{"id":"a","_etag":"\"1\""}"#);
-        let bad = Written::new(b"{");
-        assert!(bad.value().unwrap_err().is(ErrorCode::INTERNAL));
     }
 }
