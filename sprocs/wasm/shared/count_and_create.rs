@@ -28,9 +28,13 @@ use serde_json::Value;
 pub(crate) fn run(counter: &str, child: &str) -> Result<(), Error> {
     let args: RawArray = params()?;
     let c = collection();
-    let link_id = match args.decode::<Value>(0)? {
-        Some(post_id) => js::to_js_string(&post_id),
-        None => "undefined".to_owned(),
+    let link_id = match args.str(0) {
+        // A string is its own `String(postId)`.
+        Some(post_id) => post_id.into_owned(),
+        None => match args.decode::<Value>(0)? {
+            Some(post_id) => js::to_js_string(&post_id),
+            None => "undefined".to_owned(),
+        },
     };
     let mut post: RawDoc = c.read(&link_id)?;
     let count = post.get::<Value>(counter)?;

@@ -111,6 +111,10 @@ pub struct RawDoc {
     source: Box<str>,
     /// Members set or removed since, in the order first changed.
     edits: Vec<Edit>,
+    /// The member [`find`](RawDoc::find) found last (its key literal's
+    /// span and its value's span): a `set` after a `get` of the same member
+    /// does not scan again.
+    last_found: std::cell::Cell<Option<(usize, usize, usize, usize)>>,
 }
 
 impl Default for RawDoc {
@@ -130,6 +134,7 @@ impl RawDoc {
         RawDoc {
             source: text.into(),
             edits: Vec::new(),
+            last_found: std::cell::Cell::new(None),
         }
     }
 
@@ -194,6 +199,11 @@ impl RawDoc {
     /// value's span.
     fn find(&self, key: &str) -> Option<(usize, usize, usize)> {
         let src = &*self.source;
+        if let Some((ks, ke, vs, ve)) = self.last_found.get()
+            && src.get(ks + 1..ke - 1) == Some(key)
+        {
+            return Some((ks, vs, ve));
+        }
         let mut found = None;
         // A broken text has no members past the break.
         let _ = scan::object(src.as_bytes(), |k, (vs, ve)| {
@@ -204,6 +214,7 @@ impl RawDoc {
             };
             if hit {
                 found = Some((k.span.0, vs, ve));
+                self.last_found.set(Some((k.span.0, k.span.1, vs, ve)));
             }
             !hit
         });
@@ -522,6 +533,18 @@ impl RawArray {
                 })
             })
             .transpose()
+    }
+
+    /// Item `i` when it is a JSON string, unescaped (without parsing it
+    /// when it has no escapes); `None` for any other item or past the end.
+    pub fn str(&self, i: usize) -> Option<Cow<'_, str>> {
+        let text = self.get(i)?;
+        let inner = text.strip_prefix('"')?.strip_suffix('"')?;
+        if inner.contains('\\') {
+            serde_json::from_str::<String>(text).ok().map(Cow::Owned)
+        } else {
+            Some(Cow::Borrowed(inner))
+        }
     }
 
     /// Item `i` as a [`RawDoc`] (the host's text, not scanned until a
@@ -1008,6 +1031,10 @@ mod tests {
         assert_eq!(args.get(1), Some(r#"{"a": [1, "]"]}"#));
         assert_eq!(args.decode::<u32>(2).unwrap(), Some(7));
         assert_eq!(args.get(3), Some("null"));
+        assert_eq!(args.str(0).as_deref(), Some("p1"));
+        assert_eq!(args.str(2), None, "a number is not a string");
+        let escaped = RawArray::from_json(br#"["a\"b\u0041"]"#).unwrap();
+        assert_eq!(escaped.str(0).as_deref(), Some("a\"bA"));
         assert_eq!(args.get(4), None);
         assert!(RawArray::from_json(b"[]").unwrap().is_empty());
         for bad in [&b"{}"[..], b"[1", b"[1,]", b"[\xff]"] {
