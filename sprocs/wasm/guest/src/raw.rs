@@ -11,7 +11,7 @@
 //! value, [`set`](RawDoc::set) records a new value (in the member's place,
 //! or last for a new member, as a JavaScript assignment), and writing the
 //! document copies the text with the new values spliced in. The call now
-//! uses about 25,000. A first version split every document into members
+//! uses about 21,000. A first version split every document into members
 //! up front: the per-member bookkeeping cost more than the scan.
 //! [`RawArray`] splits an array (a procedure's parameters) into item
 //! texts. [`Written`] is what a write returns: the stored document as the
