@@ -14,8 +14,9 @@
 //! uses about 21,000. A first version split every document into members
 //! up front: the per-member bookkeeping cost more than the scan.
 //! [`RawArray`] splits an array (a procedure's parameters) into item
-//! texts. [`Written`] is what a write returns: the stored document as the
-//! host sent it, decoded only if asked.
+//! texts. [`Written`] is what a write returns: a handle on the stored
+//! document, which the host keeps unserialized until the next operation
+//! and sends only if the procedure asks for it.
 //!
 //! Scanning is not validating: the scanner finds where members begin and
 //! end (strings with their escapes, nested brackets), but does not check
