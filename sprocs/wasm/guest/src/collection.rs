@@ -6,8 +6,9 @@
 //! [`RawDoc`](crate::RawDoc) that keeps untouched members as text); point
 //! reads decode them as anything [`FromJson`], queries and feeds as any
 //! [`DeserializeOwned`] type; a write returns [`Written`], from which the
-//! stored document can be read before the next operation. Writes take [`WriteOptions`]; queries are
-//! built with [`Query`] and return one [`Page`] at a time.
+//! stored document can be read before the next operation. Writes take
+//! [`WriteOptions`]; queries are built with [`Query`] and return one
+//! [`Page`] at a time.
 
 use host_api::ErrorCode;
 use serde::de::DeserializeOwned;
