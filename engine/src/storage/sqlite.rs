@@ -1302,6 +1302,19 @@ mod tests {
         storage.commit(write("a", Some(3))).unwrap();
     }
 
+    /// What [`history`] leaves: a at 3, b deleted, c at 1.
+    fn history_state() -> BTreeMap<String, u64> {
+        BTreeMap::from([("a".to_owned(), 3), ("c".to_owned(), 1)])
+    }
+
+    /// A store that went through [`history`] and closed (so folded).
+    fn closed_after_history() -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        history(&SqliteStorage::open(&path, Durability::Full).unwrap());
+        (dir, path)
+    }
+
     #[test]
     fn a_crash_before_the_fold_loses_nothing_the_log_replays_it() {
         let dir = tempfile::tempdir().unwrap();
@@ -1317,8 +1330,7 @@ mod tests {
         }
         assert_eq!(count(&copy, "SELECT COUNT(*) FROM docs"), 0);
         let crashed = SqliteStorage::open(&copy, Durability::Full).unwrap();
-        let expected = BTreeMap::from([("a".to_owned(), 3), ("c".to_owned(), 1)]);
-        assert_eq!(loaded(&crashed), expected);
+        assert_eq!(loaded(&crashed), history_state());
         assert_eq!(crashed.commit(write("d", Some(1))).unwrap(), Lsn(7));
         drop(crashed);
         // Closing folded everything: docs is the state, nothing to replay.
@@ -1330,17 +1342,12 @@ mod tests {
         drop(storage);
         assert_eq!(count(&path, "SELECT COUNT(*) FROM docs"), 2);
         let reopened = SqliteStorage::open(&path, Durability::None).unwrap();
-        assert_eq!(loaded(&reopened), expected);
+        assert_eq!(loaded(&reopened), history_state());
     }
 
     #[test]
     fn a_fold_then_more_commits_replays_only_past_the_mark() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("db.sqlite");
-        {
-            let storage = SqliteStorage::open(&path, Durability::Full).unwrap();
-            history(&storage);
-        }
+        let (_dir, path) = closed_after_history();
         // A folded store, then commits that were not folded (a crash).
         let mut conn = Connection::open(&path).unwrap();
         let mut pending = PendingDocs::new();
@@ -1361,12 +1368,7 @@ mod tests {
 
     #[test]
     fn a_store_from_before_folding_is_taken_as_folded() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("db.sqlite");
-        {
-            let storage = SqliteStorage::open(&path, Durability::Full).unwrap();
-            history(&storage);
-        }
+        let (_dir, path) = closed_after_history();
         // Such a store has every document in docs and no `folded` table.
         Connection::open(&path)
             .unwrap()
@@ -1377,8 +1379,7 @@ mod tests {
             count(&path, "SELECT lsn FROM folded WHERE container = 'c'"),
             6
         );
-        let expected = BTreeMap::from([("a".to_owned(), 3), ("c".to_owned(), 1)]);
-        assert_eq!(loaded(&storage), expected);
+        assert_eq!(loaded(&storage), history_state());
     }
 
     #[test]
