@@ -155,19 +155,18 @@ impl RawDoc {
             true
         })
         .map_err(|e| bad(e.message()))?;
-        let mut decoded = Vec::with_capacity(names.len());
+        // (name, key literal's span, value's span) of each member.
+        let mut members = Vec::with_capacity(names.len());
         for (key, value) in &names {
-            decoded.push((key_name(text, key).map_err(&bad)?, key.span.0, *value));
+            members.push((key_name(text, key).map_err(&bad)?, key.span, *value));
         }
-        let mut first: std::collections::HashMap<&str, usize> =
-            std::collections::HashMap::with_capacity(decoded.len());
-        let mut repeated = false;
-        for (i, (name, _, _)) in decoded.iter().enumerate() {
-            if first.insert(name.as_ref(), i).is_some() {
-                repeated = true;
-            }
+        // Where each key appears last.
+        let mut last: std::collections::HashMap<&str, usize> =
+            std::collections::HashMap::with_capacity(members.len());
+        for (i, (name, _, _)) in members.iter().enumerate() {
+            last.insert(name.as_ref(), i);
         }
-        if !repeated {
+        if last.len() == members.len() {
             return Ok(RawDoc::trusted(text));
         }
         // Rebuild the text: each key once, where it first appeared, with the
@@ -175,20 +174,15 @@ impl RawDoc {
         let mut out = String::with_capacity(text.len());
         out.push('{');
         let mut written = std::collections::HashSet::new();
-        for (name, key_start, _) in &decoded {
+        for (name, (ks, ke), _) in &members {
             if !written.insert(name.as_ref()) {
                 continue;
             }
-            let (_, _, (vs, ve)) = decoded[first[name.as_ref()]];
-            let key = &names
-                .iter()
-                .find(|(k, _)| k.span.0 == *key_start)
-                .expect("listed")
-                .0;
+            let (_, _, (vs, ve)) = members[last[name.as_ref()]];
             if out.len() > 1 {
                 out.push(',');
             }
-            out.push_str(&text[key.span.0..key.span.1]);
+            out.push_str(&text[*ks..*ke]);
             out.push(':');
             out.push_str(&text[vs..ve]);
         }
