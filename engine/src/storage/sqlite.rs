@@ -1140,12 +1140,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db.sqlite");
         let storage = SqliteStorage::open(&path, Durability::Full).unwrap();
-        let meta = ContainerMeta {
-            id: "c".into(),
-            ordinal: 1,
-            partition_key_path: "/pk".into(),
-            physical_partitions: 1,
-        };
+        let meta = meta();
         storage.create_container(&meta).unwrap();
         assert_eq!(storage.commit(record("a")).unwrap(), Lsn(1));
         // Break the schema behind the storage's back: the next batch fails.
@@ -1169,12 +1164,7 @@ mod tests {
     fn change_log_survives_reopen_and_continues_its_lsns() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db.sqlite");
-        let meta = ContainerMeta {
-            id: "c".into(),
-            ordinal: 1,
-            partition_key_path: "/pk".into(),
-            physical_partitions: 1,
-        };
+        let meta = meta();
         {
             let storage = SqliteStorage::open(&path, Durability::Full).unwrap();
             storage.create_container(&meta).unwrap();
@@ -1199,12 +1189,7 @@ mod tests {
     fn a_deleted_container_starts_over_even_inside_one_batch() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db.sqlite");
-        let meta = ContainerMeta {
-            id: "c".into(),
-            ordinal: 1,
-            partition_key_path: "/pk".into(),
-            physical_partitions: 1,
-        };
+        let meta = meta();
         let mut conn = Connection::open(&path).unwrap();
         conn.execute_batch(SCHEMA).unwrap();
         let (reply, _) = mpsc::sync_channel(1);
