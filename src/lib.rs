@@ -37,7 +37,9 @@ mod scripts;
 pub mod server;
 
 pub use engine::MiMalloc;
-pub use runtime::{Limits, SCRIPT_THREAD_STACK};
+pub use runtime::{
+    Limits, SCRIPT_THREAD_STACK, WorkerOptions, WorkerPool, WorkerStats, worker_main,
+};
 pub use scripts::{
     CallError, CallStatistics, ItemResponse, ProcedureResponse, Scripts, WriteOptions,
 };

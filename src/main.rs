@@ -37,9 +37,10 @@ use clap::error::ErrorKind;
 use clap::{Args, Parser, Subcommand};
 use partita::charge::Work;
 use partita::{
-    CallError, CallStatistics, Container, ContainerProperties, Database, Error, ItemResponse, Lsn,
-    PartitionKey, QueryItemsOptions, Script, ScriptKind, ScriptLanguage, ScriptProperties, Scripts,
-    TriggerOperation, TriggerType, WriteOptions,
+    CallError, CallStatistics, Container, ContainerProperties, Database, Error, ItemResponse,
+    Limits, Lsn, PartitionKey, QueryItemsOptions, Script, ScriptKind, ScriptLanguage,
+    ScriptProperties, Scripts, TriggerOperation, TriggerType, WorkerOptions, WorkerPool,
+    WriteOptions,
 };
 use serde_json::{Map, Value, json};
 
@@ -56,6 +57,12 @@ struct Cli {
     /// Use a throwaway in-memory database instead of a data directory.
     #[arg(long, global = true, conflicts_with = "data")]
     in_memory: bool,
+    /// Run JavaScript procedures, triggers and UDFs in worker processes
+    /// (this binary, under an address-space limit and a hard wall clock)
+    /// instead of in this process: slower, but a script that exhausts
+    /// memory or the native stack fails its call instead of the process.
+    #[arg(long, global = true)]
+    isolate_scripts: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -359,19 +366,38 @@ struct TriggerArgs {
 }
 
 impl TriggerArgs {
-    fn options(self, if_match: Option<String>) -> WriteOptions {
+    fn options(self, if_match: Option<String>, limits: &Limits) -> WriteOptions {
         WriteOptions {
             if_match,
             pre_triggers: self.pre_trigger.into_iter().collect(),
             post_triggers: self.post_trigger.into_iter().collect(),
-            limits: None,
+            limits: Some(limits.clone()),
         }
     }
 }
 
+/// The bounds of every script this process runs: the defaults, in worker
+/// processes of this binary with `--isolate-scripts`.
+fn script_limits(isolate: bool) -> anyhow::Result<Limits> {
+    let mut limits = Limits::default();
+    if isolate {
+        let program = std::env::current_exe()
+            .map_err(|e| anyhow::anyhow!("--isolate-scripts: cannot find this binary: {e}"))?;
+        limits.workers = Some(WorkerPool::new(WorkerOptions::new(
+            program,
+            [SCRIPT_WORKER],
+        )));
+    }
+    Ok(limits)
+}
+
+/// The hidden first argument that makes this binary a script worker.
+const SCRIPT_WORKER: &str = "script-worker";
+
 fn write_args(
     db: &Database,
     args: WriteArgs,
+    limits: &Limits,
 ) -> anyhow::Result<(Container, PartitionKey, Value, WriteOptions)> {
     let container = db.container(&args.container)?;
     let body = parse_json("--body", &args.body)?;
@@ -379,7 +405,7 @@ fn write_args(
         container,
         args.pk.key()?,
         body,
-        args.triggers.options(args.if_match),
+        args.triggers.options(args.if_match, limits),
     ))
 }
 
@@ -409,6 +435,14 @@ fn stats_json(stats: &CallStatistics) -> Value {
 }
 
 fn main() -> ExitCode {
+    // Started by `--isolate-scripts` (runtime::WorkerPool): serve script
+    // calls on stdin/stdout until the parent closes stdin.
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|arg| arg == SCRIPT_WORKER)
+    {
+        partita::worker_main();
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err)
@@ -425,17 +459,29 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if cli.isolate_scripts && matches!(cli.command, Command::Demo(_) | Command::Fuzz(_)) {
+        let _ = writeln!(
+            std::io::stderr(),
+            "{}",
+            json!({"status": 400, "substatus": 0, "message": "--isolate-scripts applies to sproc exec, item writes, query, batch and serve; demo and fuzz run scripts in process"})
+        );
+        return ExitCode::from(2);
+    }
     #[cfg(feature = "server")]
     if let Command::Serve(args) = cli.command {
-        return serve::main(open(cli.data, cli.in_memory), &args);
+        let db = script_limits(cli.isolate_scripts)
+            .and_then(|limits| Ok((open(cli.data, cli.in_memory)?, limits)));
+        return serve::main(db, &args);
     }
     if let Command::Batch = cli.command {
-        return match open(cli.data, cli.in_memory) {
-            Ok(db) => {
+        let opened = script_limits(cli.isolate_scripts)
+            .and_then(|limits| Ok((open(cli.data, cli.in_memory)?, limits)));
+        return match opened {
+            Ok((db, limits)) => {
                 let input = std::io::stdin().lock();
                 let mut output = std::io::stdout().lock();
                 // A closed stdout ends the batch; there is nobody to tell.
-                let _ = batch::run(input, &mut output, |args| run_line(&db, args));
+                let _ = batch::run(input, &mut output, |args| run_line(&db, args, &limits));
                 ExitCode::SUCCESS
             }
             Err(err) => {
@@ -506,7 +552,7 @@ fn error_json(err: &anyhow::Error) -> Value {
 
 /// One line of `partita batch`: the arguments after `partita`, run on the
 /// batch's database.
-fn run_line(db: &Database, args: Vec<String>) -> Result<Value, Value> {
+fn run_line(db: &Database, args: Vec<String>, limits: &Limits) -> Result<Value, Value> {
     let cli = match Cli::try_parse_from(std::iter::once("partita".to_owned()).chain(args)) {
         Ok(cli) => cli,
         Err(err)
@@ -525,10 +571,15 @@ fn run_line(db: &Database, args: Vec<String>) -> Result<Value, Value> {
             "--data and --in-memory choose the database of the whole batch (partita --data DIR batch), not of one line",
         );
     }
+    if cli.isolate_scripts {
+        return refuse(
+            "--isolate-scripts applies to the whole batch (partita --isolate-scripts batch), not to one line",
+        );
+    }
     if standalone(&cli.command) {
         return refuse("batch, demo and serve cannot run inside a batch");
     }
-    execute(db, cli.command).map_err(|e| error_json(&e))
+    execute(db, cli.command, limits).map_err(|e| error_json(&e))
 }
 
 /// Whether a command runs as its own process (never inside a batch).
@@ -551,12 +602,13 @@ fn open(cli_data: Option<PathBuf>, in_memory: bool) -> anyhow::Result<Database> 
 }
 
 fn run(cli: Cli) -> anyhow::Result<Value> {
+    let limits = script_limits(cli.isolate_scripts)?;
     let db = open(cli.data, cli.in_memory)?;
-    execute(&db, cli.command)
+    execute(&db, cli.command, &limits)
 }
 
 /// Runs one command (not `demo`, not `batch`) on an open database.
-fn execute(db: &Database, command: Command) -> anyhow::Result<Value> {
+fn execute(db: &Database, command: Command, limits: &Limits) -> anyhow::Result<Value> {
     Ok(match command {
         Command::Demo(_) | Command::Batch | Command::Fuzz(_) => {
             return Err(Error::BadRequest(
@@ -587,15 +639,15 @@ fn execute(db: &Database, command: Command) -> anyhow::Result<Value> {
             })
         }
         Command::Item(ItemCommand::Create(args)) => {
-            let (container, pk, body, options) = write_args(db, args)?;
+            let (container, pk, body, options) = write_args(db, args, limits)?;
             item_json(container.create_item_with(pk, body, &options)?)
         }
         Command::Item(ItemCommand::Upsert(args)) => {
-            let (container, pk, body, options) = write_args(db, args)?;
+            let (container, pk, body, options) = write_args(db, args, limits)?;
             item_json(container.upsert_item_with(pk, body, &options)?)
         }
         Command::Item(ItemCommand::Replace(args)) => {
-            let (container, pk, body, options) = write_args(db, args)?;
+            let (container, pk, body, options) = write_args(db, args, limits)?;
             let id = body
                 .get("id")
                 .and_then(Value::as_str)
@@ -623,7 +675,7 @@ fn execute(db: &Database, command: Command) -> anyhow::Result<Value> {
             if_match,
             triggers,
         }) => {
-            let options = triggers.options(if_match);
+            let options = triggers.options(if_match, limits);
             item_json(
                 db.container(&container)?
                     .delete_item_with(pk.key()?, &id, &options)?,
@@ -647,9 +699,12 @@ fn execute(db: &Database, command: Command) -> anyhow::Result<Value> {
                     }
                 },
             };
-            let response =
-                db.container(&container)?
-                    .execute_stored_procedure(&id, pk.key()?, params)?;
+            let response = db.container(&container)?.execute_stored_procedure_with(
+                &id,
+                pk.key()?,
+                params,
+                limits,
+            )?;
             json!({
                 "body": response.body,
                 "logs": response.logs,
@@ -670,9 +725,12 @@ fn execute(db: &Database, command: Command) -> anyhow::Result<Value> {
                 max_item_count: max_items,
                 continuation,
             };
-            let page =
-                db.container(&container)?
-                    .run_query(&sql, &parse_params(&params)?, &options)?;
+            let page = db.container(&container)?.run_query_with(
+                &sql,
+                &parse_params(&params)?,
+                &options,
+                limits,
+            )?;
             json!({
                 "items": page.items,
                 "continuation": page.continuation,

@@ -294,6 +294,21 @@ pub trait Scripts {
         sql: &str,
         params: &Params,
         options: &QueryItemsOptions,
+    ) -> Result<QueryPage, engine::Error> {
+        self.run_query_with(sql, params, options, &Limits::default())
+    }
+
+    /// [`Scripts::run_query`] with explicit bounds for its UDFs (each UDF
+    /// call gets `limits`; with [`Limits::workers`] they run in workers).
+    ///
+    /// # Errors
+    /// As [`Scripts::run_query`].
+    fn run_query_with(
+        &self,
+        sql: &str,
+        params: &Params,
+        options: &QueryItemsOptions,
+        limits: &Limits,
     ) -> Result<QueryPage, engine::Error>;
 
     /// Deletes a document, running the named triggers (their request body
@@ -736,13 +751,14 @@ impl Scripts for Container {
         self.replace_script(checked(self, props)?)
     }
 
-    fn run_query(
+    fn run_query_with(
         &self,
         sql: &str,
         params: &Params,
         options: &QueryItemsOptions,
+        limits: &Limits,
     ) -> Result<QueryPage, engine::Error> {
-        let udfs = ContainerUdfs::new(self, &Limits::default());
+        let udfs = ContainerUdfs::new(self, limits);
         self.query_items_with_udfs(sql, params, options, Some(&udfs))
     }
 

@@ -19,10 +19,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use partita::Database;
 use partita::server::{
     EMULATOR_KEY, Gateway, GatewayLimits, MasterKey, ServeOptions, Server, TlsConfig, WireError,
 };
+use partita::{Database, Limits};
 use serde_json::json;
 
 /// Examples of `partita serve`.
@@ -59,7 +59,7 @@ pub(crate) struct ServeArgs {
 }
 
 /// Runs the server; returns when it has shut down.
-pub(crate) fn main(db: anyhow::Result<Database>, args: &ServeArgs) -> ExitCode {
+pub(crate) fn main(db: anyhow::Result<(Database, Limits)>, args: &ServeArgs) -> ExitCode {
     match serve(db, args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
@@ -70,16 +70,17 @@ pub(crate) fn main(db: anyhow::Result<Database>, args: &ServeArgs) -> ExitCode {
     }
 }
 
-fn serve(db: anyhow::Result<Database>, args: &ServeArgs) -> anyhow::Result<()> {
+fn serve(db: anyhow::Result<(Database, Limits)>, args: &ServeArgs) -> anyhow::Result<()> {
     let key = MasterKey::from_base64(&args.key)?;
-    let db = db?;
+    let (db, script_limits) = db?;
     // Kept until the server stops: the generated certificate of an
     // in-memory server lives in it.
     let mut temp_dir = None;
     let tls = tls_config(args, db.data_dir(), &mut temp_dir)?;
     let gateway = Gateway::new(db, key, GatewayLimits::default())
         .map_err(|e| WireError::new(e.status(), e.to_string()))?
-        .with_https(tls.is_some());
+        .with_https(tls.is_some())
+        .with_script_limits(script_limits);
     let options = ServeOptions {
         bind: args.bind,
         header_timeout: Duration::from_millis(args.client_timeout_ms),

@@ -116,6 +116,13 @@ pub enum Budget {
         /// The limit that was exceeded.
         limit: usize,
     },
+    /// The engine's own recursion (a prototype chain boa walks in Rust)
+    /// overflowed the native stack of a script worker process, which died
+    /// of it (see [`Limits::workers`](crate::Limits::workers)).
+    NativeStack {
+        /// The worker's stack size, in bytes.
+        limit: usize,
+    },
 }
 
 impl fmt::Display for Budget {
@@ -128,6 +135,10 @@ impl fmt::Display for Budget {
                 write!(f, "{what} would exceed the memory limit of {limit} bytes")
             }
             Budget::Recursion { limit } => write!(f, "calls nested deeper than {limit}"),
+            Budget::NativeStack { limit } => write!(
+                f,
+                "the script nested deeper than the worker's native stack of {limit} bytes allows"
+            ),
         }
     }
 }

@@ -42,19 +42,25 @@
 //! deadline, a memory limit and a stack limit. [`prepare_wasm`] checks and
 //! compiles a module at upload. See the `wasm` module docs.
 //!
-//! Non-goals: Cosmos DB attachments, `__.unwind`, `__.spatial`, response-size (413) checks on
-//! `setBody`, and a process-level memory cap (that needs OS isolation).
+//! With [`Limits::workers`] set, JavaScript calls run in worker processes
+//! under an address-space limit and a hard wall clock instead (see
+//! [`WorkerPool`]); the transaction stays on the calling thread.
+//!
+//! Non-goals: Cosmos DB attachments, `__.unwind`, `__.spatial`, and
+//! response-size (413) checks on `setBody`.
 
 mod error;
 mod js;
 mod log;
 mod number;
 mod wasm;
+mod worker;
 
 use std::time::Duration;
 
 pub use error::{Budget, Error, SUBSTATUS_COMPILE_ERROR};
 pub use wasm::{ARTIFACT_DIR, WasmCache, WasmCacheStats, WasmScript, prepare_wasm};
+pub use worker::{KILL_GRACE, WorkerOptions, WorkerPool, WorkerStats, worker_main};
 
 /// How much one call may do.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -108,8 +114,9 @@ pub struct Limits {
     /// process; and many small objects created in a loop (about 125 bytes
     /// per `{}`, 9 bytes per instruction: ~1 GB within the default budget).
     /// boa 0.22 exposes no heap size, string limit or allocation hook, so a
-    /// hard cap needs process isolation (a worker process with an rlimit or
-    /// cgroup).
+    /// hard cap needs process isolation: set [`Limits::workers`], and an
+    /// allocation past the worker's address-space limit ends the call with
+    /// [`Budget::Memory`] instead.
     ///
     /// Deep prototype chains: boa looks properties up recursively in Rust
     /// (per level, release: ~190 bytes of native stack for a get, ~320 for
@@ -122,13 +129,25 @@ pub struct Limits {
     /// (quadratic: 100,000 levels take ~1.5 s of CPU in ~1.4 M instructions,
     /// unseen by the wall clock, which is only checked at host calls). A
     /// lookup on such a chain deeper than about 50,000 levels (release,
-    /// 16 MB call stack) overflows the native stack and kills the process.
+    /// 16 MB call stack) overflows the native stack and kills the process
+    /// (in a worker, [`Limits::workers`], it ends the call with
+    /// [`Budget::NativeStack`]).
     pub max_memory_bytes: usize,
     /// How deeply JavaScript calls may nest. (WebAssembly has a fixed
     /// 512 KiB stack limit instead.)
     pub recursion: usize,
     /// The most `console.log` output kept; more is cut with a marker.
     pub max_log_bytes: usize,
+    /// JavaScript: run each call in a worker process of this pool instead
+    /// of on the calling thread (`None`, the default). Workers turn the
+    /// bounds boa cannot enforce in process into failed calls: an
+    /// allocation past the worker's address-space limit ([`Budget::Memory`]),
+    /// a native stack overflow ([`Budget::NativeStack`]), and a wall clock
+    /// that holds even for code that never calls the host
+    /// ([`Budget::WallTime`]). A call costs a few pipe round trips more; see
+    /// [`WorkerPool`]. WebAssembly ignores it (wasmtime enforces every bound
+    /// in process).
+    pub workers: Option<WorkerPool>,
 }
 
 impl Default for Limits {
@@ -145,6 +164,7 @@ impl Default for Limits {
             max_memory_bytes: 128 << 20,
             recursion: 400,
             max_log_bytes: 64 << 10,
+            workers: None,
         }
     }
 }
@@ -246,7 +266,10 @@ pub fn run_js(
     collection: &mut dyn host_api::Collection,
     limits: &Limits,
 ) -> Result<Output, Failure> {
-    js::run(script, invocation, collection, limits)
+    match &limits.workers {
+        Some(pool) => worker::run(pool, script, invocation, collection, limits),
+        None => js::run(script, invocation, collection, limits),
+    }
 }
 
 /// The free native stack a script call needs to run on the calling thread's
@@ -305,7 +328,10 @@ pub fn run_udf(
     args: &[Option<serde_json::Value>],
     limits: &Limits,
 ) -> Result<Option<serde_json::Value>, Failure> {
-    js::run_udf(udf, args, limits)
+    match &limits.workers {
+        Some(pool) => worker::run_udf(pool, udf, args, limits),
+        None => js::run_udf(udf, args, limits),
+    }
 }
 
 /// Runs a WebAssembly stored procedure or trigger against `collection`:

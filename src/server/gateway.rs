@@ -39,7 +39,7 @@ use super::wire::{
     json_body, max_item_count,
 };
 use crate::charge::{MIN_CHARGE, Work};
-use crate::{Scripts, WriteOptions};
+use crate::{Limits, Scripts, WriteOptions};
 
 /// The database part of every `_rid` (the engine's, base64 of `Part`).
 const DATABASE_RID: &str = "UGFydA==";
@@ -88,6 +88,8 @@ pub struct Gateway {
     activity: AtomicU64,
     /// The scheme account discovery advertises (`https` behind TLS).
     scheme: &'static str,
+    /// The bounds of every procedure, trigger and UDF call.
+    script_limits: Limits,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -118,7 +120,17 @@ impl Gateway {
             session: AtomicU64::new(1),
             activity: AtomicU64::new(1),
             scheme: "http",
+            script_limits: Limits::default(),
         })
+    }
+
+    /// Runs every procedure, trigger and UDF with these bounds (the
+    /// runtime's defaults unless set; [`Limits::workers`] runs JavaScript in
+    /// worker processes, as `partita serve --isolate-scripts` does).
+    #[must_use]
+    pub fn with_script_limits(mut self, limits: Limits) -> Gateway {
+        self.script_limits = limits;
+        self
     }
 
     /// Makes account discovery advertise `https://` endpoints (the
@@ -455,7 +467,9 @@ impl Gateway {
                 "executing procedure {id:?} needs the x-ms-documentdb-partitionkey header"
             ))
         })?;
-        let response = coll.container.execute_stored_procedure(id, key, params)?;
+        let response =
+            coll.container
+                .execute_stored_procedure_with(id, key, params, &self.script_limits)?;
         let logging = flag(&req.headers, "x-ms-documentdb-script-enable-logging")?;
         let mut out = WireResponse::json(200, &response.body)
             .with(
@@ -529,7 +543,7 @@ impl Gateway {
             if_match: header(&req.headers, "if-match")?.map(str::to_owned),
             pre_triggers: list("x-ms-documentdb-pre-trigger-include")?,
             post_triggers: list("x-ms-documentdb-post-trigger-include")?,
-            limits: None,
+            limits: Some(self.script_limits.clone()),
         })
     }
 
@@ -660,7 +674,9 @@ impl Gateway {
                 .map(str::to_owned),
         };
         loop {
-            let page = coll.container.run_query(sql, params, &options)?;
+            let page = coll
+                .container
+                .run_query_with(sql, params, &options, &self.script_limits)?;
             let (body, fitted) = feed_body(
                 &coll.rid,
                 "Documents",

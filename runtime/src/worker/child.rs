@@ -1,0 +1,238 @@
+//! The worker process's side: read a call, run it in this process's own
+//! sandbox against a [`Proxy`] collection that forwards every operation to
+//! the host, write the result, repeat until the host closes the pipe.
+
+use std::cell::RefCell;
+use std::io::{self, BufReader, BufWriter, Read, Write};
+
+use host_api::{
+    CallStats, Collection, Document, ErrorCode, HostError, Page, PartitionKey, QueryRequest,
+    WriteOptions,
+};
+use serde_json::Value;
+
+use super::wire::{self, CollectionWire, FromWorker, HostCall, ReplyWire, ToWorker};
+use crate::{Failure, Limits, Script};
+
+/// Serves calls from the host on standard input and output until the host
+/// closes standard input. Returns the process exit code: 0 at a clean end,
+/// 2 when the host broke the protocol.
+pub(super) fn serve() -> i32 {
+    let mut input = BufReader::new(io::stdin().lock());
+    let mut output = BufWriter::new(io::stdout().lock());
+    loop {
+        let message = match wire::receive::<ToWorker>(&mut input) {
+            Ok(Some(message)) => message,
+            Ok(None) => return 0,
+            Err(_) => return 2,
+        };
+        let sent = match message {
+            ToWorker::Run {
+                script,
+                invocation,
+                limits,
+                collection,
+            } => {
+                let result = match collection.partition_key() {
+                    Ok(partition_key) => {
+                        let mut proxy = Proxy {
+                            facts: collection,
+                            partition_key,
+                            pipes: RefCell::new((&mut input, &mut output)),
+                        };
+                        crate::js::run(
+                            &Script {
+                                id: &script.id,
+                                version: script.version,
+                                body: &script.body,
+                            },
+                            invocation.into(),
+                            &mut proxy,
+                            &Limits::from(limits),
+                        )
+                    }
+                    Err(_) => return 2,
+                };
+                wire::send(
+                    &mut output,
+                    &FromWorker::Done(result.map(Into::into).map_err(Into::into)),
+                )
+            }
+            ToWorker::Udf {
+                script,
+                args,
+                limits,
+            } => {
+                let result: Result<Option<Value>, Failure> = crate::js::run_udf(
+                    &Script {
+                        id: &script.id,
+                        version: script.version,
+                        body: &script.body,
+                    },
+                    &args,
+                    &Limits::from(limits),
+                );
+                wire::send(
+                    &mut output,
+                    &FromWorker::UdfDone(result.map_err(Into::into)),
+                )
+            }
+            ToWorker::Reply(_) => return 2,
+        };
+        if sent.is_err() {
+            return 2;
+        }
+    }
+}
+
+/// The collection as the worker sees it: constant facts answered here,
+/// every operation a round trip to the host, which performs it on the real
+/// transaction.
+struct Proxy<'a, R, W> {
+    facts: CollectionWire,
+    partition_key: PartitionKey,
+    /// Standard input and output. In a cell because one operation
+    /// (`resolve_document_link`) takes `&self` and still needs the host.
+    pipes: RefCell<(&'a mut R, &'a mut W)>,
+}
+
+impl<R: Read, W: Write> Proxy<'_, R, W> {
+    fn call(&self, call: HostCall) -> Result<ReplyWire, HostError> {
+        let lost = |e: io::Error| {
+            HostError::abort(
+                ErrorCode::INTERNAL,
+                format!("the script worker lost its host: {e}"),
+            )
+        };
+        let mut pipes = self.pipes.borrow_mut();
+        let (input, output) = &mut *pipes;
+        wire::send(&mut **output, &FromWorker::Call(call)).map_err(lost)?;
+        match wire::receive::<ToWorker>(&mut **input).map_err(lost)? {
+            Some(ToWorker::Reply(reply)) => reply.map_err(HostError::from),
+            Some(_) | None => Err(lost(io::ErrorKind::InvalidData.into())),
+        }
+    }
+
+    fn document(&self, call: HostCall) -> Result<Document, HostError> {
+        match self.call(call)? {
+            ReplyWire::Document(value) => Ok(Document::new(value)),
+            _ => Err(unexpected()),
+        }
+    }
+
+    fn page(&self, call: HostCall) -> Result<Page, HostError> {
+        match self.call(call)? {
+            ReplyWire::Page {
+                items,
+                continuation,
+            } => Ok(Page {
+                items,
+                continuation,
+            }),
+            _ => Err(unexpected()),
+        }
+    }
+}
+
+fn unexpected() -> HostError {
+    HostError::abort(
+        ErrorCode::INTERNAL,
+        "the host answered a script worker's operation with the wrong kind of reply",
+    )
+}
+
+fn if_match(options: WriteOptions<'_>) -> Option<String> {
+    options.if_match.map(str::to_owned)
+}
+
+impl<R: Read, W: Write> Collection for Proxy<'_, R, W> {
+    fn container_id(&self) -> &str {
+        &self.facts.container_id
+    }
+
+    fn partition_key(&self) -> &PartitionKey {
+        &self.partition_key
+    }
+
+    fn self_link(&self) -> String {
+        self.facts.self_link.clone()
+    }
+
+    fn alt_link(&self) -> String {
+        self.facts.alt_link.clone()
+    }
+
+    /// A round trip: the host's collection resolves links (a `_self` link
+    /// means looking the document up).
+    fn resolve_document_link(&self, link: &str) -> Result<String, HostError> {
+        match self.call(HostCall::ResolveLink {
+            link: link.to_owned(),
+        })? {
+            ReplyWire::Id(id) => Ok(id),
+            _ => Err(unexpected()),
+        }
+    }
+
+    fn read(&mut self, id: &str) -> Result<Document, HostError> {
+        self.document(HostCall::Read { id: id.to_owned() })
+    }
+
+    fn read_feed(
+        &mut self,
+        page_size: Option<usize>,
+        continuation: Option<&str>,
+    ) -> Result<Page, HostError> {
+        self.page(HostCall::ReadFeed {
+            page_size,
+            continuation: continuation.map(str::to_owned),
+        })
+    }
+
+    fn create(&mut self, doc: Value) -> Result<Document, HostError> {
+        self.document(HostCall::Create { doc })
+    }
+
+    fn replace(
+        &mut self,
+        id: &str,
+        doc: Value,
+        options: WriteOptions<'_>,
+    ) -> Result<Document, HostError> {
+        self.document(HostCall::Replace {
+            id: id.to_owned(),
+            doc,
+            if_match: if_match(options),
+        })
+    }
+
+    fn upsert(&mut self, doc: Value, options: WriteOptions<'_>) -> Result<Document, HostError> {
+        self.document(HostCall::Upsert {
+            doc,
+            if_match: if_match(options),
+        })
+    }
+
+    fn delete(&mut self, id: &str, options: WriteOptions<'_>) -> Result<(), HostError> {
+        match self.call(HostCall::Delete {
+            id: id.to_owned(),
+            if_match: if_match(options),
+        })? {
+            ReplyWire::Done => Ok(()),
+            _ => Err(unexpected()),
+        }
+    }
+
+    fn query(&mut self, request: QueryRequest<'_>) -> Result<Page, HostError> {
+        self.page(HostCall::Query {
+            sql: request.sql.to_owned(),
+            parameters: request.parameters.clone(),
+            page_size: request.page_size,
+            continuation: request.continuation.map(str::to_owned),
+        })
+    }
+
+    /// The host fills in the call's statistics from its own collection.
+    fn stats(&self) -> CallStats {
+        CallStats::default()
+    }
+}

@@ -1,0 +1,640 @@
+//! Process isolation for JavaScript: scripts run in worker processes under
+//! operating-system limits, for the bounds boa cannot enforce in process.
+//!
+//! In process, a script that doubles a string with `+` some 35 times makes
+//! an allocation fail, and boa aborts the process; a prototype chain that
+//! boa builds in bytecode (`new F()` after `F.prototype = o`, in a loop) can
+//! overflow the native stack on lookup, which also kills the process; and
+//! the wall clock is only looked at when the script calls the host. boa
+//! 0.22 has no allocation hook, no string limit and no per-instruction hook
+//! (see [`Limits`](crate::Limits)). A worker process turns each of these into
+//! the failure of one call:
+//!
+//! ```text
+//!   host thread (owns the transaction)          worker process (owns a sandbox)
+//!   run_js ──Run{script, params, limits}──────► js::run(.., &mut Proxy, ..)
+//!          ◄──Call{create, doc}───────────────   Proxy::create
+//!   txn.create(doc)
+//!          ──Reply{document}──────────────────►   callback runs
+//!          ◄──Done{body, logs, stats}──────────   queue drained
+//!   commit (the caller)
+//!
+//!   the worker dies (abort, stack overflow, killed at the deadline):
+//!   EOF or timeout ──► kill, reap, read its stderr ──► Failure (the caller rolls back)
+//! ```
+//!
+//! * The transaction never leaves the host: the worker's collection is a
+//!   [`Proxy`](child) that forwards each operation, and the host performs it
+//!   on the real `&mut dyn Collection`. A dead worker leaves nothing behind
+//!   that the caller's rollback does not undo.
+//! * Limits are set by the host on the child (`prlimit`) before it is sent
+//!   any call: an address-space limit ([`WorkerOptions::address_space`]),
+//!   so an allocation bomb fails inside the worker, and no core dumps. The
+//!   script runs on a thread with a [`SCRIPT_THREAD_STACK`] stack, whose
+//!   overflow the Rust runtime reports before aborting.
+//! * The host waits for each message with a deadline (`poll`): the call's
+//!   wall time plus [`KILL_GRACE`]. Past it the worker is killed, so the
+//!   wall clock is a hard bound here, even for loops that never call the
+//!   host.
+//! * Why a worker died is read from its exit signal and its last words on
+//!   stderr: "memory allocation of N bytes failed" is [`Budget::Memory`],
+//!   "has overflowed its stack" is [`Budget::NativeStack`], both 408 like
+//!   every other bound; anything else is [`Error::Internal`] (500).
+//! * A worker serves one call at a time and is reused (its sandbox pool and
+//!   compiled-script cache stay warm, and boa's per-call isolation holds as
+//!   in process); a dead one is replaced by a fresh process on the next
+//!   call. The pool spawns workers on demand, one per concurrent call, and
+//!   keeps up to [`WorkerOptions::max_idle`] idle ones.
+//!
+//! The worker program is any executable that calls [`worker_main`] (the
+//! `partita` binary does, as `partita script-worker`). The cost is a few
+//! round trips per call: see README for the measured figures. Logs written
+//! before a worker died are lost with it.
+//!
+//! [`SCRIPT_THREAD_STACK`]: crate::SCRIPT_THREAD_STACK
+
+mod child;
+mod wire;
+
+use std::ffi::OsString;
+use std::fmt;
+use std::io::{self, BufReader, Read};
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use host_api::{Collection, QueryRequest, WriteOptions};
+use rustix::event::{PollFd, PollFlags, Timespec, poll};
+use rustix::process::{Pid, Resource, Rlimit, prlimit};
+use serde_json::Value;
+
+use self::wire::{CollectionWire, FromWorker, HostCall, ReplyWire, ScriptWire, ToWorker};
+use crate::{Budget, Error, ExecStats, Failure, Invocation, Limits, Output, Script};
+
+/// How long past a call's wall-time limit the host waits before it kills
+/// the worker. The worker stops a script at the limit itself when the
+/// script calls the host; this is the backstop for code that never does.
+pub const KILL_GRACE: Duration = Duration::from_millis(100);
+
+/// How to start worker processes, and their limits.
+#[derive(Clone, Debug)]
+pub struct WorkerOptions {
+    /// The executable; it must call [`worker_main`] when run with `args`.
+    pub program: PathBuf,
+    /// Its arguments (for the `partita` binary: `["script-worker"]`).
+    pub args: Vec<OsString>,
+    /// The worker's address-space limit (`RLIMIT_AS`), in bytes: what its
+    /// code, its stacks, its heap and the script's values together may map.
+    /// An allocation past it fails in the worker, which ends the call with
+    /// [`Budget::Memory`]. The default, 2 GiB, leaves about 1.5 GiB for
+    /// scripts beside a worker's own ~400 MB of mappings.
+    pub address_space: u64,
+    /// Idle workers kept for the next calls; more concurrent calls spawn
+    /// more workers, and those beyond this exit when their call is done.
+    pub max_idle: usize,
+}
+
+impl WorkerOptions {
+    /// Workers started as `program args...`, with the default limits.
+    pub fn new(
+        program: impl Into<PathBuf>,
+        args: impl IntoIterator<Item = impl Into<OsString>>,
+    ) -> WorkerOptions {
+        WorkerOptions {
+            program: program.into(),
+            args: args.into_iter().map(Into::into).collect(),
+            address_space: 2 << 30,
+            max_idle: 16,
+        }
+    }
+}
+
+/// A pool of worker processes that run JavaScript calls; cheap to clone
+/// (clones share the pool). Set it as [`Limits::workers`] and every
+/// JavaScript procedure, trigger and user-defined function called with those
+/// limits runs in a worker. See the module docs.
+#[derive(Clone)]
+pub struct WorkerPool {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    options: WorkerOptions,
+    idle: Mutex<Vec<Worker>>,
+    started: AtomicU64,
+    lost: AtomicU64,
+}
+
+/// How many workers a pool started and how many it lost (workers that died
+/// or were killed during a call).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WorkerStats {
+    /// Processes started.
+    pub started: u64,
+    /// Processes that died or were killed during a call.
+    pub lost: u64,
+}
+
+impl WorkerPool {
+    /// A pool that starts workers with `options` as calls need them (none
+    /// is started here).
+    pub fn new(options: WorkerOptions) -> WorkerPool {
+        WorkerPool {
+            inner: Arc::new(Inner {
+                options,
+                idle: Mutex::new(Vec::new()),
+                started: AtomicU64::new(0),
+                lost: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// The options the pool starts workers with.
+    pub fn options(&self) -> &WorkerOptions {
+        &self.inner.options
+    }
+
+    /// How many workers were started and lost so far.
+    pub fn stats(&self) -> WorkerStats {
+        WorkerStats {
+            started: self.inner.started.load(Ordering::Relaxed),
+            lost: self.inner.lost.load(Ordering::Relaxed),
+        }
+    }
+
+    fn take(&self) -> io::Result<Worker> {
+        let idle = self.idle().pop();
+        match idle {
+            Some(worker) => Ok(worker),
+            None => {
+                let worker = Worker::start(&self.inner.options)?;
+                self.inner.started.fetch_add(1, Ordering::Relaxed);
+                Ok(worker)
+            }
+        }
+    }
+
+    fn give_back(&self, worker: Worker) {
+        let mut idle = self.idle();
+        if idle.len() < self.inner.options.max_idle {
+            idle.push(worker);
+        }
+        // Dropping a worker closes its input: it exits.
+    }
+
+    fn idle(&self) -> std::sync::MutexGuard<'_, Vec<Worker>> {
+        // A panic while holding the lock leaves a valid Vec.
+        self.inner.idle.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl fmt::Debug for WorkerPool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WorkerPool")
+            .field("options", &self.inner.options)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+/// Pools are equal when they are the same pool.
+impl PartialEq for WorkerPool {
+    fn eq(&self, other: &WorkerPool) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+}
+
+impl Eq for WorkerPool {}
+
+/// The entry point of a worker process: serves calls from the host on
+/// standard input and output until the host closes standard input, then
+/// exits. Call it first thing in `main` when the process was started as a
+/// worker (the `partita` binary: `partita script-worker`); it never
+/// returns. Nothing else in the process may write to standard output.
+pub fn worker_main() -> ! {
+    // A panic in the engine is caught and reported as the call's failure;
+    // the default hook would also print it to stderr, which nobody drains
+    // while the worker lives.
+    std::panic::set_hook(Box::new(|_| {}));
+    let code = std::thread::Builder::new()
+        .name("script".into())
+        .stack_size(crate::SCRIPT_THREAD_STACK)
+        .spawn(child::serve)
+        .map_or(3, |thread| thread.join().unwrap_or(3));
+    std::process::exit(code)
+}
+
+/// A running worker process and its pipes.
+struct Worker {
+    child: Child,
+    input: ChildStdin,
+    output: BufReader<ChildStdout>,
+    stderr: ChildStderr,
+}
+
+/// Why talking to a worker stopped.
+enum Lost {
+    /// The deadline passed.
+    Deadline,
+    /// A pipe failed or the worker broke the protocol (EOF when it died).
+    Pipe(io::Error),
+}
+
+impl From<io::Error> for Lost {
+    fn from(e: io::Error) -> Lost {
+        Lost::Pipe(e)
+    }
+}
+
+impl Worker {
+    fn start(options: &WorkerOptions) -> io::Result<Worker> {
+        let mut child = Command::new(&options.program)
+            .args(&options.args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .env_clear()
+            .spawn()
+            .map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!(
+                        "cannot start the script worker {}: {e}",
+                        options.program.display()
+                    ),
+                )
+            })?;
+        let pid = Some(Pid::from_child(&child));
+        let limit = |n| Rlimit {
+            current: Some(n),
+            maximum: Some(n),
+        };
+        let limited = prlimit(pid, Resource::As, limit(options.address_space))
+            .and_then(|_| prlimit(pid, Resource::Core, limit(0)));
+        if let Err(e) = limited {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(io::Error::other(format!(
+                "cannot limit the script worker's memory: {e}"
+            )));
+        }
+        let (Some(input), Some(output), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            unreachable!("all three pipes were requested")
+        };
+        Ok(Worker {
+            child,
+            input,
+            output: BufReader::new(output),
+            stderr,
+        })
+    }
+
+    fn send(&mut self, message: &ToWorker) -> io::Result<()> {
+        wire::send(&mut self.input, message)
+    }
+
+    /// The next message, waiting until `deadline` at most.
+    fn receive(&mut self, deadline: Instant) -> Result<FromWorker, Lost> {
+        if self.output.buffer().is_empty() {
+            loop {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(Lost::Deadline);
+                }
+                let timeout = timespec(left);
+                let mut fds = [PollFd::new(self.output.get_ref(), PollFlags::IN)];
+                match poll(&mut fds, Some(&timeout)) {
+                    Ok(0) => continue,
+                    Ok(_) => break,
+                    Err(rustix::io::Errno::INTR) => continue,
+                    Err(e) => return Err(Lost::Pipe(e.into())),
+                }
+            }
+        }
+        match wire::receive(&mut self.output)? {
+            Some(message) => Ok(message),
+            None => Err(Lost::Pipe(io::ErrorKind::UnexpectedEof.into())),
+        }
+    }
+
+    /// Kills the worker (if it still runs), reaps it and says why it is
+    /// gone: its exit status and the last lines it wrote to stderr.
+    fn bury(mut self) -> Death {
+        let _ = self.child.kill();
+        let status = self.child.wait().ok();
+        Death {
+            signal: status.and_then(|s| s.signal()),
+            code: status.and_then(|s| s.code()),
+            last_words: last_words(&mut self.stderr),
+        }
+    }
+}
+
+/// What a dead worker left on its stderr: up to 64 KiB, read for at most
+/// 100 ms (a process it started could hold the pipe open; ours start none).
+fn last_words(stderr: &mut ChildStderr) -> String {
+    let deadline = Instant::now() + Duration::from_millis(100);
+    let mut bytes = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while bytes.len() < 64 << 10 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let timeout = timespec(left);
+        let mut fds = [PollFd::new(&*stderr, PollFlags::IN)];
+        match poll(&mut fds, Some(&timeout)) {
+            Ok(0) => break,
+            Ok(_) => match stderr.read(&mut chunk) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => bytes.extend_from_slice(&chunk[..n]),
+            },
+            Err(rustix::io::Errno::INTR) => {}
+            Err(_) => break,
+        }
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+fn timespec(d: Duration) -> Timespec {
+    Timespec {
+        tv_sec: d.as_secs().try_into().unwrap_or(i64::MAX),
+        tv_nsec: d.subsec_nanos().into(),
+    }
+}
+
+/// How a worker ended.
+struct Death {
+    signal: Option<i32>,
+    code: Option<i32>,
+    last_words: String,
+}
+
+impl Death {
+    /// The error the call fails with, given why the host stopped waiting.
+    fn error(&self, lost: &Lost, limits: &Limits, options: &WorkerOptions) -> Error {
+        let said = |needle: &str| {
+            self.last_words
+                .lines()
+                .find(|line| line.contains(needle))
+                .map(str::trim)
+        };
+        if let Lost::Deadline = lost {
+            return Error::Budget(Budget::WallTime {
+                limit: limits.wall_time,
+            });
+        }
+        if let Some(line) = said("memory allocation of") {
+            // Rust's report: "memory allocation of N bytes failed".
+            let size = line
+                .split_whitespace()
+                .find_map(|word| word.parse::<u64>().ok())
+                .map_or_else(String::new, |n| format!("of {n} bytes "));
+            return Error::Budget(Budget::Memory {
+                limit: usize::try_from(options.address_space).unwrap_or(usize::MAX),
+                what: format!("an allocation {size}in the script's worker process"),
+            });
+        }
+        if said("has overflowed its stack").is_some() {
+            return Error::Budget(Budget::NativeStack {
+                limit: crate::SCRIPT_THREAD_STACK,
+            });
+        }
+        let how = match (self.signal, self.code) {
+            (Some(signal), _) => format!("killed by signal {signal}"),
+            (None, Some(code)) => format!("exit code {code}"),
+            (None, None) => "status unknown".to_owned(),
+        };
+        let reason = match lost {
+            Lost::Pipe(e) => e.to_string(),
+            Lost::Deadline => unreachable!("handled above"),
+        };
+        let tail: String = self
+            .last_words
+            .trim()
+            .lines()
+            .last()
+            .unwrap_or("")
+            .to_owned();
+        Error::Internal(format!(
+            "the script worker {} failed during the call ({reason}; {how}){}{tail}",
+            options.program.display(),
+            if tail.is_empty() { "" } else { ": " },
+        ))
+    }
+}
+
+/// Runs a procedure or trigger in a worker of `pool`; [`crate::run_js`]'s
+/// contract.
+#[allow(clippy::result_large_err)] // As `run_js`.
+pub(crate) fn run(
+    pool: &WorkerPool,
+    script: &Script<'_>,
+    invocation: Invocation,
+    collection: &mut dyn Collection,
+    limits: &Limits,
+) -> Result<Output, Failure> {
+    let started = Instant::now();
+    let request = ToWorker::Run {
+        script: script_wire(script),
+        invocation: invocation.into(),
+        limits: limits.into(),
+        collection: CollectionWire {
+            container_id: collection.container_id().to_owned(),
+            partition_key: collection.partition_key().to_json_array(),
+            self_link: collection.self_link(),
+            alt_link: collection.alt_link(),
+        },
+    };
+    let result = converse(
+        pool,
+        &request,
+        started,
+        limits,
+        |worker, message| match message {
+            FromWorker::Call(call) => {
+                let reply = perform(&mut *collection, call);
+                worker.send(&ToWorker::Reply(reply))?;
+                Ok(None)
+            }
+            FromWorker::Done(done) => Ok(Some(done)),
+            FromWorker::UdfDone(_) => Err(protocol("a function's result for a procedure call")),
+        },
+    );
+    let stats = collection.stats();
+    let result = match result {
+        Ok(Ok(output)) => Ok(Output::from(output)),
+        Ok(Err(failure)) => Err(Failure::from(failure)),
+        Err(failure) => Err(failure),
+    };
+    result
+        .map(|mut output| {
+            output.stats.collection = stats;
+            output
+        })
+        .map_err(|mut failure| {
+            failure.stats.collection = stats;
+            failure
+        })
+}
+
+/// Calls a user-defined function in a worker of `pool`; [`crate::run_udf`]'s
+/// contract.
+#[allow(clippy::result_large_err)] // As `run_udf`.
+pub(crate) fn run_udf(
+    pool: &WorkerPool,
+    udf: &Script<'_>,
+    args: &[Option<Value>],
+    limits: &Limits,
+) -> Result<Option<Value>, Failure> {
+    let request = ToWorker::Udf {
+        script: script_wire(udf),
+        args: args.to_vec(),
+        limits: limits.into(),
+    };
+    let result = converse(
+        pool,
+        &request,
+        Instant::now(),
+        limits,
+        |_, message| match message {
+            FromWorker::UdfDone(done) => Ok(Some(done)),
+            FromWorker::Call(_) | FromWorker::Done(_) => {
+                Err(protocol("a collection operation from a function"))
+            }
+        },
+    );
+    result.and_then(|done| done.map_err(Failure::from))
+}
+
+/// A conversation's result, or the failure it ended in (the caller adds
+/// the collection's statistics). Unboxed, as `run_js`'s.
+type Conversation<T> = Result<T, Failure>;
+
+/// Sends `request` to a worker and hands every message to `on_message`
+/// until it returns the result. On any failure (the worker died, broke the
+/// protocol or ran past the deadline) the worker is buried and the failure
+/// explained; otherwise the worker goes back to the pool.
+#[allow(clippy::result_large_err)] // As `run_js`.
+fn converse<T>(
+    pool: &WorkerPool,
+    request: &ToWorker,
+    started: Instant,
+    limits: &Limits,
+    mut on_message: impl FnMut(&mut Worker, FromWorker) -> Result<Option<T>, Lost>,
+) -> Conversation<T> {
+    let fail = |error: Error| Failure {
+        error,
+        logs: String::new(),
+        stats: ExecStats {
+            wall_time: started.elapsed(),
+            ..ExecStats::default()
+        },
+    };
+    // An idle worker may have died since its last call (killed from
+    // outside): then the request cannot be sent, and a fresh one takes it.
+    let mut worker = None;
+    for _ in 0..2 {
+        let mut candidate = match pool.take() {
+            Ok(worker) => worker,
+            Err(e) => return Err(fail(Error::Internal(e.to_string()))),
+        };
+        if candidate.send(request).is_ok() {
+            worker = Some(candidate);
+            break;
+        }
+        candidate.bury();
+    }
+    let Some(mut worker) = worker else {
+        return Err(fail(Error::Internal(format!(
+            "the script worker {} did not take a call",
+            pool.inner.options.program.display()
+        ))));
+    };
+    let deadline = started + limits.wall_time + KILL_GRACE;
+    let outcome = (|| {
+        loop {
+            let message = worker.receive(deadline)?;
+            if let Some(done) = on_message(&mut worker, message)? {
+                return Ok(done);
+            }
+        }
+    })();
+    match outcome {
+        Ok(done) => {
+            pool.give_back(worker);
+            Ok(done)
+        }
+        Err(lost) => {
+            pool.inner.lost.fetch_add(1, Ordering::Relaxed);
+            let death = worker.bury();
+            Err(fail(death.error(&lost, limits, &pool.inner.options)))
+        }
+    }
+}
+
+fn protocol(what: &str) -> Lost {
+    Lost::Pipe(io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("the worker sent {what}"),
+    ))
+}
+
+fn script_wire(script: &Script<'_>) -> ScriptWire {
+    ScriptWire {
+        id: script.id.to_owned(),
+        version: script.version,
+        body: script.body.to_owned(),
+    }
+}
+
+fn write_options(if_match: &Option<String>) -> WriteOptions<'_> {
+    WriteOptions {
+        if_match: if_match.as_deref(),
+    }
+}
+
+/// Performs one operation a worker asked for on the real collection.
+fn perform(
+    collection: &mut dyn Collection,
+    call: HostCall,
+) -> Result<ReplyWire, wire::HostErrorWire> {
+    let reply = match call {
+        HostCall::ResolveLink { link } => {
+            collection.resolve_document_link(&link).map(ReplyWire::Id)
+        }
+        HostCall::Read { id } => collection.read(&id).map(Into::into),
+        HostCall::ReadFeed {
+            page_size,
+            continuation,
+        } => collection
+            .read_feed(page_size, continuation.as_deref())
+            .map(Into::into),
+        HostCall::Create { doc } => collection.create(doc).map(Into::into),
+        HostCall::Replace { id, doc, if_match } => collection
+            .replace(&id, doc, write_options(&if_match))
+            .map(Into::into),
+        HostCall::Upsert { doc, if_match } => collection
+            .upsert(doc, write_options(&if_match))
+            .map(Into::into),
+        HostCall::Delete { id, if_match } => collection
+            .delete(&id, write_options(&if_match))
+            .map(|()| ReplyWire::Done),
+        HostCall::Query {
+            sql,
+            parameters,
+            page_size,
+            continuation,
+        } => collection
+            .query(QueryRequest {
+                sql: &sql,
+                parameters: &parameters,
+                page_size,
+                continuation: continuation.as_deref(),
+            })
+            .map(Into::into),
+    };
+    reply.map_err(Into::into)
+}

@@ -1,0 +1,608 @@
+//! The messages between the host and a script worker process, and their
+//! framing: a 4-byte little-endian length, then that many bytes of JSON.
+//!
+//! ```text
+//!   host ──Run / Udf──► worker
+//!   host ◄──Call────── worker      (one per collection operation)
+//!   host ──Reply─────► worker
+//!   host ◄──Done────── worker      (the call's output or failure)
+//! ```
+//!
+//! The types here mirror the runtime's public ones field by field, so that
+//! those stay free of serde; the conversions are the only place that knows
+//! both. The worker runs untrusted code, so everything the host reads is
+//! checked like any other input: a frame over [`MAX_FRAME`], bad JSON or an
+//! unexpected message ends the worker, never the host.
+
+use std::io::{self, Read, Write};
+use std::time::Duration;
+
+use host_api::{CallStats, Document, ErrorCode, HostError, Page, PartitionKey, TriggerOperation};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::{Budget, Error, ExecStats, Failure, Invocation, Limits, Output};
+
+/// The largest frame either side accepts: far above a page of 2 MB
+/// documents, far below what would hurt the host.
+pub(super) const MAX_FRAME: usize = 256 << 20;
+
+/// Host to worker.
+// Built once per message and serialized at once: the size difference
+// between a call and a reply costs nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Serialize, Deserialize)]
+pub(super) enum ToWorker {
+    /// Run a procedure or trigger.
+    Run {
+        script: ScriptWire,
+        invocation: InvocationWire,
+        limits: LimitsWire,
+        collection: CollectionWire,
+    },
+    /// Call a user-defined function.
+    Udf {
+        script: ScriptWire,
+        args: Vec<Option<Value>>,
+        limits: LimitsWire,
+    },
+    /// The answer to the worker's last [`FromWorker::Call`].
+    Reply(Result<ReplyWire, HostErrorWire>),
+}
+
+/// Worker to host.
+#[derive(Serialize, Deserialize)]
+pub(super) enum FromWorker {
+    /// A collection operation for the host to perform.
+    Call(HostCall),
+    /// A procedure or trigger finished.
+    Done(Result<OutputWire, FailureWire>),
+    /// A user-defined function finished.
+    UdfDone(Result<Option<Value>, FailureWire>),
+}
+
+/// A script's identity and text.
+#[derive(Serialize, Deserialize)]
+pub(super) struct ScriptWire {
+    pub(super) id: String,
+    pub(super) version: u64,
+    pub(super) body: String,
+}
+
+/// The collection's constant facts, sent with the call so the worker
+/// answers them without a round trip.
+#[derive(Serialize, Deserialize)]
+pub(super) struct CollectionWire {
+    pub(super) container_id: String,
+    /// [`PartitionKey::to_json_array`].
+    pub(super) partition_key: String,
+    pub(super) self_link: String,
+    pub(super) alt_link: String,
+}
+
+impl CollectionWire {
+    pub(super) fn partition_key(&self) -> io::Result<PartitionKey> {
+        PartitionKey::parse(&self.partition_key).map_err(invalid)
+    }
+}
+
+/// [`Limits`] without the worker pool (a worker runs its calls in place).
+#[derive(Serialize, Deserialize)]
+pub(super) struct LimitsWire {
+    instructions: u64,
+    accept_instructions: u64,
+    fuel: u64,
+    accept_fuel: u64,
+    max_operations: u64,
+    wall_time: Duration,
+    accept_wall_time: Duration,
+    max_memory_bytes: usize,
+    recursion: usize,
+    max_log_bytes: usize,
+}
+
+impl From<&Limits> for LimitsWire {
+    fn from(l: &Limits) -> LimitsWire {
+        LimitsWire {
+            instructions: l.instructions,
+            accept_instructions: l.accept_instructions,
+            fuel: l.fuel,
+            accept_fuel: l.accept_fuel,
+            max_operations: l.max_operations,
+            wall_time: l.wall_time,
+            accept_wall_time: l.accept_wall_time,
+            max_memory_bytes: l.max_memory_bytes,
+            recursion: l.recursion,
+            max_log_bytes: l.max_log_bytes,
+        }
+    }
+}
+
+impl From<LimitsWire> for Limits {
+    fn from(l: LimitsWire) -> Limits {
+        Limits {
+            instructions: l.instructions,
+            accept_instructions: l.accept_instructions,
+            fuel: l.fuel,
+            accept_fuel: l.accept_fuel,
+            max_operations: l.max_operations,
+            wall_time: l.wall_time,
+            accept_wall_time: l.accept_wall_time,
+            max_memory_bytes: l.max_memory_bytes,
+            recursion: l.recursion,
+            max_log_bytes: l.max_log_bytes,
+            workers: None,
+        }
+    }
+}
+
+/// [`Invocation`].
+#[derive(Serialize, Deserialize)]
+pub(super) enum InvocationWire {
+    Procedure {
+        params: Vec<Value>,
+    },
+    PreTrigger {
+        request_body: Value,
+        operation: OperationWire,
+    },
+    PostTrigger {
+        request_body: Value,
+        response_body: Value,
+        operation: OperationWire,
+    },
+}
+
+/// [`TriggerOperation`].
+#[derive(Clone, Copy, Serialize, Deserialize)]
+pub(super) enum OperationWire {
+    All,
+    Create,
+    Replace,
+    Delete,
+    Upsert,
+}
+
+impl From<TriggerOperation> for OperationWire {
+    fn from(op: TriggerOperation) -> OperationWire {
+        match op {
+            TriggerOperation::All => OperationWire::All,
+            TriggerOperation::Create => OperationWire::Create,
+            TriggerOperation::Replace => OperationWire::Replace,
+            TriggerOperation::Delete => OperationWire::Delete,
+            TriggerOperation::Upsert => OperationWire::Upsert,
+        }
+    }
+}
+
+impl From<OperationWire> for TriggerOperation {
+    fn from(op: OperationWire) -> TriggerOperation {
+        match op {
+            OperationWire::All => TriggerOperation::All,
+            OperationWire::Create => TriggerOperation::Create,
+            OperationWire::Replace => TriggerOperation::Replace,
+            OperationWire::Delete => TriggerOperation::Delete,
+            OperationWire::Upsert => TriggerOperation::Upsert,
+        }
+    }
+}
+
+impl From<Invocation> for InvocationWire {
+    fn from(inv: Invocation) -> InvocationWire {
+        match inv {
+            Invocation::Procedure { params } => InvocationWire::Procedure { params },
+            Invocation::PreTrigger {
+                request_body,
+                operation,
+            } => InvocationWire::PreTrigger {
+                request_body,
+                operation: operation.into(),
+            },
+            Invocation::PostTrigger {
+                request_body,
+                response_body,
+                operation,
+            } => InvocationWire::PostTrigger {
+                request_body,
+                response_body,
+                operation: operation.into(),
+            },
+        }
+    }
+}
+
+impl From<InvocationWire> for Invocation {
+    fn from(inv: InvocationWire) -> Invocation {
+        match inv {
+            InvocationWire::Procedure { params } => Invocation::Procedure { params },
+            InvocationWire::PreTrigger {
+                request_body,
+                operation,
+            } => Invocation::PreTrigger {
+                request_body,
+                operation: operation.into(),
+            },
+            InvocationWire::PostTrigger {
+                request_body,
+                response_body,
+                operation,
+            } => Invocation::PostTrigger {
+                request_body,
+                response_body,
+                operation: operation.into(),
+            },
+        }
+    }
+}
+
+/// A collection operation, as [`host_api::Collection`] names them.
+#[derive(Serialize, Deserialize)]
+pub(super) enum HostCall {
+    ResolveLink {
+        link: String,
+    },
+    Read {
+        id: String,
+    },
+    ReadFeed {
+        page_size: Option<usize>,
+        continuation: Option<String>,
+    },
+    Create {
+        doc: Value,
+    },
+    Replace {
+        id: String,
+        doc: Value,
+        if_match: Option<String>,
+    },
+    Upsert {
+        doc: Value,
+        if_match: Option<String>,
+    },
+    Delete {
+        id: String,
+        if_match: Option<String>,
+    },
+    Query {
+        sql: String,
+        parameters: Map<String, Value>,
+        page_size: Option<usize>,
+        continuation: Option<String>,
+    },
+}
+
+/// What a successful operation returned.
+#[derive(Serialize, Deserialize)]
+pub(super) enum ReplyWire {
+    Id(String),
+    Document(Value),
+    Page {
+        items: Vec<Value>,
+        continuation: Option<String>,
+    },
+    Done,
+}
+
+impl From<Page> for ReplyWire {
+    fn from(page: Page) -> ReplyWire {
+        ReplyWire::Page {
+            items: page.items,
+            continuation: page.continuation,
+        }
+    }
+}
+
+impl From<Document> for ReplyWire {
+    fn from(doc: Document) -> ReplyWire {
+        ReplyWire::Document(doc.into_value())
+    }
+}
+
+/// [`HostError`].
+#[derive(Serialize, Deserialize)]
+pub(super) struct HostErrorWire {
+    code: u16,
+    message: String,
+    fatal: bool,
+}
+
+impl From<HostError> for HostErrorWire {
+    fn from(e: HostError) -> HostErrorWire {
+        HostErrorWire {
+            code: e.code.as_u16(),
+            message: e.message,
+            fatal: e.fatal,
+        }
+    }
+}
+
+impl From<HostErrorWire> for HostError {
+    fn from(e: HostErrorWire) -> HostError {
+        // A code outside the table can only come from a broken peer: keep
+        // its number in the message and make it a 500.
+        let (code, message) = match ErrorCode::from_u16(e.code) {
+            Some(code) => (code, e.message),
+            None => (
+                ErrorCode::INTERNAL,
+                format!("{} (status {})", e.message, e.code),
+            ),
+        };
+        HostError {
+            code,
+            message,
+            fatal: e.fatal,
+        }
+    }
+}
+
+/// [`Output`].
+#[derive(Serialize, Deserialize)]
+pub(super) struct OutputWire {
+    body: Option<Value>,
+    logs: String,
+    stats: StatsWire,
+}
+
+/// [`Failure`].
+#[derive(Serialize, Deserialize)]
+pub(super) struct FailureWire {
+    error: ErrorWire,
+    logs: String,
+    stats: StatsWire,
+}
+
+/// [`ExecStats`]; the collection part is the host's to fill in.
+#[derive(Serialize, Deserialize)]
+pub(super) struct StatsWire {
+    instructions: u64,
+    wall_time: Duration,
+}
+
+/// [`Error`].
+#[derive(Serialize, Deserialize)]
+enum ErrorWire {
+    Script {
+        message: String,
+        number: u16,
+        stack: Option<String>,
+    },
+    Host(HostErrorWire),
+    Budget(BudgetWire),
+    Compile(String),
+    Internal(String),
+}
+
+/// [`Budget`] (JavaScript's).
+#[derive(Serialize, Deserialize)]
+enum BudgetWire {
+    Instructions { limit: u64 },
+    WallTime { limit: Duration },
+    Memory { limit: usize, what: String },
+    Recursion { limit: usize },
+}
+
+impl From<Output> for OutputWire {
+    fn from(o: Output) -> OutputWire {
+        OutputWire {
+            body: o.body,
+            logs: o.logs,
+            stats: StatsWire::from(o.stats),
+        }
+    }
+}
+
+impl From<ExecStats> for StatsWire {
+    fn from(s: ExecStats) -> StatsWire {
+        StatsWire {
+            instructions: s.instructions,
+            wall_time: s.wall_time,
+        }
+    }
+}
+
+impl From<StatsWire> for ExecStats {
+    fn from(s: StatsWire) -> ExecStats {
+        ExecStats {
+            instructions: s.instructions,
+            fuel: 0,
+            wall_time: s.wall_time,
+            collection: CallStats::default(),
+        }
+    }
+}
+
+impl From<OutputWire> for Output {
+    fn from(o: OutputWire) -> Output {
+        Output {
+            body: o.body,
+            logs: o.logs,
+            stats: o.stats.into(),
+        }
+    }
+}
+
+impl From<Failure> for FailureWire {
+    fn from(f: Failure) -> FailureWire {
+        let error = match f.error {
+            Error::Script {
+                message,
+                number,
+                stack,
+            } => ErrorWire::Script {
+                message,
+                number,
+                stack,
+            },
+            Error::Host(e) => ErrorWire::Host(e.into()),
+            Error::Budget(b) => match b {
+                Budget::Instructions { limit } => {
+                    ErrorWire::Budget(BudgetWire::Instructions { limit })
+                }
+                Budget::WallTime { limit } => ErrorWire::Budget(BudgetWire::WallTime { limit }),
+                Budget::Memory { limit, what } => {
+                    ErrorWire::Budget(BudgetWire::Memory { limit, what })
+                }
+                Budget::Recursion { limit } => ErrorWire::Budget(BudgetWire::Recursion { limit }),
+                // The JavaScript sandbox never reports these.
+                other @ (Budget::Fuel { .. } | Budget::NativeStack { .. }) => {
+                    ErrorWire::Internal(format!("unexpected budget from the sandbox: {other}"))
+                }
+            },
+            Error::Compile(m) => ErrorWire::Compile(m),
+            Error::Internal(m) => ErrorWire::Internal(m),
+            Error::Trap { message, .. } => {
+                ErrorWire::Internal(format!("unexpected trap from the sandbox: {message}"))
+            }
+        };
+        FailureWire {
+            error,
+            logs: f.logs,
+            stats: f.stats.into(),
+        }
+    }
+}
+
+impl From<FailureWire> for Failure {
+    fn from(f: FailureWire) -> Failure {
+        let error = match f.error {
+            ErrorWire::Script {
+                message,
+                number,
+                stack,
+            } => Error::Script {
+                message,
+                number,
+                stack,
+            },
+            ErrorWire::Host(e) => Error::Host(e.into()),
+            ErrorWire::Budget(b) => Error::Budget(match b {
+                BudgetWire::Instructions { limit } => Budget::Instructions { limit },
+                BudgetWire::WallTime { limit } => Budget::WallTime { limit },
+                BudgetWire::Memory { limit, what } => Budget::Memory { limit, what },
+                BudgetWire::Recursion { limit } => Budget::Recursion { limit },
+            }),
+            ErrorWire::Compile(m) => Error::Compile(m),
+            ErrorWire::Internal(m) => Error::Internal(m),
+        };
+        Failure {
+            error,
+            logs: f.logs,
+            stats: f.stats.into(),
+        }
+    }
+}
+
+/// Writes one frame and flushes it.
+pub(super) fn send(out: &mut impl Write, message: &impl Serialize) -> io::Result<()> {
+    let bytes = serde_json::to_vec(message).map_err(invalid)?;
+    if bytes.len() > MAX_FRAME {
+        return Err(invalid(format!(
+            "a message of {} bytes is over the {MAX_FRAME}-byte frame limit",
+            bytes.len()
+        )));
+    }
+    let len = u32::try_from(bytes.len()).map_err(invalid)?;
+    out.write_all(&len.to_le_bytes())?;
+    out.write_all(&bytes)?;
+    out.flush()
+}
+
+/// Reads one frame; `None` at a clean end of input (the peer closed it
+/// between frames).
+pub(super) fn receive<T: DeserializeOwned>(input: &mut impl Read) -> io::Result<Option<T>> {
+    let mut len = [0u8; 4];
+    let mut got = 0;
+    while got < len.len() {
+        match input.read(&mut len[got..]) {
+            Ok(0) if got == 0 => return Ok(None),
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let len = u32::from_le_bytes(len) as usize;
+    if len > MAX_FRAME {
+        return Err(invalid(format!(
+            "a frame of {len} bytes is over the {MAX_FRAME}-byte limit"
+        )));
+    }
+    let mut bytes = vec![0; len];
+    input.read_exact(&mut bytes)?;
+    serde_json::from_slice(&bytes).map(Some).map_err(invalid)
+}
+
+fn invalid(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip_and_a_clean_end_is_none() {
+        let mut buf = Vec::new();
+        send(&mut buf, &HostCall::Read { id: "p1".into() }).unwrap();
+        send(&mut buf, &ToWorker::Reply(Ok(ReplyWire::Done))).unwrap();
+        let mut input = &buf[..];
+        assert!(matches!(
+            receive::<HostCall>(&mut input).unwrap(),
+            Some(HostCall::Read { id }) if id == "p1"
+        ));
+        assert!(matches!(
+            receive::<ToWorker>(&mut input).unwrap(),
+            Some(ToWorker::Reply(Ok(ReplyWire::Done)))
+        ));
+        assert!(receive::<ToWorker>(&mut input).unwrap().is_none());
+    }
+
+    #[test]
+    fn bad_frames_are_errors_not_panics() {
+        let too_long = (MAX_FRAME as u32 + 1).to_le_bytes();
+        let err = receive::<ToWorker>(&mut &too_long[..]).err().unwrap();
+        assert!(err.to_string().contains("over the"), "{err}");
+        let cut = [10u8, 0, 0, 0, b'{'];
+        assert!(receive::<ToWorker>(&mut &cut[..]).is_err());
+        let half_header = [1u8, 0];
+        assert!(receive::<ToWorker>(&mut &half_header[..]).is_err());
+        let mut garbage = 5u32.to_le_bytes().to_vec();
+        garbage.extend_from_slice(b"hello");
+        let err = receive::<ToWorker>(&mut &garbage[..]).err().unwrap();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+    }
+
+    #[test]
+    fn failures_and_host_errors_keep_their_status() {
+        let failure = Failure {
+            error: Error::Script {
+                message: "conflict".into(),
+                number: 409,
+                stack: Some("at f".into()),
+            },
+            logs: "one\n".into(),
+            stats: ExecStats {
+                instructions: 7,
+                ..ExecStats::default()
+            },
+        };
+        let back = Failure::from(FailureWire::from(failure));
+        assert_eq!(
+            (back.error.status(), back.error.substatus()),
+            (400, Some(409))
+        );
+        assert_eq!((back.logs.as_str(), back.stats.instructions), ("one\n", 7));
+
+        let fatal = HostError::abort(ErrorCode::SERVICE_UNAVAILABLE, "disk");
+        assert_eq!(HostError::from(HostErrorWire::from(fatal.clone())), fatal);
+        let odd = HostError::from(HostErrorWire {
+            code: 299,
+            message: "odd".into(),
+            fatal: false,
+        });
+        assert_eq!(odd.code, ErrorCode::INTERNAL);
+        assert!(odd.message.contains("299"));
+    }
+}

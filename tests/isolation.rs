@@ -1,0 +1,367 @@
+//! JavaScript in worker processes (`Limits::workers`): the same results as
+//! in process, and the bounds boa cannot enforce in process (a string
+//! doubled with `+` until an allocation fails, a prototype chain deeper than
+//! the native stack, a loop that never calls the host) each fail one call
+//! with a 408, roll it back, and leave the host and the pool serving.
+//!
+//! The workers are `bin/script_worker.rs`, a program whose `main` is
+//! `partita::worker_main()`, as an embedding application's would be.
+
+use partita::{
+    CallError, Container, Database, Limits, ScriptProperties, Scripts, TriggerOperation,
+    TriggerType, WorkerOptions, WorkerPool, WriteOptions, blog,
+};
+use runtime::{Budget, Error as ScriptError};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+type Result<T = ()> = anyhow::Result<T>;
+
+fn pool() -> WorkerPool {
+    WorkerPool::new(WorkerOptions {
+        // Enough for the worker (about 0.1 GB of mappings at start in a
+        // debug build) and far less than the machine.
+        address_space: 1 << 30,
+        ..WorkerOptions::new(env!("CARGO_BIN_EXE_script-worker"), Vec::<String>::new())
+    })
+}
+
+fn isolated(pool: &WorkerPool) -> Limits {
+    Limits {
+        workers: Some(pool.clone()),
+        ..Limits::default()
+    }
+}
+
+fn js(name: &str) -> String {
+    let path = format!("{}/../sprocs/js/{name}.js", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// The posts container with post p1 and createComment.
+fn posts(db: &Database) -> Result<Container> {
+    let posts = db.create_container("posts", "/postId")?;
+    posts.create_item("p1", blog::post("p1", "u1", 1), None)?;
+    posts.create_script(ScriptProperties::stored_procedure(
+        "createComment",
+        js("createComment"),
+    ))?;
+    Ok(posts)
+}
+
+fn procedure(posts: &Container, id: &str, body: &str) -> Result {
+    posts.create_script(ScriptProperties::stored_procedure(id, body))?;
+    Ok(())
+}
+
+/// The bound that stopped a failed call.
+fn budget(err: CallError) -> Budget {
+    match err {
+        CallError::Script(failure) => match failure.error {
+            ScriptError::Budget(budget) => budget,
+            other => panic!("not a budget: {other}"),
+        },
+        CallError::Engine(e) => panic!("not a script failure: {e}"),
+    }
+}
+
+fn outcome<T: Into<Value>>(result: std::result::Result<T, CallError>) -> Value {
+    match result {
+        Ok(value) => value.into(),
+        Err(e) => {
+            json!({"status": e.status(), "substatus": e.substatus(), "message": e.to_string()})
+        }
+    }
+}
+
+/// Every kind of host round trip a script makes, and every way a call ends,
+/// under `limits`: the responses, then the partition's documents.
+fn scenario(limits: &Limits) -> Result<(Vec<Value>, Vec<Value>)> {
+    let db = Database::in_memory();
+    let posts = posts(&db)?;
+    procedure(
+        &posts,
+        "bySelfLink",
+        r#"function (id) {
+            var c = getContext().getCollection();
+            c.queryDocuments(c.getSelfLink(), "SELECT * FROM c WHERE c.id = '" + id + "'",
+                function (err, docs) {
+                    if (err) throw err;
+                    c.readDocument(docs[0]._self, function (err, d) {
+                        if (err) throw err;
+                        console.log("read " + d.id);
+                        getContext().getResponse().setBody(d.commentCount);
+                    });
+                });
+        }"#,
+    )?;
+    posts.create_script(ScriptProperties::trigger(
+        "stamp",
+        "function () { var r = getContext().getRequest(); var d = r.getBody(); d.stamped = true; r.setBody(d); }",
+        TriggerType::Pre,
+        TriggerOperation::All,
+    ))?;
+    posts.create_script(ScriptProperties::trigger(
+        "echo",
+        "function () { var r = getContext().getResponse(); console.log('wrote ' + r.getBody().id); }",
+        TriggerType::Post,
+        TriggerOperation::All,
+    ))?;
+    posts.create_script(ScriptProperties::user_defined_function(
+        "double",
+        "function (x) { return x * 2; }",
+    ))?;
+    let call = |id: &str, params: Vec<Value>| {
+        outcome(
+            posts
+                .execute_stored_procedure_with(id, "p1", params, limits)
+                .map(|r| json!({"body": r.body, "logs": r.logs, "written": r.stats.docs_written})),
+        )
+    };
+    let mut responses = vec![
+        call(
+            "createComment",
+            vec![json!("p1"), json!({"id": "c1", "text": "hi"})],
+        ),
+        // A rethrown operation error: 400 with the 409 as substatus.
+        call("createComment", vec![json!("p1"), json!({"id": "c1"})]),
+        call("createComment", vec![json!("p9"), json!({"id": "c2"})]),
+        call("bySelfLink", vec![json!("p1")]),
+    ];
+    let options = WriteOptions {
+        pre_triggers: vec!["stamp".into()],
+        post_triggers: vec!["echo".into()],
+        limits: Some(limits.clone()),
+        ..WriteOptions::default()
+    };
+    responses.push(outcome(
+        posts
+            .create_item_with("p1", json!({"id": "x", "postId": "p1"}), &options)
+            .map(|r| json!({"stamped": r.resource.map(|d| d["stamped"].clone()), "logs": r.logs})),
+    ));
+    let page = posts.run_query_with(
+        "SELECT VALUE udf.double(c.commentCount) FROM c WHERE c.id = 'p1'",
+        &Default::default(),
+        &Default::default(),
+        limits,
+    )?;
+    responses.push(json!(page.items));
+    let state = posts
+        .read_feed("p1", &Default::default())?
+        .items
+        .into_iter()
+        .map(|doc| {
+            let mut value = doc.into_value();
+            for system in ["_ts", "_etag"] {
+                value.as_object_mut().map(|o| o.remove(system));
+            }
+            value
+        })
+        .collect();
+    Ok((responses, state))
+}
+
+#[test]
+fn a_worker_gives_the_same_responses_and_state_as_in_process() -> Result {
+    let pool = pool();
+    let (in_process, in_process_state) = scenario(&Limits::default())?;
+    let (in_worker, in_worker_state) = scenario(&isolated(&pool))?;
+    assert_eq!(in_worker, in_process);
+    assert_eq!(in_worker_state, in_process_state);
+    assert_eq!(in_process[0]["written"], 2, "{}", in_process[0]);
+    assert_eq!(in_process[1]["substatus"], 409, "{}", in_process[1]);
+    assert_eq!(in_process[2]["substatus"], 404, "{}", in_process[2]);
+    assert_eq!(in_process[3]["body"], 1, "{}", in_process[3]);
+    assert_eq!(in_process[4]["stamped"], true, "{}", in_process[4]);
+    assert_eq!(in_process[5], json!([2]));
+    assert_eq!(pool.stats().lost, 0);
+    assert_eq!(pool.stats().started, 1, "one call at a time: one worker");
+    Ok(())
+}
+
+/// A write, then the script does `what`: the call must fail with a 408 and
+/// leave no trace of the write; then the pool serves the next call.
+fn fails_and_recovers(what: &str, limits: impl FnOnce(Limits) -> Limits) -> Result<Budget> {
+    let db = Database::in_memory();
+    let posts = posts(&db)?;
+    procedure(
+        &posts,
+        "hostile",
+        &format!(
+            r#"function () {{
+                var c = getContext().getCollection();
+                c.createDocument(c.getSelfLink(), {{id: "w", postId: "p1"}}, function (err) {{
+                    if (err) throw err;
+                    {what}
+                }});
+            }}"#
+        ),
+    )?;
+    let pool = pool();
+    let limits = limits(isolated(&pool));
+    let err = posts
+        .execute_stored_procedure_with("hostile", "p1", vec![], &limits)
+        .unwrap_err();
+    assert_eq!(err.status(), 408, "{err}");
+    let budget = budget(err);
+    assert!(
+        posts.read_item("p1", "w").is_err(),
+        "the write before the failure was rolled back"
+    );
+    assert_eq!(pool.stats().lost, 1);
+    // The host and the pool go on: a fresh worker takes the next call.
+    posts.execute_stored_procedure_with(
+        "createComment",
+        "p1",
+        vec![json!("p1"), json!({"text": "after"})],
+        &limits,
+    )?;
+    assert_eq!(posts.read_item("p1", "p1")?["commentCount"], 1);
+    assert_eq!(pool.stats().started, 2);
+    Ok(budget)
+}
+
+#[test]
+fn a_string_doubled_with_plus_fails_its_call_not_the_host() -> Result {
+    // In process this aborts: boa concatenates eagerly and an allocation
+    // failure is fatal. In a worker it meets the address-space limit.
+    let budget = fails_and_recovers(
+        "var s = '0123456789abcdef'; while (true) { s = s + s; }",
+        |l| l,
+    )?;
+    match budget {
+        Budget::Memory { limit, what } => {
+            assert_eq!(limit, 1 << 30);
+            assert!(what.contains("worker process"), "{what}");
+        }
+        other => panic!("{other}"),
+    }
+    Ok(())
+}
+
+#[test]
+fn a_prototype_chain_deeper_than_the_native_stack_fails_its_call() -> Result {
+    // boa sets `new F()`'s prototype in bytecode, where no guard sees it,
+    // and looks a missing property up the chain recursively in Rust.
+    let budget = fails_and_recovers(
+        "var o = {}; for (var i = 0; i < 100000; i++) { function F() {} F.prototype = o; o = new F(); }
+         getContext().getResponse().setBody(o.missing === undefined);",
+        |l| l,
+    )?;
+    assert_eq!(
+        budget,
+        Budget::NativeStack {
+            limit: partita::SCRIPT_THREAD_STACK
+        }
+    );
+    Ok(())
+}
+
+#[test]
+fn the_wall_clock_stops_code_that_never_calls_the_host() -> Result {
+    // In process the wall clock is only read at host calls, and this loop
+    // makes none: only the instruction budget, here out of reach, stops it.
+    let budget = fails_and_recovers("var x = 0; for (;;) { x++; }", |l| Limits {
+        instructions: u64::MAX / 4,
+        accept_instructions: u64::MAX / 4,
+        wall_time: Duration::from_millis(300),
+        accept_wall_time: Duration::from_millis(200),
+        ..l
+    })?;
+    assert_eq!(
+        budget,
+        Budget::WallTime {
+            limit: Duration::from_millis(300)
+        }
+    );
+    Ok(())
+}
+
+#[test]
+fn no_state_survives_from_one_call_to_the_next_in_a_worker() -> Result {
+    let db = Database::in_memory();
+    let posts = posts(&db)?;
+    procedure(
+        &posts,
+        "pollute",
+        "function () { globalThis.leak = 42; Object.prototype.polluted = 1; Array.prototype.push = null; }",
+    )?;
+    procedure(
+        &posts,
+        "look",
+        "function () { var a = []; a.push(1); getContext().getResponse().setBody([typeof leak, ({}).polluted === undefined, a.length]); }",
+    )?;
+    let pool = pool();
+    let limits = isolated(&pool);
+    posts.execute_stored_procedure_with("pollute", "p1", vec![], &limits)?;
+    let seen = posts.execute_stored_procedure_with("look", "p1", vec![], &limits)?;
+    assert_eq!(seen.body, json!(["undefined", true, 1]));
+    assert_eq!(pool.stats().started, 1, "the same worker ran both calls");
+    Ok(())
+}
+
+#[test]
+fn concurrent_calls_each_get_a_worker_and_stay_atomic() -> Result {
+    let db = Database::in_memory();
+    let posts = posts(&db)?;
+    let pool = pool();
+    let limits = isolated(&pool);
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let (posts, limits) = (&posts, &limits);
+            s.spawn(move || {
+                for i in 0..10 {
+                    posts
+                        .execute_stored_procedure_with(
+                            "createComment",
+                            "p1",
+                            vec![json!("p1"), json!({"id": format!("c{t}-{i}")})],
+                            limits,
+                        )
+                        .expect("createComment");
+                }
+            });
+        }
+    });
+    let count = posts.read_item("p1", "p1")?["commentCount"].clone();
+    let comments = posts.read_feed("p1", &Default::default())?.items.len() - 1;
+    assert_eq!((count, comments), (json!(40), 40));
+    let stats = pool.stats();
+    assert!((1..=4).contains(&stats.started), "{stats:?}");
+    assert_eq!(stats.lost, 0);
+    Ok(())
+}
+
+#[test]
+fn a_broken_or_missing_worker_program_is_a_500_not_a_panic() -> Result {
+    let db = Database::in_memory();
+    let posts = posts(&db)?;
+    let broken = |program: &str, args: &[&str]| {
+        let pool = WorkerPool::new(WorkerOptions::new(program, args.iter().copied()));
+        let err = posts
+            .execute_stored_procedure_with(
+                "createComment",
+                "p1",
+                vec![json!("p1"), json!({})],
+                &isolated(&pool),
+            )
+            .unwrap_err();
+        assert_eq!(err.status(), 500, "{err}");
+        err.to_string()
+    };
+    let missing = broken("/nonexistent/worker", &[]);
+    assert!(
+        missing.contains("cannot start the script worker"),
+        "{missing}"
+    );
+    // Four bytes that claim a 1.6 GB frame.
+    let garbage = broken("/bin/sh", &["-c", "printf garbage; sleep 5"]);
+    assert!(garbage.contains("frame"), "{garbage}");
+    let quits = broken("/bin/sh", &["-c", "echo bye >&2"]);
+    assert!(
+        quits.contains("bye"),
+        "its last words are in the error: {quits}"
+    );
+    assert_eq!(posts.read_item("p1", "p1")?["commentCount"], 0);
+    Ok(())
+}
