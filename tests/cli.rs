@@ -958,3 +958,82 @@ fn webassembly_scripts_from_the_command_line() {
         r#"["p1", {"id": "c2"}]"#,
     ]);
 }
+
+#[test]
+fn isolate_scripts_runs_javascript_in_worker_processes() {
+    let cli = Cli::new();
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/sprocs/js");
+    let bomb = cli.dir.path().join("bomb.js");
+    std::fs::write(
+        &bomb,
+        "function bomb() { var c = getContext().getCollection(); \
+         c.createDocument(c.getSelfLink(), {id: 'w', postId: 'p1'}, function (err) { \
+           if (err) throw err; var s = '0123456789abcdef'; while (true) s = s + s; }); }",
+    )
+    .unwrap();
+    cli.ok(&["container", "create", "posts", "--pk", "/postId"]);
+    cli.ok(&["sproc", "create", "posts", "bomb", bomb.to_str().unwrap()]);
+    cli.ok(&[
+        "sproc",
+        "create",
+        "posts",
+        "createComment",
+        &format!("{root}/createComment.js"),
+    ]);
+    cli.ok(&[
+        "item",
+        "create",
+        "posts",
+        "--pk",
+        "p1",
+        "--body",
+        r#"{"id":"p1","postId":"p1","commentCount":0}"#,
+    ]);
+    // In process this string bomb aborts the whole process; in a worker it
+    // fails the call with a 408 and its write is rolled back.
+    let failed = cli.fails(
+        &[
+            "--isolate-scripts",
+            "sproc",
+            "exec",
+            "posts",
+            "bomb",
+            "--pk",
+            "p1",
+        ],
+        408,
+    );
+    assert!(
+        failed["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("worker process")),
+        "{failed}"
+    );
+    cli.fails(&["item", "read", "posts", "--pk", "p1", "--id", "w"], 404);
+    cli.ok(&[
+        "--isolate-scripts",
+        "sproc",
+        "exec",
+        "posts",
+        "createComment",
+        "--pk",
+        "p1",
+        "--params",
+        r#"["p1", {"id": "c1"}]"#,
+    ]);
+    assert_eq!(
+        cli.ok(&["item", "read", "posts", "--pk", "p1", "--id", "p1"])["resource"]["commentCount"],
+        1
+    );
+    // The flag belongs to a whole process: not to one batch line, and not
+    // to the demo or the fuzzer, which run their scripts in process.
+    let replies = cli.batch(&[json!(["--isolate-scripts", "container", "list"])]);
+    assert!(
+        replies[0]["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("whole batch")),
+        "{}",
+        replies[0]
+    );
+    cli.fails(&["--isolate-scripts", "demo"], 400);
+}

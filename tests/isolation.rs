@@ -17,13 +17,13 @@ use std::time::Duration;
 
 type Result<T = ()> = anyhow::Result<T>;
 
+/// Workers with the default limits: 2 GiB of address space, of which the
+/// worker itself maps about 1.2 GB (mimalloc reserves 1 GiB up front).
 fn pool() -> WorkerPool {
-    WorkerPool::new(WorkerOptions {
-        // Enough for the worker (about 0.1 GB of mappings at start in a
-        // debug build) and far less than the machine.
-        address_space: 1 << 30,
-        ..WorkerOptions::new(env!("CARGO_BIN_EXE_script-worker"), Vec::<String>::new())
-    })
+    WorkerPool::new(WorkerOptions::new(
+        env!("CARGO_BIN_EXE_script-worker"),
+        Vec::<String>::new(),
+    ))
 }
 
 fn isolated(pool: &WorkerPool) -> Limits {
@@ -231,7 +231,7 @@ fn a_string_doubled_with_plus_fails_its_call_not_the_host() -> Result {
     )?;
     match budget {
         Budget::Memory { limit, what } => {
-            assert_eq!(limit, 1 << 30);
+            assert_eq!(limit, 2 << 30);
             assert!(what.contains("worker process"), "{what}");
         }
         other => panic!("{other}"),
@@ -363,5 +363,53 @@ fn a_broken_or_missing_worker_program_is_a_500_not_a_panic() -> Result {
         "its last words are in the error: {quits}"
     );
     assert_eq!(posts.read_item("p1", "p1")?["commentCount"], 0);
+    Ok(())
+}
+
+#[test]
+fn the_in_process_bounds_hold_in_a_worker_without_costing_it() -> Result {
+    let db = Database::in_memory();
+    let posts = posts(&db)?;
+    let pool = pool();
+    let limits = Limits {
+        instructions: 2_000_000,
+        accept_instructions: 1_000_000,
+        ..isolated(&pool)
+    };
+    let cases: [(&str, u16, fn(&Budget) -> bool); 5] = [
+        ("while (true) {}", 408, |b| matches!(b, Budget::Instructions { .. })),
+        ("'x'.repeat(Math.pow(2, 28));", 408, |b| {
+            matches!(b, Budget::Memory { what, .. } if !what.contains("worker"))
+        }),
+        ("function f() { return f() + 1; } f();", 408, |b| {
+            matches!(b, Budget::Recursion { .. })
+        }),
+        (
+            "getContext().getCollection().createDocument(getContext().getCollection().getSelfLink(), {id: 'b', postId: 'p2'});",
+            400,
+            |_| true,
+        ),
+        ("eval('1');", 400, |_| true),
+    ];
+    for (i, (body, status, bound)) in cases.into_iter().enumerate() {
+        let id = format!("case{i}");
+        procedure(&posts, &id, &format!("function () {{ {body} }}"))?;
+        let err = posts
+            .execute_stored_procedure_with(&id, "p1", vec![], &limits)
+            .unwrap_err();
+        assert_eq!(err.status(), status, "{body}: {err}");
+        if status == 408 {
+            let budget = budget(err);
+            assert!(bound(&budget), "{body}: {budget}");
+        }
+    }
+    assert_eq!(
+        pool.stats(),
+        partita::WorkerStats {
+            started: 1,
+            lost: 0
+        },
+        "the worker's own sandbox stopped each of these"
+    );
     Ok(())
 }
