@@ -377,10 +377,14 @@ fn the_in_process_bounds_hold_in_a_worker_without_costing_it() -> Result {
         ..isolated(&pool)
     };
     let cases: [(&str, u16, fn(&Budget) -> bool); 5] = [
-        ("while (true) {}", 408, |b| matches!(b, Budget::Instructions { .. })),
-        ("'x'.repeat(Math.pow(2, 28));", 408, |b| {
-            matches!(b, Budget::Memory { what, .. } if !what.contains("worker"))
+        ("while (true) {}", 408, |b| {
+            matches!(b, Budget::Instructions { .. })
         }),
+        (
+            "'x'.repeat(Math.pow(2, 28));",
+            408,
+            |b| matches!(b, Budget::Memory { what, .. } if !what.contains("worker")),
+        ),
         ("function f() { return f() + 1; } f();", 408, |b| {
             matches!(b, Budget::Recursion { .. })
         }),

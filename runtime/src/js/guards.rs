@@ -15,7 +15,8 @@
 //! small allocations in a loop (`while (1) a.push({})`, ~9 bytes per
 //! instruction), which only the instruction budget bounds. boa 0.22 has no
 //! string length limit, heap size or allocation hook; a hard memory cap
-//! needs process isolation (cgroup or rlimit).
+//! needs process isolation, which `Limits::workers` provides (see the
+//! `worker` module).
 //!
 //! Deep chains: boa walks prototype chains, bound-function chains and
 //! nested arrays (`String(a)`) recursively in Rust, and a native stack
@@ -24,8 +25,9 @@
 //! `Function.prototype.bind` refuse to build chains deeper than 100, and
 //! `join` refuses to re-enter itself deeper than 100; `{ __proto__: o }`
 //! literals are refused when the script is compiled (sandbox.rs). Not
-//! covered: objects whose prototype boa sets in bytecode, which no hook of
-//! boa 0.22 sees (see [`Limits`](crate::Limits) for the measured bound).
+//! covered in process: objects whose prototype boa sets in bytecode, which
+//! no hook of boa 0.22 sees (see [`Limits`](crate::Limits) for the measured
+//! bound); in a worker process their overflow fails the call.
 //!
 //! Also here: dynamic code (`eval`, `Function`) is refused by the host hook,
 //! `ArrayBuffer` sizes are capped by the host hook, and `Proxy`, `WeakRef`
