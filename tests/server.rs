@@ -12,10 +12,10 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use hyper::HeaderMap;
-use partita::Database;
 use partita::server::{
     EMULATOR_KEY, Gateway, GatewayLimits, MasterKey, WireRequest, WireResponse, resource_of,
 };
+use partita::{Database, Limits, WorkerOptions, WorkerPool};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -89,7 +89,11 @@ fn call(gw: &Gateway, req: WireRequest) -> (WireResponse, Value) {
 
 /// A gateway with database `d` and container `c` (partition key `/pk`).
 fn setup() -> Gateway {
-    let gw = gateway(Database::in_memory());
+    setup_on(gateway(Database::in_memory()))
+}
+
+/// [`setup`] on a gateway of the caller's.
+fn setup_on(gw: Gateway) -> Gateway {
     let (r, _) = call(&gw, signed("POST", "/dbs", &[], br#"{"id":"d"}"#));
     assert_eq!(r.status, 201);
     let (r, body) = call(
@@ -977,6 +981,101 @@ fn procedures_and_triggers_over_the_wire() {
     assert_eq!(r.status, 204);
     let (r, _) = call(&gw, signed("GET", "/dbs/d/colls/c/triggers/mark", &[], b""));
     assert_eq!(r.status, 404);
+}
+
+#[test]
+fn scripts_over_the_wire_can_run_in_worker_processes() {
+    // As `partita serve --isolate-scripts`: workers are this package's binary.
+    let pool = WorkerPool::new(WorkerOptions::new(
+        env!("CARGO_BIN_EXE_partita"),
+        ["script-worker"],
+    ));
+    let limits = Limits {
+        workers: Some(pool.clone()),
+        ..Limits::default()
+    };
+    let gw = setup_on(gateway(Database::in_memory()).with_script_limits(limits));
+    let pk = ("x-ms-documentdb-partitionkey", r#"["p1"]"#);
+    let create = |kind: &str, script: Value| {
+        let (r, body) = call(
+            &gw,
+            signed(
+                "POST",
+                &format!("/dbs/d/colls/c/{kind}"),
+                &[],
+                script.to_string().as_bytes(),
+            ),
+        );
+        assert_eq!(r.status, 201, "{body}");
+    };
+    create(
+        "sprocs",
+        json!({"id": "hello", "body": "function hello(n) { console.log('n=' + n); getContext().getResponse().setBody(n + 1); }"}),
+    );
+    create(
+        "sprocs",
+        json!({"id": "bomb", "body": "function bomb() { var c = getContext().getCollection(); c.createDocument(c.getSelfLink(), {id: 'w', pk: 'p1'}, function () { var s = '0123456789abcdef'; while (true) s = s + s; }); }"}),
+    );
+    create(
+        "triggers",
+        json!({"id": "mark", "body": "function mark() { var r = getContext().getResponse(); var b = r.getBody(); b.marked = true; r.setBody(b); }", "triggerType": "Post", "triggerOperation": "Create"}),
+    );
+    create(
+        "udfs",
+        json!({"id": "double", "body": "function double(x) { return x * 2; }"}),
+    );
+    let (r, body) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls/c/sprocs/hello",
+            &[pk, ("x-ms-documentdb-script-enable-logging", "true")],
+            b"[41]",
+        ),
+    );
+    assert_eq!((r.status, body), (200, json!(42)));
+    assert_eq!(
+        r.header("x-ms-documentdb-script-log-results"),
+        Some("n%3D41%0A")
+    );
+    // The string bomb fails its call, not the server; its write is gone.
+    let (r, body) = call(
+        &gw,
+        signed("POST", "/dbs/d/colls/c/sprocs/bomb", &[pk], b"[]"),
+    );
+    assert_error(&r, &body, 408, "RequestTimeout", "worker process");
+    let (r, _) = call(&gw, signed("GET", "/dbs/d/colls/c/docs/w", &[pk], b""));
+    assert_eq!(r.status, 404);
+    let (r, body) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls/c/docs",
+            &[pk, ("x-ms-documentdb-post-trigger-include", "mark")],
+            br#"{"id":"t","pk":"p1","n":21}"#,
+        ),
+    );
+    assert_eq!((r.status, &body["marked"]), (201, &json!(true)), "{body}");
+    let query = json!({"query": "SELECT VALUE udf.double(c.n) FROM c"}).to_string();
+    let (r, body) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls/c/docs",
+            &[
+                pk,
+                ("x-ms-documentdb-isquery", "True"),
+                ("content-type", "application/query+json"),
+            ],
+            query.as_bytes(),
+        ),
+    );
+    assert_eq!(
+        (r.status, &body["Documents"]),
+        (200, &json!([42])),
+        "{body}"
+    );
+    assert_eq!(pool.stats().lost, 1, "only the bomb's worker was lost");
 }
 
 #[test]
