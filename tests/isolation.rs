@@ -417,3 +417,73 @@ fn the_in_process_bounds_hold_in_a_worker_without_costing_it() -> Result {
     );
     Ok(())
 }
+
+/// The live processes whose parent is this process and whose command line
+/// starts with `program`.
+fn children_running(program: &std::path::Path) -> Vec<u32> {
+    let me = std::process::id();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        // "pid (comm) state ppid ...": comm may hold spaces, so split after ')'.
+        let mut after = stat
+            .rsplit_once(')')
+            .map_or("", |(_, rest)| rest)
+            .split_whitespace();
+        let (state, ppid) = (
+            after.next(),
+            after.next().and_then(|p| p.parse::<u32>().ok()),
+        );
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let argv0 = cmdline.split(|b| *b == 0).next().unwrap_or_default();
+        if ppid == Some(me) && state != Some("Z") && argv0 == program.as_os_str().as_encoded_bytes()
+        {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+#[test]
+fn an_idle_worker_killed_from_outside_is_replaced_without_failing_a_call() -> Result {
+    // A program path of this test's own, so only its workers are killed.
+    let dir = tempfile::tempdir()?;
+    let program = dir.path().join("own-worker");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_script-worker"), &program)?;
+    let pool = WorkerPool::new(WorkerOptions::new(&program, Vec::<String>::new()));
+    let limits = isolated(&pool);
+    let db = Database::in_memory();
+    let posts = posts(&db)?;
+    let comment = || {
+        posts.execute_stored_procedure_with(
+            "createComment",
+            "p1",
+            vec![json!("p1"), json!({})],
+            &limits,
+        )
+    };
+    comment()?;
+    let idle = children_running(&program);
+    assert_eq!(idle.len(), 1, "one idle worker: {idle:?}");
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &idle[0].to_string()])
+        .status()?;
+    assert!(killed.success());
+    while !children_running(&program).is_empty() {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    comment()?;
+    assert_eq!(posts.read_item("p1", "p1")?["commentCount"], 2);
+    assert_eq!(
+        pool.stats(),
+        partita::WorkerStats {
+            started: 2,
+            lost: 0
+        },
+        "the dead worker was replaced before the call was sent"
+    );
+    Ok(())
+}

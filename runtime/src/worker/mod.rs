@@ -165,14 +165,23 @@ impl WorkerPool {
         }
     }
 
+    /// An idle worker that is still alive, or a new one. (An idle worker
+    /// can die from outside, the OOM killer say; one that dies after this
+    /// check fails the call it was given.)
     fn take(&self) -> io::Result<Worker> {
-        let idle = self.idle().pop();
-        match idle {
-            Some(worker) => Ok(worker),
-            None => {
-                let worker = Worker::start(&self.inner.options)?;
-                self.inner.started.fetch_add(1, Ordering::Relaxed);
-                Ok(worker)
+        loop {
+            let idle = self.idle().pop();
+            match idle {
+                Some(mut worker) => {
+                    if let Ok(None) = worker.child.try_wait() {
+                        return Ok(worker);
+                    }
+                }
+                None => {
+                    let worker = Worker::start(&self.inner.options)?;
+                    self.inner.started.fetch_add(1, Ordering::Relaxed);
+                    return Ok(worker);
+                }
             }
         }
     }
@@ -533,8 +542,8 @@ fn converse<T>(
             ..ExecStats::default()
         },
     };
-    // An idle worker may have died since its last call (killed from
-    // outside): then the request cannot be sent, and a fresh one takes it.
+    // An idle worker may die between `take` and the request: then the
+    // request cannot be sent, and a fresh one takes it.
     let mut worker = None;
     for _ in 0..2 {
         let mut candidate = match pool.take() {
