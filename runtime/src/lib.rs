@@ -93,7 +93,9 @@ pub struct Limits {
     /// Wall-clock limit of one call. JavaScript: checked whenever the script
     /// calls the host (collection, request, response, console) or a guarded
     /// built-in, and between queued callbacks; a pure computation loop is
-    /// stopped by the instruction budget instead. WebAssembly: an epoch
+    /// stopped by the instruction budget instead (in a worker process,
+    /// [`Limits::workers`], the host also kills the worker at this limit
+    /// plus [`KILL_GRACE`], whatever the script does). WebAssembly: an epoch
     /// deadline that interrupts any code at most about a millisecond late.
     pub wall_time: Duration,
     /// After this much wall time collection operations stop being accepted.

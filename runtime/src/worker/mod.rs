@@ -544,23 +544,26 @@ fn converse<T>(
     };
     // An idle worker may die between `take` and the request: then the
     // request cannot be sent, and a fresh one takes it.
-    let mut worker = None;
-    for _ in 0..2 {
+    let mut attempts = 0;
+    let mut worker = loop {
         let mut candidate = match pool.take() {
             Ok(worker) => worker,
             Err(e) => return Err(fail(Error::Internal(e.to_string()))),
         };
-        if candidate.send(request).is_ok() {
-            worker = Some(candidate);
-            break;
+        match candidate.send(request) {
+            Ok(()) => break candidate,
+            Err(e) => {
+                attempts += 1;
+                let death = candidate.bury();
+                if attempts == 2 {
+                    // A fresh worker that cannot take a call either: say
+                    // why it died.
+                    pool.inner.lost.fetch_add(1, Ordering::Relaxed);
+                    let error = death.error(&Lost::Pipe(e), limits, &pool.inner.options);
+                    return Err(fail(error));
+                }
+            }
         }
-        candidate.bury();
-    }
-    let Some(mut worker) = worker else {
-        return Err(fail(Error::Internal(format!(
-            "the script worker {} did not take a call",
-            pool.inner.options.program.display()
-        ))));
     };
     let deadline = started + limits.wall_time + KILL_GRACE;
     let outcome = (|| {
