@@ -89,8 +89,10 @@ pub struct WorkerOptions {
     /// The worker's address-space limit (`RLIMIT_AS`), in bytes: what its
     /// code, its stacks, its heap and the script's values together may map.
     /// An allocation past it fails in the worker, which ends the call with
-    /// [`Budget::Memory`]. The default, 2 GiB, leaves about 1.5 GiB for
-    /// scripts beside a worker's own ~400 MB of mappings.
+    /// [`Budget::Memory`]. The default is 2 GiB. The worker's own mappings
+    /// count: the `partita` binary maps about 1.2 GB at start (mimalloc
+    /// reserves 1 GiB of address space up front), a worker on the system
+    /// allocator about 0.1 GB.
     pub address_space: u64,
     /// Idle workers kept for the next calls; more concurrent calls spawn
     /// more workers, and those beyond this exit when their call is done.
@@ -384,17 +386,22 @@ struct Death {
 impl Death {
     /// The error the call fails with, given why the host stopped waiting.
     fn error(&self, lost: &Lost, limits: &Limits, options: &WorkerOptions) -> Error {
+        let reason = match lost {
+            Lost::Deadline => {
+                return Error::Budget(Budget::WallTime {
+                    limit: limits.wall_time,
+                });
+            }
+            Lost::Pipe(e) => e,
+        };
+        // Nothing a script does reaches the worker's stderr (its logs are
+        // captured, panics are silent): only the Rust runtime's reports.
         let said = |needle: &str| {
             self.last_words
                 .lines()
                 .find(|line| line.contains(needle))
                 .map(str::trim)
         };
-        if let Lost::Deadline = lost {
-            return Error::Budget(Budget::WallTime {
-                limit: limits.wall_time,
-            });
-        }
         if let Some(line) = said("memory allocation of") {
             // Rust's report: "memory allocation of N bytes failed".
             let size = line
@@ -415,10 +422,6 @@ impl Death {
             (Some(signal), _) => format!("killed by signal {signal}"),
             (None, Some(code)) => format!("exit code {code}"),
             (None, None) => "status unknown".to_owned(),
-        };
-        let reason = match lost {
-            Lost::Pipe(e) => e.to_string(),
-            Lost::Deadline => unreachable!("handled above"),
         };
         let tail: String = self
             .last_words
