@@ -577,9 +577,9 @@ fn batch_runs_many_commands_in_one_process() {
     );
 }
 
-#[test]
-fn procedures_and_triggers_from_the_command_line() {
-    let cli = Cli::new();
+/// Container `posts` with post `p1` (no comments) and createComment.js;
+/// returns the directory of the JavaScript procedures.
+fn posts_with_create_comment(cli: &Cli) -> &'static str {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/sprocs/js");
     cli.ok(&["container", "create", "posts", "--pk", "/postId"]);
     cli.ok(&[
@@ -598,6 +598,13 @@ fn procedures_and_triggers_from_the_command_line() {
         "--body",
         r#"{"id":"p1","postId":"p1","commentCount":0}"#,
     ]);
+    root
+}
+
+#[test]
+fn procedures_and_triggers_from_the_command_line() {
+    let cli = Cli::new();
+    let root = posts_with_create_comment(&cli);
     let response = cli.ok(&[
         "sproc",
         "exec",
@@ -962,7 +969,6 @@ fn webassembly_scripts_from_the_command_line() {
 #[test]
 fn isolate_scripts_runs_javascript_in_worker_processes() {
     let cli = Cli::new();
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/sprocs/js");
     let bomb = cli.dir.path().join("bomb.js");
     std::fs::write(
         &bomb,
@@ -971,24 +977,8 @@ fn isolate_scripts_runs_javascript_in_worker_processes() {
            if (err) throw err; var s = '0123456789abcdef'; while (true) s = s + s; }); }",
     )
     .unwrap();
-    cli.ok(&["container", "create", "posts", "--pk", "/postId"]);
+    posts_with_create_comment(&cli);
     cli.ok(&["sproc", "create", "posts", "bomb", bomb.to_str().unwrap()]);
-    cli.ok(&[
-        "sproc",
-        "create",
-        "posts",
-        "createComment",
-        &format!("{root}/createComment.js"),
-    ]);
-    cli.ok(&[
-        "item",
-        "create",
-        "posts",
-        "--pk",
-        "p1",
-        "--body",
-        r#"{"id":"p1","postId":"p1","commentCount":0}"#,
-    ]);
     // In process this string bomb aborts the whole process; in a worker it
     // fails the call with a 408 and its write is rolled back.
     let failed = cli.fails(
