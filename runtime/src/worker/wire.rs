@@ -494,18 +494,20 @@ impl From<FailureWire> for Failure {
     }
 }
 
-/// Writes one frame and flushes it.
+/// Writes one frame and flushes it, in one write: a length written apart
+/// would wake the reader for four bytes, then again for the rest.
 pub(super) fn send(out: &mut impl Write, message: &impl Serialize) -> io::Result<()> {
-    let bytes = serde_json::to_vec(message).map_err(invalid)?;
-    if bytes.len() > MAX_FRAME {
+    let mut frame = vec![0u8; 4];
+    serde_json::to_writer(&mut frame, message).map_err(invalid)?;
+    let len = frame.len() - 4;
+    if len > MAX_FRAME {
         return Err(invalid(format!(
-            "a message of {} bytes is over the {MAX_FRAME}-byte frame limit",
-            bytes.len()
+            "a message of {len} bytes is over the {MAX_FRAME}-byte frame limit"
         )));
     }
-    let len = u32::try_from(bytes.len()).map_err(invalid)?;
-    out.write_all(&len.to_le_bytes())?;
-    out.write_all(&bytes)?;
+    let len = u32::try_from(len).map_err(invalid)?;
+    frame[..4].copy_from_slice(&len.to_le_bytes());
+    out.write_all(&frame)?;
     out.flush()
 }
 
