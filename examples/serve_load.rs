@@ -20,7 +20,11 @@
 //! ```text
 //! cargo run --release --example serve_load -- [--connections 64] [--seconds 10] [--warmup 1]
 //!     [--posts 1000] [--in-memory] [--durability none] [--handler-threads N]
-//!     [--worker-threads N]
+//!     [--worker-threads N] [--isolate-scripts]
+//!
+//! `--isolate-scripts` runs the procedure in worker processes, as
+//! `partita serve --isolate-scripts` does: the workers are the `partita`
+//! binary of the same profile (`cargo build --release` first).
 //! ```
 //! Durable by default (a temporary data directory, `synchronous=FULL`).
 
@@ -48,6 +52,7 @@ struct Args {
     handler_threads: usize,
     worker_threads: usize,
     warmup: u64,
+    isolate_scripts: bool,
 }
 
 fn args() -> Args {
@@ -60,6 +65,7 @@ fn args() -> Args {
         handler_threads: 0,
         worker_threads: 0,
         warmup: 1,
+        isolate_scripts: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -70,6 +76,7 @@ fn args() -> Args {
             "--warmup" => args.warmup = value().parse().expect("a number"),
             "--posts" => args.posts = value().parse().expect("a number"),
             "--in-memory" => args.in_memory = true,
+            "--isolate-scripts" => args.isolate_scripts = true,
             "--handler-threads" => args.handler_threads = value().parse().expect("a number"),
             "--worker-threads" => args.worker_threads = value().parse().expect("a number"),
             "--durability" => {
@@ -288,7 +295,28 @@ fn main() {
         .expect("open the database")
     };
     let key = Arc::new(MasterKey::from_base64(EMULATOR_KEY).expect("key"));
-    let gateway = Gateway::new(db, (*key).clone(), GatewayLimits::default()).expect("gateway");
+    let mut script_limits = partita::Limits::default();
+    if args.isolate_scripts {
+        // target/<profile>/examples/serve_load -> target/<profile>/partita
+        let exe = std::env::current_exe().expect("this example's path");
+        let program = exe
+            .parent()
+            .and_then(|examples| examples.parent())
+            .expect("target/<profile>")
+            .join("partita");
+        assert!(
+            program.exists(),
+            "--isolate-scripts needs {} (cargo build --release)",
+            program.display()
+        );
+        script_limits.workers = Some(partita::WorkerPool::new(partita::WorkerOptions::new(
+            program,
+            ["script-worker"],
+        )));
+    }
+    let gateway = Gateway::new(db, (*key).clone(), GatewayLimits::default())
+        .expect("gateway")
+        .with_script_limits(script_limits);
     let server = Server::bind(
         Arc::new(gateway),
         ServeOptions {
@@ -428,6 +456,9 @@ fn main() {
                 format!("durability {:?}", args.durability)
             }
         );
+        if args.isolate_scripts {
+            println!("  scripts in worker processes (--isolate-scripts)");
+        }
         println!(
             "  {ok} ok, {errors} errors, {:.0} executions/s",
             ok as f64 / measure.as_secs_f64()
