@@ -424,30 +424,31 @@ fn the_in_process_bounds_hold_in_a_worker_without_costing_it() -> Result {
     Ok(())
 }
 
-/// The live processes whose parent is this process and whose command line
-/// starts with `program`.
-fn children_running(program: &std::path::Path) -> Vec<u32> {
+/// The children of this process running `program` (by the name the
+/// kernel keeps for it, which zombies keep too), with their states
+/// (`"Z"`: exited, not reaped).
+fn children_running(program: &std::path::Path) -> Vec<(u32, String)> {
     let me = std::process::id();
+    let name = program.file_name().expect("a file name").to_string_lossy();
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
             continue;
         };
+        // "pid (comm) state ppid ...": comm may hold spaces.
         let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-        // "pid (comm) state ppid ...": comm may hold spaces, so split after ')'.
-        let mut after = stat
-            .rsplit_once(')')
-            .map_or("", |(_, rest)| rest)
-            .split_whitespace();
+        let (Some((_, rest)), Some((_, comm))) = (stat.rsplit_once(')'), stat.split_once('('))
+        else {
+            continue;
+        };
+        let comm = comm.rsplit_once(')').map_or(comm, |(c, _)| c);
+        let mut fields = rest.split_whitespace();
         let (state, ppid) = (
-            after.next(),
-            after.next().and_then(|p| p.parse::<u32>().ok()),
+            fields.next(),
+            fields.next().and_then(|p| p.parse::<u32>().ok()),
         );
-        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-        let argv0 = cmdline.split(|b| *b == 0).next().unwrap_or_default();
-        if ppid == Some(me) && state != Some("Z") && argv0 == program.as_os_str().as_encoded_bytes()
-        {
-            found.push(pid);
+        if ppid == Some(me) && name.starts_with(comm) {
+            found.push((pid, state.unwrap_or_default().to_owned()));
         }
     }
     found
@@ -475,10 +476,13 @@ fn an_idle_worker_killed_from_outside_is_replaced_without_failing_a_call() -> Re
     let idle = children_running(&program);
     assert_eq!(idle.len(), 1, "one idle worker: {idle:?}");
     let killed = std::process::Command::new("kill")
-        .args(["-9", &idle[0].to_string()])
+        .args(["-9", &idle[0].0.to_string()])
         .status()?;
     assert!(killed.success());
-    while !children_running(&program).is_empty() {
+    while children_running(&program)
+        .iter()
+        .any(|(_, state)| state != "Z")
+    {
         std::thread::sleep(Duration::from_millis(1));
     }
     comment()?;
@@ -491,5 +495,35 @@ fn an_idle_worker_killed_from_outside_is_replaced_without_failing_a_call() -> Re
         },
         "the dead worker was replaced before the call was sent"
     );
+    assert_eq!(
+        children_running(&program).len(),
+        1,
+        "the dead one was reaped"
+    );
+    Ok(())
+}
+
+#[test]
+fn workers_beyond_the_idle_limit_are_reaped() -> Result {
+    let dir = tempfile::tempdir()?;
+    let program = dir.path().join("spare-worker");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_script-worker"), &program)?;
+    let pool = WorkerPool::new(WorkerOptions {
+        max_idle: 0,
+        ..WorkerOptions::new(&program, Vec::<String>::new())
+    });
+    let db = Database::in_memory();
+    let posts = posts(&db)?;
+    for _ in 0..3 {
+        posts.execute_stored_procedure_with(
+            "createComment",
+            "p1",
+            vec![json!("p1"), json!({})],
+            &isolated(&pool),
+        )?;
+    }
+    assert_eq!(pool.stats().started, 3, "none was kept");
+    let left = children_running(&program);
+    assert!(left.is_empty(), "no worker or zombie is left: {left:?}");
     Ok(())
 }

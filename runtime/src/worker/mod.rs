@@ -193,7 +193,7 @@ impl WorkerPool {
         if idle.len() < self.inner.options.max_idle {
             idle.push(worker);
         }
-        // Dropping a worker closes its input: it exits.
+        // Otherwise it is dropped: killed and reaped.
     }
 
     fn idle(&self) -> std::sync::MutexGuard<'_, Vec<Worker>> {
@@ -244,6 +244,16 @@ struct Worker {
     input: ChildStdin,
     output: BufReader<ChildStdout>,
     stderr: ChildStderr,
+}
+
+/// A worker is never dropped in the middle of a call (those are buried),
+/// so it is idle: kill it and reap it, or it stays a zombie for as long as
+/// the host lives.
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 /// Why talking to a worker stopped.
