@@ -309,23 +309,6 @@ impl Waiting {
     }
 }
 
-/// The length of `value` as compact JSON, without writing it anywhere.
-fn serialized_len(value: &Value) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0 += bytes.len();
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    serde_json::to_writer(&mut count, value).expect("JSON values serialize");
-    count.0
-}
-
 /// Registers every import of `partita_v1` on `linker`.
 pub(crate) fn define(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     use Import::*;
@@ -467,7 +450,7 @@ fn call(caller: &mut Caller<'_, HostState>, import: Import, args: &[i32]) -> was
             let out = out.expect("every import that returns bytes has an output buffer");
             if out.is_empty() {
                 // Only the length is wanted now; serialized if taken.
-                let len = serialized_len(doc.value());
+                let len = super::json::serialized_len(doc.value());
                 let Ok(r) = i32::try_from(len) else {
                     return Ok(over_2gb(caller, import));
                 };
