@@ -73,11 +73,13 @@
 //! instance, so the arena is new each time, and allocating costs a few
 //! instructions and no `memory.grow`. Link the module with room for it: a
 //! build script printing
-//! `cargo:rustc-link-arg-cdylib=--initial-memory=2097152` (2 MiB: the
-//! 1 MiB stack, the static data, about 900 KiB of arena), as the guests of
-//! this workspace do (`sprocs/wasm/guest-build.rs`). Without it the arena is
-//! empty and everything goes to the default allocator, which grows the
-//! memory on every call (correct, a few microseconds slower).
+//! `cargo:rustc-link-arg-cdylib=--initial-memory=524288` and
+//! `cargo:rustc-link-arg-cdylib=-zstack-size=196608` (512 KiB: a 192 KiB
+//! stack, the static data, about 270 KiB of arena), as the guests of this
+//! workspace do (`sprocs/wasm/guest-build.rs`, which says why these sizes).
+//! Without it the arena is empty and everything goes to the default
+//! allocator, which grows the memory on every call (correct, a few
+//! microseconds slower).
 //!
 //! # Testing
 //!
