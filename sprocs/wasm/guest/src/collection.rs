@@ -155,6 +155,51 @@ impl Collection {
         with_result(|out| sys::read(id.as_bytes(), out), decode_host("document"))
     }
 
+    /// The member `key` of the document `id` decoded as `T`, or `None`
+    /// when the document has no such member, without the rest of the
+    /// document crossing the sandbox boundary (ABI `read_member`). For a
+    /// procedure that needs one member of a document it does not otherwise
+    /// read, with [`replace_member`](Collection::replace_member) to change
+    /// it.
+    ///
+    /// # Errors
+    /// 404 when there is no document `id`; 500 when the member does not
+    /// decode as `T`; [`Error::NotAccepted`] near the budget.
+    pub fn read_member<T: FromJson>(&self, id: &str, key: &str) -> Result<Option<T>, Error> {
+        with_result(
+            |out| sys::read_member(id.as_bytes(), key.as_bytes(), out),
+            |bytes| {
+                if bytes.is_empty() {
+                    return Ok(None);
+                }
+                decode_host("member")(bytes).map(Some)
+            },
+        )
+    }
+
+    /// Sets the member `key` of the document `id` to `value` (in its place,
+    /// or last for a new member, as the JavaScript `doc[key] = value`) and
+    /// replaces the document, without it crossing the sandbox boundary: the
+    /// same write as [`read`](Collection::read), that change and
+    /// [`replace`](Collection::replace), in one host call (ABI
+    /// `replace_member`).
+    ///
+    /// # Errors
+    /// 400 when `value` cannot be serialized or the document cannot take
+    /// it (a new `id`), 404, 412 (`options.etag`), 413;
+    /// [`Error::NotAccepted`] near the budget.
+    pub fn replace_member<V: ToJson + ?Sized>(
+        &self,
+        id: &str,
+        key: &str,
+        value: &V,
+        options: &WriteOptions,
+    ) -> Result<Written, Error> {
+        let value = encode("member value", value)?;
+        let opts = options.encode()?;
+        written(|out| sys::replace_member(id.as_bytes(), key.as_bytes(), &value, &opts, out))
+    }
+
     /// A page of the partition's documents, seeing this call's own writes.
     ///
     /// # Errors
