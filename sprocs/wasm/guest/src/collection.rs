@@ -352,6 +352,44 @@ mod tests {
     }
 
     #[test]
+    fn a_member_is_read_and_set_without_the_document() {
+        let partition = std::rc::Rc::new(std::cell::RefCell::new(testing::Partition::new([
+            json!({"id": "p1", "n": 1, "title": "t"}),
+        ])));
+        let host = std::rc::Rc::clone(&partition);
+        let (result, record) = testing::run(
+            move |call| host.borrow_mut().answer(call).expect("a point operation"),
+            || {
+                let c = crate::collection();
+                let n = c.read_member::<u64>("p1", "n")?;
+                let absent = c.read_member::<Value>("p1", "absent")?;
+                c.replace_member("p1", "n", &json!({"v": [n]}), &WriteOptions::default())?;
+                c.replace_member("p1", "new", &true, &WriteOptions::if_match("\"e\""))?;
+                let missing = c.read_member::<Value>("p9", "n").unwrap_err();
+                Ok::<_, Error>((n, absent, missing))
+            },
+        );
+        let (n, absent, missing) = result.unwrap().unwrap();
+        assert_eq!((n, absent), (Some(1), None), "an absent member is None");
+        assert!(missing.is(ErrorCode::NOT_FOUND), "{missing}");
+        assert_eq!(
+            partition.borrow().docs[0].to_string(),
+            r#"{"id":"p1","n":{"v":[1]},"title":"t","new":true}"#,
+            "in its place, or last"
+        );
+        assert_eq!(
+            record.calls[3],
+            Call::ReplaceMember {
+                id: "p1".into(),
+                key: "new".into(),
+                value: b"true".to_vec(),
+                options: br#"{"etag":"\"e\""}"#.to_vec(),
+            },
+            "the value and the options as JSON"
+        );
+    }
+
+    #[test]
     fn query_requests_have_the_abi_shape() {
         let q = Query::new("SELECT * FROM p WHERE p.userId = @userId")
             .param("@userId", "u1")
