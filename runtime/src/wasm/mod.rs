@@ -99,8 +99,9 @@
 //! and the post into `Value`s, serializing two documents; `preserve_order`
 //! maps hash with SipHash), then less with `RawDoc` (about 2.2 µs over the
 //! WAT), and now leaves the post with the host (`read_member`,
-//! `replace_member`): p50 8.8-8.9 µs against the WAT's 8.2-8.4 µs in the
-//! same runs (load 2.6-2.8).
+//! `replace_member`): p50 8.1-8.8 µs (median 8.5) against the WAT's
+//! 7.6-8.1 µs in the same nine interleaved runs (load 1.2-1.7; 9.6-10.6 µs
+//! before this session's changes).
 //!
 //! Counting instead of sampling: valgrind runs the sandbox once the pool
 //! is cut to a few slots (`POOL_SLOTS`, a local change: 256 slots reserve
