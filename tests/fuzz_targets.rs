@@ -291,6 +291,11 @@ const SHAPES: &[(&str, &[Arg])] = &[
     ("query", &[Arg::In, Arg::Out]),
     ("take_result", &[Arg::Out]),
     ("fail", &[Arg::Num, Arg::In]),
+    ("read_member", &[Arg::In, Arg::In, Arg::Out]),
+    (
+        "replace_member",
+        &[Arg::In, Arg::In, Arg::In, Arg::In, Arg::Out],
+    ),
 ];
 
 #[test]

@@ -146,6 +146,26 @@
 //! out_cap) -> r`: replaces the document `id`. `-400`, `-404`, `-412`,
 //! `-413`.
 //!
+//! ## read_member
+//! `read_member(id_ptr, id_len, key_ptr, key_len, out_ptr, out_cap) -> r`:
+//! the member `key` of the document `id` (seeing the call's own writes) as
+//! JSON text, without the rest of the document crossing the boundary;
+//! `r == 0` when the document has no such member (no JSON text is empty).
+//! `-404` when there is no document; `-400` for an id or key that is not
+//! UTF-8. Added to version 1 after its first release (see Versioning).
+//!
+//! ## replace_member
+//! `replace_member(id_ptr, id_len, key_ptr, key_len, value_ptr, value_len,
+//! opts_ptr, opts_len, out_ptr, out_cap) -> r`: replaces the document `id`
+//! with a copy whose member `key` is the JSON `value`: in its place when
+//! the document has one, otherwise last, as the JavaScript assignment
+//! `doc[key] = value` does. It stores exactly what [`read`](#read), that
+//! change and [`replace`](#replace) of the whole document store, without
+//! the document crossing the boundary twice. Options and result as for
+//! `replace`. `-400` (a value that is not JSON, an id or key that is not
+//! UTF-8, a change the document cannot take, such as a new `id`), `-404`,
+//! `-412`, `-413`. Added to version 1 after its first release.
+//!
 //! ## upsert
 //! `upsert(doc_ptr, doc_len, opts_ptr, opts_len, out_ptr, out_cap) -> r`:
 //! creates or replaces. `-400`, `-412`, `-413`.
@@ -182,6 +202,12 @@
 //! modules keep linking); the signature and meaning of a listed function
 //! never change. An incompatible change gets a new module, `partita_v2`,
 //! and the host keeps linking `partita_v1` modules.
+//!
+//! Added since the first release: [`read_member`](#read_member) and
+//! [`replace_member`](#replace_member) (a guest that changes one member of
+//! a document it does not otherwise need, as createComment does with the
+//! post's `commentCount`). A module that imports them is refused at upload
+//! (400, naming the import) by a host older than they are.
 
 /// The import module every host function lives in.
 pub const MODULE: &str = "partita_v1";
@@ -240,6 +266,8 @@ pub const IMPORTS: &[Import] = &[
     import("query", 4, true),
     import("take_result", 2, true),
     import("fail", 3, false),
+    import("read_member", 6, true),
+    import("replace_member", 10, true),
 ];
 
 /// The import named `name`, if the ABI has one.

@@ -27,6 +27,9 @@
   (import "partita_v1" "query" (func $query (param i32 i32 i32 i32) (result i32)))
   (import "partita_v1" "take_result" (func $take_result (param i32 i32) (result i32)))
   (import "partita_v1" "fail" (func $fail (param i32 i32 i32)))
+  (import "partita_v1" "read_member" (func $read_member (param i32 i32 i32 i32 i32 i32) (result i32)))
+  (import "partita_v1" "replace_member"
+    (func $replace_member (param i32 i32 i32 i32 i32 i32 i32 i32 i32 i32) (result i32)))
 
   (memory (export "memory") 2)
 
@@ -88,11 +91,13 @@
     (local $r i32)
     (call $decode)
     (block $end
+    (block $replace_member (block $read_member
     (block $fail (block $take (block $query (block $delete (block $upsert (block $replace
     (block $create (block $read_feed (block $read (block $log (block $set_response
     (block $response (block $set_request (block $request (block $params (block $context
       (br_table $context $params $request $set_request $response $set_response $log $read
-        $read_feed $create $replace $upsert $delete $query $take $fail $end
+        $read_feed $create $replace $upsert $delete $query $take $fail $read_member
+        $replace_member $end
         (i32.load8_u (i32.const 0x8000))))
     (local.set $r (call $context (call $a (i32.const 0)) (call $a (i32.const 1)))) (br $end))
     (local.set $r (call $params (call $a (i32.const 0)) (call $a (i32.const 1)))) (br $end))
@@ -120,6 +125,14 @@
     (local.set $r (call $query (call $a (i32.const 0)) (call $a (i32.const 1))
       (call $a (i32.const 2)) (call $a (i32.const 3)))) (br $end))
     (local.set $r (call $take_result (call $a (i32.const 0)) (call $a (i32.const 1)))) (br $end))
-    (call $fail (call $a (i32.const 0)) (call $a (i32.const 1)) (call $a (i32.const 2))))
+    (call $fail (call $a (i32.const 0)) (call $a (i32.const 1)) (call $a (i32.const 2))) (br $end))
+    (local.set $r (call $read_member (call $a (i32.const 0)) (call $a (i32.const 1))
+      (call $a (i32.const 2)) (call $a (i32.const 3))
+      (call $a (i32.const 4)) (call $a (i32.const 5)))) (br $end))
+    (local.set $r (call $replace_member (call $a (i32.const 0)) (call $a (i32.const 1))
+      (call $a (i32.const 2)) (call $a (i32.const 3))
+      (call $a (i32.const 4)) (call $a (i32.const 5))
+      (call $a (i32.const 6)) (call $a (i32.const 7))
+      (call $a (i32.const 8)) (call $a (i32.const 9)))))
     (call $answer (local.get $r))
     (i32.const 0)))

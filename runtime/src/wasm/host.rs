@@ -109,6 +109,14 @@ pub(crate) struct HostState {
     /// A procedure's or UDF's body as set; a post-trigger's response body.
     pub(crate) response_body: Option<Value>,
     waiting: Option<Waiting>,
+    /// The document the last collection operation read, when it was a
+    /// `read_member` (its id and the document). A `replace_member` of the
+    /// same id right after it (no other collection operation between, so
+    /// the document cannot have changed) starts from it instead of reading
+    /// the document again: read a member, then set it, is then the same
+    /// collection operations as JavaScript's read and replace (the same
+    /// request charge, the same points for the fuzzer's faults).
+    member_read: Option<(Box<str>, Document)>,
     /// Where document results are serialized, kept from one host call to
     /// the next.
     scratch: Vec<u8>,
@@ -167,6 +175,7 @@ impl HostState {
             request_body: inputs.request_body,
             response_body: inputs.response_body,
             waiting: None,
+            member_read: None,
             scratch: Vec::new(),
             logs: String::new(),
             max_log_bytes: limits.max_log_bytes,
@@ -251,6 +260,8 @@ enum Import {
     Query,
     TakeResult,
     Fail,
+    ReadMember,
+    ReplaceMember,
 }
 
 impl Import {
@@ -266,6 +277,8 @@ impl Import {
             Replace => (&[0, 2, 4], Some(6)),
             Delete => (&[0, 2], None),
             Fail => (&[1], None),
+            ReadMember => (&[0, 2], Some(4)),
+            ReplaceMember => (&[0, 2, 4, 6], Some(8)),
         }
     }
 
@@ -277,7 +290,14 @@ impl Import {
         use Import::*;
         matches!(
             self,
-            Read | ReadFeed | Create | Replace | Upsert | Delete | Query
+            Read | ReadFeed
+                | Create
+                | Replace
+                | Upsert
+                | Delete
+                | Query
+                | ReadMember
+                | ReplaceMember
         )
     }
 }
@@ -307,23 +327,6 @@ impl Waiting {
             Waiting::Document(_, len) => *len,
         }
     }
-}
-
-/// The length of `value` as compact JSON, without writing it anywhere.
-fn serialized_len(value: &Value) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0 += bytes.len();
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    serde_json::to_writer(&mut count, value).expect("JSON values serialize");
-    count.0
 }
 
 /// Registers every import of `partita_v1` on `linker`.
@@ -370,6 +373,8 @@ pub(crate) fn define(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
             call(&mut caller, Fail, &[a, b, c]).map(drop)
         },
     )?;
+    wrap!(ReadMember, a, b, c, d, e, f);
+    wrap!(ReplaceMember, a, b, c, d, e, f, g, h, i, j);
     Ok(())
 }
 
@@ -406,7 +411,7 @@ fn call(caller: &mut Caller<'_, HostState>, import: Import, args: &[i32]) -> was
     };
     let (ins, out) = import.layout();
     let size = memory.data_size(&*caller);
-    let mut inputs: [std::ops::Range<usize>; 3] = Default::default();
+    let mut inputs: [std::ops::Range<usize>; 4] = Default::default();
     for (slot, &i) in inputs.iter_mut().zip(ins) {
         let Some(r) = range(args[i], args[i + 1], size) else {
             return Err(bounds(import, "input", args[i], args[i + 1], size));
@@ -431,7 +436,7 @@ fn call(caller: &mut Caller<'_, HostState>, import: Import, args: &[i32]) -> was
     // The inputs are read in place: the memory and the state are borrowed
     // together, and nothing the operation does can reach the guest memory.
     let (data, state) = memory.data_and_store_mut(&mut *caller);
-    let mut bytes: [&[u8]; 3] = [&[]; 3];
+    let mut bytes: [&[u8]; 4] = [&[]; 4];
     for (b, r) in bytes.iter_mut().zip(inputs) {
         *b = &data[r.clone()];
     }
@@ -467,7 +472,7 @@ fn call(caller: &mut Caller<'_, HostState>, import: Import, args: &[i32]) -> was
             let out = out.expect("every import that returns bytes has an output buffer");
             if out.is_empty() {
                 // Only the length is wanted now; serialized if taken.
-                let len = serialized_len(doc.value());
+                let len = super::json::serialized_len(doc.value());
                 let Ok(r) = i32::try_from(len) else {
                     return Ok(over_2gb(caller, import));
                 };
@@ -724,15 +729,78 @@ fn perform(state: &mut HostState, import: Import, inputs: &[&[u8]]) -> Result<Ou
             Outcome::Code(0)
         }
         TakeResult | Fail => unreachable!("`call` answers take_result and fail itself"),
-        Read | ReadFeed | Create | Replace | Upsert | Delete | Query => {
+        Read | ReadFeed | Create | Replace | Upsert | Delete | Query | ReadMember
+        | ReplaceMember => {
+            // Every collection operation ends what `read_member` kept.
+            let kept = state.member_read.take();
             let Some(collection) = state.collection() else {
                 return Err(bad(format!(
                     "{name}: a user-defined function has no collection"
                 )));
             };
-            collection_op(collection, import, inputs)?
+            match import {
+                ReadMember => {
+                    let (outcome, read) = read_member(collection, import, inputs)?;
+                    state.member_read = Some(read);
+                    outcome
+                }
+                ReplaceMember => replace_member(collection, import, inputs, kept)?,
+                _ => collection_op(collection, import, inputs)?,
+            }
         }
     })
+}
+
+/// `read_member`: the member's JSON text (empty when absent), and the
+/// document read, for a `replace_member` that follows.
+fn read_member(
+    collection: &mut dyn Collection,
+    import: Import,
+    inputs: &[&[u8]],
+) -> Result<(Outcome, (Box<str>, Document)), HostError> {
+    let id = utf8(import, "id", inputs[0])?;
+    let key = utf8(import, "key", inputs[1])?;
+    let doc = collection.read(id)?;
+    // An absent member is empty text (no JSON value is).
+    let text = doc.value().get(key).map_or_else(Vec::new, |member| {
+        serde_json::to_vec(member).expect("JSON values serialize")
+    });
+    Ok((Outcome::Bytes(text), (id.into(), doc)))
+}
+
+/// `replace_member`: the stored document (`kept` when a `read_member` of
+/// the same id just read it) with one member set, replaced.
+fn replace_member(
+    collection: &mut dyn Collection,
+    import: Import,
+    inputs: &[&[u8]],
+    kept: Option<(Box<str>, Document)>,
+) -> Result<Outcome, HostError> {
+    let id = utf8(import, "id", inputs[0])?;
+    let key = utf8(import, "key", inputs[1])?;
+    let value = json(import, "value", inputs[2])?;
+    let opts = options(import, inputs[3])?;
+    let write = etag(import, &opts)?;
+    let current = match kept {
+        Some((kept_id, doc)) if *kept_id == *id => doc,
+        _ => collection.read(id)?,
+    };
+    // The stored document copied (its map's table is copied, not rebuilt
+    // key by key as parsing its text would be), then what `doc[key] =
+    // value` does in JavaScript.
+    let mut doc = current.value().clone();
+    drop(current);
+    let Value::Object(members) = &mut doc else {
+        return Err(HostError::new(
+            ErrorCode::INTERNAL,
+            format!(
+                "{}: the stored document {id:?} is not an object",
+                import.name()
+            ),
+        ));
+    };
+    members.insert(key.to_owned(), value);
+    Ok(Outcome::Document(collection.replace(id, doc, write)?))
 }
 
 fn collection_op(
@@ -820,4 +888,317 @@ fn collection_op(
         }
         _ => unreachable!("collection_op gets collection operations only"),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    //! `read_member` and `replace_member` against the real engine (the
+    //! other imports are covered by `runtime/tests/wasm.rs`).
+
+    use engine::{Container, Database};
+    use serde_json::{Value, json};
+
+    use crate::{Failure, Invocation, Limits, WasmCache, WasmScript, prepare_wasm, run_wasm};
+
+    const IMPORTS: &str = r#"
+      (import "partita_v1" "set_response_body" (func $set_body (param i32 i32) (result i32)))
+      (import "partita_v1" "read_member"
+        (func $read_member (param i32 i32 i32 i32 i32 i32) (result i32)))
+      (import "partita_v1" "replace_member"
+        (func $replace_member (param i32 i32 i32 i32 i32 i32 i32 i32 i32 i32) (result i32)))
+    "#;
+
+    /// A WAT string literal of `text` (every byte escaped).
+    fn literal(text: &str) -> String {
+        text.bytes().map(|b| format!("\\{b:02x}")).collect()
+    }
+
+    /// A procedure that reads member `key` of document `id`: sets it as the
+    /// response body, fails with substatus 7 when it is absent, and with
+    /// the status as substatus on an error.
+    fn read_member(id: &str, key: &str) -> Vec<u8> {
+        let body = format!(
+            r#"(memory (export "memory") 1)
+              (data (i32.const 16) "{}") (data (i32.const 64) "{}")
+              (func (export "partita_procedure") (result i32)
+                (local $r i32)
+                (local.set $r (call $read_member (i32.const 16) (i32.const {}) (i32.const 64)
+                  (i32.const {}) (i32.const 256) (i32.const 1024)))
+                (if (i32.lt_s (local.get $r) (i32.const 0))
+                  (then (return (i32.sub (i32.const 0) (local.get $r)))))
+                (if (i32.eqz (local.get $r)) (then (return (i32.const 7))))
+                (drop (call $set_body (i32.const 256) (local.get $r)))
+                (i32.const 0))"#,
+            literal(id),
+            literal(key),
+            id.len(),
+            key.len()
+        );
+        module(&body)
+    }
+
+    /// A procedure that sets member `key` of document `id` to the JSON
+    /// text `value` with `options`, without asking for the stored
+    /// document; fails with the status as substatus on an error.
+    fn replace_member(id: &str, key: &str, value: &str, options: &str) -> Vec<u8> {
+        let body = format!(
+            r#"(memory (export "memory") 1)
+              (data (i32.const 16) "{}") (data (i32.const 64) "{}")
+              (data (i32.const 128) "{}") (data (i32.const 512) "{}")
+              (func (export "partita_procedure") (result i32)
+                (local $r i32)
+                (local.set $r (call $replace_member (i32.const 16) (i32.const {}) (i32.const 64)
+                  (i32.const {}) (i32.const 128) (i32.const {}) (i32.const 512) (i32.const {})
+                  (i32.const 0) (i32.const 0)))
+                (if (i32.lt_s (local.get $r) (i32.const 0))
+                  (then (return (i32.sub (i32.const 0) (local.get $r)))))
+                (i32.const 0))"#,
+            literal(id),
+            literal(key),
+            literal(value),
+            literal(options),
+            id.len(),
+            key.len(),
+            value.len(),
+            options.len()
+        );
+        module(&body)
+    }
+
+    fn module(body: &str) -> Vec<u8> {
+        let text = format!("(module {IMPORTS} {body})");
+        prepare_wasm(
+            &script(text.as_bytes()),
+            host_api::ScriptKind::StoredProcedure,
+        )
+        .unwrap_or_else(|e| panic!("module refused: {e}"))
+    }
+
+    fn script(module: &[u8]) -> WasmScript<'_> {
+        WasmScript {
+            id: "test",
+            module,
+            shared: None,
+            cache: WasmCache::global(),
+            artifact_dir: None,
+        }
+    }
+
+    fn container() -> (Database, Container) {
+        let db = Database::in_memory();
+        let c = db.create_container("docs", "/pk").expect("container");
+        c.create_item(
+            "p",
+            json!({"id": "d1", "pk": "p", "a": 1, "n": {"x": [1, 2]}, "z": true}),
+            None,
+        )
+        .expect("document");
+        (db, c)
+    }
+
+    /// Calls `module` in a transaction committed on success.
+    #[allow(clippy::result_large_err)]
+    fn call(c: &Container, module: &[u8]) -> Result<Option<Value>, Failure> {
+        let mut txn = c.begin("p").expect("begin");
+        let invocation = Invocation::Procedure { params: Vec::new() };
+        let res = run_wasm(&script(module), invocation, &mut txn, &Limits::default());
+        if res.is_ok() {
+            txn.commit().expect("commit");
+        }
+        res.map(|out| out.body)
+    }
+
+    fn substatus(res: Result<Option<Value>, Failure>) -> Option<u16> {
+        res.expect_err("the call fails").error.substatus()
+    }
+
+    fn stored(c: &Container) -> Value {
+        c.read_item("p", "d1").expect("read").value().clone()
+    }
+
+    /// The document without its system properties.
+    fn members(doc: &Value) -> Value {
+        let mut doc = doc.clone();
+        if let Value::Object(map) = &mut doc {
+            map.retain(|k, _| !k.starts_with('_'));
+        }
+        doc
+    }
+
+    #[test]
+    fn read_member_sends_one_member_or_nothing() {
+        let (_db, c) = container();
+        assert_eq!(
+            call(&c, &read_member("d1", "n")).unwrap(),
+            Some(json!({"x": [1, 2]}))
+        );
+        assert_eq!(
+            call(&c, &read_member("d1", "id")).unwrap(),
+            Some(json!("d1"))
+        );
+        assert_eq!(substatus(call(&c, &read_member("d1", "absent"))), Some(7));
+        assert_eq!(substatus(call(&c, &read_member("d9", "n"))), Some(404));
+    }
+
+    #[test]
+    fn replace_member_changes_one_member_in_place_or_appends_it() {
+        let (_db, c) = container();
+        let before = stored(&c);
+        call(&c, &replace_member("d1", "a", r#"{"b":[true,null]}"#, "")).unwrap();
+        let after = stored(&c);
+        assert_eq!(
+            members(&after).to_string(),
+            r#"{"id":"d1","pk":"p","a":{"b":[true,null]},"n":{"x":[1,2]},"z":true}"#,
+            "in its place, the rest as it was"
+        );
+        assert_ne!(after["_etag"], before["_etag"], "a new version");
+        call(&c, &replace_member("d1", "new", "2.5", "")).unwrap();
+        assert_eq!(
+            members(&stored(&c)).to_string(),
+            r#"{"id":"d1","pk":"p","a":{"b":[true,null]},"n":{"x":[1,2]},"z":true,"new":2.5}"#,
+            "a new member goes last, as a JavaScript assignment puts it"
+        );
+    }
+
+    #[test]
+    fn replace_member_stores_what_read_change_replace_stores() {
+        let (_db, c) = container();
+        let (_db2, c2) = container();
+        call(&c, &replace_member("d1", "n", "100.0", "")).unwrap();
+        // The same change through the whole document.
+        let mut txn = c2.begin("p").expect("begin");
+        let mut doc = host_api::Collection::read(&mut txn, "d1")
+            .expect("read")
+            .value()
+            .clone();
+        doc["n"] = json!(100);
+        host_api::Collection::replace(&mut txn, "d1", doc, host_api::WriteOptions::default())
+            .expect("replace");
+        txn.commit().expect("commit");
+        let (ours, theirs) = (stored(&c), stored(&c2));
+        assert_eq!(members(&ours).to_string(), members(&theirs).to_string());
+        assert_eq!(
+            ours["n"].to_string(),
+            "100",
+            "floats stored as JavaScript stores them"
+        );
+    }
+
+    #[test]
+    fn replace_member_fails_as_replace_does_and_changes_nothing() {
+        let (_db, c) = container();
+        let before = stored(&c);
+        let etag = before["_etag"].as_str().unwrap().to_owned();
+        for (module, status) in [
+            (replace_member("d9", "a", "1", ""), 404),
+            (replace_member("d1", "a", "{not json", ""), 400),
+            (replace_member("d1", "id", r#""d2""#, ""), 400),
+            (
+                replace_member("d1", "a", "1", r#"{"etag":"\"stale\""}"#),
+                412,
+            ),
+            (replace_member("d1", "a", "1", r#"{"etag":7}"#), 400),
+        ] {
+            assert_eq!(substatus(call(&c, &module)), Some(status));
+        }
+        assert_eq!(stored(&c), before, "nothing was written");
+        let options = format!(r#"{{"etag":{}}}"#, json!(etag));
+        call(&c, &replace_member("d1", "a", "2", &options)).unwrap();
+        assert_eq!(stored(&c)["a"], 2, "the current etag matches");
+    }
+
+    /// One host call of [`steps`].
+    enum Step<'a> {
+        Read(&'a str, &'a str),
+        Set(&'a str, &'a str, &'a str),
+    }
+
+    /// A procedure making `steps` in order, failing with the status as
+    /// substatus at the first error.
+    fn steps(steps: &[Step<'_>]) -> Vec<u8> {
+        let mut data = String::new();
+        let mut code = String::new();
+        let mut at = 16;
+        let mut place = |text: &str| {
+            data.push_str(&format!("(data (i32.const {at}) \"{}\")", literal(text)));
+            let placed = format!("(i32.const {at}) (i32.const {})", text.len());
+            at += text.len() + 1;
+            placed
+        };
+        for step in steps {
+            let call = match step {
+                Step::Read(id, key) => format!(
+                    "(call $read_member {} {} (i32.const 4096) (i32.const 1024))",
+                    place(id),
+                    place(key)
+                ),
+                Step::Set(id, key, value) => format!(
+                    "(call $replace_member {} {} {} (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0))",
+                    place(id),
+                    place(key),
+                    place(value)
+                ),
+            };
+            code.push_str(&format!(
+                "(local.set $r {call})
+                 (if (i32.lt_s (local.get $r) (i32.const 0))
+                   (then (return (i32.sub (i32.const 0) (local.get $r)))))"
+            ));
+        }
+        module(&format!(
+            r#"(memory (export "memory") 1) {data}
+              (func (export "partita_procedure") (result i32) (local $r i32) {code} (i32.const 0))"#
+        ))
+    }
+
+    /// Runs `module` and returns the collection's statistics of the call.
+    fn stats(c: &Container, module: &[u8]) -> host_api::CallStats {
+        let mut txn = c.begin("p").expect("begin");
+        let invocation = Invocation::Procedure { params: Vec::new() };
+        let out = run_wasm(&script(module), invocation, &mut txn, &Limits::default())
+            .unwrap_or_else(|f| panic!("{}", f.error));
+        txn.commit().expect("commit");
+        out.stats.collection
+    }
+
+    #[test]
+    fn a_member_read_then_set_is_one_read_and_one_replace() {
+        let (_db, c) = container();
+        let s = stats(
+            &c,
+            &steps(&[Step::Read("d1", "a"), Step::Set("d1", "a", "2")]),
+        );
+        assert_eq!(
+            (s.docs_read, s.docs_written),
+            (1, 1),
+            "as JavaScript's read and replace"
+        );
+        assert_eq!(stored(&c)["a"], 2);
+        // Another document, or a write in between: read again, never a
+        // stale copy.
+        let s = stats(
+            &c,
+            &steps(&[
+                Step::Read("d1", "a"),
+                Step::Set("d1", "a", "3"),
+                Step::Set("d1", "z", "4"),
+            ]),
+        );
+        assert_eq!((s.docs_read, s.docs_written), (2, 2));
+        let doc = stored(&c);
+        assert_eq!(
+            (&doc["a"], &doc["z"]),
+            (&json!(3), &json!(4)),
+            "both changes kept"
+        );
+        c.create_item("p", json!({"id": "d2", "pk": "p"}), None)
+            .expect("document");
+        let s = stats(
+            &c,
+            &steps(&[Step::Read("d1", "a"), Step::Set("d2", "a", "5")]),
+        );
+        assert_eq!((s.docs_read, s.docs_written), (2, 1));
+        assert_eq!(c.read_item("p", "d2").unwrap().value()["a"], 5);
+        assert_eq!(stored(&c)["a"], 3);
+    }
 }

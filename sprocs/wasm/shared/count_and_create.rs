@@ -18,10 +18,14 @@
 //!   (404 for a missing post, 409 for a duplicate child id), and nothing
 //!   is written.
 //!
-//! The post and the child stay JSON text ([`RawDoc`]): only the counter
-//! and `postId` are parsed or written, the rest goes back as it came.
+//! The post stays with the host: its counter is read with
+//! `Collection::read_member` and written with `Collection::replace_member`
+//! (the same write as reading the post, changing the counter and replacing
+//! the post, without the post crossing the sandbox boundary twice). The
+//! child stays JSON text ([`RawDoc`](partita_guest::RawDoc)): only
+//! `postId` is written, the rest goes to the host as it came.
 
-use partita_guest::{Error, RawArray, RawDoc, WriteOptions, collection, js, params};
+use partita_guest::{Error, RawArray, WriteOptions, collection, js, params};
 use serde_json::Value;
 
 /// The procedure with parameters `[postId, child]`.
@@ -36,10 +40,15 @@ pub(crate) fn run(counter: &str, child: &str) -> Result<(), Error> {
             None => "undefined".to_owned(),
         },
     };
-    let mut post: RawDoc = c.read(&link_id)?;
-    let count = post.get::<Value>(counter)?;
-    post.set(counter, &js::increment(count.as_ref()))?;
-    c.replace(&post.id()?, &post, &WriteOptions::default())?;
+    // The post never crosses the boundary: its counter is read and written
+    // in place by the host (a missing post is the read's 404).
+    let count = c.read_member::<Value>(&link_id, counter)?;
+    c.replace_member(
+        &link_id,
+        counter,
+        &js::increment(count.as_ref()),
+        &WriteOptions::default(),
+    )?;
     let Some(item) = args.get(1).filter(|text| *text != "null") else {
         return Err(Error::new(
             0,

@@ -11,7 +11,7 @@
 //!
 //! This allocator first hands out the bytes between `__heap_base` and the
 //! end of the initial memory (guests in this workspace are linked with
-//! 2 MiB of it, see `guest-build.rs`), bumping a pointer: no `memory.grow`,
+//! 512 KiB of it, see `guest-build.rs`), bumping a pointer: no `memory.grow`,
 //! and an allocation is a few instructions. Freeing the most recent block
 //! and growing it in place (a `Vec` or `String` being built) reuse memory;
 //! other frees leave a hole until the call ends, which is soon: the instance

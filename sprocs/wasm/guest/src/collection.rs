@@ -155,6 +155,51 @@ impl Collection {
         with_result(|out| sys::read(id.as_bytes(), out), decode_host("document"))
     }
 
+    /// The member `key` of the document `id` decoded as `T`, or `None`
+    /// when the document has no such member, without the rest of the
+    /// document crossing the sandbox boundary (ABI `read_member`). For a
+    /// procedure that needs one member of a document it does not otherwise
+    /// read, with [`replace_member`](Collection::replace_member) to change
+    /// it.
+    ///
+    /// # Errors
+    /// 404 when there is no document `id`; 500 when the member does not
+    /// decode as `T`; [`Error::NotAccepted`] near the budget.
+    pub fn read_member<T: FromJson>(&self, id: &str, key: &str) -> Result<Option<T>, Error> {
+        with_result(
+            |out| sys::read_member(id.as_bytes(), key.as_bytes(), out),
+            |bytes| {
+                if bytes.is_empty() {
+                    return Ok(None);
+                }
+                decode_host("member")(bytes).map(Some)
+            },
+        )
+    }
+
+    /// Sets the member `key` of the document `id` to `value` (in its place,
+    /// or last for a new member, as the JavaScript `doc[key] = value`) and
+    /// replaces the document, without it crossing the sandbox boundary: the
+    /// same write as [`read`](Collection::read), that change and
+    /// [`replace`](Collection::replace), in one host call (ABI
+    /// `replace_member`).
+    ///
+    /// # Errors
+    /// 400 when `value` cannot be serialized or the document cannot take
+    /// it (a new `id`), 404, 412 (`options.etag`), 413;
+    /// [`Error::NotAccepted`] near the budget.
+    pub fn replace_member<V: ToJson + ?Sized>(
+        &self,
+        id: &str,
+        key: &str,
+        value: &V,
+        options: &WriteOptions,
+    ) -> Result<Written, Error> {
+        let value = encode("member value", value)?;
+        let opts = options.encode()?;
+        written(|out| sys::replace_member(id.as_bytes(), key.as_bytes(), &value, &opts, out))
+    }
+
     /// A page of the partition's documents, seeing this call's own writes.
     ///
     /// # Errors
@@ -303,6 +348,44 @@ mod tests {
         assert_eq!(
             Call::json(&strict.encode().unwrap()),
             json!({"disableAutomaticIdGeneration": true})
+        );
+    }
+
+    #[test]
+    fn a_member_is_read_and_set_without_the_document() {
+        let partition = std::rc::Rc::new(std::cell::RefCell::new(testing::Partition::new([
+            json!({"id": "p1", "n": 1, "title": "t"}),
+        ])));
+        let host = std::rc::Rc::clone(&partition);
+        let (result, record) = testing::run(
+            move |call| host.borrow_mut().answer(call).expect("a point operation"),
+            || {
+                let c = crate::collection();
+                let n = c.read_member::<u64>("p1", "n")?;
+                let absent = c.read_member::<Value>("p1", "absent")?;
+                c.replace_member("p1", "n", &json!({"v": [n]}), &WriteOptions::default())?;
+                c.replace_member("p1", "new", &true, &WriteOptions::if_match("\"e\""))?;
+                let missing = c.read_member::<Value>("p9", "n").unwrap_err();
+                Ok::<_, Error>((n, absent, missing))
+            },
+        );
+        let (n, absent, missing) = result.unwrap().unwrap();
+        assert_eq!((n, absent), (Some(1), None), "an absent member is None");
+        assert!(missing.is(ErrorCode::NOT_FOUND), "{missing}");
+        assert_eq!(
+            partition.borrow().docs[0].to_string(),
+            r#"{"id":"p1","n":{"v":[1]},"title":"t","new":true}"#,
+            "in its place, or last"
+        );
+        assert_eq!(
+            record.calls[3],
+            Call::ReplaceMember {
+                id: "p1".into(),
+                key: "new".into(),
+                value: b"true".to_vec(),
+                options: br#"{"etag":"\"e\""}"#.to_vec(),
+            },
+            "the value and the options as JSON"
         );
     }
 

@@ -139,6 +139,16 @@ impl RawDoc {
         }
     }
 
+    /// The host's text of one object (see [`FromJson`] for `RawDoc`), once
+    /// known to be UTF-8.
+    fn host_object(text: &str) -> Result<RawDoc, String> {
+        let trimmed = text.trim();
+        if !(trimmed.starts_with('{') && trimmed.ends_with('}')) {
+            return Err("not a JSON object".to_owned());
+        }
+        Ok(RawDoc::trusted(text))
+    }
+
     /// Reads `text`, which must be one JSON object. Its structure is
     /// checked whole here (the host's text, read through
     /// [`FromJson`], is not: it is JSON by construction); a repeated key
@@ -483,11 +493,7 @@ impl FromJson for RawDoc {
     /// other text.
     fn from_json(bytes: &[u8]) -> Result<RawDoc, String> {
         let text = std::str::from_utf8(bytes).map_err(|e| e.to_string())?;
-        let trimmed = text.trim();
-        if !(trimmed.starts_with('{') && trimmed.ends_with('}')) {
-            return Err("not a JSON object".to_owned());
-        }
-        Ok(RawDoc::trusted(text))
+        RawDoc::host_object(text)
     }
 }
 
@@ -550,7 +556,8 @@ impl RawArray {
     pub fn doc(&self, i: usize) -> Result<Option<RawDoc>, Error> {
         self.get(i)
             .map(|text| {
-                RawDoc::from_json(text.as_bytes())
+                // The item is part of the array's text: UTF-8 already.
+                RawDoc::host_object(text)
                     .map_err(|e| Error::status(ErrorCode::BAD_REQUEST, format!("item {i}: {e}")))
             })
             .transpose()
@@ -673,24 +680,21 @@ mod scan {
             let y = x ^ (ONES * u64::from(b));
             y.wrapping_sub(ONES) & !y & HIGH
         };
-        let rest = t.get(from..)?;
-        let mut chunks = rest.chunks_exact(8);
-        let mut base = from;
-        for chunk in &mut chunks {
-            let mut word = [0; 8];
-            word.copy_from_slice(chunk);
-            let x = u64::from_le_bytes(word);
+        // A direct eight-byte load per step: most strings are short, and the
+        // set-up of a chunk iterator cost more than their bytes.
+        let mut i = from;
+        while let Some(chunk) = t.get(i..i + 8) {
+            let x = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
             let found = matches(x, b'"') | matches(x, b'\\');
             if found != 0 {
-                return Some(base + (found.trailing_zeros() / 8) as usize);
+                return Some(i + (found.trailing_zeros() / 8) as usize);
             }
-            base += 8;
+            i += 8;
         }
-        chunks
-            .remainder()
+        t.get(i..)?
             .iter()
             .position(|&b| b == b'"' || b == b'\\')
-            .map(|k| base + k)
+            .map(|k| i + k)
     }
 
     struct Cursor<'a> {

@@ -65,6 +65,27 @@ mod imp {
             pub(super) fn query(req: *const u8, req_len: usize, out: *mut u8, cap: usize) -> i32;
             pub(super) fn take_result(out: *mut u8, cap: usize) -> i32;
             pub(super) fn fail(number: i32, msg: *const u8, msg_len: usize);
+            pub(super) fn read_member(
+                id: *const u8,
+                id_len: usize,
+                key: *const u8,
+                key_len: usize,
+                out: *mut u8,
+                cap: usize,
+            ) -> i32;
+            #[allow(clippy::too_many_arguments)]
+            pub(super) fn replace_member(
+                id: *const u8,
+                id_len: usize,
+                key: *const u8,
+                key_len: usize,
+                value: *const u8,
+                value_len: usize,
+                opts: *const u8,
+                opts_len: usize,
+                out: *mut u8,
+                cap: usize,
+            ) -> i32;
         }
     }
 
@@ -145,6 +166,40 @@ mod imp {
     }
     pub(crate) fn take_result(out: &mut [u8]) -> i32 {
         unsafe { raw::take_result(out.as_mut_ptr(), out.len()) }
+    }
+    pub(crate) fn read_member(id: &[u8], key: &[u8], out: &mut [u8]) -> i32 {
+        unsafe {
+            raw::read_member(
+                id.as_ptr(),
+                id.len(),
+                key.as_ptr(),
+                key.len(),
+                out.as_mut_ptr(),
+                out.len(),
+            )
+        }
+    }
+    pub(crate) fn replace_member(
+        id: &[u8],
+        key: &[u8],
+        value: &[u8],
+        opts: &[u8],
+        out: &mut [u8],
+    ) -> i32 {
+        unsafe {
+            raw::replace_member(
+                id.as_ptr(),
+                id.len(),
+                key.as_ptr(),
+                key.len(),
+                value.as_ptr(),
+                value.len(),
+                opts.as_ptr(),
+                opts.len(),
+                out.as_mut_ptr(),
+                out.len(),
+            )
+        }
     }
     pub(crate) fn fail(number: i32, message: &[u8]) -> ! {
         unsafe { raw::fail(number, message.as_ptr(), message.len()) };
@@ -232,6 +287,28 @@ mod imp {
     }
     pub(crate) fn take_result(out: &mut [u8]) -> i32 {
         crate::testing::take_result(out)
+    }
+    pub(crate) fn read_member(id: &[u8], key: &[u8], out: &mut [u8]) -> i32 {
+        let call = Call::ReadMember {
+            id: text(id),
+            key: text(key),
+        };
+        dispatch(call, Some(out))
+    }
+    pub(crate) fn replace_member(
+        id: &[u8],
+        key: &[u8],
+        value: &[u8],
+        opts: &[u8],
+        out: &mut [u8],
+    ) -> i32 {
+        let call = Call::ReplaceMember {
+            id: text(id),
+            key: text(key),
+            value: value.to_vec(),
+            options: opts.to_vec(),
+        };
+        dispatch(call, Some(out))
     }
     pub(crate) fn fail(number: i32, message: &[u8]) -> ! {
         crate::testing::fail(number, text(message))

@@ -90,6 +90,24 @@ pub enum Call {
         /// The request JSON.
         request: Vec<u8>,
     },
+    /// `read_member(id, key)`.
+    ReadMember {
+        /// The document id.
+        id: String,
+        /// The member's key.
+        key: String,
+    },
+    /// `replace_member(id, key, value, options)`.
+    ReplaceMember {
+        /// The document id.
+        id: String,
+        /// The member's key.
+        key: String,
+        /// The member's new value, JSON.
+        value: Vec<u8>,
+        /// The options JSON (empty when none).
+        options: Vec<u8>,
+    },
 }
 
 impl Call {
@@ -160,7 +178,8 @@ impl Record {
 }
 
 /// A small in-memory logical partition that answers the point operations
-/// (`read`, `create`, `replace`, `upsert`, `delete`) the way the host does,
+/// (`read`, `create`, `replace`, `upsert`, `delete`, `read_member`,
+/// `replace_member`) the way the host does,
 /// for tests of procedures; queries and everything else are left to the
 /// test's own handler ([`Partition::answer`] returns `None` for them).
 /// Documents keep their insertion order; created documents without an `id`
@@ -230,6 +249,23 @@ impl Partition {
                 }
                 Reply::json(&doc)
             }
+            Call::ReadMember { id, key } => match self.get(id) {
+                // An absent member is empty text, as the host sends it.
+                Some(doc) => doc
+                    .get(key)
+                    .map_or_else(|| Reply::Ok(Vec::new()), Reply::json),
+                None => not_found(id),
+            },
+            Call::ReplaceMember { id, key, value, .. } => match self.position(id) {
+                Some(i) => {
+                    let value = Call::json(value);
+                    if let Some(doc) = self.docs[i].as_object_mut() {
+                        doc.insert(key.clone(), value);
+                    }
+                    Reply::json(&self.docs[i])
+                }
+                None => not_found(id),
+            },
             Call::Delete { id, .. } => match self.position(id) {
                 Some(i) => {
                     self.docs.remove(i);
