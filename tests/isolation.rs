@@ -382,7 +382,9 @@ fn the_in_process_bounds_hold_in_a_worker_without_costing_it() -> Result {
         accept_instructions: 1_000_000,
         ..isolated(&pool)
     };
-    let cases: [(&str, u16, fn(&Budget) -> bool); 5] = [
+    // The script, its status, and what its bound must be (for a 408).
+    type Case = (&'static str, u16, fn(&Budget) -> bool);
+    let cases: [Case; 5] = [
         ("while (true) {}", 408, |b| {
             matches!(b, Budget::Instructions { .. })
         }),
