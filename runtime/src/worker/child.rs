@@ -3,7 +3,8 @@
 //! the host, write the result, repeat until the host closes the pipe.
 
 use std::cell::RefCell;
-use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::io::{self, BufReader, BufWriter};
+use std::time::Duration;
 
 use host_api::{
     CallStats, Collection, Document, ErrorCode, HostError, Page, PartitionKey, QueryRequest,
@@ -31,6 +32,7 @@ pub(super) fn serve() -> i32 {
                 script,
                 invocation,
                 limits,
+                spin,
                 collection,
             } => {
                 let result = match collection.partition_key() {
@@ -38,6 +40,7 @@ pub(super) fn serve() -> i32 {
                         let mut proxy = Proxy {
                             facts: collection,
                             partition_key,
+                            spin,
                             pipes: RefCell::new((&mut input, &mut output)),
                         };
                         crate::js::run(
@@ -88,15 +91,20 @@ pub(super) fn serve() -> i32 {
 /// The collection as the worker sees it: constant facts answered here,
 /// every operation a round trip to the host, which performs it on the real
 /// transaction.
-struct Proxy<'a, R, W> {
+struct Proxy<'a> {
     facts: CollectionWire,
     partition_key: PartitionKey,
+    /// How long to poll for each reply before blocking (the host decides).
+    spin: Duration,
     /// Standard input and output. In a cell because one operation
     /// (`resolve_document_link`) takes `&self` and still needs the host.
-    pipes: RefCell<(&'a mut R, &'a mut W)>,
+    pipes: RefCell<(&'a mut Input, &'a mut Output)>,
 }
 
-impl<R: Read, W: Write> Proxy<'_, R, W> {
+type Input = BufReader<io::StdinLock<'static>>;
+type Output = BufWriter<io::StdoutLock<'static>>;
+
+impl Proxy<'_> {
     fn call(&self, call: HostCall) -> Result<ReplyWire, HostError> {
         let lost = |e: io::Error| {
             HostError::abort(
@@ -107,6 +115,9 @@ impl<R: Read, W: Write> Proxy<'_, R, W> {
         let mut pipes = self.pipes.borrow_mut();
         let (input, output) = &mut *pipes;
         wire::send(&mut **output, &FromWorker::Call(call)).map_err(lost)?;
+        if input.buffer().is_empty() {
+            super::spin_until_readable(io::stdin(), self.spin);
+        }
         match wire::receive::<ToWorker>(&mut **input).map_err(lost)? {
             Some(ToWorker::Reply(reply)) => reply.map_err(HostError::from),
             Some(_) | None => Err(lost(io::ErrorKind::InvalidData.into())),
@@ -145,7 +156,7 @@ fn if_match(options: WriteOptions<'_>) -> Option<String> {
     options.if_match.map(str::to_owned)
 }
 
-impl<R: Read, W: Write> Collection for Proxy<'_, R, W> {
+impl Collection for Proxy<'_> {
     fn container_id(&self) -> &str {
         &self.facts.container_id
     }

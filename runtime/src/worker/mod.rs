@@ -62,8 +62,8 @@ use std::io::{self, BufReader, Read};
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use host_api::{Collection, QueryRequest, WriteOptions};
@@ -128,6 +128,17 @@ struct Inner {
     idle: Mutex<Vec<Worker>>,
     started: AtomicU64,
     lost: AtomicU64,
+    /// Calls running in the pool's workers now.
+    in_flight: AtomicUsize,
+}
+
+/// A call counted in [`Inner::in_flight`] until dropped.
+struct InFlight<'a>(&'a Inner);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// How many workers a pool started and how many it lost (workers that died
@@ -150,6 +161,7 @@ impl WorkerPool {
                 idle: Mutex::new(Vec::new()),
                 started: AtomicU64::new(0),
                 lost: AtomicU64::new(0),
+                in_flight: AtomicUsize::new(0),
             }),
         }
     }
@@ -186,6 +198,22 @@ impl WorkerPool {
                 }
             }
         }
+    }
+
+    /// Counts a call in, and says how long its two sides may poll for
+    /// messages ([`SPIN`]): only while every call's two sides can have a
+    /// core of their own.
+    fn enter(&self) -> (InFlight<'_>, Duration) {
+        static CORES: OnceLock<usize> = OnceLock::new();
+        let cores =
+            *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        let calls = self.inner.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
+        let spin = if calls * 2 <= cores {
+            SPIN
+        } else {
+            Duration::ZERO
+        };
+        (InFlight(&self.inner), spin)
     }
 
     fn give_back(&self, worker: Worker) {
@@ -319,9 +347,10 @@ impl Worker {
         wire::send(&mut self.input, message)
     }
 
-    /// The next message, waiting until `deadline` at most.
-    fn receive(&mut self, deadline: Instant) -> Result<FromWorker, Lost> {
-        if self.output.buffer().is_empty() {
+    /// The next message, waiting until `deadline` at most, polling for
+    /// `spin` first.
+    fn receive(&mut self, deadline: Instant, spin: Duration) -> Result<FromWorker, Lost> {
+        if self.output.buffer().is_empty() && !spin_until_readable(self.output.get_ref(), spin) {
             loop {
                 let left = deadline.saturating_duration_since(Instant::now());
                 if left.is_zero() {
@@ -353,6 +382,35 @@ impl Worker {
             code: status.and_then(|s| s.code()),
             last_words: last_words(&mut self.stderr),
         }
+    }
+}
+
+/// How long a side that expects a message soon polls for it before it
+/// blocks, when the machine has a core to spare for it (see
+/// [`WorkerPool::enter`]). A blocked reader is woken by the kernel, which
+/// on an idle VM means waking a halted virtual CPU: measured here, a
+/// createComment in a worker took 330 µs blocking and 52 µs polling for
+/// 50 µs first (200 µs bought nothing more), but with 16 calls on 2 cores
+/// polling took the CPU the calls needed (9.7k against 2.7k/s).
+const SPIN: Duration = Duration::from_micros(50);
+
+/// Polls `fd` without blocking for up to `time`; whether it became
+/// readable (or hung up: the read that follows will say).
+pub(super) fn spin_until_readable(fd: impl std::os::fd::AsFd, time: Duration) -> bool {
+    if time.is_zero() {
+        return false;
+    }
+    let started = Instant::now();
+    let zero = timespec(Duration::ZERO);
+    loop {
+        let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+        if matches!(poll(&mut fds, Some(&zero)), Ok(n) if n > 0) {
+            return true;
+        }
+        if started.elapsed() >= time {
+            return false;
+        }
+        std::hint::spin_loop();
     }
 }
 
@@ -459,10 +517,12 @@ pub(crate) fn run(
     limits: &Limits,
 ) -> Result<Output, Failure> {
     let started = Instant::now();
+    let (_in_flight, spin) = pool.enter();
     let request = ToWorker::Run {
         script: script_wire(script),
         invocation: invocation.into(),
         limits: limits.into(),
+        spin,
         collection: CollectionWire {
             container_id: collection.container_id().to_owned(),
             partition_key: collection.partition_key().to_json_array(),
@@ -473,6 +533,7 @@ pub(crate) fn run(
     let result = converse(
         pool,
         &request,
+        spin,
         started,
         limits,
         |worker, message| match message {
@@ -511,6 +572,7 @@ pub(crate) fn run_udf(
     args: &[Option<Value>],
     limits: &Limits,
 ) -> Result<Option<Value>, Failure> {
+    let (_in_flight, spin) = pool.enter();
     let request = ToWorker::Udf {
         script: script_wire(udf),
         args: args.to_vec(),
@@ -519,6 +581,7 @@ pub(crate) fn run_udf(
     let result = converse(
         pool,
         &request,
+        spin,
         Instant::now(),
         limits,
         |_, message| match message {
@@ -543,6 +606,7 @@ type Conversation<T> = Result<T, Failure>;
 fn converse<T>(
     pool: &WorkerPool,
     request: &ToWorker,
+    spin: Duration,
     started: Instant,
     limits: &Limits,
     mut on_message: impl FnMut(&mut Worker, FromWorker) -> Result<Option<T>, Lost>,
@@ -581,7 +645,7 @@ fn converse<T>(
     let deadline = started + limits.wall_time + KILL_GRACE;
     let outcome = (|| {
         loop {
-            let message = worker.receive(deadline)?;
+            let message = worker.receive(deadline, spin)?;
             if let Some(done) = on_message(&mut worker, message)? {
                 return Ok(done);
             }

@@ -39,6 +39,8 @@ pub(super) enum ToWorker {
         script: ScriptWire,
         invocation: InvocationWire,
         limits: LimitsWire,
+        /// How long the worker polls for each reply before it blocks.
+        spin: Duration,
         collection: CollectionWire,
     },
     /// Call a user-defined function.
