@@ -13,7 +13,7 @@ use host_api::{
 use serde_json::Value;
 
 use super::wire::{self, CollectionWire, FromWorker, HostCall, ReplyWire, ToWorker};
-use crate::{Failure, Limits, Script};
+use crate::{Failure, Limits};
 
 /// Serves calls from the host on standard input and output until the host
 /// closes standard input. Returns the process exit code: 0 at a clean end,
@@ -44,11 +44,7 @@ pub(super) fn serve() -> i32 {
                             pipes: RefCell::new((&mut input, &mut output)),
                         };
                         crate::js::run(
-                            &Script {
-                                id: &script.id,
-                                version: script.version,
-                                body: &script.body,
-                            },
+                            &script.as_script(),
                             invocation.into(),
                             &mut proxy,
                             &Limits::from(limits),
@@ -66,15 +62,8 @@ pub(super) fn serve() -> i32 {
                 args,
                 limits,
             } => {
-                let result: Result<Option<Value>, Failure> = crate::js::run_udf(
-                    &Script {
-                        id: &script.id,
-                        version: script.version,
-                        body: &script.body,
-                    },
-                    &args,
-                    &Limits::from(limits),
-                );
+                let result: Result<Option<Value>, Failure> =
+                    crate::js::run_udf(&script.as_script(), &args, &Limits::from(limits));
                 wire::send(
                     &mut output,
                     &FromWorker::UdfDone(result.map_err(Into::into)),

@@ -71,7 +71,7 @@ use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use rustix::process::{Pid, Resource, Rlimit, prlimit};
 use serde_json::Value;
 
-use self::wire::{CollectionWire, FromWorker, HostCall, ReplyWire, ScriptWire, ToWorker};
+use self::wire::{CollectionWire, FromWorker, HostCall, ReplyWire, ToWorker};
 use crate::{Budget, Error, ExecStats, Failure, Invocation, Limits, Output, Script};
 
 /// How long past a call's wall-time limit the host waits before it kills
@@ -519,7 +519,7 @@ pub(crate) fn run(
     let started = Instant::now();
     let (_in_flight, spin) = pool.enter();
     let request = ToWorker::Run {
-        script: script_wire(script),
+        script: script.into(),
         invocation: invocation.into(),
         limits: limits.into(),
         spin,
@@ -574,7 +574,7 @@ pub(crate) fn run_udf(
 ) -> Result<Option<Value>, Failure> {
     let (_in_flight, spin) = pool.enter();
     let request = ToWorker::Udf {
-        script: script_wire(udf),
+        script: udf.into(),
         args: args.to_vec(),
         limits: limits.into(),
     };
@@ -669,14 +669,6 @@ fn protocol(what: &str) -> Lost {
         io::ErrorKind::InvalidData,
         format!("the worker sent {what}"),
     ))
-}
-
-fn script_wire(script: &Script<'_>) -> ScriptWire {
-    ScriptWire {
-        id: script.id.to_owned(),
-        version: script.version,
-        body: script.body.to_owned(),
-    }
 }
 
 fn write_options(if_match: &Option<String>) -> WriteOptions<'_> {

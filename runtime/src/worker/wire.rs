@@ -22,7 +22,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::{Budget, Error, ExecStats, Failure, Invocation, Limits, Output};
+use crate::{Budget, Error, ExecStats, Failure, Invocation, Limits, Output, Script};
 
 /// The largest frame either side accepts: far above a page of 2 MB
 /// documents, far below what would hurt the host.
@@ -70,6 +70,26 @@ pub(super) struct ScriptWire {
     pub(super) id: String,
     pub(super) version: u64,
     pub(super) body: String,
+}
+
+impl From<&Script<'_>> for ScriptWire {
+    fn from(script: &Script<'_>) -> ScriptWire {
+        ScriptWire {
+            id: script.id.to_owned(),
+            version: script.version,
+            body: script.body.to_owned(),
+        }
+    }
+}
+
+impl ScriptWire {
+    pub(super) fn as_script(&self) -> Script<'_> {
+        Script {
+            id: &self.id,
+            version: self.version,
+            body: &self.body,
+        }
+    }
 }
 
 /// The collection's constant facts, sent with the call so the worker
