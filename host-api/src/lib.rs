@@ -14,6 +14,8 @@
 //!   sandboxes.
 //! - [`ScriptKind`], [`TriggerType`], [`TriggerOperation`]: what scripts are.
 //! - [`abi`]: the WebAssembly ABI (`partita_v1`), its imports and exports.
+//! - [`json`]: a document's compact JSON text and its length, counted the
+//!   same way on both sides of the boundary.
 //!
 //! Non-goals: no I/O, no storage, no script engine types (`JsValue`, guest
 //! pointers) ever appear here.
@@ -22,6 +24,7 @@ pub mod abi;
 mod collection;
 mod document;
 mod error;
+pub mod json;
 mod partition_key;
 mod script;
 

@@ -472,7 +472,7 @@ fn call(caller: &mut Caller<'_, HostState>, import: Import, args: &[i32]) -> was
             let out = out.expect("every import that returns bytes has an output buffer");
             if out.is_empty() {
                 // Only the length is wanted now; serialized if taken.
-                let len = super::json::serialized_len(doc.value());
+                let len = host_api::json::serialized_len(doc.value());
                 let Ok(r) = i32::try_from(len) else {
                     return Ok(over_2gb(caller, import));
                 };

@@ -19,11 +19,12 @@
 //! `0`: [`json_number`](crate::number::json_number)), so a guest stores
 //! what the same procedure in JavaScript stores.
 //!
-//! The other way, [`serialized_len`] is the length of a stored document as
-//! compact JSON, computed without writing it: what a write returns to a
-//! guest that passed no output buffer (both createComment guests, for the
-//! replace and the create). Counting through serde_json's serializer cost
-//! about 12,000 instructions per createComment call, an eighth of the
+//! The other way, a write returns to a guest that passed no output buffer
+//! (both createComment guests, for the replace and the create) only the
+//! length of the stored document as compact JSON, which
+//! [`host_api::json::serialized_len`] computes without writing it (the
+//! engine's own count, shared). Counting through serde_json's serializer
+//! cost about 12,000 instructions per createComment call, an eighth of the
 //! host's share; this costs a few hundred.
 
 use std::cell::RefCell;
@@ -185,94 +186,6 @@ fn capacity(entries: &[(String, Value)], room: usize) -> usize {
     entries.len() + if stamped { 0 } else { room }
 }
 
-/// The length of `value` as compact JSON, exactly what
-/// `serde_json::to_writer` writes, without writing it. Recursive: for
-/// stored documents, whose depth the engine bounds.
-pub(crate) fn serialized_len(value: &Value) -> usize {
-    match value {
-        Value::Null | Value::Bool(true) => 4,
-        Value::Bool(false) => 5,
-        Value::Number(n) => number_len(n),
-        Value::String(s) => string_len(s),
-        // Brackets and the commas between items.
-        Value::Array(items) => {
-            2 + items.len().saturating_sub(1) + items.iter().map(serialized_len).sum::<usize>()
-        }
-        // Braces, commas, and a colon per member.
-        Value::Object(map) => {
-            2 + map.len().saturating_sub(1)
-                + map
-                    .iter()
-                    .map(|(k, v)| string_len(k) + 1 + serialized_len(v))
-                    .sum::<usize>()
-        }
-    }
-}
-
-/// A JSON string's length with quotes and serde_json's escapes: `\"` and
-/// `\\`, two characters for `\b \t \n \f \r`, six (`\u00XX`) for the
-/// other control characters.
-fn string_len(s: &str) -> usize {
-    let bytes = s.as_bytes();
-    // Most strings need no escapes: checked eight bytes at a time.
-    let mut chunks = bytes.chunks_exact(8);
-    let clean = chunks
-        .by_ref()
-        .all(|c| !word_needs_escape(u64::from_le_bytes(c.try_into().expect("8 bytes"))))
-        && chunks.remainder().iter().all(|&b| !byte_needs_escape(b));
-    if clean {
-        return s.len() + 2;
-    }
-    let extra: usize = bytes
-        .iter()
-        .filter(|&&b| byte_needs_escape(b))
-        .map(|&b| match b {
-            b'"' | b'\\' | 0x08 | 0x09 | 0x0a | 0x0c | 0x0d => 1,
-            _ => 5,
-        })
-        .sum();
-    s.len() + 2 + extra
-}
-
-fn byte_needs_escape(b: u8) -> bool {
-    b < 0x20 || b == b'"' || b == b'\\'
-}
-
-/// Whether any byte of `word` is below 0x20, a `"` or a `\\` (the "has a
-/// byte less than n" and "has a zero byte" bit tricks).
-fn word_needs_escape(word: u64) -> bool {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
-    let has_zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS != 0;
-    let below_0x20 = word.wrapping_sub(ONES * 0x20) & !word & HIGHS != 0;
-    below_0x20
-        || has_zero(word ^ (ONES * u64::from(b'"')))
-        || has_zero(word ^ (ONES * u64::from(b'\\')))
-}
-
-fn number_len(n: &serde_json::Number) -> usize {
-    let digits = |mut i: u64| {
-        let mut len = 1;
-        while i >= 10 {
-            i /= 10;
-            len += 1;
-        }
-        len
-    };
-    if let Some(i) = n.as_u64() {
-        digits(i)
-    } else if let Some(i) = n.as_i64() {
-        1 + digits(i.unsigned_abs())
-    } else {
-        // Floats (rare in documents): what serde_json's own formatter
-        // writes, so the two never disagree.
-        let mut buf = [0u8; 32];
-        let mut rest = &mut buf[..];
-        serde_json::to_writer(&mut rest, n).expect("a float fits in 32 bytes");
-        32 - rest.len()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -393,22 +306,5 @@ mod tests {
             10_000
         );
         assert!(STACKS.with_borrow(|s| s.items.capacity()) <= KEEP);
-    }
-
-    #[test]
-    fn serialized_len_is_the_length_of_serde_json_text() {
-        let controls: String = (0u8..0x20)
-            .map(char::from)
-            .chain("\"\\/\u{7f}é€😀".chars())
-            .collect();
-        for value in [
-            serde_json::json!({"id": "p1", "n": [1, 2.5, null, -17, 1e300, 0.1, -0.0, u64::MAX, i64::MIN, 1.8014398509481984e16, 5e-324], "t": true, "f": false}),
-            serde_json::json!({"": controls, "k\u{8}\u{c}\"": [controls.repeat(3), "plain text of some length", "x"]}),
-            serde_json::json!([[], {}, "", 0, -1, 10, 99, 100, 12345678901234_u64]),
-            serde_json::json!("a string with a \\ backslash past its first eight bytes"),
-            serde_json::json!(null),
-        ] {
-            assert_eq!(serialized_len(&value), value.to_string().len(), "{value}");
-        }
     }
 }
