@@ -16,27 +16,20 @@
 //! let db = Database::in_memory();
 //! let posts = db.create_container("posts", "/postId")?;
 //! posts.create_item("p1", json!({"id": "p1", "postId": "p1", "type": "post", "commentCount": 0}), None)?;
-//! partita::blog::create_comment(&posts, "p1", json!({"id": "c1", "text": "first!"}))?;
+//! partita_workload::blog::create_comment(&posts, "p1", json!({"id": "c1", "text": "first!"}))?;
 //! assert_eq!(posts.read_item("p1", "p1")?["commentCount"], 1);
 //! # Ok::<(), Error>(())
 //! ```
 //!
-//! With the `server` feature (on by default), [`server`] serves the same
-//! database over Cosmos DB's REST protocol (`partita serve`).
-//!
 //! Non-goals: transactions spanning logical partitions, data sets larger
 //! than memory.
 
-pub mod blog;
 pub mod change_feed;
 pub mod charge;
 pub mod fuzz;
-pub mod guest;
 mod scripts;
-#[cfg(feature = "server")]
-pub mod server;
 
-pub use engine::MiMalloc;
+pub use partita_alloc::MiMalloc;
 pub use runtime::{
     Limits, SCRIPT_THREAD_STACK, WorkerOptions, WorkerPool, WorkerStats, worker_main,
 };

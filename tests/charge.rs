@@ -3,9 +3,8 @@
 //! responses.
 
 use partita::charge::Work;
-use partita::{
-    Database, ScriptProperties, Scripts, TriggerOperation, TriggerType, WriteOptions, blog,
-};
+use partita::{Database, ScriptProperties, Scripts, TriggerOperation, TriggerType, WriteOptions};
+use partita_workload::blog;
 use serde_json::{Value, json};
 
 type Result<T = ()> = anyhow::Result<T>;

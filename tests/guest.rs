@@ -1,5 +1,5 @@
 //! The Rust guest modules (`sprocs/wasm`) for tests: builds them with the
-//! same command as CI (through [`partita::guest`], which the demo and the
+//! same command as CI (through [`partita_workload::guest`], which the demo and the
 //! benchmark harness use too) and returns their bytes.
 //!
 //! `module("create_comment")` builds the guest workspace once per test
@@ -12,11 +12,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-pub use partita::guest::{MODULES, TARGET};
+pub use partita_workload::guest::{MODULES, TARGET};
 
 /// The guest workspace, `sprocs/wasm`.
 pub fn workspace() -> PathBuf {
-    partita::guest::workspace()
+    partita_workload::guest::workspace()
 }
 
 /// Builds the guest workspace (once per process) and returns the directory
@@ -27,7 +27,7 @@ pub fn workspace() -> PathBuf {
 /// installed, naming `rustup target add wasm32-unknown-unknown`.
 pub fn build() -> &'static Path {
     static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    match BUILT.get_or_init(|| partita::guest::build().map_err(|e| e.to_string())) {
+    match BUILT.get_or_init(|| partita_workload::guest::build().map_err(|e| e.to_string())) {
         Ok(dir) => dir,
         Err(message) => panic!("{message}"),
     }
@@ -39,5 +39,5 @@ pub fn build() -> &'static Path {
 /// # Panics
 /// As [`build`], and when there is no such module.
 pub fn module(name: &str) -> Vec<u8> {
-    partita::guest::read(build(), name).unwrap_or_else(|e| panic!("{e}"))
+    partita_workload::guest::read(build(), name).unwrap_or_else(|e| panic!("{e}"))
 }

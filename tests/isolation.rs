@@ -9,8 +9,9 @@
 
 use partita::{
     CallError, Container, Database, Limits, ScriptProperties, Scripts, TriggerOperation,
-    TriggerType, WorkerOptions, WorkerPool, WriteOptions, blog,
+    TriggerType, WorkerOptions, WorkerPool, WriteOptions,
 };
+use partita_workload::blog;
 use runtime::{Budget, Error as ScriptError};
 use serde_json::{Value, json};
 use std::time::Duration;

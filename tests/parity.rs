@@ -11,8 +11,9 @@
 use integration_tests::guest;
 use partita::{
     Container, Database, ScriptKind, ScriptLanguage, ScriptProperties, Scripts, TriggerOperation,
-    TriggerType, WriteOptions, blog,
+    TriggerType, WriteOptions,
 };
+use partita_workload::blog;
 use serde_json::{Value, json};
 
 type Result<T = ()> = anyhow::Result<T>;

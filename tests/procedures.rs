@@ -6,8 +6,9 @@
 
 use partita::{
     Container, Database, Error, ScriptKind, ScriptProperties, Scripts, TriggerOperation,
-    TriggerType, WriteOptions, blog,
+    TriggerType, WriteOptions,
 };
+use partita_workload::blog;
 use serde_json::{Value, json};
 
 type Result<T = ()> = anyhow::Result<T>;

@@ -106,7 +106,7 @@ fn workload_call(posts: &Container, i: usize) -> Result<(), u16> {
             )
             .map(drop)
             .map_err(|e| e.status()),
-        _ => partita::blog::create_comment(posts, "p1", json!({"id": id}))
+        _ => partita_workload::blog::create_comment(posts, "p1", json!({"id": id}))
             .map(drop)
             .map_err(|e| e.status()),
     }

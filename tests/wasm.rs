@@ -6,8 +6,9 @@
 
 use partita::{
     Database, QueryItemsOptions, ScriptKind, ScriptProperties, Scripts, TriggerOperation,
-    TriggerType, WriteOptions, blog,
+    TriggerType, WriteOptions,
 };
+use partita_workload::blog;
 use serde_json::json;
 
 type Result<T = ()> = anyhow::Result<T>;

@@ -7,7 +7,7 @@
 //! this crate starts, reaches over a socket and stops again.
 //!
 //! Every target stores the same documents (the JSON shapes of
-//! `partita::blog`), runs one transaction per call, and for the
+//! `partita_workload::blog`), runs one transaction per call, and for the
 //! client-server peers one round trip per call (a Lua script via `EVALSHA`,
 //! a PL/pgSQL function). Each row of the report is one (workload, partition
 //! count, callers, target, durability) combination: a warm-up, then a timed
@@ -150,7 +150,7 @@ pub fn comment(post_id: &str, caller: usize, n: u64) -> Value {
 /// feed's partition key, and a `creationDate` that sorts by `seq`.
 pub fn feed_post(seq: u64) -> Value {
     let id = format!("f-{seq}");
-    let mut post = ::partita::blog::post(&id, "u1", seq);
+    let mut post = ::partita_workload::blog::post(&id, "u1", seq);
     post["creationDate"] = json!(format!("2026-02-01T00:00:00.{seq:012}Z"));
     post
 }

@@ -5,10 +5,10 @@
 //! The data: a `posts` container partitioned by `/postId` (one logical
 //! partition per post, as in the blog's V2 model) and a `feed` container
 //! partitioned by `/type` (one logical partition, `"post"`, as in V3).
-//! createComment is `partita::blog::create_comment` natively,
+//! createComment is `partita_workload::blog::create_comment` natively,
 //! `sprocs/js/createComment.js` in JavaScript, the Rust guest
 //! `create_comment.wasm` (built from `sprocs/wasm` by
-//! [`partita::guest::build`]) in Wasm and the hand-written
+//! [`partita_workload::guest::build`]) in Wasm and the hand-written
 //! `sprocs/wat/createComment.wat` in the WAT flavor; truncateFeed is a
 //! native transaction or a create with the flavor's truncateFeed
 //! post-trigger (`truncateFeed.js`, `truncate_feed.wasm`,
@@ -21,8 +21,9 @@ use std::sync::OnceLock;
 
 use partita::{
     Container, Database, Options, QueryItemsOptions, ScriptKind, ScriptProperties, Scripts,
-    TriggerOperation, TriggerType, WriteOptions, blog,
+    TriggerOperation, TriggerType, WriteOptions,
 };
+use partita_workload::blog;
 use serde_json::{Value, json};
 
 use crate::{
@@ -58,7 +59,7 @@ pub const READ_FEED_WAT: &str = include_str!("wat/readFeed.wat");
 /// How the workload's procedures run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Flavor {
-    /// Rust closures on the transaction API (`partita::blog`).
+    /// Rust closures on the transaction API (`partita_workload::blog`).
     Native,
     /// The JavaScript procedures and trigger of `sprocs/js/`.
     JavaScript,
@@ -96,8 +97,8 @@ pub fn guest_modules() -> Result<&'static PathBuf, &'static str> {
     static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     BUILT
         .get_or_init(|| {
-            partita::guest::build().map_err(|e| match e {
-                partita::guest::GuestError::TargetMissing => e.to_string(),
+            partita_workload::guest::build().map_err(|e| match e {
+                partita_workload::guest::GuestError::TargetMissing => e.to_string(),
                 // cargo's full output goes to stderr; the row names the cause.
                 other => {
                     eprintln!("{other}");
@@ -141,7 +142,8 @@ fn scripts(flavor: Flavor) -> Result<Vec<(bool, ScriptProperties)>, String> {
         ],
         Flavor::Wasm => {
             let dir = guest_modules()?;
-            let module = |name: &str| partita::guest::read(dir, name).map_err(|e| e.to_string());
+            let module =
+                |name: &str| partita_workload::guest::read(dir, name).map_err(|e| e.to_string());
             vec![
                 (
                     true,

@@ -273,7 +273,7 @@ impl Target for PgTarget {
                     .prepare("INSERT INTO posts (pk, id, body) VALUES ($1, $1, $2::text::jsonb)")?;
                 for p in 0..partitions {
                     let id = post_id(p);
-                    let body = partita::blog::post(&id, "u1", p as u64).to_string();
+                    let body = partita_workload::blog::post(&id, "u1", p as u64).to_string();
                     tx.execute(&insert, &[&id, &body])?;
                 }
             }

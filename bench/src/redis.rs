@@ -264,7 +264,7 @@ impl Target for RedisTarget {
                     let id = post_id(p);
                     pipe.cmd("SET")
                         .arg(post_key(&id, &id))
-                        .arg(partita::blog::post(&id, "u1", p as u64).to_string())
+                        .arg(partita_workload::blog::post(&id, "u1", p as u64).to_string())
                         .ignore();
                 }
             }

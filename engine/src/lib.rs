@@ -33,7 +33,6 @@
 //! Non-goals: transactions across logical partitions, data sets larger than
 //! memory. Queries use Cosmos DB's SQL dialect ([`query`], [`Container::query_items`]).
 
-mod alloc;
 mod collection;
 mod container;
 mod database;
@@ -45,7 +44,6 @@ mod script;
 pub mod storage;
 mod txn;
 
-pub use alloc::MiMalloc;
 pub use collection::QueryItemsOptions;
 pub use container::{Container, ContainerProperties, DATABASE_ID, FeedOptions, FeedPage};
 pub use database::{DATA_FILE, Database, LOCK_FILE, Options};

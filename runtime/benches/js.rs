@@ -7,7 +7,7 @@
 
 /// The `partita` binary's allocator, so the figures are what users run.
 #[global_allocator]
-static ALLOCATOR: engine::MiMalloc = engine::MiMalloc;
+static ALLOCATOR: partita_alloc::MiMalloc = partita_alloc::MiMalloc;
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};

@@ -21,7 +21,8 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput};
-use partita::{Container, Database, Durability, Options, blog};
+use partita::{Container, Database, Durability, Options};
+use partita_workload::blog;
 use serde_json::json;
 
 fn quick() -> bool {

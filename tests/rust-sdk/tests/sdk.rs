@@ -45,7 +45,7 @@ impl Server {
         );
         assert!(
             bin.exists(),
-            "{} is missing: build it first (cargo build -p partita) or set PARTITA_BIN",
+            "{} is missing: build it first (cargo build -p partita-cli) or set PARTITA_BIN",
             bin.display()
         );
         let mut child = Command::new(bin)

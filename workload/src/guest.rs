@@ -65,6 +65,7 @@ pub enum GuestError {
 /// The guest workspace of this source tree, `sprocs/wasm`.
 pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
         .join("sprocs")
         .join("wasm")
 }

@@ -35,7 +35,7 @@ use super::wire::{WireError, WireRequest, WireResponse};
 /// call: a `mmap`, an `mprotect`, a `munmap` (with a TLB shootdown across
 /// cores) and a page fault per touched stack page, per request. Threads born
 /// with this much stack run every call in place.
-const THREAD_STACK: usize = runtime::SCRIPT_THREAD_STACK;
+const THREAD_STACK: usize = partita::SCRIPT_THREAD_STACK;
 
 /// How long an idle handler thread lives. Each keeps a warm script context
 /// (10–20 ms to build), so they are kept for long rather than tokio's 10 s.

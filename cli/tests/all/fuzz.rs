@@ -28,7 +28,7 @@ fn ok(data: &Path, args: &[&str]) {
 }
 
 fn setup(data: &Path) {
-    let sprocs = concat!(env!("CARGO_MANIFEST_DIR"), "/sprocs/js");
+    let sprocs = concat!(env!("CARGO_MANIFEST_DIR"), "/../sprocs/js");
     ok(data, &["container", "create", "posts", "--pk", "/postId"]);
     for name in ["createComment", "createCommentBroken"] {
         ok(

@@ -12,10 +12,10 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use hyper::HeaderMap;
-use partita::server::{
+use partita::{Database, Limits, WorkerOptions, WorkerPool};
+use partita_server::{
     EMULATOR_KEY, Gateway, GatewayLimits, MasterKey, WireRequest, WireResponse, resource_of,
 };
-use partita::{Database, Limits, WorkerOptions, WorkerPool};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -288,7 +288,7 @@ fn engine_containers(db: &Database) -> Vec<String> {
     db.containers()
         .into_iter()
         .map(|c| c.id)
-        .filter(|id| id != partita::server::SYSTEM_CONTAINER)
+        .filter(|id| id != partita_server::SYSTEM_CONTAINER)
         .collect()
 }
 
@@ -352,7 +352,7 @@ fn deleting_containers_and_databases_deletes_their_engine_containers() {
     // Durably: nothing comes back, and no tombstone is left.
     let db = Database::open(dir.path()).unwrap();
     assert!(engine_containers(&db).is_empty());
-    let system = db.container(partita::server::SYSTEM_CONTAINER).unwrap();
+    let system = db.container(partita_server::SYSTEM_CONTAINER).unwrap();
     let docs = system.read_feed("v1", &Default::default()).unwrap().items;
     assert!(docs.is_empty(), "{docs:?}");
 }
@@ -369,7 +369,7 @@ fn a_deletion_cut_short_is_finished_at_the_next_start() {
         assert_eq!(create_doc(&gw, "c", "a"), 201);
         // What a server stopped between the registry transaction and the
         // engine deletion leaves behind.
-        let system = db.container(partita::server::SYSTEM_CONTAINER).unwrap();
+        let system = db.container(partita_server::SYSTEM_CONTAINER).unwrap();
         system
             .transaction("v1", |txn| {
                 txn.delete_item("coll-2", None)?;
@@ -382,7 +382,7 @@ fn a_deletion_cut_short_is_finished_at_the_next_start() {
     assert_eq!(engine_containers(&db), ["c2-c", "c3-kept"]);
     let gw = gateway(db.clone());
     assert_eq!(engine_containers(&db), ["c3-kept"]);
-    let system = db.container(partita::server::SYSTEM_CONTAINER).unwrap();
+    let system = db.container(partita_server::SYSTEM_CONTAINER).unwrap();
     assert_eq!(
         system.read_item("v1", "drop-coll-2").unwrap_err().status(),
         404
@@ -1610,7 +1610,7 @@ fn a_tls_client_that_never_finishes_its_handshake_is_cut_off() {
 /// `target/py-venv`, created on first use (`.ci/run` creates it in CI).
 fn python_venv() -> PathBuf {
     let venv = std::env::var_os("PARTITA_PY_VENV").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("target/py-venv"),
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/py-venv"),
         PathBuf::from,
     );
     let python = venv.join("bin/python");
@@ -1642,7 +1642,7 @@ fn python_venv() -> PathBuf {
 fn the_python_sdk_runs_the_blog_workload_end_to_end() {
     let python = python_venv();
     let server = ServerProcess::start(&["--in-memory"]);
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let output = Command::new(python)
         .arg(root.join("tests/python/cosmos_sdk.py"))
         .arg(server.endpoint())
@@ -1662,7 +1662,7 @@ fn the_python_sdk_runs_the_blog_workload_end_to_end() {
 fn the_python_sdk_works_over_https() {
     let python = python_venv();
     let server = ServerProcess::start(&["--in-memory", "--tls"]);
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let output = Command::new(python)
         .arg(root.join("tests/python/cosmos_tls.py"))
         .arg(server.endpoint())

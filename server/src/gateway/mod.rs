@@ -38,8 +38,8 @@ use super::wire::{
     SUBSTATUS_PARTITION_KEY_MISMATCH, WireError, WireRequest, WireResponse, flag, header,
     json_body, max_item_count,
 };
-use crate::charge::{MIN_CHARGE, Work};
-use crate::{Limits, Scripts, WriteOptions};
+use partita::charge::{MIN_CHARGE, Work};
+use partita::{Limits, Scripts, WriteOptions};
 
 /// The database part of every `_rid` (the engine's, base64 of `Part`).
 const DATABASE_RID: &str = "UGFydA==";

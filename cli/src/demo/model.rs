@@ -166,7 +166,7 @@ impl ScriptSet {
     /// both. The WebAssembly ones are the Rust guests of `sprocs/wasm`,
     /// read from `wasm_dir` (`--wasm-dir`) or from the guest workspace's
     /// release directory, which is built first when a module is missing
-    /// there ([`partita::guest`]).
+    /// there ([`partita_workload::guest`]).
     ///
     /// # Errors
     /// For [`Language::Wasm`]: the build failed (naming `rustup target add
@@ -177,19 +177,19 @@ impl ScriptSet {
             Language::JavaScript => Ok(ScriptSet {
                 create_comment: ScriptProperties::stored_procedure(
                     "createComment",
-                    include_str!("../../sprocs/js/createComment.js"),
+                    partita_workload::js::CREATE_COMMENT,
                 ),
                 create_like: ScriptProperties::stored_procedure(
                     "createLike",
-                    include_str!("../../sprocs/js/createLike.js"),
+                    partita_workload::js::CREATE_LIKE,
                 ),
                 update_usernames: ScriptProperties::stored_procedure(
                     "updateUsernames",
-                    include_str!("../../sprocs/js/updateUsernames.js"),
+                    partita_workload::js::UPDATE_USERNAMES,
                 ),
                 truncate_feed: ScriptProperties::trigger(
                     "truncateFeed",
-                    include_str!("../../sprocs/js/truncateFeed.js"),
+                    partita_workload::js::TRUNCATE_FEED,
                     TriggerType::Post,
                     TriggerOperation::All,
                 ),
@@ -200,7 +200,7 @@ impl ScriptSet {
                     None => guest_modules()?,
                 };
                 let module = |name: &str| -> anyhow::Result<Vec<u8>> {
-                    Ok(partita::guest::read(&dir, name)?)
+                    Ok(partita_workload::guest::read(&dir, name)?)
                 };
                 let procedure = |id: &str, name: &str| -> anyhow::Result<ScriptProperties> {
                     Ok(ScriptProperties::wasm(
@@ -231,16 +231,18 @@ impl ScriptSet {
 /// The guest modules' release directory, built with cargo first when a
 /// module is missing there (saying so on stderr).
 fn guest_modules() -> anyhow::Result<PathBuf> {
-    let dir = partita::guest::release_dir();
-    if partita::guest::all_present(&dir) {
+    let dir = partita_workload::guest::release_dir();
+    if partita_workload::guest::all_present(&dir) {
         return Ok(dir);
     }
     eprintln!(
         "building the WebAssembly procedures: cargo build --release --target {} --manifest-path {}",
-        partita::guest::TARGET,
-        partita::guest::workspace().join("Cargo.toml").display()
+        partita_workload::guest::TARGET,
+        partita_workload::guest::workspace()
+            .join("Cargo.toml")
+            .display()
     );
-    partita::guest::build()
+    partita_workload::guest::build()
         .context("--wasm needs the WebAssembly procedures of sprocs/wasm (or --wasm-dir DIR with prebuilt ones)")
 }
 

@@ -20,7 +20,7 @@
 //!
 //! ```
 //! #[global_allocator]
-//! static ALLOCATOR: engine::MiMalloc = engine::MiMalloc;
+//! static ALLOCATOR: partita_alloc::MiMalloc = partita_alloc::MiMalloc;
 //! ```
 
 use std::alloc::{GlobalAlloc, Layout};

@@ -19,9 +19,8 @@
 //! Every response carries its `requestCharge` (see `partita::charge`).
 
 mod batch;
-mod cli_fuzz;
 mod demo;
-#[cfg(feature = "server")]
+mod fuzz;
 mod serve;
 
 /// mimalloc, not the system allocator (see `partita::MiMalloc`). Library
@@ -128,9 +127,8 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Prove a stored procedure atomic: call it thousands of times with
     /// injected faults and check an invariant (see docs/fuzzing.md).
-    Fuzz(cli_fuzz::FuzzArgs),
+    Fuzz(fuzz::FuzzArgs),
     /// Serve Cosmos DB's REST (gateway) protocol, for the official SDKs.
-    #[cfg(feature = "server")]
     #[command(after_help = serve::EXAMPLE)]
     Serve(serve::ServeArgs),
 }
@@ -467,7 +465,6 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    #[cfg(feature = "server")]
     if let Command::Serve(args) = cli.command {
         let db = script_limits(cli.isolate_scripts)
             .and_then(|limits| Ok((open(cli.data, cli.in_memory)?, limits)));
@@ -491,7 +488,7 @@ fn main() -> ExitCode {
         };
     }
     if let Command::Fuzz(args) = &cli.command {
-        return cli_fuzz::main(cli.data, cli.in_memory, args);
+        return fuzz::main(cli.data, cli.in_memory, args);
     }
     // The demo prints its own table; every other command prints one JSON value.
     let outcome = match &cli.command {
@@ -584,12 +581,10 @@ fn run_line(db: &Database, args: Vec<String>, limits: &Limits) -> Result<Value, 
 
 /// Whether a command runs as its own process (never inside a batch).
 fn standalone(command: &Command) -> bool {
-    match command {
-        Command::Batch | Command::Demo(_) => true,
-        #[cfg(feature = "server")]
-        Command::Serve(_) => true,
-        _ => false,
-    }
+    matches!(
+        command,
+        Command::Batch | Command::Demo(_) | Command::Serve(_)
+    )
 }
 
 fn open(cli_data: Option<PathBuf>, in_memory: bool) -> anyhow::Result<Database> {
@@ -616,7 +611,6 @@ fn execute(db: &Database, command: Command, limits: &Limits) -> anyhow::Result<V
             )
             .into());
         }
-        #[cfg(feature = "server")]
         Command::Serve(_) => {
             return Err(Error::BadRequest("serve opens its own database".to_owned()).into());
         }

@@ -14,8 +14,8 @@
 //! plain data out (see `wire.rs`), which is what tests and the fuzz test
 //! drive; `http.rs` is the only code that knows about sockets.
 //!
-//! The module is behind the `server` cargo feature (on by default), so
-//! embedded users of the library build neither tokio nor hyper.
+//! It is a crate of its own (`partita-server`), which the `partita` binary
+//! starts, so embedded users of the library build neither tokio nor hyper.
 
 mod auth;
 mod epk;

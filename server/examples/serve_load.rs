@@ -32,10 +32,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use partita::server::{
+use partita::{Database, Durability, Options};
+use partita_server::{
     EMULATOR_KEY, Gateway, GatewayLimits, MasterKey, ServeOptions, Server, resource_of,
 };
-use partita::{Database, Durability, Options};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
@@ -361,7 +361,7 @@ fn main() {
         assert_eq!(r.status, 201);
         let sproc = serde_json::json!({
             "id": "createComment",
-            "body": include_str!("../sprocs/js/createComment.js"),
+            "body": partita_workload::js::CREATE_COMMENT,
         });
         let r = setup
             .send(

@@ -7,7 +7,7 @@
 //! the post's logical partition). They serve as the baseline the script
 //! runtimes are measured against, and as the demo's workload.
 
-use engine::{Container, Document, Error, Result};
+use partita::{Container, Document, Error, Result};
 use serde_json::{Value, json};
 
 /// Adds a comment to a post, atomically: reads the post, increments its
@@ -77,7 +77,7 @@ pub fn comment_counts(posts: &Container, post_id: &str) -> Result<(i64, i64)> {
 
 #[cfg(test)]
 mod tests {
-    use engine::Database;
+    use partita::Database;
 
     use super::*;
 

@@ -1,4 +1,4 @@
-//! `partita serve`: the command-line face of `partita::server`.
+//! `partita serve`: the command-line face of `partita_server`.
 //!
 //! Opens the database (durable by default), binds, prints one JSON line
 //! with the endpoint and key on stdout (so scripts and tests can read where
@@ -19,10 +19,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use partita::server::{
+use partita::{Database, Limits};
+use partita_server::{
     EMULATOR_KEY, Gateway, GatewayLimits, MasterKey, ServeOptions, Server, TlsConfig, WireError,
 };
-use partita::{Database, Limits};
 use serde_json::json;
 
 /// Examples of `partita serve`.
@@ -116,7 +116,7 @@ fn tls_config(
     data_dir: Option<&Path>,
     temp_dir: &mut Option<tempfile::TempDir>,
 ) -> anyhow::Result<Option<(TlsConfig, PathBuf)>> {
-    let tls_error = |e: partita::server::TlsError| WireError::new(e.status(), e.to_string());
+    let tls_error = |e: partita_server::TlsError| WireError::new(e.status(), e.to_string());
     if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
         let config = TlsConfig::from_pem_files(cert, key).map_err(tls_error)?;
         let cert = std::path::absolute(cert).unwrap_or_else(|_| cert.clone());
