@@ -67,10 +67,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use engine::{Change, Container, Document, Error, ItemOptions, Lsn, PartitionKey};
+use crate::{Change, Container, Document, EngineError, Error, Lsn, PartitionKey, WriteOptions};
 use serde_json::{Value, json};
-
-use crate::scripts::{CallError, Scripts};
 
 /// What a handler returns when it fails: any error. The batch is not
 /// checkpointed and is delivered again.
@@ -108,7 +106,7 @@ pub enum ChangeFeedError {
         /// The changed document.
         id: String,
         /// Its error (with its status and logs).
-        source: Box<CallError>,
+        source: Box<Error>,
     },
     /// The lease container is unusable: not partitioned by `/id`, or a
     /// lease document lacks its fields.
@@ -273,7 +271,12 @@ impl ChangeHandler for ProcedureHandler {
             };
             let key = (self.target_key)(doc)?;
             self.target
-                .execute_stored_procedure(&self.procedure, key, vec![doc.clone().into_value()])
+                .execute_stored_procedure(
+                    &self.procedure,
+                    key,
+                    vec![doc.clone().into_value()],
+                    None,
+                )
                 .map_err(|source| ChangeFeedError::Procedure {
                     procedure: self.procedure.clone(),
                     id: change.id.clone(),
@@ -416,7 +419,7 @@ impl ChangeFeedProcessor {
             let id = self.lease_id(p);
             let doc = match self.leases.read_item(id.as_str(), &id) {
                 Ok(doc) => doc,
-                Err(Error::NotFound { .. }) => {
+                Err(Error::Engine(EngineError::NotFound { .. })) => {
                     let continuation = match (self.options.start_from, start) {
                         (StartFrom::Beginning, _) => 0,
                         (StartFrom::Now, Some(lsn)) => lsn,
@@ -432,9 +435,11 @@ impl ChangeFeedProcessor {
                         "expiresAt": 0,
                     });
                     match self.leases.create_item(id.as_str(), lease, None) {
-                        Ok(doc) => doc,
+                        Ok(created) => created.document().clone(),
                         // Another instance created it first.
-                        Err(Error::Conflict { .. }) => self.leases.read_item(id.as_str(), &id)?,
+                        Err(Error::Engine(EngineError::Conflict { .. })) => {
+                            self.leases.read_item(id.as_str(), &id)?
+                        }
                         Err(e) => return Err(e.into()),
                     }
                 }
@@ -457,16 +462,18 @@ impl ChangeFeedProcessor {
             "owner": lease.owner,
             "expiresAt": lease.expires_at,
         });
-        let options = ItemOptions::if_match(lease.etag.clone());
+        let options = WriteOptions::if_match(lease.etag.clone());
         match self
             .leases
             .replace_item(lease.id.as_str(), &lease.id, body, Some(&options))
         {
-            Ok(doc) => {
-                lease.etag = doc.etag().to_owned();
+            Ok(replaced) => {
+                lease.etag = replaced.document().etag().to_owned();
                 Ok(true)
             }
-            Err(Error::PreconditionFailed { .. } | Error::NotFound { .. }) => Ok(false),
+            Err(Error::Engine(
+                EngineError::PreconditionFailed { .. } | EngineError::NotFound { .. },
+            )) => Ok(false),
             Err(e) => Err(e.into()),
         }
     }

@@ -31,13 +31,13 @@
 //! feed about 13.5 (Q6: 16.97).
 //!
 //! Documents a script's *query* scans are counted by the collection as
-//! documents read ([`host_api::CallStats`] does not tell them apart), so they
+//! documents read ([`host_api::Statistics`] does not tell them apart), so they
 //! are charged at the point-read rate: a procedure that scans is charged more
 //! than the same query sent by a client.
 
 use engine::QueryStats;
 
-use crate::CallStatistics;
+use crate::Statistics;
 
 /// Request units per document read.
 pub const RU_PER_DOC_READ: f64 = 0.9;
@@ -124,31 +124,25 @@ impl Work {
         }
     }
 
-    /// The request charge of this work; see the module docs.
-    pub fn request_charge(&self) -> f64 {
-        request_charge(self)
-    }
-}
-
-impl CallStatistics {
     /// The work of a call (a procedure, or a write with its triggers).
-    pub fn work(&self) -> Work {
+    pub fn call(stats: &Statistics) -> Work {
         Work {
-            docs_read: self.docs_read,
-            bytes_read: self.bytes_read,
-            docs_written: self.docs_written,
-            bytes_written: self.bytes_written,
-            scripts: self.scripts_run,
-            instructions: self.instructions,
-            // WebAssembly fuel joins here when the call statistics carry it.
+            docs_read: stats.docs_read,
+            bytes_read: stats.bytes_read,
+            docs_written: stats.docs_written,
+            bytes_written: stats.bytes_written,
+            scripts: stats.scripts_run,
+            instructions: stats.instructions,
+            // Fuel is not charged yet: Wasm calls are charged like
+            // JavaScript ones without their instructions.
             fuel: 0,
             ..Work::default()
         }
     }
 
-    /// The call's request charge: [`request_charge`] of [`CallStatistics::work`].
+    /// The request charge of this work; see the module docs.
     pub fn request_charge(&self) -> f64 {
-        self.work().request_charge()
+        request_charge(self)
     }
 }
 

@@ -2,23 +2,29 @@
 //! on the Azure Cosmos DB model, whose stored procedures and triggers run in
 //! sandboxed JavaScript or WebAssembly.
 //!
-//! This crate is the facade users depend on. It re-exports the engine
-//! (containers, logical partitions, single-partition transactions, durable
-//! storage, the change log), runs stored procedures, triggers and UDFs in
-//! JavaScript or WebAssembly ([`Scripts`]), and carries the blog workload
-//! natively in Rust ([`blog`]), its demo, the change-feed processor, request
-//! charges and the atomicity fuzzer.
+//! This crate is the facade users depend on: [`Database`] and [`Container`]
+//! are the one way to use it from Rust. A write on a container runs the
+//! triggers its [`WriteOptions`] name, a query can call the container's
+//! user-defined functions, a stored procedure runs atomically in one
+//! logical partition, and native Rust code runs in the same transactions
+//! ([`Container::transaction`]). Beside them: request charges ([`charge`]),
+//! the change-feed processor ([`change_feed`]) and the atomicity fuzzer
+//! ([`fuzz`]).
 //!
 //! ```
-//! use partita::{Database, Error};
+//! use partita::{Database, ScriptProperties};
 //! use serde_json::json;
 //!
 //! let db = Database::in_memory();
 //! let posts = db.create_container("posts", "/postId")?;
-//! posts.create_item("p1", json!({"id": "p1", "postId": "p1", "type": "post", "commentCount": 0}), None)?;
-//! partita_workload::blog::create_comment(&posts, "p1", json!({"id": "c1", "text": "first!"}))?;
-//! assert_eq!(posts.read_item("p1", "p1")?["commentCount"], 1);
-//! # Ok::<(), Error>(())
+//! posts.create_item("p1", json!({"id": "p1", "postId": "p1", "commentCount": 0}), None)?;
+//! posts.create_script(ScriptProperties::stored_procedure(
+//!     "hello",
+//!     "function hello(name) { getContext().getResponse().setBody('hello ' + name); }",
+//! ))?;
+//! let response = posts.execute_stored_procedure("hello", "p1", vec![json!("world")], None)?;
+//! assert_eq!(response.body, "hello world");
+//! # Ok::<(), partita::Error>(())
 //! ```
 //!
 //! Non-goals: transactions spanning logical partitions, data sets larger
@@ -26,20 +32,27 @@
 
 pub mod change_feed;
 pub mod charge;
+mod container;
+mod error;
 pub mod fuzz;
 mod scripts;
 
+pub use container::{
+    Container, Database, ItemResponse, ProcedureOptions, ProcedureResponse, QueryOptions,
+    WriteOptions,
+};
+pub use error::{Error, Result, ScriptFailure};
+pub use host_api::Statistics;
 pub use partita_alloc::MiMalloc;
 pub use runtime::{
     Limits, SCRIPT_THREAD_STACK, WorkerOptions, WorkerPool, WorkerStats, worker_main,
 };
-pub use scripts::{
-    CallError, CallStatistics, ItemResponse, ProcedureResponse, Scripts, WriteOptions,
-};
 
+/// The engine's error (what [`Error::Engine`] carries).
+pub use engine::Error as EngineError;
+pub use engine::query::Params;
 pub use engine::{
-    Change, ChangeKind, Container, ContainerProperties, Database, Document, Durability, Error,
-    ErrorCode, FeedOptions, FeedPage, ItemOptions, Lsn, Options, PartitionKey, QueryItemsOptions,
-    QueryPage, Result, Script, ScriptKind, ScriptLanguage, ScriptProperties, TriggerOperation,
-    TriggerType, Txn,
+    Change, ChangeKind, ContainerProperties, Document, Durability, ErrorCode, FeedOptions,
+    FeedPage, Lsn, Options, PartitionKey, QueryPage, Script, ScriptKind, ScriptLanguage,
+    ScriptProperties, TriggerOperation, TriggerType, Txn,
 };

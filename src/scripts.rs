@@ -25,304 +25,30 @@
 //! `run_wasm` for a WebAssembly module (same response shape, statuses and
 //! bounded execution; the statistics carry fuel instead of instructions).
 //! The engine stores script bodies without looking inside, so WebAssembly
-//! modules are checked at upload here: [`Scripts::create_checked_script`]
-//! and [`Scripts::replace_checked_script`] compile `.wat` text to `.wasm`
+//! modules are checked at upload here: `Container::create_script`
+//! and `Container::replace_script` compile `.wat` text to `.wasm`
 //! bytes and refuse, with 400 naming the problem, a module that does not
 //! validate, imports anything outside the `partita_v1` ABI, or lacks its
 //! kind's entry point; the compiled module is cached in memory and its
 //! precompiled artifact written under the data directory, so neither the
-//! first call nor a restart compiles again. A module stored with the
-//! engine's plain `create_script` is checked when it first runs instead.
+//! first call nor a restart compiles again. A module stored through the
+//! engine's container (the layer beneath) is checked when it first runs
+//! instead.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::Path;
 use std::rc::Rc;
-use std::time::Duration;
 
 use engine::query::{Params, Udf};
 use engine::{
     Container, Document, ItemOptions, PartitionKey, QueryItemsOptions, QueryPage, Script,
     ScriptKind, ScriptLanguage, ScriptProperties, TriggerOperation, TriggerType, Txn,
 };
-use host_api::CallStats;
 use runtime::{Invocation, Limits, WasmCache, WasmScript};
 use serde_json::Value;
 
-/// Options of a point write that may run triggers.
-#[derive(Clone, Debug, Default)]
-pub struct WriteOptions {
-    /// `If-Match`: write only if the document's current etag is this.
-    pub if_match: Option<String>,
-    /// The pre-trigger to run before the write (at most one, as in Cosmos DB).
-    pub pre_triggers: Vec<String>,
-    /// The post-trigger to run after the write (at most one).
-    pub post_triggers: Vec<String>,
-    /// Bounds of each script; the runtime's defaults when `None`.
-    pub limits: Option<Limits>,
-}
-
-/// What a call did, summed over every script it ran.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CallStatistics {
-    /// Documents read (point reads, feeds, documents scanned by queries).
-    pub docs_read: u64,
-    /// Documents created, replaced or deleted (by scripts and by the write).
-    pub docs_written: u64,
-    /// Bytes of documents read.
-    pub bytes_read: u64,
-    /// Bytes of documents written.
-    pub bytes_written: u64,
-    /// JavaScript instructions executed.
-    pub instructions: u64,
-    /// Scripts run (the procedure, each trigger); each adds a fixed request
-    /// charge.
-    pub scripts_run: u64,
-    /// WebAssembly fuel used (deterministic: the same call on the same data
-    /// uses the same fuel).
-    pub fuel: u64,
-    /// Wall time of the whole call.
-    pub wall_time: Duration,
-}
-
-impl CallStatistics {
-    fn add(&mut self, collection: CallStats, instructions: u64, fuel: u64) {
-        self.docs_read += collection.docs_read;
-        self.docs_written += collection.docs_written;
-        self.bytes_read += collection.bytes_read;
-        self.bytes_written += collection.bytes_written;
-        self.instructions += instructions;
-        self.scripts_run += 1;
-        self.fuel += fuel;
-    }
-}
-
-/// The response of a stored procedure.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ProcedureResponse {
-    /// What the procedure set with `getContext().getResponse().setBody()`
-    /// (`""` when it set nothing, as in Cosmos DB).
-    pub body: Value,
-    /// Its `console.log` output.
-    pub logs: String,
-    /// What it did.
-    pub stats: CallStatistics,
-}
-
-/// The response of a point write.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ItemResponse {
-    /// The written document, or what a post-trigger set as the response
-    /// body; `None` for a delete.
-    pub resource: Option<Value>,
-    /// `console.log` output of the triggers (pre-trigger first).
-    pub logs: String,
-    /// What the write and its triggers did.
-    pub stats: CallStatistics,
-}
-
-/// Why a procedure or a write with triggers did not commit. Nothing it did
-/// is visible.
-#[derive(Debug, thiserror::Error)]
-pub enum CallError {
-    /// The engine refused: a missing script or document, a conflicting
-    /// write, a bad trigger choice, a storage failure.
-    #[error(transparent)]
-    Engine(#[from] engine::Error),
-    /// A script failed: it threw, exhausted a budget, or did not compile.
-    #[error("{}", .0.error)]
-    Script(Box<ScriptFailure>),
-}
-
-/// A script's failure, with what it logged and did before it.
-#[derive(Debug)]
-pub struct ScriptFailure {
-    /// What went wrong.
-    pub error: runtime::Error,
-    /// `console.log` output up to the failure (of every script that ran).
-    pub logs: String,
-    /// What the call did up to the failure.
-    pub stats: CallStatistics,
-}
-
-impl CallError {
-    /// The HTTP status Cosmos DB would return.
-    pub fn status(&self) -> u16 {
-        match self {
-            CallError::Engine(e) => e.status(),
-            CallError::Script(failure) => failure.error.status(),
-        }
-    }
-
-    /// The `x-ms-substatus` Cosmos DB would return, if any.
-    pub fn substatus(&self) -> Option<u16> {
-        match self {
-            CallError::Engine(_) => None,
-            CallError::Script(failure) => failure.error.substatus(),
-        }
-    }
-
-    /// `console.log` output of the scripts up to the failure.
-    pub fn logs(&self) -> &str {
-        match self {
-            CallError::Engine(_) => "",
-            CallError::Script(failure) => &failure.logs,
-        }
-    }
-}
-
-/// Stored procedures and trigger-aware writes on a container.
-///
-/// ```
-/// use partita::{Database, ScriptProperties, Scripts};
-/// use serde_json::json;
-///
-/// let db = Database::in_memory();
-/// let posts = db.create_container("posts", "/postId")?;
-/// posts.create_script(ScriptProperties::stored_procedure(
-///     "hello",
-///     "function hello(name) { getContext().getResponse().setBody('hello ' + name); }",
-/// ))?;
-/// let response = posts.execute_stored_procedure("hello", "p1", vec![json!("world")])?;
-/// assert_eq!(response.body, "hello world");
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-pub trait Scripts {
-    /// Stores a new script after checking what the engine cannot: a
-    /// WebAssembly module (`.wasm` bytes or `.wat` text, stored as `.wasm`)
-    /// must validate, import only the `partita_v1` ABI and export its kind's
-    /// entry point; it is compiled now, so the first call does not. A
-    /// JavaScript script is stored as `create_script` would.
-    ///
-    /// ```
-    /// use partita::{Database, ScriptKind, ScriptProperties, Scripts};
-    ///
-    /// let db = Database::in_memory();
-    /// let posts = db.create_container("posts", "/postId")?;
-    /// let wat = r#"(module (memory (export "memory") 1)
-    ///                (func (export "partita_procedure") (result i32) (i32.const 0)))"#;
-    /// posts.create_checked_script(ScriptProperties::wasm("noop", ScriptKind::StoredProcedure, wat))?;
-    /// let bad = ScriptProperties::wasm("bad", ScriptKind::StoredProcedure, "(module)");
-    /// assert_eq!(posts.create_checked_script(bad).unwrap_err().status(), 400);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    ///
-    /// # Errors
-    /// 400 naming the problem with the module; the errors of
-    /// `Container::create_script` (409 when it exists, ...).
-    fn create_checked_script(&self, props: ScriptProperties) -> Result<Script, engine::Error>;
-
-    /// Replaces a script after the checks of
-    /// [`Scripts::create_checked_script`].
-    ///
-    /// # Errors
-    /// As [`Scripts::create_checked_script`], and 404 when there is no such
-    /// script.
-    fn replace_checked_script(&self, props: ScriptProperties) -> Result<Script, engine::Error>;
-
-    /// Runs a stored procedure in one logical partition, atomically.
-    ///
-    /// # Errors
-    /// [`CallError::Engine`] (404 when there is no such procedure);
-    /// [`CallError::Script`] when the procedure throws (400), does not
-    /// compile (400/65535) or exhausts a budget (408). Nothing is committed.
-    fn execute_stored_procedure(
-        &self,
-        id: &str,
-        partition_key: impl Into<PartitionKey>,
-        params: Vec<Value>,
-    ) -> Result<ProcedureResponse, CallError> {
-        self.execute_stored_procedure_with(id, partition_key, params, &Limits::default())
-    }
-
-    /// [`Scripts::execute_stored_procedure`] with explicit bounds.
-    ///
-    /// # Errors
-    /// As [`Scripts::execute_stored_procedure`].
-    fn execute_stored_procedure_with(
-        &self,
-        id: &str,
-        partition_key: impl Into<PartitionKey>,
-        params: Vec<Value>,
-        limits: &Limits,
-    ) -> Result<ProcedureResponse, CallError>;
-
-    /// Creates a document, running the named triggers in its transaction.
-    ///
-    /// # Errors
-    /// The write's own errors (409 for a duplicate id, ...), 400 for a
-    /// trigger that does not exist, has the wrong type or operation, or is
-    /// one of several; a trigger's failure as [`CallError::Script`].
-    fn create_item_with(
-        &self,
-        partition_key: impl Into<PartitionKey>,
-        doc: Value,
-        options: &WriteOptions,
-    ) -> Result<ItemResponse, CallError>;
-
-    /// Creates or replaces a document, running the named triggers.
-    ///
-    /// # Errors
-    /// As [`Scripts::create_item_with`], plus 412 for a stale `if_match`.
-    fn upsert_item_with(
-        &self,
-        partition_key: impl Into<PartitionKey>,
-        doc: Value,
-        options: &WriteOptions,
-    ) -> Result<ItemResponse, CallError>;
-
-    /// Replaces a document, running the named triggers.
-    ///
-    /// # Errors
-    /// As [`Scripts::create_item_with`], plus 404 and 412.
-    fn replace_item_with(
-        &self,
-        partition_key: impl Into<PartitionKey>,
-        id: &str,
-        doc: Value,
-        options: &WriteOptions,
-    ) -> Result<ItemResponse, CallError>;
-
-    /// Runs a query (like `Container::query_items`) with the container's
-    /// user-defined functions callable as `udf.name(args)`.
-    ///
-    /// # Errors
-    /// As `Container::query_items`; a UDF that is missing, throws or exhausts
-    /// its budget fails the query with 400.
-    fn run_query(
-        &self,
-        sql: &str,
-        params: &Params,
-        options: &QueryItemsOptions,
-    ) -> Result<QueryPage, engine::Error> {
-        self.run_query_with(sql, params, options, &Limits::default())
-    }
-
-    /// [`Scripts::run_query`] with explicit bounds for its UDFs (each UDF
-    /// call gets `limits`; with [`Limits::workers`] they run in workers).
-    ///
-    /// # Errors
-    /// As [`Scripts::run_query`].
-    fn run_query_with(
-        &self,
-        sql: &str,
-        params: &Params,
-        options: &QueryItemsOptions,
-        limits: &Limits,
-    ) -> Result<QueryPage, engine::Error>;
-
-    /// Deletes a document, running the named triggers (their request body
-    /// is `null`).
-    ///
-    /// # Errors
-    /// As [`Scripts::create_item_with`], plus 404 and 412.
-    fn delete_item_with(
-        &self,
-        partition_key: impl Into<PartitionKey>,
-        id: &str,
-        options: &WriteOptions,
-    ) -> Result<ItemResponse, CallError>;
-}
+use crate::{Error, ItemResponse, ProcedureResponse, ScriptFailure, Statistics, WriteOptions};
 
 /// The JavaScript text of a script.
 fn javascript(script: &Script) -> Result<&str, engine::Error> {
@@ -344,7 +70,7 @@ fn wasm<'a>(script: &'a Script, data_dir: Option<&'a Path>) -> WasmScript<'a> {
 
 /// Checks and normalizes a script before it is stored (see the module
 /// docs).
-fn checked(
+pub(crate) fn checked(
     container: &Container,
     mut props: ScriptProperties,
 ) -> Result<ScriptProperties, engine::Error> {
@@ -410,8 +136,8 @@ fn run(
     txn: &mut dyn host_api::Collection,
     limits: &Limits,
     logs: &mut String,
-    stats: &mut CallStatistics,
-) -> Result<Option<Value>, CallError> {
+    stats: &mut Statistics,
+) -> Result<Option<Value>, Error> {
     check_nesting(&invocation)?;
     let before = txn.stats();
     let result = match script.language {
@@ -431,20 +157,15 @@ fn run(
     };
     logs.push_str(&output_logs);
     // The collection's counters are cumulative over the transaction; the
-    // runtime reports them as of the end of this script.
-    let after = exec.collection;
-    stats.add(
-        CallStats {
-            docs_read: after.docs_read.saturating_sub(before.docs_read),
-            docs_written: after.docs_written.saturating_sub(before.docs_written),
-            bytes_read: after.bytes_read.saturating_sub(before.bytes_read),
-            bytes_written: after.bytes_written.saturating_sub(before.bytes_written),
-        },
-        exec.instructions,
-        exec.fuel,
-    );
+    // runtime reports them as of the end of this script. The call's wall
+    // time is measured by the caller, around every script.
+    stats.add(Statistics {
+        scripts_run: 1,
+        wall_time: std::time::Duration::ZERO,
+        ..exec.since(before)
+    });
     outcome.map_err(|error| {
-        CallError::Script(Box::new(ScriptFailure {
+        Error::Script(Box::new(ScriptFailure {
             error,
             logs: logs.clone(),
             stats: *stats,
@@ -466,10 +187,10 @@ pub(crate) fn run_procedure(
     collection: &mut dyn host_api::Collection,
     params: Vec<Value>,
     limits: &Limits,
-) -> Result<ProcedureResponse, CallError> {
+) -> Result<ProcedureResponse, Error> {
     let started = std::time::Instant::now();
     let mut logs = String::new();
-    let mut stats = CallStatistics::default();
+    let mut stats = Statistics::default();
     let body = run(
         script,
         data_dir,
@@ -485,19 +206,6 @@ pub(crate) fn run_procedure(
         logs,
         stats,
     })
-}
-
-/// Runs a query on `target` with the user-defined functions of `source`
-/// (the fuzzer checks invariants on scratch copies of a partition).
-pub(crate) fn query_with_udfs_of(
-    source: &Container,
-    target: &Container,
-    sql: &str,
-    options: &QueryItemsOptions,
-    limits: &Limits,
-) -> Result<QueryPage, engine::Error> {
-    let udfs = ContainerUdfs::new(source, limits);
-    target.query_items_with_udfs(sql, &Params::new(), options, Some(&udfs))
 }
 
 /// The container's user-defined functions, for the query engine: looked up
@@ -554,8 +262,8 @@ impl Udf for ContainerUdfs {
     }
 }
 
-/// The write a trigger runs around.
-enum Write<'a> {
+/// A write, as the facade's container receives it.
+pub(crate) enum Write<'a> {
     Create(Value),
     Upsert(Value),
     Replace(&'a str, Value),
@@ -648,7 +356,7 @@ fn write_with_triggers(
     partition_key: PartitionKey,
     write: Write<'_>,
     options: &WriteOptions,
-) -> Result<ItemResponse, CallError> {
+) -> Result<ItemResponse, Error> {
     let started = std::time::Instant::now();
     let operation = write.operation();
     let pre = trigger(
@@ -667,7 +375,7 @@ fn write_with_triggers(
     let limits = options.limits.as_ref().unwrap_or(&default_limits);
     let if_match = options.if_match.clone().map(ItemOptions::if_match);
     let mut logs = String::new();
-    let mut stats = CallStatistics::default();
+    let mut stats = Statistics::default();
     let mut txn = container.begin(partition_key)?;
     txn.set_udfs(Rc::new(ContainerUdfs::new(container, limits)));
 
@@ -698,27 +406,19 @@ fn write_with_triggers(
         Value::Null
     };
 
-    let written: Option<Document> = match write {
-        Write::Create(doc) => Some(txn.create_item(doc)?),
-        Write::Upsert(doc) => Some(txn.upsert_item(doc, if_match.as_ref())?),
-        Write::Replace(id, doc) => Some(txn.replace_item(id, doc, if_match.as_ref())?),
-        Write::Delete(id) => {
-            txn.delete_item(id, if_match.as_ref())?;
-            None
-        }
-    };
+    let written = apply(&mut txn, write, if_match.as_ref())?;
     stats.docs_written += 1;
     stats.bytes_written += written
         .as_ref()
         .and_then(|doc| txn.document_size(doc.id()))
         .unwrap_or(0) as u64;
-    let mut resource = written.map(Document::into_value);
+    let mut resource = written;
 
     if let Some(post) = post {
         let is_delete = resource.is_none();
         let invocation = Invocation::PostTrigger {
             request_body,
-            response_body: resource.take().unwrap_or(Value::Null),
+            response_body: resource.take().map_or(Value::Null, Document::into_value),
             operation,
         };
         // The runtime hands the (possibly changed) response body back.
@@ -731,7 +431,11 @@ fn write_with_triggers(
             &mut logs,
             &mut stats,
         )?;
-        resource = if is_delete { None } else { response };
+        resource = if is_delete {
+            None
+        } else {
+            response.map(Document::new)
+        };
     }
     txn.commit()?;
     stats.wall_time = started.elapsed();
@@ -742,77 +446,108 @@ fn write_with_triggers(
     })
 }
 
-impl Scripts for Container {
-    fn create_checked_script(&self, props: ScriptProperties) -> Result<Script, engine::Error> {
-        self.create_script(checked(self, props)?)
+/// A write as a request makes it: with the triggers `options` name, or
+/// straight in its own transaction when it names none.
+pub(crate) fn write(
+    container: &Container,
+    partition_key: PartitionKey,
+    write: Write<'_>,
+    options: Option<&WriteOptions>,
+) -> Result<ItemResponse, Error> {
+    match options {
+        Some(options) if !options.pre_triggers.is_empty() || !options.post_triggers.is_empty() => {
+            write_with_triggers(container, partition_key, write, options)
+        }
+        _ => {
+            let started = std::time::Instant::now();
+            let if_match = options
+                .and_then(|o| o.if_match.clone())
+                .map(ItemOptions::if_match);
+            let (resource, bytes_written) = container.transaction(partition_key, |txn| {
+                let written = apply(txn, write, if_match.as_ref())?;
+                let size = written
+                    .as_ref()
+                    .and_then(|doc| txn.document_size(doc.id()))
+                    .unwrap_or(0);
+                Ok::<_, engine::Error>((written, size as u64))
+            })?;
+            Ok(ItemResponse {
+                resource,
+                logs: String::new(),
+                stats: Statistics {
+                    docs_written: 1,
+                    bytes_written,
+                    wall_time: started.elapsed(),
+                    ..Statistics::default()
+                },
+            })
+        }
     }
+}
 
-    fn replace_checked_script(&self, props: ScriptProperties) -> Result<Script, engine::Error> {
-        self.replace_script(checked(self, props)?)
-    }
+/// Applies `write` in `txn`; the stored document, `None` for a delete.
+fn apply(
+    txn: &mut Txn,
+    write: Write<'_>,
+    if_match: Option<&ItemOptions>,
+) -> Result<Option<Document>, engine::Error> {
+    Ok(match write {
+        Write::Create(doc) => Some(txn.create_item(doc)?),
+        Write::Upsert(doc) => Some(txn.upsert_item(doc, if_match)?),
+        Write::Replace(id, doc) => Some(txn.replace_item(id, doc, if_match)?),
+        Write::Delete(id) => {
+            txn.delete_item(id, if_match)?;
+            None
+        }
+    })
+}
 
-    fn run_query_with(
-        &self,
-        sql: &str,
-        params: &Params,
-        options: &QueryItemsOptions,
-        limits: &Limits,
-    ) -> Result<QueryPage, engine::Error> {
-        let udfs = ContainerUdfs::new(self, limits);
-        self.query_items_with_udfs(sql, params, options, Some(&udfs))
-    }
+/// Runs a query on `target` with the user-defined functions of `source`
+/// (the same container, except when the fuzzer checks invariants on a
+/// scratch copy of a partition).
+pub(crate) fn query(
+    source: &Container,
+    target: &Container,
+    sql: &str,
+    params: &Params,
+    options: &QueryItemsOptions,
+    limits: Option<&Limits>,
+) -> Result<QueryPage, engine::Error> {
+    let default_limits;
+    let limits = match limits {
+        Some(limits) => limits,
+        None => {
+            default_limits = Limits::default();
+            &default_limits
+        }
+    };
+    let udfs = ContainerUdfs::new(source, limits);
+    target.query_items_with_udfs(sql, params, options, Some(&udfs))
+}
 
-    fn execute_stored_procedure_with(
-        &self,
-        id: &str,
-        partition_key: impl Into<PartitionKey>,
-        params: Vec<Value>,
-        limits: &Limits,
-    ) -> Result<ProcedureResponse, CallError> {
-        let started = std::time::Instant::now();
-        let script = self.read_script(ScriptKind::StoredProcedure, id)?;
-        let mut txn = self.begin(partition_key)?;
-        attach_udfs(self, &mut txn, limits);
-        let mut response = run_procedure(&script, self.data_dir(), &mut txn, params, limits)?;
-        txn.commit()?;
-        response.stats.wall_time = started.elapsed();
-        Ok(response)
-    }
-
-    fn create_item_with(
-        &self,
-        partition_key: impl Into<PartitionKey>,
-        doc: Value,
-        options: &WriteOptions,
-    ) -> Result<ItemResponse, CallError> {
-        write_with_triggers(self, partition_key.into(), Write::Create(doc), options)
-    }
-
-    fn upsert_item_with(
-        &self,
-        partition_key: impl Into<PartitionKey>,
-        doc: Value,
-        options: &WriteOptions,
-    ) -> Result<ItemResponse, CallError> {
-        write_with_triggers(self, partition_key.into(), Write::Upsert(doc), options)
-    }
-
-    fn replace_item_with(
-        &self,
-        partition_key: impl Into<PartitionKey>,
-        id: &str,
-        doc: Value,
-        options: &WriteOptions,
-    ) -> Result<ItemResponse, CallError> {
-        write_with_triggers(self, partition_key.into(), Write::Replace(id, doc), options)
-    }
-
-    fn delete_item_with(
-        &self,
-        partition_key: impl Into<PartitionKey>,
-        id: &str,
-        options: &WriteOptions,
-    ) -> Result<ItemResponse, CallError> {
-        write_with_triggers(self, partition_key.into(), Write::Delete(id), options)
-    }
+/// Runs the stored procedure `id` in one logical partition and commits
+/// what it did, or nothing.
+pub(crate) fn execute_procedure(
+    container: &Container,
+    id: &str,
+    partition_key: PartitionKey,
+    params: Vec<Value>,
+    limits: Option<&Limits>,
+) -> Result<ProcedureResponse, Error> {
+    let started = std::time::Instant::now();
+    let default_limits;
+    let limits = match limits {
+        Some(limits) => limits,
+        None => {
+            default_limits = Limits::default();
+            &default_limits
+        }
+    };
+    let script = container.read_script(ScriptKind::StoredProcedure, id)?;
+    let mut txn = container.begin(partition_key)?;
+    attach_udfs(container, &mut txn, limits);
+    let mut response = run_procedure(&script, container.data_dir(), &mut txn, params, limits)?;
+    txn.commit()?;
+    response.stats.wall_time = started.elapsed();
+    Ok(response)
 }

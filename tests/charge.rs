@@ -3,7 +3,7 @@
 //! responses.
 
 use partita::charge::Work;
-use partita::{Database, ScriptProperties, Scripts, TriggerOperation, TriggerType, WriteOptions};
+use partita::{Database, ScriptProperties, TriggerOperation, TriggerType, WriteOptions};
 use partita_workload::blog;
 use serde_json::{Value, json};
 
@@ -23,10 +23,10 @@ fn kib_document(id: &str) -> Value {
 fn a_one_kib_create_costs_five_to_six_and_its_read_one() -> Result {
     let db = Database::in_memory();
     let posts = db.create_container("posts", "/postId")?;
-    let response = posts.create_item_with("p1", kib_document("p1"), &WriteOptions::default())?;
+    let response = posts.create_item("p1", kib_document("p1"), Some(&WriteOptions::default()))?;
     let size = response.stats.bytes_written;
     assert!((1000..=1048).contains(&size), "stored size {size}");
-    let charge = response.stats.request_charge();
+    let charge = response.request_charge();
     assert!((5.0..=6.0).contains(&charge), "{charge}");
     let read = posts.read_item("p1", "p1")?;
     let read_size = serde_json::to_vec(&read.into_value())?.len() as u64;
@@ -44,8 +44,7 @@ fn a_bigger_document_is_not_cheaper_to_write() -> Result {
         let id = format!("p{i}");
         let doc = json!({"id": id, "postId": id, "text": "x".repeat(len)});
         let charge = posts
-            .create_item_with(id.as_str(), doc, &WriteOptions::default())?
-            .stats
+            .create_item(id.as_str(), doc, Some(&WriteOptions::default()))?
             .request_charge();
         assert!(charge >= last, "{len} bytes: {charge} < {last}");
         last = charge;
@@ -67,8 +66,9 @@ fn the_same_procedure_call_costs_the_same_and_includes_its_script() -> Result {
             "createComment",
             "p1",
             vec![json!("p1"), json!({"text": "hi"})],
+            None,
         )?;
-        Ok((response.stats.request_charge(), response.stats.instructions))
+        Ok((response.request_charge(), response.stats.instructions))
     };
     let (first, instructions) = charge()?;
     let (second, _) = charge()?;
@@ -81,20 +81,24 @@ fn the_same_procedure_call_costs_the_same_and_includes_its_script() -> Result {
         "createComment",
         script("createComment"),
     ))?;
-    let response =
-        posts.execute_stored_procedure("createComment", "p1", vec![json!("p1"), json!({})])?;
+    let response = posts.execute_stored_procedure(
+        "createComment",
+        "p1",
+        vec![json!("p1"), json!({})],
+        None,
+    )?;
     let without_script = partita::charge::Work {
         instructions: 0,
         scripts: 0,
-        ..response.stats.work()
+        ..Work::call(&response.stats)
     };
     assert!(
-        response.stats.request_charge() > without_script.request_charge(),
+        response.request_charge() > without_script.request_charge(),
         "the script's instructions are charged: {:?}",
         response.stats
     );
     // Published createComment (C3 V2): 15.27 RU; within 2x.
-    let c3 = response.stats.request_charge();
+    let c3 = response.request_charge();
     assert!((15.27 / 2.0..=15.27 * 2.0).contains(&c3), "{c3}");
     Ok(())
 }
@@ -110,18 +114,18 @@ fn a_trigger_response_includes_the_trigger_cost() -> Result {
         TriggerOperation::All,
     ))?;
     let doc = |id: &str| json!({"id": id, "type": "post", "creationDate": "2026-11-22"});
-    let plain = feed.upsert_item_with("post", doc("a"), &WriteOptions::default())?;
+    let plain = feed.upsert_item("post", doc("a"), Some(&WriteOptions::default()))?;
     let options = WriteOptions {
         post_triggers: vec!["truncateFeed".into()],
         ..Default::default()
     };
-    let triggered = feed.upsert_item_with("post", doc("b"), &options)?;
+    let triggered = feed.upsert_item("post", doc("b"), Some(&options))?;
     assert!(triggered.stats.instructions > 0);
     assert!(
-        triggered.stats.request_charge() > plain.stats.request_charge(),
+        triggered.request_charge() > plain.request_charge(),
         "{} <= {}",
-        triggered.stats.request_charge(),
-        plain.stats.request_charge()
+        triggered.request_charge(),
+        plain.request_charge()
     );
     Ok(())
 }
@@ -138,11 +142,11 @@ fn a_query_page_is_charged_by_its_work() -> Result {
         )?;
     }
     let run = |sql: &str| -> Result<f64> {
-        let options = partita::QueryItemsOptions {
+        let options = partita::QueryOptions {
             partition_key: Some("p1".into()),
             ..Default::default()
         };
-        let page = posts.run_query(sql, &Default::default(), &options)?;
+        let page = posts.query_items(sql, &Default::default(), &options)?;
         Ok(Work::query(&page.stats).request_charge())
     };
     let all = run("SELECT * FROM c")?;

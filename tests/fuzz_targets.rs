@@ -18,7 +18,7 @@
 
 use std::sync::LazyLock;
 
-use partita::{Container, Database, QueryItemsOptions, ScriptKind, ScriptProperties, Scripts};
+use partita::{Container, Database, QueryOptions, ScriptKind, ScriptProperties};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -142,12 +142,13 @@ fn query_is_clean(c: &Container, sql: &str) -> Result<(), TestCaseError> {
     let mut params = serde_json::Map::new();
     params.insert("@p".into(), json!(1));
     for pk in [None, Some("a".into())] {
-        let options = QueryItemsOptions {
+        let options = QueryOptions {
             partition_key: pk,
             max_item_count: Some(2),
             continuation: None,
+            limits: None,
         };
-        match c.run_query(sql, &params, &options) {
+        match c.query_items(sql, &params, &options) {
             Ok(_) => {}
             Err(e) => prop_assert!(
                 (400..500).contains(&e.status()),
@@ -197,7 +198,7 @@ proptest! {
     #[test]
     fn procedure_parameters(a in json_value(), b in json_value()) {
         let (_db, c) = container();
-        match c.execute_stored_procedure("echo", "a", vec![a.clone(), b.clone()]) {
+        match c.execute_stored_procedure("echo", "a", vec![a.clone(), b.clone()], None) {
             // JavaScript has one number type: 1.0 comes back as 1.
             Ok(response) => prop_assert_eq!(numbers_as_f64(&response.body), numbers_as_f64(&json!([a, b]))),
             Err(e) => prop_assert!((400..500).contains(&e.status()), "{} {e}", e.status()),
@@ -235,7 +236,7 @@ fn ingest(c: &Container, value: Value) -> Result<(), TestCaseError> {
     match stored {
         Some((pk, Ok(doc))) => {
             prop_assert_eq!(after, before + 1);
-            let read = c.read_item(pk, doc.id()).expect("read back");
+            let read = c.read_item(pk, doc.document().id()).expect("read back");
             for (k, v) in value.as_object().into_iter().flatten() {
                 if !k.starts_with('_') {
                     prop_assert_eq!(&read[k.as_str()], v);
@@ -476,7 +477,7 @@ impl AbiCase {
 /// case compares the change log before and after its call).
 static ABI: LazyLock<(Database, Container)> = LazyLock::new(|| {
     let (db, c) = container();
-    c.create_checked_script(ScriptProperties::wasm(
+    c.create_script(ScriptProperties::wasm(
         "abi",
         ScriptKind::StoredProcedure,
         include_str!("wat/abi_fuzz.wat"),
@@ -495,7 +496,7 @@ fn abi_call_is_clean(case: &AbiCase) -> Result<(), TestCaseError> {
     let before = changes();
     let name = SHAPES[case.op].0;
     let writes = matches!(name, "create" | "replace" | "upsert" | "delete");
-    match c.execute_stored_procedure("abi", "a", vec![json!(case.hex())]) {
+    match c.execute_stored_procedure("abi", "a", vec![json!(case.hex())], None) {
         Ok(response) => {
             prop_assert!(name != "fail", "fail returned");
             let r = response.body.as_i64();
@@ -552,7 +553,7 @@ fn abi_call(op: &str, args: Vec<u32>, payload: &[u8]) -> Result<i64, u16> {
     };
     match ABI
         .1
-        .execute_stored_procedure("abi", "a", vec![json!(case.hex())])
+        .execute_stored_procedure("abi", "a", vec![json!(case.hex())], None)
     {
         Ok(response) => Ok(response.body.as_i64().expect("a number")),
         Err(e) => Err(e.status()),

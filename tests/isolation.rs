@@ -8,8 +8,8 @@
 //! `partita::worker_main()`, as an embedding application's would be.
 
 use partita::{
-    CallError, Container, Database, Limits, ScriptProperties, Scripts, TriggerOperation,
-    TriggerType, WorkerOptions, WorkerPool, WriteOptions,
+    Container, Database, Error, Limits, ScriptProperties, TriggerOperation, TriggerType,
+    WorkerOptions, WorkerPool, WriteOptions,
 };
 use partita_workload::blog;
 use runtime::{Budget, Error as ScriptError};
@@ -56,17 +56,17 @@ fn procedure(posts: &Container, id: &str, body: &str) -> Result {
 }
 
 /// The bound that stopped a failed call.
-fn budget(err: CallError) -> Budget {
+fn budget(err: Error) -> Budget {
     match err {
-        CallError::Script(failure) => match failure.error {
+        Error::Script(failure) => match failure.error {
             ScriptError::Budget(budget) => budget,
             other => panic!("not a budget: {other}"),
         },
-        CallError::Engine(e) => panic!("not a script failure: {e}"),
+        Error::Engine(e) => panic!("not a script failure: {e}"),
     }
 }
 
-fn outcome<T: Into<Value>>(result: std::result::Result<T, CallError>) -> Value {
+fn outcome<T: Into<Value>>(result: std::result::Result<T, Error>) -> Value {
     match result {
         Ok(value) => value.into(),
         Err(e) => {
@@ -115,7 +115,14 @@ fn scenario(limits: &Limits) -> Result<(Vec<Value>, Vec<Value>)> {
     let call = |id: &str, params: Vec<Value>| {
         outcome(
             posts
-                .execute_stored_procedure_with(id, "p1", params, limits)
+                .execute_stored_procedure(
+                    id,
+                    "p1",
+                    params,
+                    Some(&partita::ProcedureOptions {
+                        limits: Some(limits.clone()),
+                    }),
+                )
                 .map(|r| json!({"body": r.body, "logs": r.logs, "written": r.stats.docs_written})),
         )
     };
@@ -137,14 +144,16 @@ fn scenario(limits: &Limits) -> Result<(Vec<Value>, Vec<Value>)> {
     };
     responses.push(outcome(
         posts
-            .create_item_with("p1", json!({"id": "x", "postId": "p1"}), &options)
+            .create_item("p1", json!({"id": "x", "postId": "p1"}), Some(&options))
             .map(|r| json!({"stamped": r.resource.map(|d| d["stamped"].clone()), "logs": r.logs})),
     ));
-    let page = posts.run_query_with(
+    let page = posts.query_items(
         "SELECT VALUE udf.double(c.commentCount) FROM c WHERE c.id = 'p1'",
         &Default::default(),
-        &Default::default(),
-        limits,
+        &partita::QueryOptions {
+            limits: Some(limits.clone()),
+            ..Default::default()
+        },
     )?;
     responses.push(json!(page.items));
     let state = posts
@@ -201,7 +210,14 @@ fn fails_and_recovers(what: &str, limits: impl FnOnce(Limits) -> Limits) -> Resu
     let pool = pool();
     let limits = limits(isolated(&pool));
     let err = posts
-        .execute_stored_procedure_with("hostile", "p1", vec![], &limits)
+        .execute_stored_procedure(
+            "hostile",
+            "p1",
+            vec![],
+            Some(&partita::ProcedureOptions {
+                limits: Some(limits.clone()),
+            }),
+        )
         .unwrap_err();
     assert_eq!(err.status(), 408, "{err}");
     let budget = budget(err);
@@ -211,11 +227,13 @@ fn fails_and_recovers(what: &str, limits: impl FnOnce(Limits) -> Limits) -> Resu
     );
     assert_eq!(pool.stats().lost, 1);
     // The host and the pool go on: a fresh worker takes the next call.
-    posts.execute_stored_procedure_with(
+    posts.execute_stored_procedure(
         "createComment",
         "p1",
         vec![json!("p1"), json!({"text": "after"})],
-        &limits,
+        Some(&partita::ProcedureOptions {
+            limits: Some(limits.clone()),
+        }),
     )?;
     assert_eq!(posts.read_item("p1", "p1")?["commentCount"], 1);
     assert_eq!(pool.stats().started, 2);
@@ -300,8 +318,22 @@ fn no_state_survives_from_one_call_to_the_next_in_a_worker() -> Result {
     )?;
     let pool = pool();
     let limits = isolated(&pool);
-    posts.execute_stored_procedure_with("pollute", "p1", vec![], &limits)?;
-    let seen = posts.execute_stored_procedure_with("look", "p1", vec![], &limits)?;
+    posts.execute_stored_procedure(
+        "pollute",
+        "p1",
+        vec![],
+        Some(&partita::ProcedureOptions {
+            limits: Some(limits.clone()),
+        }),
+    )?;
+    let seen = posts.execute_stored_procedure(
+        "look",
+        "p1",
+        vec![],
+        Some(&partita::ProcedureOptions {
+            limits: Some(limits.clone()),
+        }),
+    )?;
     assert_eq!(seen.body, json!(["undefined", true, 1]));
     assert_eq!(pool.stats().started, 1, "the same worker ran both calls");
     Ok(())
@@ -319,11 +351,13 @@ fn concurrent_calls_each_get_a_worker_and_stay_atomic() -> Result {
             s.spawn(move || {
                 for i in 0..10 {
                     posts
-                        .execute_stored_procedure_with(
+                        .execute_stored_procedure(
                             "createComment",
                             "p1",
                             vec![json!("p1"), json!({"id": format!("c{t}-{i}")})],
-                            limits,
+                            Some(&partita::ProcedureOptions {
+                                limits: Some(limits.clone()),
+                            }),
                         )
                         .expect("createComment");
                 }
@@ -346,11 +380,13 @@ fn a_broken_or_missing_worker_program_is_a_500_not_a_panic() -> Result {
     let broken = |program: &str, args: &[&str]| {
         let pool = WorkerPool::new(WorkerOptions::new(program, args.iter().copied()));
         let err = posts
-            .execute_stored_procedure_with(
+            .execute_stored_procedure(
                 "createComment",
                 "p1",
                 vec![json!("p1"), json!({})],
-                &isolated(&pool),
+                Some(&partita::ProcedureOptions {
+                    limits: Some(isolated(&pool).clone()),
+                }),
             )
             .unwrap_err();
         assert_eq!(err.status(), 500, "{err}");
@@ -408,7 +444,14 @@ fn the_in_process_bounds_hold_in_a_worker_without_costing_it() -> Result {
         let id = format!("case{i}");
         procedure(&posts, &id, &format!("function () {{ {body} }}"))?;
         let err = posts
-            .execute_stored_procedure_with(&id, "p1", vec![], &limits)
+            .execute_stored_procedure(
+                &id,
+                "p1",
+                vec![],
+                Some(&partita::ProcedureOptions {
+                    limits: Some(limits.clone()),
+                }),
+            )
             .unwrap_err();
         assert_eq!(err.status(), status, "{body}: {err}");
         if status == 408 {
@@ -468,11 +511,13 @@ fn an_idle_worker_killed_from_outside_is_replaced_without_failing_a_call() -> Re
     let db = Database::in_memory();
     let posts = posts(&db)?;
     let comment = || {
-        posts.execute_stored_procedure_with(
+        posts.execute_stored_procedure(
             "createComment",
             "p1",
             vec![json!("p1"), json!({})],
-            &limits,
+            Some(&partita::ProcedureOptions {
+                limits: Some(limits.clone()),
+            }),
         )
     };
     comment()?;
@@ -518,11 +563,13 @@ fn workers_beyond_the_idle_limit_are_reaped() -> Result {
     let db = Database::in_memory();
     let posts = posts(&db)?;
     for _ in 0..3 {
-        posts.execute_stored_procedure_with(
+        posts.execute_stored_procedure(
             "createComment",
             "p1",
             vec![json!("p1"), json!({})],
-            &isolated(&pool),
+            Some(&partita::ProcedureOptions {
+                limits: Some(isolated(&pool).clone()),
+            }),
         )?;
     }
     assert_eq!(pool.stats().started, 3, "none was kept");

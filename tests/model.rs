@@ -16,11 +16,11 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use engine::storage::{
     Change, CommitRecord, ContainerMeta, LoadedContainer, ScriptRecord, SqliteStorage, Storage,
 };
-use engine::{Database, Durability, Lsn, Options, ScriptKind};
 use partita::{
-    Container, FeedOptions, QueryItemsOptions, ScriptProperties, Scripts, TriggerOperation,
-    TriggerType, WriteOptions,
+    Container, FeedOptions, QueryOptions, ScriptProperties, TriggerOperation, TriggerType,
+    WriteOptions,
 };
+use partita::{Database, Durability, Lsn, Options, ScriptKind};
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 
@@ -240,7 +240,7 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
                 }
             }
             Step::Query(p) => {
-                let options = QueryItemsOptions {
+                let options = QueryOptions {
                     partition_key: Some(PKS[p].into()),
                     ..Default::default()
                 };
@@ -264,6 +264,7 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
                         Value::Array(bodies.clone()),
                         json!(throw_at.map_or(-1, |t| t as i64)),
                     ],
+                    None,
                 );
                 if throws {
                     prop_assert_eq!(
@@ -286,7 +287,7 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
                     post_triggers: vec!["audit".into()],
                     ..WriteOptions::default()
                 };
-                let res = c.upsert_item_with(PKS[p], body.clone(), &options);
+                let res = c.upsert_item(PKS[p], body.clone(), Some(&options));
                 if fail {
                     prop_assert_eq!(
                         res.map(drop).map_err(|e| (e.status(), e.substatus())),

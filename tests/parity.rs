@@ -10,7 +10,7 @@
 
 use integration_tests::guest;
 use partita::{
-    Container, Database, ScriptKind, ScriptLanguage, ScriptProperties, Scripts, TriggerOperation,
+    Container, Database, ScriptKind, ScriptLanguage, ScriptProperties, TriggerOperation,
     TriggerType, WriteOptions,
 };
 use partita_workload::blog;
@@ -136,7 +136,7 @@ fn create_post_and_call(lang: Lang, procedure: &str, module: &str) -> Result<Vec
     ];
     for (pk, args) in calls {
         let args: Vec<Value> = args.as_array().expect("an array").clone();
-        let result = posts.execute_stored_procedure(procedure, pk, args);
+        let result = posts.execute_stored_procedure(procedure, pk, args, None);
         transcript.push(outcome(result, |e| (e.status(), e.substatus())));
     }
     transcript.push(json!(state(&posts, "p1", &["p1", "c1"])?));
@@ -194,7 +194,7 @@ fn update_usernames(lang: Lang) -> Result<Vec<Value>> {
         ("p1", vec![json!("nobody"), json!("x")]),
         ("p1", vec![json!(3), json!("three")]),
     ] {
-        let result = posts.execute_stored_procedure("updateUsernames", pk, args);
+        let result = posts.execute_stored_procedure("updateUsernames", pk, args, None);
         transcript.push(outcome(result, |e| (e.status(), e.substatus())));
     }
     let known: Vec<&str> = ids.iter().map(String::as_str).collect();
@@ -231,17 +231,22 @@ fn truncate_feed(lang: Lang) -> Result<Vec<Value>> {
     for i in 0..105 {
         let id = format!("post{i:03}");
         let doc = json!({"id": id, "type": "post", "creationDate": format!("2026-01-01T00:{:02}:{:02}Z", i / 60, i % 60)});
-        let response = feed.upsert_item_with("post", doc, &options)?;
-        transcript.push(normalize(&response.resource.unwrap_or(Value::Null), false));
+        let response = feed.upsert_item("post", doc, Some(&options))?;
+        transcript.push(normalize(
+            &response
+                .resource
+                .map_or(Value::Null, partita::Document::into_value),
+            false,
+        ));
         ids.push(id);
     }
     // A delete runs the trigger too (operation All); so does a replace.
-    feed.delete_item_with("post", "post050", &options)?;
-    feed.replace_item_with(
+    feed.delete_item("post", "post050", Some(&options))?;
+    feed.replace_item(
         "post",
         "post060",
         json!({"id": "post060", "type": "post", "creationDate": "2025-01-01T00:00:00Z"}),
-        &options,
+        Some(&options),
     )?;
     let known: Vec<&str> = ids.iter().map(String::as_str).collect();
     transcript.push(json!(state(&feed, "post", &known)?));

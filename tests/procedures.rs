@@ -1,12 +1,11 @@
-//! Stored procedures and triggers through the facade (`partita::Scripts`):
+//! Stored procedures and triggers through the facade (`partita::Container`):
 //! the workload's scripts from `sprocs/js/`, unmodified, atomically in one
 //! logical partition; triggers in the write's transaction; logs and
 //! statistics in responses and failures; scripts that survive a restart and
 //! replacements that take effect on the next call.
 
 use partita::{
-    Container, Database, Error, ScriptKind, ScriptProperties, Scripts, TriggerOperation,
-    TriggerType, WriteOptions,
+    Container, Database, ScriptKind, ScriptProperties, TriggerOperation, TriggerType, WriteOptions,
 };
 use partita_workload::blog;
 use serde_json::{Value, json};
@@ -36,6 +35,7 @@ fn create_comment_runs_unmodified_and_atomically() -> Result {
         "createComment",
         "p1",
         vec![json!("p1"), json!({"text": "hi"})],
+        None,
     )?;
     assert_eq!(response.body, "", "createComment sets no body");
     assert!(
@@ -65,24 +65,24 @@ fn create_comment_runs_unmodified_and_atomically() -> Result {
     // A failing operation inside (duplicate id) rolls back the increment too.
     let duplicate = json!({"id": comment.id(), "text": "again"});
     let err = posts
-        .execute_stored_procedure("createComment", "p1", vec![json!("p1"), duplicate])
+        .execute_stored_procedure("createComment", "p1", vec![json!("p1"), duplicate], None)
         .unwrap_err();
     assert_eq!((err.status(), err.substatus()), (400, Some(409)), "{err}");
     assert_eq!(posts.read_item("p1", "p1")?["commentCount"], 1);
 
     // A missing post: the script rethrows the 404.
     let err = posts
-        .execute_stored_procedure("createComment", "p9", vec![json!("p9"), json!({})])
+        .execute_stored_procedure("createComment", "p9", vec![json!("p9"), json!({})], None)
         .unwrap_err();
     assert_eq!((err.status(), err.substatus()), (400, Some(404)), "{err}");
     // A missing procedure is a plain 404.
     let err = posts
-        .execute_stored_procedure("nope", "p1", vec![])
+        .execute_stored_procedure("nope", "p1", vec![], None)
         .unwrap_err();
     assert!(
         matches!(
             err,
-            partita::CallError::Engine(Error::ScriptNotFound { .. })
+            partita::Error::Engine(partita::EngineError::ScriptNotFound { .. })
         ),
         "{err}"
     );
@@ -103,7 +103,12 @@ fn concurrent_calls_keep_the_invariant() -> Result {
                 for i in 0..calls {
                     let comment = json!({"id": format!("c{t}-{i}"), "type": "comment"});
                     posts
-                        .execute_stored_procedure("createComment", "p1", vec![json!("p1"), comment])
+                        .execute_stored_procedure(
+                            "createComment",
+                            "p1",
+                            vec![json!("p1"), comment],
+                            None,
+                        )
                         .expect("call");
                 }
             });
@@ -122,7 +127,7 @@ fn logs_and_failures() -> Result {
         "function f(n) { console.log('about to fail with', n); getContext().getCollection().createDocument(getContext().getCollection().getSelfLink(), {id: 'x', pk: 'a'}); throw new Error(n, 'custom failure'); }",
     ))?;
     let err = c
-        .execute_stored_procedure("logThenThrow", "a", vec![json!(1234)])
+        .execute_stored_procedure("logThenThrow", "a", vec![json!(1234)], None)
         .unwrap_err();
     assert_eq!((err.status(), err.substatus()), (400, Some(1234)));
     assert!(
@@ -142,7 +147,7 @@ fn logs_and_failures() -> Result {
         "function f( {",
     ))?;
     let err = c
-        .execute_stored_procedure("broken", "a", vec![])
+        .execute_stored_procedure("broken", "a", vec![], None)
         .unwrap_err();
     assert_eq!(
         (err.status(), err.substatus()),
@@ -160,7 +165,14 @@ fn logs_and_failures() -> Result {
         ..Default::default()
     };
     let err = c
-        .execute_stored_procedure_with("spin", "a", vec![], &limits)
+        .execute_stored_procedure(
+            "spin",
+            "a",
+            vec![],
+            Some(&partita::ProcedureOptions {
+                limits: Some(limits.clone()),
+            }),
+        )
         .unwrap_err();
     assert_eq!(err.status(), 408, "{err}");
 
@@ -170,7 +182,7 @@ fn logs_and_failures() -> Result {
         "function f() { var c = getContext().getCollection(); c.createDocument(c.getSelfLink(), {id: 'in', pk: 'a'}); c.createDocument(c.getSelfLink(), {id: 'out', pk: 'b'}); }",
     ))?;
     let err = c
-        .execute_stored_procedure("escape", "a", vec![])
+        .execute_stored_procedure("escape", "a", vec![], None)
         .unwrap_err();
     assert_eq!(err.status(), 400, "{err}");
     assert_eq!(c.read_item("a", "in").unwrap_err().status(), 404);
@@ -202,7 +214,7 @@ fn truncate_feed_post_trigger_keeps_the_newest_100() -> Result {
         ..Default::default()
     };
     for i in 0..105 {
-        feed.upsert_item_with("post", feed_post(i), &options)?;
+        feed.upsert_item("post", feed_post(i), Some(&options))?;
     }
     let ids: Vec<String> = feed
         .read_feed("post", &Default::default())?
@@ -250,9 +262,9 @@ fn triggers_run_in_the_write_transaction() -> Result {
         post_triggers: vec!["audit".into()],
         ..Default::default()
     };
-    let response = c.create_item_with("a", json!({"id": "d1", "pk": "a"}), &both)?;
+    let response = c.create_item("a", json!({"id": "d1", "pk": "a"}), Some(&both))?;
     assert_eq!(
-        response.resource,
+        response.resource.map(partita::Document::into_value),
         Some(json!({"wrapped": "d1"})),
         "the post-trigger changed the response"
     );
@@ -282,14 +294,14 @@ fn triggers_run_in_the_write_transaction() -> Result {
         ..Default::default()
     };
     let err = c
-        .create_item_with("a", json!({"id": "d2", "pk": "a"}), &vetoed)
+        .create_item("a", json!({"id": "d2", "pk": "a"}), Some(&vetoed))
         .unwrap_err();
     assert_eq!((err.status(), err.substatus()), (400, Some(403)), "{err}");
     assert_eq!(c.read_item("a", "d2").unwrap_err().status(), 404);
 
     // A write that fails on its own returns its own status (409), and nothing stays.
     let err = c
-        .create_item_with("a", json!({"id": "d1", "pk": "a"}), &both)
+        .create_item("a", json!({"id": "d1", "pk": "a"}), Some(&both))
         .unwrap_err();
     assert_eq!(err.status(), 409, "{err}");
 
@@ -326,7 +338,7 @@ fn triggers_run_in_the_write_transaction() -> Result {
     ];
     for (options, needle) in cases {
         let err = c
-            .create_item_with("a", json!({"id": "d3", "pk": "a"}), &options)
+            .create_item("a", json!({"id": "d3", "pk": "a"}), Some(&options))
             .unwrap_err();
         assert_eq!(err.status(), 400, "{err}");
         assert!(
@@ -336,27 +348,27 @@ fn triggers_run_in_the_write_transaction() -> Result {
     }
     // `stamp` is declared for creates only.
     let err = c
-        .replace_item_with(
+        .replace_item(
             "a",
             "d1",
             json!({"id": "d1", "pk": "a"}),
-            &WriteOptions {
+            Some(&WriteOptions {
                 pre_triggers: vec!["stamp".into()],
                 ..Default::default()
-            },
+            }),
         )
         .unwrap_err();
     assert_eq!(err.status(), 400);
     assert!(err.to_string().contains("Create"), "{err}");
     // Delete with an All post-trigger: the trigger sees a null request body and runs.
-    c.delete_item_with("a", "audit-d1", &WriteOptions::default())?;
-    c.delete_item_with(
+    c.delete_item("a", "audit-d1", Some(&WriteOptions::default()))?;
+    c.delete_item(
         "a",
         "d1",
-        &WriteOptions {
+        Some(&WriteOptions {
             if_match: Some("\"stale\"".into()),
             ..Default::default()
-        },
+        }),
     )
     .map(|_| ())
     .expect_err("412");
@@ -374,16 +386,28 @@ fn scripts_survive_restart_and_replacements_apply_to_the_next_call() -> Result {
             "version",
             "function v() { getContext().getResponse().setBody(1); }",
         ))?;
-        assert_eq!(c.execute_stored_procedure("version", "a", vec![])?.body, 1);
+        assert_eq!(
+            c.execute_stored_procedure("version", "a", vec![], None)?
+                .body,
+            1
+        );
         c.replace_script(ScriptProperties::stored_procedure(
             "version",
             "function v() { getContext().getResponse().setBody(2); }",
         ))?;
-        assert_eq!(c.execute_stored_procedure("version", "a", vec![])?.body, 2);
+        assert_eq!(
+            c.execute_stored_procedure("version", "a", vec![], None)?
+                .body,
+            2
+        );
     }
     let db = Database::open(dir.path())?;
     let c = db.container("c")?;
-    assert_eq!(c.execute_stored_procedure("version", "a", vec![])?.body, 2);
+    assert_eq!(
+        c.execute_stored_procedure("version", "a", vec![], None)?
+            .body,
+        2
+    );
     assert_eq!(c.list_scripts(ScriptKind::StoredProcedure).len(), 1);
     Ok(())
 }
@@ -411,7 +435,12 @@ fn update_usernames_rewrites_every_item_of_the_user() -> Result {
         json!({"id": "c2", "postId": "p1", "userId": "u2", "userUsername": "other"}),
         None,
     )?;
-    posts.execute_stored_procedure("updateUsernames", "p1", vec![json!("u1"), json!("new")])?;
+    posts.execute_stored_procedure(
+        "updateUsernames",
+        "p1",
+        vec![json!("u1"), json!("new")],
+        None,
+    )?;
     let names: Vec<Value> = posts
         .query_items(
             "SELECT VALUE c.userUsername FROM c ORDER BY c.id",
@@ -442,13 +471,13 @@ fn user_defined_functions_in_queries_and_in_procedures() -> Result {
             None,
         )?;
     }
-    let page = c.run_query(
+    let page = c.query_items(
         "SELECT VALUE udf.tax(o.price) FROM o ORDER BY o.price",
         &Default::default(),
         &Default::default(),
     )?;
     assert_eq!(page.items, [json!(2), json!(10), json!(25)]);
-    let filtered = c.run_query(
+    let filtered = c.query_items(
         "SELECT VALUE o.id FROM o WHERE udf.tax(o.price) > 5",
         &Default::default(),
         &Default::default(),
@@ -459,7 +488,7 @@ fn user_defined_functions_in_queries_and_in_procedures() -> Result {
         "SELECT VALUE udf.fail() FROM o",
     ] {
         let err = c
-            .run_query(sql, &Default::default(), &Default::default())
+            .query_items(sql, &Default::default(), &Default::default())
             .unwrap_err();
         assert_eq!(err.status(), 400, "{sql}: {err}");
     }
@@ -481,7 +510,8 @@ fn user_defined_functions_in_queries_and_in_procedures() -> Result {
         "function totalTax() { var c = getContext().getCollection(); c.queryDocuments(c.getSelfLink(), 'SELECT VALUE SUM(udf.tax(o.price)) FROM o', function (err, res) { if (err) throw err; getContext().getResponse().setBody(res[0]); }); }",
     ))?;
     assert_eq!(
-        c.execute_stored_procedure("totalTax", "a", vec![])?.body,
+        c.execute_stored_procedure("totalTax", "a", vec![], None)?
+            .body,
         37
     );
     Ok(())

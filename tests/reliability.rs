@@ -19,8 +19,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use engine::storage::{
     Change, CommitRecord, ContainerMeta, LoadedContainer, ScriptRecord, SqliteStorage, Storage,
 };
-use engine::{Database, Durability, Lsn, Options, QueryItemsOptions, ScriptKind};
-use partita::{Container, ScriptProperties, Scripts, TriggerOperation, TriggerType, WriteOptions};
+use partita::{Container, ScriptProperties, TriggerOperation, TriggerType, WriteOptions};
+use partita::{Database, Durability, Lsn, Options, QueryOptions, ScriptKind};
 use serde_json::{Value, json};
 
 fn sproc(name: &str) -> String {
@@ -92,17 +92,22 @@ fn workload_call(posts: &Container, i: usize) -> Result<(), u16> {
     let id = format!("c{i}");
     match i % 3 {
         0 => posts
-            .execute_stored_procedure("createComment", "p1", vec![json!("p1"), json!({"id": id})])
+            .execute_stored_procedure(
+                "createComment",
+                "p1",
+                vec![json!("p1"), json!({"id": id})],
+                None,
+            )
             .map(drop)
             .map_err(|e| e.status()),
         1 => posts
-            .upsert_item_with(
+            .upsert_item(
                 "p1",
                 json!({"id": id, "postId": "p1"}),
-                &WriteOptions {
+                Some(&WriteOptions {
                     post_triggers: vec!["countComment".into()],
                     ..WriteOptions::default()
-                },
+                }),
             )
             .map(drop)
             .map_err(|e| e.status()),
@@ -114,7 +119,7 @@ fn workload_call(posts: &Container, i: usize) -> Result<(), u16> {
 
 /// The comments present in p1, and whether commentCount matches them.
 fn comments(posts: &Container) -> (Vec<String>, bool) {
-    let snapshot = posts.snapshot(&"p1".into());
+    let snapshot = posts.raw().snapshot(&"p1".into());
     let mut ids: Vec<String> = snapshot
         .documents()
         .filter(|d| d.id() != "p1")
@@ -229,7 +234,7 @@ fn stored(db: &Database) -> (Vec<Value>, usize) {
         .query_items(
             "SELECT * FROM c",
             &Default::default(),
-            &QueryItemsOptions::default(),
+            &QueryOptions::default(),
         )
         .expect("query");
     let changes = posts
@@ -330,6 +335,7 @@ fn bad_input() {
             "createComment",
             "p1",
             vec![json!("p1"), json!({"id": "big", "body": big})],
+            None,
         )
         .unwrap_err();
     check(
@@ -347,7 +353,12 @@ fn bad_input() {
             continue; // Scripts get a generated id instead, as in Cosmos DB.
         }
         let e = posts
-            .execute_stored_procedure("createComment", "p1", vec![json!("p1"), json!({"id": id})])
+            .execute_stored_procedure(
+                "createComment",
+                "p1",
+                vec![json!("p1"), json!({"id": id})],
+                None,
+            )
             .unwrap_err();
         check("forbidden id through a procedure", e.status(), &[400]);
     }
@@ -361,7 +372,7 @@ fn bad_input() {
         .unwrap_err();
     check("document nested 10,000 levels", e.status(), &[400]);
     let e = posts
-        .execute_stored_procedure("echo", "p1", vec![deep(10_000)])
+        .execute_stored_procedure("echo", "p1", vec![deep(10_000)], None)
         .unwrap_err();
     check(
         "procedure parameter nested 10,000 levels",
@@ -370,13 +381,13 @@ fn bad_input() {
     );
     assert!(e.to_string().contains("deeper than 128"), "{e}");
     let e = posts
-        .create_item_with(
+        .create_item(
             "p1",
             json!({"id": "deep", "postId": "p1", "v": deep(10_000)}),
-            &WriteOptions {
+            Some(&WriteOptions {
                 pre_triggers: vec!["stamp".into()],
                 ..WriteOptions::default()
-            },
+            }),
         )
         .unwrap_err();
     check(
@@ -385,7 +396,7 @@ fn bad_input() {
         &[400],
     );
     let e = posts
-        .execute_stored_procedure("deepWriter", "p1", vec![])
+        .execute_stored_procedure("deepWriter", "p1", vec![], None)
         .unwrap_err();
     check(
         "script writing a document nested 10,000 levels",
@@ -414,11 +425,11 @@ fn bad_input() {
         &format!("SELECT {} FROM c", "(".repeat(10_000)),
     ] {
         let e = posts
-            .query_items(sql, &Default::default(), &QueryItemsOptions::default())
+            .query_items(sql, &Default::default(), &QueryOptions::default())
             .unwrap_err();
         check("malformed SQL", e.status(), &[400]);
         let e = posts
-            .run_query(sql, &Default::default(), &QueryItemsOptions::default())
+            .query_items(sql, &Default::default(), &QueryOptions::default())
             .unwrap_err();
         check("malformed SQL with UDFs", e.status(), &[400]);
     }
@@ -427,7 +438,7 @@ fn bad_input() {
     // and an id): each import answers -400, and the guest fails the call
     // with that status as its substatus.
     posts
-        .create_checked_script(ScriptProperties::wasm(
+        .create_script(ScriptProperties::wasm(
             "invalidUtf8",
             ScriptKind::StoredProcedure,
             r#"(module
@@ -447,18 +458,18 @@ fn bad_input() {
         ))
         .expect("the module compiles");
     let e = posts
-        .execute_stored_procedure("invalidUtf8", "p1", vec![])
+        .execute_stored_procedure("invalidUtf8", "p1", vec![], None)
         .unwrap_err();
     check("invalid UTF-8 over the Wasm ABI", e.status(), &[400]);
     assert_eq!(e.substatus(), Some(400), "the guest saw -400 twice: {e}");
 
     let e = posts
-        .execute_stored_procedure("broken", "p1", vec![])
+        .execute_stored_procedure("broken", "p1", vec![], None)
         .unwrap_err();
     check("a script that does not compile", e.status(), &[400]);
     assert_eq!(e.substatus(), Some(runtime_compile_substatus()));
     let e = posts
-        .execute_stored_procedure("missing", "p1", vec![])
+        .execute_stored_procedure("missing", "p1", vec![], None)
         .unwrap_err();
     check("a missing procedure", e.status(), &[404]);
     let e = posts

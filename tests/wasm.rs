@@ -1,12 +1,12 @@
 //! WebAssembly procedures, triggers and UDFs through the facade
-//! (`partita::Scripts`): modules checked and compiled at upload, the WAT
+//! (`partita::Container`): modules checked and compiled at upload, the WAT
 //! versions of createComment and truncateFeed run atomically like their
 //! JavaScript twins, UDFs callable from SQL, artifacts kept in the data
 //! directory.
 
 use partita::{
-    Database, QueryItemsOptions, ScriptKind, ScriptProperties, Scripts, TriggerOperation,
-    TriggerType, WriteOptions,
+    Database, QueryOptions, ScriptKind, ScriptProperties, TriggerOperation, TriggerType,
+    WriteOptions,
 };
 use partita_workload::blog;
 use serde_json::json;
@@ -24,7 +24,7 @@ fn create_comment_wat_through_the_facade() -> Result {
     let db = Database::open(dir.path())?;
     let posts = db.create_container("posts", "/postId")?;
     posts.create_item("p1", blog::post("p1", "u1", 1), None)?;
-    let stored = posts.create_checked_script(ScriptProperties::wasm(
+    let stored = posts.create_script(ScriptProperties::wasm(
         "createComment",
         ScriptKind::StoredProcedure,
         wat("createComment"),
@@ -36,6 +36,7 @@ fn create_comment_wat_through_the_facade() -> Result {
         "createComment",
         "p1",
         vec![json!("p1"), json!({"id": "c1", "text": "hi"})],
+        None,
     )?;
     assert_eq!(response.body, "");
     assert!(response.stats.fuel > 0);
@@ -49,6 +50,7 @@ fn create_comment_wat_through_the_facade() -> Result {
             "createComment",
             "p1",
             vec![json!("p1"), json!({"id": "c1"})],
+            None,
         )
         .unwrap_err();
     assert_eq!((err.status(), err.substatus()), (400, Some(409)));
@@ -63,6 +65,7 @@ fn create_comment_wat_through_the_facade() -> Result {
         "createComment",
         "p1",
         vec![json!("p1"), json!({"id": "c2"})],
+        None,
     )?;
     assert_eq!(posts.read_item("p1", "p1")?["commentCount"], 2);
     Ok(())
@@ -88,7 +91,7 @@ fn bad_modules_are_refused_at_upload() -> Result {
     ];
     for (kind, text, expected) in cases {
         let err = posts
-            .create_checked_script(ScriptProperties::wasm("bad", kind, text))
+            .create_script(ScriptProperties::wasm("bad", kind, text))
             .unwrap_err();
         assert_eq!(err.status(), 400, "{err}");
         assert!(err.to_string().contains(expected), "{err}");
@@ -103,7 +106,7 @@ fn bad_modules_are_refused_at_upload() -> Result {
         "(module",
     ))?;
     let err = posts
-        .execute_stored_procedure("raw", "p1", vec![])
+        .execute_stored_procedure("raw", "p1", vec![], None)
         .unwrap_err();
     assert_eq!(err.status(), 400);
     assert!(err.to_string().contains("does not parse"), "{err}");
@@ -114,7 +117,7 @@ fn bad_modules_are_refused_at_upload() -> Result {
 fn truncate_feed_wat_as_a_post_trigger() -> Result {
     let db = Database::in_memory();
     let feed = db.create_container("feed", "/type")?;
-    feed.create_checked_script(ScriptProperties {
+    feed.create_script(ScriptProperties {
         trigger_type: Some(TriggerType::Post),
         trigger_operation: Some(TriggerOperation::Create),
         ..ScriptProperties::wasm("truncateFeed", ScriptKind::Trigger, wat("truncateFeed"))
@@ -125,19 +128,19 @@ fn truncate_feed_wat_as_a_post_trigger() -> Result {
     };
     for i in 0..103 {
         let doc = json!({"id": format!("p{i:03}"), "type": "post", "creationDate": i});
-        let response = feed.create_item_with("post", doc, &options)?;
+        let response = feed.create_item("post", doc, Some(&options))?;
         assert_eq!(response.resource.unwrap()["id"], format!("p{i:03}"));
     }
-    let page = feed.run_query(
+    let page = feed.query_items(
         "SELECT VALUE MIN(f.creationDate) FROM f",
         &Default::default(),
-        &QueryItemsOptions::default(),
+        &QueryOptions::default(),
     )?;
     assert_eq!(page.items, vec![json!(3)]);
-    let page = feed.run_query(
+    let page = feed.query_items(
         "SELECT VALUE COUNT(1) FROM f",
         &Default::default(),
-        &QueryItemsOptions::default(),
+        &QueryOptions::default(),
     )?;
     assert_eq!(page.items, vec![json!(100)]);
     Ok(())
@@ -149,7 +152,7 @@ fn wasm_udfs_are_callable_from_sql() -> Result {
     let posts = db.create_container("posts", "/postId")?;
     posts.create_item("p1", json!({"id": "p1", "postId": "p1", "n": 7}), None)?;
     // udf.args(x, y) answers [x, y].
-    posts.create_checked_script(ScriptProperties::wasm(
+    posts.create_script(ScriptProperties::wasm(
         "args",
         ScriptKind::UserDefinedFunction,
         r#"(module
@@ -160,10 +163,10 @@ fn wasm_udfs_are_callable_from_sql() -> Result {
                (drop (call $set (i32.const 0) (call $params (i32.const 0) (i32.const 1000))))
                (i32.const 0)))"#,
     ))?;
-    let page = posts.run_query(
+    let page = posts.query_items(
         "SELECT VALUE udf.args(c.n, c.id) FROM c",
         &Default::default(),
-        &QueryItemsOptions::default(),
+        &QueryOptions::default(),
     )?;
     assert_eq!(page.items, vec![json!([7, "p1"])]);
     Ok(())

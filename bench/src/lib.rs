@@ -158,12 +158,9 @@ pub fn feed_post(seq: u64) -> Value {
 /// Why a target or a row could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
-    /// Partita refused a call.
+    /// Partita refused a call, or a procedure or trigger failed.
     #[error("partita: {0}")]
     Partita(#[from] ::partita::Error),
-    /// A Partita procedure or trigger failed.
-    #[error("partita script: {0}")]
-    Script(#[from] ::partita::CallError),
     /// SQLite failed.
     #[error("sqlite: {0}")]
     Sqlite(#[from] rusqlite::Error),
@@ -196,7 +193,6 @@ impl BenchError {
     pub fn status(&self) -> u16 {
         match self {
             BenchError::Partita(e) => e.status(),
-            BenchError::Script(e) => e.status(),
             BenchError::Peer(_) => 503,
             _ => 500,
         }

@@ -20,8 +20,8 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use partita::{
-    Container, Database, Options, QueryItemsOptions, ScriptKind, ScriptProperties, Scripts,
-    TriggerOperation, TriggerType, WriteOptions,
+    Container, Database, Options, QueryOptions, ScriptKind, ScriptProperties, TriggerOperation,
+    TriggerType, WriteOptions,
 };
 use partita_workload::blog;
 use serde_json::{Value, json};
@@ -289,7 +289,7 @@ impl Target for PartitaTarget {
         for (in_posts, script) in &self.scripts {
             let container = if *in_posts { &posts } else { &feed };
             // Checked as `partita sproc create` checks: Wasm is compiled here.
-            container.create_checked_script(script.clone())?;
+            container.create_script(script.clone())?;
         }
         match workload {
             Workload::CreateComment => {
@@ -337,7 +337,7 @@ impl Target for PartitaTarget {
                 check_comments(calls, count_sum, comments)
             }
             Workload::TruncateFeed | Workload::FeedRead => {
-                let snapshot = feed.snapshot(&"post".into());
+                let snapshot = feed.raw().snapshot(&"post".into());
                 let newest = snapshot
                     .documents()
                     .max_by(|a, b| date(a).cmp(date(b)))
@@ -393,9 +393,9 @@ impl Caller for PartitaCaller {
                 })?)
             }
             (Flavor::Native, Call::FeedRead) => {
-                let options = QueryItemsOptions {
+                let options = QueryOptions {
                     partition_key: Some("post".into()),
-                    ..QueryItemsOptions::default()
+                    ..QueryOptions::default()
                 };
                 let page = self
                     .feed
@@ -407,17 +407,18 @@ impl Caller for PartitaCaller {
                     "createComment",
                     post_id.as_str(),
                     vec![json!(post_id), comment],
+                    None,
                 )?;
                 Ok(2)
             }
             (_, Call::TruncateFeed { post, .. }) => {
-                let response = self.feed.create_item_with("post", post, &self.triggers)?;
+                let response = self.feed.create_item("post", post, Some(&self.triggers))?;
                 Ok(response.stats.docs_written as usize)
             }
             (_, Call::FeedRead) => {
-                let response = self
-                    .feed
-                    .execute_stored_procedure("readFeed", "post", vec![])?;
+                let response =
+                    self.feed
+                        .execute_stored_procedure("readFeed", "post", vec![], None)?;
                 // JavaScript sets the items, readFeed.wat the page holding them.
                 let body = match response.body {
                     Value::Object(mut page) => page.remove("items").unwrap_or(Value::Null),

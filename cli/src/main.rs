@@ -36,10 +36,9 @@ use clap::error::ErrorKind;
 use clap::{Args, Parser, Subcommand};
 use partita::charge::Work;
 use partita::{
-    CallError, CallStatistics, Container, ContainerProperties, Database, Error, ItemResponse,
-    Limits, Lsn, PartitionKey, QueryItemsOptions, Script, ScriptKind, ScriptLanguage,
-    ScriptProperties, Scripts, TriggerOperation, TriggerType, WorkerOptions, WorkerPool,
-    WriteOptions,
+    Container, ContainerProperties, Database, EngineError, Error, ItemResponse, Limits, Lsn,
+    PartitionKey, QueryOptions, Script, ScriptKind, ScriptLanguage, ScriptProperties, Statistics,
+    TriggerOperation, TriggerType, WorkerOptions, WorkerPool, WriteOptions,
 };
 use serde_json::{Map, Value, json};
 
@@ -207,7 +206,7 @@ fn partition_key(
     Ok(match (pk, pk_json) {
         (Some(s), _) => Some(PartitionKey::String(s)),
         (None, Some(text)) => {
-            Some(PartitionKey::parse(&text).map_err(|e| Error::BadRequest(e.to_string()))?)
+            Some(PartitionKey::parse(&text).map_err(|e| EngineError::BadRequest(e.to_string()))?)
         }
         (None, None) if pk_none => Some(PartitionKey::None),
         (None, None) => None,
@@ -408,9 +407,10 @@ fn write_args(
 }
 
 fn item_json(response: ItemResponse) -> Value {
+    let charge = response.request_charge();
     let mut res = json!({
-        "resource": response.resource,
-        "requestCharge": response.stats.request_charge(),
+        "resource": response.resource.map(partita::Document::into_value),
+        "requestCharge": charge,
         "stats": stats_json(&response.stats),
     });
     if !response.logs.is_empty() {
@@ -419,7 +419,7 @@ fn item_json(response: ItemResponse) -> Value {
     res
 }
 
-fn stats_json(stats: &CallStatistics) -> Value {
+fn stats_json(stats: &Statistics) -> Value {
     json!({
         "docs_read": stats.docs_read,
         "docs_written": stats.docs_written,
@@ -526,7 +526,10 @@ fn usage_error(err: &clap::Error) -> Value {
 /// An error as `{"status", "substatus", "message"}` (plus `logs` when a
 /// script logged something before failing).
 fn error_json(err: &anyhow::Error) -> Value {
-    let mut report = match (err.downcast_ref::<Error>(), err.downcast_ref::<CallError>()) {
+    let mut report = match (
+        err.downcast_ref::<EngineError>(),
+        err.downcast_ref::<Error>(),
+    ) {
         (Some(e), _) => {
             json!({"status": e.status(), "substatus": 0, "message": e.to_string()})
         }
@@ -538,8 +541,8 @@ fn error_json(err: &anyhow::Error) -> Value {
         _ => json!({"status": 400, "substatus": 0, "message": format!("{err:#}")}),
     };
     if let Some(logs) = err
-        .downcast_ref::<CallError>()
-        .map(CallError::logs)
+        .downcast_ref::<Error>()
+        .map(Error::logs)
         .filter(|l| !l.is_empty())
     {
         report["logs"] = json!(logs);
@@ -606,13 +609,13 @@ fn run(cli: Cli) -> anyhow::Result<Value> {
 fn execute(db: &Database, command: Command, limits: &Limits) -> anyhow::Result<Value> {
     Ok(match command {
         Command::Demo(_) | Command::Batch | Command::Fuzz(_) => {
-            return Err(Error::BadRequest(
+            return Err(EngineError::BadRequest(
                 "demo, batch and fuzz open their own database".to_owned(),
             )
             .into());
         }
         Command::Serve(_) => {
-            return Err(Error::BadRequest("serve opens its own database".to_owned()).into());
+            return Err(EngineError::BadRequest("serve opens its own database".to_owned()).into());
         }
         Command::Container(ContainerCommand::Create {
             name,
@@ -634,11 +637,11 @@ fn execute(db: &Database, command: Command, limits: &Limits) -> anyhow::Result<V
         }
         Command::Item(ItemCommand::Create(args)) => {
             let (container, pk, body, options) = write_args(db, args, limits)?;
-            item_json(container.create_item_with(pk, body, &options)?)
+            item_json(container.create_item(pk, body, Some(&options))?)
         }
         Command::Item(ItemCommand::Upsert(args)) => {
             let (container, pk, body, options) = write_args(db, args, limits)?;
-            item_json(container.upsert_item_with(pk, body, &options)?)
+            item_json(container.upsert_item(pk, body, Some(&options))?)
         }
         Command::Item(ItemCommand::Replace(args)) => {
             let (container, pk, body, options) = write_args(db, args, limits)?;
@@ -647,11 +650,11 @@ fn execute(db: &Database, command: Command, limits: &Limits) -> anyhow::Result<V
                 .and_then(Value::as_str)
                 .map(str::to_owned)
                 .ok_or_else(|| {
-                    Error::BadRequest(
+                    EngineError::BadRequest(
                         "--body must be a JSON object with a string \"id\"".to_owned(),
                     )
                 })?;
-            item_json(container.replace_item_with(pk, &id, body, &options)?)
+            item_json(container.replace_item(pk, &id, body, Some(&options))?)
         }
         Command::Item(ItemCommand::Read { container, pk, id }) => {
             let doc = db.container(&container)?.read_item(pk.key()?, &id)?;
@@ -672,7 +675,7 @@ fn execute(db: &Database, command: Command, limits: &Limits) -> anyhow::Result<V
             let options = triggers.options(if_match, limits);
             item_json(
                 db.container(&container)?
-                    .delete_item_with(pk.key()?, &id, &options)?,
+                    .delete_item(pk.key()?, &id, Some(&options))?,
             )
         }
         Command::Sproc(ScriptCommand::Exec {
@@ -686,23 +689,25 @@ fn execute(db: &Database, command: Command, limits: &Limits) -> anyhow::Result<V
                 Some(text) => match parse_json("--params", &text)? {
                     Value::Array(items) => items,
                     other => {
-                        return Err(Error::BadRequest(format!(
+                        return Err(EngineError::BadRequest(format!(
                             "--params must be a JSON array of the procedure's parameters, not {other}"
                         ))
                         .into());
                     }
                 },
             };
-            let response = db.container(&container)?.execute_stored_procedure_with(
+            let response = db.container(&container)?.execute_stored_procedure(
                 &id,
                 pk.key()?,
                 params,
-                limits,
+                Some(&partita::ProcedureOptions {
+                    limits: Some(limits.clone()),
+                }),
             )?;
             json!({
                 "body": response.body,
                 "logs": response.logs,
-                "requestCharge": response.stats.request_charge(),
+                "requestCharge": response.request_charge(),
                 "stats": stats_json(&response.stats),
             })
         }
@@ -714,17 +719,15 @@ fn execute(db: &Database, command: Command, limits: &Limits) -> anyhow::Result<V
             max_items,
             continuation,
         } => {
-            let options = QueryItemsOptions {
+            let options = QueryOptions {
                 partition_key: partition_key(pk.pk, pk.pk_json, pk.pk_none)?,
                 max_item_count: max_items,
                 continuation,
+                limits: Some(limits.clone()),
             };
-            let page = db.container(&container)?.run_query_with(
-                &sql,
-                &parse_params(&params)?,
-                &options,
-                limits,
-            )?;
+            let page =
+                db.container(&container)?
+                    .query_items(&sql, &parse_params(&params)?, &options)?;
             json!({
                 "items": page.items,
                 "continuation": page.continuation,
@@ -804,11 +807,11 @@ fn script_response(
     Ok(match command {
         ScriptCommand::Create(args) => script_json(
             &db.container(&args.container)?
-                .create_checked_script(script_props(kind, args)?)?,
+                .create_script(script_props(kind, args)?)?,
         ),
         ScriptCommand::Replace(args) => script_json(
             &db.container(&args.container)?
-                .replace_checked_script(script_props(kind, args)?)?,
+                .replace_script(script_props(kind, args)?)?,
         ),
         ScriptCommand::Delete { container, id } => {
             db.container(&container)?.delete_script(kind, &id)?;
@@ -818,7 +821,7 @@ fn script_response(
             script_json(&db.container(&container)?.read_script(kind, &id)?)
         }
         ScriptCommand::Exec { .. } => {
-            return Err(Error::BadRequest(
+            return Err(EngineError::BadRequest(
                 "only stored procedures can be executed; triggers run with writes (--pre-trigger, --post-trigger)"
                     .to_owned(),
             )
@@ -847,18 +850,21 @@ fn script_props(kind: ScriptKind, args: ScriptArgs) -> Result<ScriptProperties, 
         "js" => ScriptLanguage::JavaScript,
         "wasm" | "wat" => ScriptLanguage::Wasm,
         _ => {
-            return Err(Error::BadRequest(format!(
+            return Err(EngineError::BadRequest(format!(
                 "{}: a script file is JavaScript (.js) or WebAssembly (.wasm, .wat)",
                 args.file.display()
-            )));
+            ))
+            .into());
         }
     };
-    let body = std::fs::read(&args.file)
-        .map_err(|e| Error::BadRequest(format!("cannot read {}: {e}", args.file.display())))?;
+    let body = std::fs::read(&args.file).map_err(|e| {
+        EngineError::BadRequest(format!("cannot read {}: {e}", args.file.display()))
+    })?;
     if kind != ScriptKind::Trigger && (args.trigger_type.is_some() || args.operation.is_some()) {
-        return Err(Error::BadRequest(
+        return Err(EngineError::BadRequest(
             "--type and --operation apply to triggers only".to_owned(),
-        ));
+        )
+        .into());
     }
     Ok(ScriptProperties {
         id: args.id,
@@ -902,7 +908,7 @@ fn container_json(props: &ContainerProperties) -> Value {
 
 fn parse_json(what: &str, text: &str) -> Result<Value, Error> {
     serde_json::from_str(text)
-        .map_err(|e| Error::BadRequest(format!("{what} is not valid JSON: {e}")))
+        .map_err(|e| EngineError::BadRequest(format!("{what} is not valid JSON: {e}")).into())
 }
 
 /// `NAME=JSON` pairs into query parameters, `@` added when missing.
@@ -910,7 +916,7 @@ fn parse_params(pairs: &[String]) -> Result<Map<String, Value>, Error> {
     let mut params = Map::new();
     for pair in pairs {
         let (name, value) = pair.split_once('=').ok_or_else(|| {
-            Error::BadRequest(format!("--param {pair:?} is not of the form NAME=JSON"))
+            EngineError::BadRequest(format!("--param {pair:?} is not of the form NAME=JSON"))
         })?;
         let name = if name.starts_with('@') {
             name.to_owned()

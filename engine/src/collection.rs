@@ -19,7 +19,7 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use host_api::{
-    CallStats, Collection, Document, HostError, Page, PartitionKey, QueryRequest, WriteOptions,
+    Collection, Document, HostError, Page, PartitionKey, QueryRequest, Statistics, WriteOptions,
 };
 use serde_json::Value;
 
@@ -307,7 +307,7 @@ impl Collection for Txn {
         })
     }
 
-    fn stats(&self) -> CallStats {
+    fn stats(&self) -> Statistics {
         self.call_stats()
     }
 }

@@ -70,7 +70,7 @@ impl ScriptProperties {
     ///
     /// The engine stores the body as given and never runs it: validating
     /// and compiling a module is the runtime's job, done at upload by the
-    /// facade (`partita::Scripts::create_checked_script`).
+    /// facade (`partita::Container::create_script`).
     pub fn wasm(
         id: impl Into<String>,
         kind: ScriptKind,

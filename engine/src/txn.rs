@@ -30,7 +30,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use host_api::{CallStats, PartitionKey};
+use host_api::{PartitionKey, Statistics};
 use parking_lot::RawMutex;
 use parking_lot::lock_api::ArcMutexGuard;
 use serde_json::Value;
@@ -96,7 +96,7 @@ pub struct Txn {
     base: Arc<PartitionState>,
     writes: Vec<Write>,
     /// What the call did, for [`host_api::Collection::stats`].
-    stats: CallStats,
+    stats: Statistics,
     /// How queries in this transaction call `udf.name(...)`.
     udfs: Option<Rc<dyn Udf>>,
     /// Positions in `writes` by id, built once `writes` outgrows
@@ -138,7 +138,7 @@ impl Txn {
             partition,
             base,
             writes: Vec::new(),
-            stats: CallStats::default(),
+            stats: Statistics::default(),
             udfs: None,
             index: HashMap::new(),
             _writer: writer,
@@ -221,7 +221,7 @@ impl Txn {
         self.stats.docs_written += 1;
     }
 
-    pub(crate) fn call_stats(&self) -> CallStats {
+    pub(crate) fn call_stats(&self) -> Statistics {
         self.stats
     }
 

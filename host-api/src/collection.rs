@@ -24,6 +24,8 @@
 //! [`ErrorCode`]: crate::ErrorCode
 //! [`ErrorCode::BAD_REQUEST`]: crate::ErrorCode::BAD_REQUEST
 
+use std::time::Duration;
+
 use serde_json::{Map, Value};
 
 use crate::{Document, HostError, PartitionKey};
@@ -59,9 +61,14 @@ pub struct Page {
     pub continuation: Option<String>,
 }
 
-/// What a call has done so far, for responses and request charges.
+/// What a call did, for responses and request charges: the one statistics
+/// type from the sandbox to the response.
+///
+/// A [`Collection`] counts the documents (its `stats` fills only those);
+/// a runtime adds what one script cost (instructions or fuel, its wall
+/// time); the facade counts the scripts and sums them for the request.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CallStats {
+pub struct Statistics {
     /// Documents read by point reads, feeds and queries (scanned).
     pub docs_read: u64,
     /// Documents created, replaced or deleted.
@@ -70,6 +77,55 @@ pub struct CallStats {
     pub bytes_read: u64,
     /// Bytes of documents written.
     pub bytes_written: u64,
+    /// JavaScript bytecode instructions executed.
+    pub instructions: u64,
+    /// WebAssembly fuel used (deterministic: the same call on the same
+    /// data uses the same fuel).
+    pub fuel: u64,
+    /// Scripts run (a procedure, each trigger); each adds a fixed request
+    /// charge.
+    pub scripts_run: u64,
+    /// Wall time.
+    pub wall_time: Duration,
+}
+
+impl Statistics {
+    /// These statistics with the document counters of `documents` (what a
+    /// collection has counted) in place of their own.
+    pub fn with_documents(self, documents: Statistics) -> Statistics {
+        Statistics {
+            docs_read: documents.docs_read,
+            docs_written: documents.docs_written,
+            bytes_read: documents.bytes_read,
+            bytes_written: documents.bytes_written,
+            ..self
+        }
+    }
+
+    /// The document counters that grew from `before` to these (a
+    /// collection's counters are cumulative over a transaction), with
+    /// these' script counters.
+    pub fn since(self, before: Statistics) -> Statistics {
+        Statistics {
+            docs_read: self.docs_read.saturating_sub(before.docs_read),
+            docs_written: self.docs_written.saturating_sub(before.docs_written),
+            bytes_read: self.bytes_read.saturating_sub(before.bytes_read),
+            bytes_written: self.bytes_written.saturating_sub(before.bytes_written),
+            ..self
+        }
+    }
+
+    /// Adds every counter of `other` to these, wall time included.
+    pub fn add(&mut self, other: Statistics) {
+        self.docs_read += other.docs_read;
+        self.docs_written += other.docs_written;
+        self.bytes_read += other.bytes_read;
+        self.bytes_written += other.bytes_written;
+        self.instructions += other.instructions;
+        self.fuel += other.fuel;
+        self.scripts_run += other.scripts_run;
+        self.wall_time += other.wall_time;
+    }
 }
 
 /// A read-write view of one logical partition for the length of one call.
@@ -153,5 +209,5 @@ pub trait Collection {
     fn query(&mut self, request: QueryRequest<'_>) -> Result<Page, HostError>;
 
     /// What the call has done so far.
-    fn stats(&self) -> CallStats;
+    fn stats(&self) -> Statistics;
 }

@@ -28,7 +28,7 @@ pub mod json;
 mod partition_key;
 mod script;
 
-pub use collection::{CallStats, Collection, Page, QueryRequest, WriteOptions};
+pub use collection::{Collection, Page, QueryRequest, Statistics, WriteOptions};
 pub use document::{Document, member, type_name};
 pub use error::{ErrorCode, HostError};
 pub use partition_key::{PartitionKey, PartitionKeyError, PartitionKeyPath};

@@ -59,6 +59,7 @@ mod worker;
 use std::time::Duration;
 
 pub use error::{Budget, Error, SUBSTATUS_COMPILE_ERROR};
+pub use host_api::Statistics;
 pub use wasm::{ARTIFACT_DIR, WasmCache, WasmCacheStats, WasmScript, prepare_wasm};
 pub use worker::{KILL_GRACE, WorkerOptions, WorkerPool, WorkerStats, worker_main};
 
@@ -223,20 +224,7 @@ pub struct Output {
     /// `console.log` output, one line per call.
     pub logs: String,
     /// What the call cost.
-    pub stats: ExecStats,
-}
-
-/// What a call cost.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ExecStats {
-    /// JavaScript bytecode instructions executed by the call.
-    pub instructions: u64,
-    /// WebAssembly fuel used by the call (0 for JavaScript).
-    pub fuel: u64,
-    /// Wall time of the call, compilation included.
-    pub wall_time: Duration,
-    /// What the call did to the collection.
-    pub collection: host_api::CallStats,
+    pub stats: Statistics,
 }
 
 /// A failed call: why, and what it logged and cost up to the failure.
@@ -247,7 +235,7 @@ pub struct Failure {
     /// `console.log` output up to the failure.
     pub logs: String,
     /// What the call cost up to the failure.
-    pub stats: ExecStats,
+    pub stats: Statistics,
 }
 
 /// Runs a JavaScript stored procedure or trigger against `collection`.

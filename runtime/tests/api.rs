@@ -411,7 +411,7 @@ impl host_api::Collection for FailingReads<'_> {
     ) -> Result<host_api::Page, host_api::HostError> {
         self.inner.query(request)
     }
-    fn stats(&self) -> host_api::CallStats {
+    fn stats(&self) -> host_api::Statistics {
         self.inner.stats()
     }
 }

@@ -149,7 +149,7 @@ impl Server {
         shutdown: impl Future<Output = ()> + Send + 'static,
         ready: impl FnOnce() + Send + 'static,
     ) -> Result<(), ServerError> {
-        let runtime = server_runtime(&self.options, syncs_commits(&self.gateway.db))
+        let runtime = server_runtime(&self.options, syncs_commits(self.gateway.db.raw()))
             .map_err(ServerError::Runtime)?;
         runtime.block_on(self.serve(shutdown, ready))
     }

@@ -30,8 +30,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use engine::{Container, Database, FeedOptions, validate_id};
+use engine::{Database, FeedOptions, validate_id};
 use parking_lot::{Mutex, RwLock};
+use partita::Container;
 use serde_json::{Map, Value, json};
 
 use super::wire::WireError;
@@ -67,7 +68,8 @@ pub(crate) struct CollEntry {
 /// The registry: every database and container the server knows.
 pub(crate) struct Registry {
     db: Database,
-    system: Container,
+    /// The registry's own engine container (no scripts run there).
+    system: engine::Container,
     state: RwLock<BTreeMap<String, DbEntry>>,
     /// Serializes creates, replaces and deletes; the ordinal counter.
     writer: Mutex<u64>,
@@ -123,7 +125,8 @@ impl Registry {
         for doc in colls {
             let value = doc.value();
             let db_name = value["db"].as_str().unwrap_or_default();
-            let container = db.container(value["engine"].as_str().unwrap_or_default())?;
+            let container =
+                Container::from(db.container(value["engine"].as_str().unwrap_or_default())?);
             let Some(entry) = dbs.get_mut(db_name) else {
                 continue;
             };
@@ -298,7 +301,7 @@ impl Registry {
             .chars()
             .take(engine::MAX_ID_LEN)
             .collect();
-        let container = self.db.create_container(&engine_id, &path)?;
+        let container = Container::from(self.db.create_container(&engine_id, &path)?);
         let doc_id = format!("coll-{ordinal}");
         let doc = self
             .system

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use hyper::HeaderMap;
 use serde_json::{Value, json};
 
-use partita::CallError;
+use partita::Error as CallError;
 
 /// Substatus of a partition-key header that does not match the document's
 /// key (Cosmos DB: "PartitionKey extracted from document doesn't match").

@@ -20,8 +20,8 @@ use engine::storage::{
     Change, CommitRecord, ContainerMeta, LoadedContainer, Lsn, ScriptRecord, Storage,
 };
 use host_api::{
-    CallStats, Collection, Document, ErrorCode, HostError, Page, PartitionKey, QueryRequest,
-    ScriptKind, WriteOptions,
+    Collection, Document, ErrorCode, HostError, Page, PartitionKey, QueryRequest, ScriptKind,
+    Statistics, WriteOptions,
 };
 use serde_json::Value;
 
@@ -151,7 +151,7 @@ impl Collection for FaultyCollection<'_> {
         self.inner.query(request)
     }
 
-    fn stats(&self) -> CallStats {
+    fn stats(&self) -> Statistics {
         self.inner.stats()
     }
 }

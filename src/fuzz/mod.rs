@@ -67,7 +67,8 @@ use parking_lot::{Mutex, RwLock};
 use runtime::Limits;
 use serde_json::{Map, Value, json};
 
-use crate::scripts::{CallError, attach_udfs, query_with_udfs_of, run_procedure};
+use crate::Error as CallError;
+use crate::scripts::{attach_udfs, query, run_procedure};
 use inject::{CrashPoint, CrashStorage, Delivery, FaultyCollection, INJECTED_CODES, OpFault};
 
 /// The container id inside the fuzzer's private database.
@@ -794,8 +795,15 @@ fn check_invariant(
                     max_item_count: None,
                     continuation,
                 };
-                let page = query_with_udfs_of(source, &copy, sql, &options, &config.limits)
-                    .map_err(|e| format!("the invariant query failed: {e}"))?;
+                let page = query(
+                    source,
+                    &copy,
+                    sql,
+                    &engine::query::Params::new(),
+                    &options,
+                    Some(&config.limits),
+                )
+                .map_err(|e| format!("the invariant query failed: {e}"))?;
                 items.extend(page.items);
                 match page.continuation {
                     Some(c) => continuation = Some(c),
@@ -880,7 +888,7 @@ fn one_call(
         let ops = u32::try_from(counting.ops.len()).unwrap_or(u32::MAX);
         // The budget a fault can cut short: instructions for JavaScript,
         // fuel for WebAssembly.
-        let budget_used = |stats: &crate::CallStatistics| match script.language {
+        let budget_used = |stats: &crate::Statistics| match script.language {
             ScriptLanguage::JavaScript => stats.instructions,
             ScriptLanguage::Wasm => stats.fuel,
         };

@@ -19,8 +19,10 @@
 use std::io::Write;
 
 use anyhow::Context;
-use engine::{Database, Error, FeedOptions, ScriptKind};
-use partita::{ScriptProperties, Scripts, TriggerOperation, TriggerType, WriteOptions};
+use partita::{
+    Database, FeedOptions, ScriptKind, ScriptProperties, TriggerOperation, TriggerType,
+    WriteOptions,
+};
 use serde_json::json;
 
 /// The procedure form of a transaction: `writeTxn(n, pk, payload)`.
@@ -108,21 +110,19 @@ fn main() -> anyhow::Result<()> {
                 }
                 let count = txn.get_item("counter").map_or(0, |c| c["count"].as_u64().unwrap_or(0));
                 txn.upsert_item(json!({"id": "counter", "pk": pk, "count": count + 1}), None)?;
-                Ok::<_, Error>(())
+                Ok::<_, partita::EngineError>(())
             })?,
             1 => {
                 container.execute_stored_procedure(
                     "writeTxn",
                     pk.as_str(),
-                    vec![json!(next), json!(pk), json!(payload)],
+                    vec![json!(next), json!(pk), json!(payload)], None,
                 )?;
             }
             _ => {
-                container.upsert_item_with(
+                container.upsert_item(
                     pk.as_str(),
-                    json!({"id": format!("t{next}-0"), "pk": pk, "txn": next, "payload": payload}),
-                    &with_trigger,
-                )?;
+                    json!({"id": format!("t{next}-0"), "pk": pk, "txn": next, "payload": payload}), Some(&with_trigger))?;
             }
         }
         let mut out = stdout.lock();

@@ -7,7 +7,7 @@
 //! the post's logical partition). They serve as the baseline the script
 //! runtimes are measured against, and as the demo's workload.
 
-use partita::{Container, Document, Error, Result};
+use partita::{Container, Document, EngineError, Error, Result};
 use serde_json::{Value, json};
 
 /// Adds a comment to a post, atomically: reads the post, increments its
@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 /// `type: "comment"` set. Returns the stored comment.
 ///
 /// # Errors
-/// [`Error::NotFound`] when the post does not exist, [`Error::Conflict`]
+/// 404 when the post does not exist, 409
 /// when the comment's id is taken (nothing is written then), and any error
 /// of the writes.
 pub fn create_comment(posts: &Container, post_id: &str, mut comment: Value) -> Result<Document> {
@@ -31,7 +31,7 @@ pub fn create_comment(posts: &Container, post_id: &str, mut comment: Value) -> R
             map.insert("postId".to_owned(), json!(post_id));
             map.insert("type".to_owned(), json!("comment"));
         }
-        txn.create_item(comment)
+        Ok::<_, Error>(txn.create_item(comment)?)
     })
 }
 
@@ -55,9 +55,9 @@ pub fn post(post_id: &str, user_id: &str, seq: u64) -> Value {
 /// equals the number of comments in the partition. Returns both numbers.
 ///
 /// # Errors
-/// [`Error::NotFound`] when the post does not exist.
+/// 404 when the post does not exist.
 pub fn comment_counts(posts: &Container, post_id: &str) -> Result<(i64, i64)> {
-    let snapshot = posts.snapshot(&post_id.into());
+    let snapshot = posts.raw().snapshot(&post_id.into());
     let mut post_count = None;
     let mut comments = 0;
     for doc in snapshot.documents() {
@@ -67,7 +67,7 @@ pub fn comment_counts(posts: &Container, post_id: &str) -> Result<(i64, i64)> {
             _ => {}
         }
     }
-    let post_count = post_count.ok_or_else(|| Error::NotFound {
+    let post_count = post_count.ok_or_else(|| EngineError::NotFound {
         container: posts.id().to_owned(),
         partition_key: post_id.into(),
         id: post_id.to_owned(),

@@ -33,13 +33,13 @@ impl RequestCharge for QueryPage {
 
 impl RequestCharge for ProcedureResponse {
     fn request_charge(&self) -> Option<f64> {
-        Some(self.stats.request_charge())
+        Some(partita::charge::Work::call(&self.stats).request_charge())
     }
 }
 
 impl RequestCharge for ItemResponse {
     fn request_charge(&self) -> Option<f64> {
-        Some(self.stats.request_charge())
+        Some(partita::charge::Work::call(&self.stats).request_charge())
     }
 }
 

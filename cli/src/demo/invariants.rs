@@ -27,7 +27,7 @@ fn for_each_document(
     mut f: impl FnMut(&Document) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
     for key in container.partition_keys() {
-        for doc in container.snapshot(&key).documents() {
+        for doc in container.raw().snapshot(&key).documents() {
             f(doc)?;
         }
     }
@@ -41,7 +41,7 @@ fn for_each_document(
 pub(crate) fn counts(posts: &Container) -> anyhow::Result<String> {
     let mut checked = 0;
     for key in posts.partition_keys() {
-        let snapshot = posts.snapshot(&key);
+        let snapshot = posts.raw().snapshot(&key);
         let (mut post, mut comments, mut likes) = (None, 0, 0);
         for doc in snapshot.documents() {
             match doc["type"].as_str() {

@@ -19,8 +19,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use anyhow::{Context, ensure};
 use indicatif::ProgressBar;
 use partita::{
-    Container, Database, QueryItemsOptions, QueryPage, ScriptKind, ScriptProperties, Scripts,
-    TriggerOperation, TriggerType,
+    Container, Database, QueryOptions, QueryPage, ScriptKind, ScriptProperties, TriggerOperation,
+    TriggerType,
 };
 use serde_json::{Map, Value, json};
 
@@ -303,7 +303,7 @@ impl Blog {
                 &scripts.update_usernames,
             ] {
                 // Checked: a Wasm module is validated and compiled here.
-                posts.create_checked_script(script.clone())?;
+                posts.create_script(script.clone())?;
             }
             propagators.push(Box::new(FeedProcessor::new(
                 &users,
@@ -313,7 +313,7 @@ impl Blog {
             )?));
         }
         if let Some(feed) = &feed {
-            feed.create_checked_script(scripts.truncate_feed.clone())?;
+            feed.create_script(scripts.truncate_feed.clone())?;
             propagators.push(Box::new(FeedProcessor::new(
                 &posts,
                 &leases,
@@ -417,7 +417,9 @@ impl Blog {
         let mut charge = Charge::zero();
         let doc = self
             .users
-            .create_item(id, data::user_named(id, username), None)?;
+            .create_item(id, data::user_named(id, username), None)?
+            .document()
+            .clone();
         charge.written(&doc);
         Ok((charge, doc.into_value()))
     }
@@ -435,9 +437,11 @@ impl Blog {
     pub(crate) fn c2(&self, i: usize, author: u32) -> anyhow::Result<(Charge, Value)> {
         let mut charge = Charge::zero();
         let id = data::post_id(i);
-        let doc =
-            self.posts
-                .create_item(id.as_str(), data::post(self.version, i, author, 0, 0), None)?;
+        let doc = self
+            .posts
+            .create_item(id.as_str(), data::post(self.version, i, author, 0, 0), None)?
+            .document()
+            .clone();
         charge.written(&doc);
         Ok((charge, doc.into_value()))
     }
@@ -464,7 +468,7 @@ impl Blog {
             Version::V1 | Version::V2 => self.posts.query_items(
                 "SELECT * FROM p WHERE p.type = 'post' AND p.userId = @u",
                 &params,
-                &QueryItemsOptions::default(),
+                &QueryOptions::default(),
             )?,
             Version::V3 => self.users.query_items(
                 "SELECT * FROM u WHERE u.type = 'post' AND u.userId = @u",
@@ -519,7 +523,7 @@ impl Blog {
             None => self.posts.query_items(
                 "SELECT TOP 100 * FROM p WHERE p.type = 'post' ORDER BY p.creationDate DESC",
                 &Map::new(),
-                &QueryItemsOptions::default(),
+                &QueryOptions::default(),
             )?,
         };
         charge.add(&page);
@@ -532,13 +536,20 @@ impl Blog {
         let mut charge = Charge::zero();
         let id = data::post_id(i);
         if self.version == Version::V1 {
-            let doc = self.posts.create_item(id.as_str(), item, None)?;
+            let doc = self
+                .posts
+                .create_item(id.as_str(), item, None)?
+                .document()
+                .clone();
             charge.written(&doc);
             return Ok((charge, doc.into_value()));
         }
-        let response =
-            self.posts
-                .execute_stored_procedure(procedure, id.as_str(), vec![json!(id), item])?;
+        let response = self.posts.execute_stored_procedure(
+            procedure,
+            id.as_str(),
+            vec![json!(id), item],
+            None,
+        )?;
         charge.add(&response);
         Ok((charge, response.body))
     }
@@ -630,10 +641,10 @@ fn params(pairs: &[(&str, Value)]) -> Map<String, Value> {
 }
 
 /// Options that keep a query in one logical partition.
-fn in_partition(key: &str) -> QueryItemsOptions {
-    QueryItemsOptions {
+fn in_partition(key: &str) -> QueryOptions {
+    QueryOptions {
         partition_key: Some(key.into()),
-        ..QueryItemsOptions::default()
+        ..QueryOptions::default()
     }
 }
 

@@ -11,7 +11,7 @@
 //! `partita::change_feed`'s processor (leases in the model's `leases`
 //! container, checkpoint after each handled batch, at-least-once delivery)
 //! handing each change to a handler closure. A failed handler sees the same
-//! changes again, so handlers are idempotent. [`LogFollower`], which follows
+//! changes again, so handlers are idempotent. `LogFollower`, which follows
 //! the log from an LSN it keeps in memory, stays for the unit tests of the
 //! handlers.
 
@@ -23,7 +23,7 @@ use partita::Lsn;
 use partita::change_feed::{
     ChangeBatch, ChangeFeedProcessor, HandlerError, HandlerResult, ProcessorOptions,
 };
-use partita::{Change, ChangeKind, Container, QueryItemsOptions, Scripts, WriteOptions};
+use partita::{Change, ChangeKind, Container, QueryOptions, WriteOptions};
 use serde_json::{Map, Value, json};
 
 use super::data::short_post;
@@ -189,7 +189,7 @@ pub(crate) fn update_usernames(
     let page = posts.query_items(
         "SELECT VALUE p.postId FROM p WHERE p.userId = @u",
         &params,
-        &QueryItemsOptions::default(),
+        &QueryOptions::default(),
     )?;
     let partitions: BTreeSet<&str> = page.items.iter().filter_map(Value::as_str).collect();
     for pk in &partitions {
@@ -198,7 +198,7 @@ pub(crate) fn update_usernames(
         // `{"continuation": token}` when an operation was not accepted
         // (sprocs/README.md): call again from there. JavaScript's never does.
         loop {
-            let response = posts.execute_stored_procedure("updateUsernames", *pk, params)?;
+            let response = posts.execute_stored_procedure("updateUsernames", *pk, params, None)?;
             match response.body.get("continuation") {
                 Some(Value::String(token)) => {
                     params = vec![json!(user_id), json!(username), json!(token)];
@@ -232,7 +232,7 @@ pub(crate) fn copies(users: Container, feed: Container) -> Handler {
             let owners = users.query_items(
                 "SELECT VALUE u.userId FROM u WHERE u.type = 'post' AND u.id = @id",
                 &params,
-                &QueryItemsOptions::default(),
+                &QueryOptions::default(),
             )?;
             for owner in owners.items.iter().filter_map(Value::as_str) {
                 users.delete_item(owner, &change.id, None)?;
@@ -250,7 +250,7 @@ pub(crate) fn copies(users: Container, feed: Container) -> Handler {
         if feed.read_item("post", &change.id).is_ok() {
             feed.replace_item("post", &change.id, short, None)?;
         } else if change.kind == ChangeKind::Create {
-            feed.create_item_with("post", short, &truncate)?;
+            feed.create_item("post", short, Some(&truncate))?;
         }
         Ok(())
     })

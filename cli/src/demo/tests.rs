@@ -3,7 +3,7 @@
 //! the invariant checks catch what they claim to catch.
 
 use indicatif::ProgressBar;
-use partita::{Change, ChangeKind, Database, Lsn, Scripts};
+use partita::{Change, ChangeKind, Database, Lsn};
 use serde_json::{Value, json};
 
 use super::data::{self, Plan, Version};
@@ -303,7 +303,12 @@ fn update_usernames_runs_only_where_the_user_has_items() {
     assert_eq!(partitions, expected);
     let response = blog
         .posts
-        .execute_stored_procedure("updateUsernames", "p0", vec![json!("nobody"), json!("x")])
+        .execute_stored_procedure(
+            "updateUsernames",
+            "p0",
+            vec![json!("nobody"), json!("x")],
+            None,
+        )
         .unwrap();
     assert_eq!(response.stats.docs_written, 0);
 }

@@ -21,7 +21,7 @@ use serde_json::Value;
 
 use super::host::{self, Body, CallState, Fault, Kind, Op, Pending};
 use super::sandbox::{self, Sandbox};
-use crate::{Budget, Error, ExecStats, Failure, Invocation, Limits, Output, Script};
+use crate::{Budget, Error, Failure, Invocation, Limits, Output, Script, Statistics};
 
 /// Stack a call needs free; with less, it runs on a fresh stack.
 pub(crate) const RED_ZONE: usize = 4 << 20;
@@ -45,11 +45,11 @@ pub(crate) fn run(
         });
         match res {
             Ok((body, logs, mut stats)) => {
-                stats.collection = collection.stats();
+                stats = stats.with_documents(collection.stats());
                 Ok(Output { body, logs, stats })
             }
             Err(mut failure) => {
-                failure.stats.collection = collection.stats();
+                failure.stats = failure.stats.with_documents(collection.stats());
                 Err(failure)
             }
         }
@@ -77,7 +77,7 @@ pub(crate) fn run_udf(
 fn in_sandbox<T>(
     limits: &Limits,
     f: impl FnOnce(&mut Sandbox) -> Result<T, Error>,
-) -> Result<(T, String, ExecStats), Failure> {
+) -> Result<(T, String, Statistics), Failure> {
     let started = Instant::now();
     let mut sandbox = match sandbox::take(limits) {
         Ok(s) => s,
@@ -85,9 +85,9 @@ fn in_sandbox<T>(
             return Err(Failure {
                 error: Error::Internal(e),
                 logs: String::new(),
-                stats: ExecStats {
+                stats: Statistics {
                     wall_time: started.elapsed(),
-                    ..ExecStats::default()
+                    ..Statistics::default()
                 },
             });
         }
@@ -107,19 +107,19 @@ fn in_sandbox<T>(
             return Err(Failure {
                 error: Error::Internal(format!("the script engine panicked: {message}")),
                 logs,
-                stats: ExecStats {
+                stats: Statistics {
                     wall_time: started.elapsed(),
-                    ..ExecStats::default()
+                    ..Statistics::default()
                 },
             });
         }
     };
     let (instructions, logs) = finish(&mut sandbox);
-    let stats = ExecStats {
+    let stats = Statistics {
         instructions,
         fuel: 0,
         wall_time: started.elapsed(),
-        collection: host_api::CallStats::default(),
+        ..Statistics::default()
     };
     let res = match res {
         Ok(value) if instructions > limits.instructions => {

@@ -15,7 +15,7 @@
 //!
 //! The engine stores a script's bytes and never runs user code, so it
 //! cannot tell a good module from a bad one. [`prepare_wasm`] does, and the
-//! facade (`partita::Scripts::upload_script`) and the command line call it
+//! facade (`partita::Container::create_script`) and the command line call it
 //! before `create_script`/`replace_script`: it turns `.wat` text into
 //! `.wasm` bytes, compiles the module (filling the caches, so the first call
 //! does not compile), and refuses with [`Error::Compile`] (400) a module that
@@ -28,7 +28,7 @@
 //!
 //! Set on every call's fresh store, none of them catchable by the guest:
 //! fuel ([`Limits::fuel`](crate::Limits::fuel); deterministic: the same call
-//! on the same data uses the same fuel, reported as [`ExecStats::fuel`]),
+//! on the same data uses the same fuel, reported as [`Statistics::fuel`]),
 //! an epoch deadline ([`Limits::wall_time`](crate::Limits::wall_time), 1 ms
 //! resolution), a memory limit (`memory.grow` past
 //! [`Limits::max_memory_bytes`](crate::Limits::max_memory_bytes) returns -1;
@@ -124,7 +124,7 @@ pub use cache::{ARTIFACT_DIR, WasmCache, WasmCacheStats};
 pub(crate) use run::{run, run_udf};
 
 #[cfg(doc)]
-use crate::{Error, ExecStats, Output};
+use crate::{Error, Output, Statistics};
 
 /// A WebAssembly module to run, and where its compiled form is cached.
 #[derive(Clone, Copy)]

@@ -16,7 +16,7 @@ use super::WasmScript;
 
 use super::host::{HostState, Inputs, Role, Stop};
 use super::sandbox::{self, MAX_WASM_STACK, TICK};
-use crate::{Budget, Error, ExecStats, Failure, Invocation, Limits, Output};
+use crate::{Budget, Error, Failure, Invocation, Limits, Output, Statistics};
 
 /// Calls run on a stack with at least this much free: the guest's
 /// [`MAX_WASM_STACK`] plus room for the host functions it calls (a query
@@ -88,14 +88,14 @@ pub(crate) fn run(
     let finished = stacker::maybe_grow(RED_ZONE, STACK_SIZE, || {
         guarded(|| call(script, kind, inputs, Some(&mut *collection), limits))
     });
-    let mut stats = ExecStats {
-        instructions: 0,
+    let mut stats = Statistics {
         fuel: finished.fuel,
         wall_time: started.elapsed(),
-        collection: collection.stats(),
-    };
+        ..Statistics::default()
+    }
+    .with_documents(collection.stats());
     if finished.state.is_none() {
-        stats.collection = before;
+        stats = stats.with_documents(before);
     }
     let logs = finished
         .state
@@ -144,11 +144,11 @@ pub(crate) fn run_udf(
             )
         })
     });
-    let stats = ExecStats {
+    let stats = Statistics {
         instructions: 0,
         fuel: finished.fuel,
         wall_time: started.elapsed(),
-        collection: host_api::CallStats::default(),
+        ..Statistics::default()
     };
     match (finished.result, finished.state) {
         (Ok(()), Some(state)) => Ok(state.response_body),

@@ -7,7 +7,7 @@ use std::io::{self, BufReader, BufWriter};
 use std::time::Duration;
 
 use host_api::{
-    CallStats, Collection, Document, ErrorCode, HostError, Page, PartitionKey, QueryRequest,
+    Collection, Document, ErrorCode, HostError, Page, PartitionKey, QueryRequest, Statistics,
     WriteOptions,
 };
 use serde_json::Value;
@@ -232,7 +232,7 @@ impl Collection for Proxy<'_> {
     }
 
     /// The host fills in the call's statistics from its own collection.
-    fn stats(&self) -> CallStats {
-        CallStats::default()
+    fn stats(&self) -> Statistics {
+        Statistics::default()
     }
 }

@@ -76,7 +76,7 @@ use rustix::process::{Pid, Resource, Rlimit, prlimit};
 use serde_json::Value;
 
 use self::wire::{CollectionWire, FromWorker, HostCall, ReplyWire, ToWorker};
-use crate::{Budget, Error, ExecStats, Failure, Invocation, Limits, Output, Script};
+use crate::{Budget, Error, Failure, Invocation, Limits, Output, Script, Statistics};
 
 /// How long past a call's wall-time limit the host waits before it kills
 /// the worker. The worker stops a script at the limit itself when the
@@ -558,11 +558,11 @@ pub(crate) fn run(
     };
     result
         .map(|mut output| {
-            output.stats.collection = stats;
+            output.stats = output.stats.with_documents(stats);
             output
         })
         .map_err(|mut failure| {
-            failure.stats.collection = stats;
+            failure.stats = failure.stats.with_documents(stats);
             failure
         })
 }
@@ -618,9 +618,9 @@ fn converse<T>(
     let fail = |error: Error| Failure {
         error,
         logs: String::new(),
-        stats: ExecStats {
+        stats: Statistics {
             wall_time: started.elapsed(),
-            ..ExecStats::default()
+            ..Statistics::default()
         },
     };
     // An idle worker may die between `take` and the request: then the

@@ -17,12 +17,12 @@
 use std::io::{self, Read, Write};
 use std::time::Duration;
 
-use host_api::{CallStats, Document, ErrorCode, HostError, Page, PartitionKey, TriggerOperation};
+use host_api::{Document, ErrorCode, HostError, Page, PartitionKey, Statistics, TriggerOperation};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::{Budget, Error, ExecStats, Failure, Invocation, Limits, Output, Script};
+use crate::{Budget, Error, Failure, Invocation, Limits, Output, Script};
 
 /// The largest frame either side accepts: far above a page of 2 MB
 /// documents, far below what would hurt the host.
@@ -375,7 +375,7 @@ pub(super) struct FailureWire {
     stats: StatsWire,
 }
 
-/// [`ExecStats`]; the collection part is the host's to fill in.
+/// [`Statistics`]; the collection part is the host's to fill in.
 #[derive(Serialize, Deserialize)]
 pub(super) struct StatsWire {
     instructions: u64,
@@ -415,8 +415,8 @@ impl From<Output> for OutputWire {
     }
 }
 
-impl From<ExecStats> for StatsWire {
-    fn from(s: ExecStats) -> StatsWire {
+impl From<Statistics> for StatsWire {
+    fn from(s: Statistics) -> StatsWire {
         StatsWire {
             instructions: s.instructions,
             wall_time: s.wall_time,
@@ -424,13 +424,13 @@ impl From<ExecStats> for StatsWire {
     }
 }
 
-impl From<StatsWire> for ExecStats {
-    fn from(s: StatsWire) -> ExecStats {
-        ExecStats {
+impl From<StatsWire> for Statistics {
+    fn from(s: StatsWire) -> Statistics {
+        Statistics {
             instructions: s.instructions,
             fuel: 0,
             wall_time: s.wall_time,
-            collection: CallStats::default(),
+            ..Statistics::default()
         }
     }
 }
@@ -607,9 +607,9 @@ mod tests {
                 stack: Some("at f".into()),
             },
             logs: "one\n".into(),
-            stats: ExecStats {
+            stats: Statistics {
                 instructions: 7,
-                ..ExecStats::default()
+                ..Statistics::default()
             },
         };
         let back = Failure::from(FailureWire::from(failure));

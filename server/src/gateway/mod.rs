@@ -25,8 +25,8 @@ use std::time::SystemTime;
 
 use engine::query::{self, Params};
 use engine::{
-    ChangeKind, Database, Document, Lsn, PartitionKey, QueryItemsOptions, ScriptKind,
-    ScriptProperties, TriggerOperation, TriggerType,
+    ChangeKind, Document, Lsn, PartitionKey, ScriptKind, ScriptProperties, TriggerOperation,
+    TriggerType,
 };
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 use serde_json::{Map, Value, json};
@@ -39,7 +39,7 @@ use super::wire::{
     json_body, max_item_count,
 };
 use partita::charge::{MIN_CHARGE, Work};
-use partita::{Limits, Scripts, WriteOptions};
+use partita::{Database, Limits, ProcedureOptions, QueryOptions, WriteOptions};
 
 /// The database part of every `_rid` (the engine's, base64 of `Part`).
 const DATABASE_RID: &str = "UGFydA==";
@@ -111,7 +111,7 @@ impl Gateway {
         key: MasterKey,
         limits: GatewayLimits,
     ) -> Result<Gateway, engine::Error> {
-        let registry = Registry::load(&db)?;
+        let registry = Registry::load(db.raw())?;
         Ok(Gateway {
             db,
             registry,
@@ -467,15 +467,15 @@ impl Gateway {
                 "executing procedure {id:?} needs the x-ms-documentdb-partitionkey header"
             ))
         })?;
-        let response =
-            coll.container
-                .execute_stored_procedure_with(id, key, params, &self.script_limits)?;
+        let response = coll.container.execute_stored_procedure(
+            id,
+            key,
+            params,
+            Some(&self.procedure_options()),
+        )?;
         let logging = flag(&req.headers, "x-ms-documentdb-script-enable-logging")?;
         let mut out = WireResponse::json(200, &response.body)
-            .with(
-                "x-ms-request-charge",
-                charge(response.stats.request_charge()),
-            )
+            .with("x-ms-request-charge", charge(response.request_charge()))
             .with("x-ms-session-token", self.write_token());
         if logging {
             out = out.with(
@@ -525,6 +525,13 @@ impl Gateway {
                 coll.name
             ))
         })
+    }
+
+    /// The options of a procedure call: the server's script limits.
+    fn procedure_options(&self) -> ProcedureOptions {
+        ProcedureOptions {
+            limits: Some(self.script_limits.clone()),
+        }
     }
 
     fn write_options(&self, req: &WireRequest) -> Result<WriteOptions, WireError> {
@@ -587,24 +594,22 @@ impl Gateway {
             Some(id) => (
                 200,
                 coll.container
-                    .replace_item_with(doc_key, id, doc, &options)?,
+                    .replace_item(doc_key, id, doc, Some(&options))?,
             ),
             None if upsert => {
                 let existed = coll.container.read_item(doc_key.clone(), &doc_id).is_ok();
-                let response = coll.container.upsert_item_with(doc_key, doc, &options)?;
+                let response = coll.container.upsert_item(doc_key, doc, Some(&options))?;
                 (if existed { 200 } else { 201 }, response)
             }
             None => (
                 201,
-                coll.container.create_item_with(doc_key, doc, &options)?,
+                coll.container.create_item(doc_key, doc, Some(&options))?,
             ),
         };
-        let body = response.resource.unwrap_or(Value::Null);
+        let request_charge = response.request_charge();
+        let body = response.resource.map_or(Value::Null, Document::into_value);
         let mut out = WireResponse::json(status, &body)
-            .with(
-                "x-ms-request-charge",
-                charge(response.stats.request_charge()),
-            )
+            .with("x-ms-request-charge", charge(request_charge))
             .with("x-ms-session-token", self.write_token());
         if let Some(etag) = body.get("_etag").and_then(Value::as_str) {
             out = out.with("etag", etag);
@@ -639,12 +644,9 @@ impl Gateway {
     ) -> Result<WireResponse, WireError> {
         let key = self.required_key(coll, req, "deleting a document")?;
         let options = self.write_options(req)?;
-        let response = coll.container.delete_item_with(key, id, &options)?;
+        let response = coll.container.delete_item(key, id, Some(&options))?;
         Ok(WireResponse::empty(204)
-            .with(
-                "x-ms-request-charge",
-                charge(response.stats.request_charge()),
-            )
+            .with("x-ms-request-charge", charge(response.request_charge()))
             .with("x-ms-session-token", self.write_token()))
     }
 
@@ -666,17 +668,16 @@ impl Gateway {
         sql: &str,
         params: &Params,
     ) -> Result<WireResponse, WireError> {
-        let mut options = QueryItemsOptions {
+        let mut options = QueryOptions {
             partition_key: self.partition_key(coll, req)?,
             max_item_count: max_item_count(&req.headers)?,
             continuation: header(&req.headers, "x-ms-continuation")?
                 .filter(|c| !c.is_empty())
                 .map(str::to_owned),
+            limits: Some(self.script_limits.clone()),
         };
         loop {
-            let page = coll
-                .container
-                .run_query_with(sql, params, &options, &self.script_limits)?;
+            let page = coll.container.query_items(sql, params, &options)?;
             let (body, fitted) = feed_body(
                 &coll.rid,
                 "Documents",

@@ -1,0 +1,552 @@
+//! The facade's database and container: the one way to use Partita from
+//! Rust.
+//!
+//! [`Container`] wraps the engine's container (the layer beneath, which
+//! never runs user code) and gives every operation the behaviour a Cosmos DB
+//! request has: a write runs the pre- and post-triggers its
+//! [`WriteOptions`] name, in the write's transaction; a query can call the
+//! container's user-defined functions; a stored procedure runs in one
+//! logical partition's transaction; a script is checked (and a WebAssembly
+//! module compiled) when it is stored. There is no trait to import.
+//!
+//! ```
+//! use partita::{Database, ScriptProperties, WriteOptions};
+//! use serde_json::json;
+//!
+//! let db = Database::in_memory();
+//! let posts = db.create_container("posts", "/postId")?;
+//! posts.create_script(ScriptProperties::trigger(
+//!     "stamp",
+//!     "function stamp() { var r = getContext().getRequest(); var d = r.getBody(); d.stamped = true; r.setBody(d); }",
+//!     partita::TriggerType::Pre,
+//!     partita::TriggerOperation::All,
+//! ))?;
+//! let options = WriteOptions { pre_triggers: vec!["stamp".into()], ..WriteOptions::default() };
+//! posts.create_item("p1", json!({"id": "p1", "postId": "p1"}), Some(&options))?;
+//! assert_eq!(posts.read_item("p1", "p1")?["stamped"], true);
+//! # Ok::<(), partita::Error>(())
+//! ```
+
+use std::path::Path;
+
+use engine::query::Params;
+use engine::{
+    Change, ContainerProperties, Document, FeedOptions, FeedPage, Lsn, Options, PartitionKey,
+    QueryItemsOptions, QueryPage, Script, ScriptKind, ScriptProperties, Txn,
+};
+use host_api::PartitionKeyPath;
+use runtime::Limits;
+use serde_json::Value;
+
+use crate::scripts::{self, Write};
+use crate::{Result, Statistics};
+
+/// Options of a write (create, upsert, replace, delete).
+#[derive(Clone, Debug, Default)]
+pub struct WriteOptions {
+    /// `If-Match`: write only if the document's current etag is this
+    /// (412 otherwise). Ignored by a create.
+    pub if_match: Option<String>,
+    /// The pre-trigger to run before the write (at most one, as in Cosmos DB).
+    pub pre_triggers: Vec<String>,
+    /// The post-trigger to run after the write (at most one).
+    pub post_triggers: Vec<String>,
+    /// Bounds of each trigger; the runtime's defaults when `None`.
+    pub limits: Option<Limits>,
+}
+
+impl WriteOptions {
+    /// Options with an `If-Match` precondition and nothing else.
+    pub fn if_match(etag: impl Into<String>) -> WriteOptions {
+        WriteOptions {
+            if_match: Some(etag.into()),
+            ..WriteOptions::default()
+        }
+    }
+}
+
+/// Options of a query.
+#[derive(Clone, Debug, Default)]
+pub struct QueryOptions {
+    /// Run in this logical partition only; all partitions when `None`.
+    pub partition_key: Option<PartitionKey>,
+    /// The most items per page (all when `None`).
+    pub max_item_count: Option<usize>,
+    /// Where the previous page stopped.
+    pub continuation: Option<String>,
+    /// Bounds of each user-defined function call; the runtime's defaults
+    /// when `None`.
+    pub limits: Option<Limits>,
+}
+
+impl QueryOptions {
+    /// Options that confine the query to one logical partition.
+    pub fn partition(partition_key: impl Into<PartitionKey>) -> QueryOptions {
+        QueryOptions {
+            partition_key: Some(partition_key.into()),
+            ..QueryOptions::default()
+        }
+    }
+}
+
+/// Options of a stored procedure call.
+#[derive(Clone, Debug, Default)]
+pub struct ProcedureOptions {
+    /// Bounds of the call; the runtime's defaults when `None`.
+    pub limits: Option<Limits>,
+}
+
+/// The response of a stored procedure.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProcedureResponse {
+    /// What the procedure set with `getContext().getResponse().setBody()`
+    /// (`""` when it set nothing, as in Cosmos DB).
+    pub body: Value,
+    /// Its `console.log` output.
+    pub logs: String,
+    /// What it did.
+    pub stats: Statistics,
+}
+
+/// The response of a write.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ItemResponse {
+    /// The written document, or what a post-trigger set as the response
+    /// body; `None` for a delete.
+    pub resource: Option<Document>,
+    /// `console.log` output of the triggers (pre-trigger first).
+    pub logs: String,
+    /// What the write and its triggers did.
+    pub stats: Statistics,
+}
+
+impl ProcedureResponse {
+    /// The call's request charge (see [`crate::charge`]).
+    pub fn request_charge(&self) -> f64 {
+        crate::charge::Work::call(&self.stats).request_charge()
+    }
+}
+
+impl ItemResponse {
+    /// The write's request charge (see [`crate::charge`]).
+    pub fn request_charge(&self) -> f64 {
+        crate::charge::Work::call(&self.stats).request_charge()
+    }
+
+    /// The written document (or a post-trigger's response body).
+    ///
+    /// # Panics
+    /// For a delete, which has none.
+    pub fn document(&self) -> &Document {
+        self.resource
+            .as_ref()
+            .expect("a delete's response has no document")
+    }
+}
+
+/// A database: containers in a data directory (or in memory).
+///
+/// Cheap to clone; clones share the database. The data directory is locked
+/// while any clone is alive.
+#[derive(Clone, Debug)]
+pub struct Database {
+    raw: engine::Database,
+}
+
+impl Database {
+    /// Opens (or creates) the durable database in `dir`.
+    ///
+    /// # Errors
+    /// 503 when another process has the directory open; 500 when it cannot
+    /// be read or created.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Database> {
+        Ok(Database::from(engine::Database::open(dir)?))
+    }
+
+    /// [`Database::open`] with explicit options.
+    ///
+    /// # Errors
+    /// As [`Database::open`].
+    pub fn open_with(dir: impl AsRef<Path>, options: Options) -> Result<Database> {
+        Ok(Database::from(engine::Database::open_with(dir, options)?))
+    }
+
+    /// A database that lives in memory only.
+    pub fn in_memory() -> Database {
+        Database::from(engine::Database::in_memory())
+    }
+
+    /// A database over any [`engine::storage::Storage`] (tests inject
+    /// faults this way).
+    ///
+    /// # Errors
+    /// The storage's errors while loading.
+    pub fn with_storage(
+        storage: Box<dyn engine::storage::Storage>,
+        options: Options,
+    ) -> Result<Database> {
+        Ok(Database::from(engine::Database::with_storage(
+            storage, options,
+        )?))
+    }
+
+    /// The data directory; `None` in memory.
+    pub fn data_dir(&self) -> Option<&Path> {
+        self.raw.data_dir()
+    }
+
+    /// The options the database was opened with.
+    pub fn options(&self) -> &Options {
+        self.raw.options()
+    }
+
+    /// Why the database refuses writes (after a storage failure), if it does.
+    pub fn failure(&self) -> Option<String> {
+        self.raw.failure()
+    }
+
+    /// Creates a container whose documents are partitioned by the value at
+    /// `partition_key_path` (such as `/postId`).
+    ///
+    /// # Errors
+    /// 409 when it exists; 400 for a bad id or path.
+    pub fn create_container(&self, id: &str, partition_key_path: &str) -> Result<Container> {
+        Ok(Container::from(
+            self.raw.create_container(id, partition_key_path)?,
+        ))
+    }
+
+    /// Creates a container with explicit properties.
+    ///
+    /// # Errors
+    /// As [`Database::create_container`].
+    pub fn create_container_with(&self, props: ContainerProperties) -> Result<Container> {
+        Ok(Container::from(self.raw.create_container_with(props)?))
+    }
+
+    /// The container `id`, created with `partition_key_path` if missing.
+    ///
+    /// # Errors
+    /// 409 when it exists with another partition-key path.
+    pub fn create_container_if_not_exists(
+        &self,
+        id: &str,
+        partition_key_path: &str,
+    ) -> Result<Container> {
+        Ok(Container::from(
+            self.raw
+                .create_container_if_not_exists(id, partition_key_path)?,
+        ))
+    }
+
+    /// The container `id`.
+    ///
+    /// # Errors
+    /// 404 when there is none.
+    pub fn container(&self, id: &str) -> Result<Container> {
+        Ok(Container::from(self.raw.container(id)?))
+    }
+
+    /// Deletes a container with its documents, scripts and change log.
+    ///
+    /// # Errors
+    /// 404 when there is none; storage failures.
+    pub fn delete_container(&self, id: &str) -> Result<()> {
+        Ok(self.raw.delete_container(id)?)
+    }
+
+    /// Every container's properties.
+    pub fn containers(&self) -> Vec<ContainerProperties> {
+        self.raw.containers()
+    }
+
+    /// The engine's database, the layer beneath (no scripts run there).
+    pub fn raw(&self) -> &engine::Database {
+        &self.raw
+    }
+}
+
+impl From<engine::Database> for Database {
+    fn from(raw: engine::Database) -> Database {
+        Database { raw }
+    }
+}
+
+/// A container: documents partitioned by a key path, with their scripts.
+/// Cheap to clone; clones share the container.
+#[derive(Clone, Debug)]
+pub struct Container {
+    raw: engine::Container,
+}
+
+impl From<engine::Container> for Container {
+    fn from(raw: engine::Container) -> Container {
+        Container { raw }
+    }
+}
+
+impl Container {
+    /// The engine's container, the layer beneath: its writes run no
+    /// triggers and its queries know no user-defined functions.
+    pub fn raw(&self) -> &engine::Container {
+        &self.raw
+    }
+
+    /// The container's id.
+    pub fn id(&self) -> &str {
+        self.raw.id()
+    }
+
+    /// The container's properties.
+    pub fn properties(&self) -> ContainerProperties {
+        self.raw.properties()
+    }
+
+    /// The container's resource id (`_rid`).
+    pub fn resource_id(&self) -> String {
+        self.raw.resource_id()
+    }
+
+    /// The partition-key path.
+    pub fn partition_key_path(&self) -> &PartitionKeyPath {
+        self.raw.partition_key_path()
+    }
+
+    /// The partition key of `doc` under this container's path.
+    ///
+    /// # Errors
+    /// 400 when the value there cannot be a partition key.
+    pub fn partition_key_of(&self, doc: &Value) -> Result<PartitionKey> {
+        Ok(self.raw.partition_key_of(doc)?)
+    }
+
+    /// The physical partition a logical partition lives on.
+    pub fn physical_partition(&self, key: &PartitionKey) -> u32 {
+        self.raw.physical_partition(key)
+    }
+
+    /// The data directory of the database; `None` in memory.
+    pub fn data_dir(&self) -> Option<&Path> {
+        self.raw.data_dir()
+    }
+
+    /// Every logical partition's key.
+    pub fn partition_keys(&self) -> Vec<PartitionKey> {
+        self.raw.partition_keys()
+    }
+
+    /// Begins a native transaction on one logical partition (see
+    /// [`Container::transaction`]).
+    ///
+    /// # Errors
+    /// 408 when the partition's lock is not free in time.
+    pub fn begin(&self, partition_key: impl Into<PartitionKey>) -> Result<Txn> {
+        Ok(self.raw.begin(partition_key)?)
+    }
+
+    /// Runs `f` in a native transaction on one logical partition and
+    /// commits what it wrote, or nothing if it fails.
+    ///
+    /// # Errors
+    /// `f`'s error, or the commit's.
+    pub fn transaction<T, E, F>(&self, partition_key: impl Into<PartitionKey>, f: F) -> Result<T, E>
+    where
+        F: FnOnce(&mut Txn) -> Result<T, E>,
+        E: From<engine::Error>,
+    {
+        self.raw.transaction(partition_key, f)
+    }
+
+    /// Creates a document, running the triggers `options` name in its
+    /// transaction.
+    ///
+    /// # Errors
+    /// 409 for a duplicate id, 400 for a bad document or trigger choice, 413
+    /// over 2 MB; a trigger's failure as [`Error::Script`](crate::Error::Script).
+    pub fn create_item(
+        &self,
+        partition_key: impl Into<PartitionKey>,
+        doc: Value,
+        options: Option<&WriteOptions>,
+    ) -> Result<ItemResponse> {
+        scripts::write(&self.raw, partition_key.into(), Write::Create(doc), options)
+    }
+
+    /// Creates or replaces a document.
+    ///
+    /// # Errors
+    /// As [`Container::create_item`], plus 412 for a stale `if_match`.
+    pub fn upsert_item(
+        &self,
+        partition_key: impl Into<PartitionKey>,
+        doc: Value,
+        options: Option<&WriteOptions>,
+    ) -> Result<ItemResponse> {
+        scripts::write(&self.raw, partition_key.into(), Write::Upsert(doc), options)
+    }
+
+    /// Replaces the document `id`.
+    ///
+    /// # Errors
+    /// As [`Container::create_item`], plus 404 and 412.
+    pub fn replace_item(
+        &self,
+        partition_key: impl Into<PartitionKey>,
+        id: &str,
+        doc: Value,
+        options: Option<&WriteOptions>,
+    ) -> Result<ItemResponse> {
+        scripts::write(
+            &self.raw,
+            partition_key.into(),
+            Write::Replace(id, doc),
+            options,
+        )
+    }
+
+    /// Deletes the document `id` (triggers get `null` as their request body).
+    ///
+    /// # Errors
+    /// As [`Container::create_item`], plus 404 and 412.
+    pub fn delete_item(
+        &self,
+        partition_key: impl Into<PartitionKey>,
+        id: &str,
+        options: Option<&WriteOptions>,
+    ) -> Result<ItemResponse> {
+        scripts::write(&self.raw, partition_key.into(), Write::Delete(id), options)
+    }
+
+    /// Reads the committed document `id`.
+    ///
+    /// # Errors
+    /// 404 when there is none.
+    pub fn read_item(&self, partition_key: impl Into<PartitionKey>, id: &str) -> Result<Document> {
+        Ok(self.raw.read_item(partition_key, id)?)
+    }
+
+    /// One page of a logical partition's documents in insertion order.
+    ///
+    /// # Errors
+    /// 400 for a bad continuation token.
+    pub fn read_feed(
+        &self,
+        partition_key: impl Into<PartitionKey>,
+        options: &FeedOptions,
+    ) -> Result<FeedPage> {
+        Ok(self.raw.read_feed(partition_key, options)?)
+    }
+
+    /// Runs a Cosmos SQL query over one logical partition or all of them,
+    /// with the container's user-defined functions callable as
+    /// `udf.name(args)`.
+    ///
+    /// # Errors
+    /// 400 for a syntax error, an unknown function, a missing parameter, a
+    /// bad continuation token, or a UDF that is missing, throws or exhausts
+    /// its budget.
+    pub fn query_items(
+        &self,
+        sql: &str,
+        params: &Params,
+        options: &QueryOptions,
+    ) -> Result<QueryPage> {
+        let raw_options = QueryItemsOptions {
+            partition_key: options.partition_key.clone(),
+            max_item_count: options.max_item_count,
+            continuation: options.continuation.clone(),
+        };
+        Ok(scripts::query(
+            &self.raw,
+            &self.raw,
+            sql,
+            params,
+            &raw_options,
+            options.limits.as_ref(),
+        )?)
+    }
+
+    /// Runs the stored procedure `id` in one logical partition, atomically.
+    ///
+    /// # Errors
+    /// 404 when there is no such procedure; [`Error::Script`](crate::Error::Script) when it throws
+    /// (400), does not compile (400/65535) or exhausts a budget (408).
+    /// Nothing is committed then.
+    pub fn execute_stored_procedure(
+        &self,
+        id: &str,
+        partition_key: impl Into<PartitionKey>,
+        params: Vec<Value>,
+        options: Option<&ProcedureOptions>,
+    ) -> Result<ProcedureResponse> {
+        let limits = options.and_then(|o| o.limits.as_ref());
+        scripts::execute_procedure(&self.raw, id, partition_key.into(), params, limits)
+    }
+
+    /// Stores a new script. A WebAssembly module (`.wasm` bytes or `.wat`
+    /// text, stored as `.wasm`) must validate, import only the `partita_v1`
+    /// ABI and export its kind's entry point; it is compiled now, so the
+    /// first call does not.
+    ///
+    /// ```
+    /// use partita::{Database, ScriptKind, ScriptProperties};
+    ///
+    /// let db = Database::in_memory();
+    /// let posts = db.create_container("posts", "/postId")?;
+    /// let wat = r#"(module (memory (export "memory") 1)
+    ///                (func (export "partita_procedure") (result i32) (i32.const 0)))"#;
+    /// posts.create_script(ScriptProperties::wasm("noop", ScriptKind::StoredProcedure, wat))?;
+    /// let bad = ScriptProperties::wasm("bad", ScriptKind::StoredProcedure, "(module)");
+    /// assert_eq!(posts.create_script(bad).unwrap_err().status(), 400);
+    /// # Ok::<(), partita::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// 409 when it exists; 400 naming the problem with its body; 413 over
+    /// 2 MB.
+    pub fn create_script(&self, props: ScriptProperties) -> Result<Script> {
+        Ok(self
+            .raw
+            .create_script(scripts::checked(&self.raw, props)?)?)
+    }
+
+    /// Replaces a script after the checks of [`Container::create_script`];
+    /// the next call uses the new version.
+    ///
+    /// # Errors
+    /// As [`Container::create_script`], and 404 when there is none.
+    pub fn replace_script(&self, props: ScriptProperties) -> Result<Script> {
+        Ok(self
+            .raw
+            .replace_script(scripts::checked(&self.raw, props)?)?)
+    }
+
+    /// The current version of a script.
+    ///
+    /// # Errors
+    /// 404 when there is none.
+    pub fn read_script(&self, kind: ScriptKind, id: &str) -> Result<Script> {
+        Ok(self.raw.read_script(kind, id)?)
+    }
+
+    /// Every script of one kind.
+    pub fn list_scripts(&self, kind: ScriptKind) -> Vec<Script> {
+        self.raw.list_scripts(kind)
+    }
+
+    /// Deletes a script.
+    ///
+    /// # Errors
+    /// 404 when there is none.
+    pub fn delete_script(&self, kind: ScriptKind, id: &str) -> Result<()> {
+        Ok(self.raw.delete_script(kind, id)?)
+    }
+
+    /// Up to `max_changes` committed changes after `after`, in LSN order.
+    ///
+    /// # Errors
+    /// Storage failures.
+    pub fn read_changes(&self, after: Lsn, max_changes: usize) -> Result<Vec<Change>> {
+        Ok(self.raw.read_changes(after, max_changes)?)
+    }
+}
