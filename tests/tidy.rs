@@ -4,12 +4,18 @@
 //!   (its "Dependency edges" section), so the document cannot drift from the
 //!   code and a new edge is a deliberate, documented decision.
 //! * Every Rust source file starts with a `//!` module doc.
+//! * README.md stays short (at most [`README_MAX_LINES`] lines; details go
+//!   to `docs/`), and every workspace crate appears in ARCHITECTURE.md's
+//!   code map.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
+
+/// The most lines README.md may have.
+const README_MAX_LINES: usize = 300;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -147,5 +153,38 @@ fn every_source_file_starts_with_a_module_doc() {
     assert!(
         missing.is_empty(),
         "files without a //! module doc: {missing:?}"
+    );
+}
+
+#[test]
+fn readme_stays_short() {
+    let text = std::fs::read_to_string(root().join("README.md")).expect("read README.md");
+    let lines = text.lines().count();
+    assert!(
+        lines <= README_MAX_LINES,
+        "README.md has {lines} lines, more than {README_MAX_LINES}: move details to docs/"
+    );
+}
+
+#[test]
+fn every_workspace_crate_is_on_the_architecture_map() {
+    let text =
+        std::fs::read_to_string(root().join("ARCHITECTURE.md")).expect("read ARCHITECTURE.md");
+    let map = text
+        .split("## Code map")
+        .nth(1)
+        .expect("ARCHITECTURE.md has a Code map section");
+    let map = map.split("\n## ").next().unwrap_or(map);
+    let crates: BTreeSet<String> = workspace_edges()
+        .into_iter()
+        .flat_map(|(from, to, _)| [from, to])
+        .collect();
+    let missing: Vec<&String> = crates
+        .iter()
+        .filter(|name| !map.contains(&format!("`{name}`")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "crates missing from ARCHITECTURE.md's code map: {missing:?}"
     );
 }

@@ -98,9 +98,9 @@ fn bad_modules_are_refused_at_upload() -> Result {
         assert!(err.to_string().contains("\"bad\""), "{err}");
         assert!(posts.read_script(kind, "bad").is_err(), "nothing stored");
     }
-    // A module stored without the check fails when it runs, with the same
-    // message.
-    posts.create_script(ScriptProperties::wasm(
+    // A module stored without the check (through the engine beneath) fails
+    // when it runs, with the same message.
+    posts.raw().create_script(ScriptProperties::wasm(
         "raw",
         ScriptKind::StoredProcedure,
         "(module",
