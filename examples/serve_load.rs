@@ -361,7 +361,7 @@ fn main() {
         assert_eq!(r.status, 201);
         let sproc = serde_json::json!({
             "id": "createComment",
-            "body": include_str!("../sprocs/js/createComment.js"),
+            "body": include_str!("../sprocs/samples/js/createComment.js"),
         });
         let r = setup
             .send(

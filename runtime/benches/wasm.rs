@@ -1,10 +1,10 @@
 //! createComment through the WebAssembly sandbox, in memory, as two
-//! guests: the hand-written `sprocs/wat/createComment.wat` and the Rust
-//! guest `sprocs/wasm/create-comment` (serde_json inside the module). The
-//! warm path (a fresh pooled instance per call from the cached module), the
-//! upload (compile) and first call after it, and the first call after a
-//! restart that finds the precompiled artifact; and a warm call of a small
-//! user-defined function.
+//! guests: the hand-written `sprocs/samples/wat/createComment.wat` and the
+//! Rust guest `sprocs/wasm/create-comment` (serde_json inside the module).
+//! The warm path (a fresh pooled instance per call from the cached
+//! module), the upload (compile) and first call after it, and the first
+//! call after a restart that finds the precompiled artifact; and a warm
+//! call of a small user-defined function.
 //!
 //! The Rust guest is read from
 //! `sprocs/wasm/target/wasm32-unknown-unknown/release/create_comment.wasm`;
@@ -31,7 +31,7 @@ use host_api::ScriptKind;
 use runtime::{Invocation, Limits, WasmCache, WasmScript, prepare_wasm, run_wasm, run_wasm_udf};
 use serde_json::json;
 
-const CREATE_COMMENT: &str = include_str!("../../sprocs/wat/createComment.wat");
+const CREATE_COMMENT: &str = include_str!("../../sprocs/samples/wat/createComment.wat");
 
 /// The Rust guest's module, relative to this crate.
 const RUST_GUEST: &str = "../sprocs/wasm/target/wasm32-unknown-unknown/release/create_comment.wasm";

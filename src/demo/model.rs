@@ -146,7 +146,7 @@ impl Pattern {
 /// The language of the uploaded procedures and triggers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Language {
-    /// `sprocs/js/*.js`, shipped inside the binary.
+    /// `sprocs/samples/js/*.js`, shipped inside the binary.
     JavaScript,
     /// The Rust guests of `sprocs/wasm`, compiled to WebAssembly.
     Wasm,
@@ -177,19 +177,19 @@ impl ScriptSet {
             Language::JavaScript => Ok(ScriptSet {
                 create_comment: ScriptProperties::stored_procedure(
                     "createComment",
-                    include_str!("../../sprocs/js/createComment.js"),
+                    include_str!("../../sprocs/samples/js/createComment.js"),
                 ),
                 create_like: ScriptProperties::stored_procedure(
                     "createLike",
-                    include_str!("../../sprocs/js/createLike.js"),
+                    include_str!("../../sprocs/samples/js/createLike.js"),
                 ),
                 update_usernames: ScriptProperties::stored_procedure(
                     "updateUsernames",
-                    include_str!("../../sprocs/js/updateUsernames.js"),
+                    include_str!("../../sprocs/samples/js/updateUsernames.js"),
                 ),
                 truncate_feed: ScriptProperties::trigger(
                     "truncateFeed",
-                    include_str!("../../sprocs/js/truncateFeed.js"),
+                    include_str!("../../sprocs/samples/js/truncateFeed.js"),
                     TriggerType::Post,
                     TriggerOperation::All,
                 ),

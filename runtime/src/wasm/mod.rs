@@ -43,7 +43,7 @@
 //! ====
 //!
 //! `benches/wasm.rs` (release) measures createComment as the hand-written
-//! `sprocs/wat/createComment.wat` and as the Rust guest
+//! `sprocs/samples/wat/createComment.wat` and as the Rust guest
 //! (`sprocs/wasm/create-comment`, serde_json inside, 210 KB), each call a
 //! fresh pooled instance in its own transaction, timed one by one (p50,
 //! p99), next to the same collection calls made natively (the engine's own

@@ -5,8 +5,8 @@
 //! Included with `#[path]` by both crates, each naming its counter and its
 //! child (`COUNTER`, `CHILD` and the entry function `ENTRY` at its crate
 //! root, which the tests below use). Each step is what the JavaScript
-//! scripts do (`sprocs/js/createComment.js`, `createLike.js`), so the ports
-//! store exactly what the scripts store:
+//! scripts do (`sprocs/samples/js/createComment.js`, `createLike.js`), so
+//! the ports store exactly what the scripts store:
 //! - the post is `getAltLink() + '/docs/' + postId`, so the id read is
 //!   `String(postId)` ([`js::to_js_string`]);
 //! - `post.commentCount++` is [`js::increment`] (a missing count becomes

@@ -1,5 +1,6 @@
 //! createComment as a WebAssembly procedure: the Rust port of
-//! `sprocs/js/createComment.js`, storing exactly what the script stores.
+//! `sprocs/samples/js/createComment.js`, storing exactly what the script
+//! stores.
 //!
 //! Parameters `[postId, comment]`. Reads the post `postId`, increments its
 //! `commentCount` (JavaScript's `++`, so a missing count becomes `null`),

@@ -1,5 +1,6 @@
 //! createLike as a WebAssembly procedure: the Rust port of
-//! `sprocs/js/createLike.js`, storing exactly what the script stores.
+//! `sprocs/samples/js/createLike.js`, storing exactly what the script
+//! stores.
 //!
 //! Parameters `[postId, like]`. Reads the post `postId`, increments its
 //! `likeCount` (JavaScript's `++`, so a missing count becomes `null`),

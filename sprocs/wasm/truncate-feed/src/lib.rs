@@ -1,5 +1,5 @@
 //! truncateFeed as a WebAssembly post-trigger: the Rust port of
-//! `sprocs/js/truncateFeed.js`.
+//! `sprocs/samples/js/truncateFeed.js`.
 //!
 //! Runs after every write into the `feed` container and keeps the 100 most
 //! recent posts of the partition. It counts the documents (`SELECT VALUE

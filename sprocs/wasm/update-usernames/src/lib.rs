@@ -1,5 +1,5 @@
 //! updateUsernames as a WebAssembly procedure: the Rust port of
-//! `sprocs/js/updateUsernames.js`.
+//! `sprocs/samples/js/updateUsernames.js`.
 //!
 //! Parameters `[userId, username]` (and an optional third, a continuation
 //! returned by an earlier call). Sets `userUsername` to `username` on every

@@ -1,10 +1,10 @@
 ;; truncateFeed, hand-written against the partita_v1 ABI (host_api::abi).
 ;;
 ;; A post-trigger that keeps the newest 100 posts of a feed partition, as
-;; sprocs/js/truncateFeed.js does: count the partition's documents (the
-;; count query does not see the document being inserted, hence + 1), and
-;; when there are more than 100, query the oldest ones by creationDate and
-;; delete each. It asks for their ids only (`VALUE f.id`), which is all a
+;; sprocs/samples/js/truncateFeed.js does: count the partition's documents
+;; (the count query does not see the document being inserted, hence + 1),
+;; and when there are more than 100, query the oldest ones by creationDate
+;; and delete each. It asks for their ids only (`VALUE f.id`), which is all a
 ;; delete needs, so it never has to parse a document.
 ;;
 ;; A failed operation fails the call (and the write that fired the trigger)

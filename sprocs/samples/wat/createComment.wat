@@ -3,8 +3,8 @@
 ;; A stored procedure called with [postId, comment]: reads the post with id
 ;; postId, adds one to its commentCount, replaces it, and creates the
 ;; comment with "postId" set, all in one transaction, as
-;; sprocs/js/createComment.js does. The comment's "id" is the one given, or
-;; one the host generates (create without options).
+;; sprocs/samples/js/createComment.js does. The comment's "id" is the one
+;; given, or one the host generates (create without options).
 ;;
 ;; A failed operation fails the call with the operation's status as the
 ;; substatus and the host's message, as an unhandled `throw err` does in
