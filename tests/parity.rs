@@ -1,7 +1,8 @@
 //! Parity: the blog workload's procedures and trigger as JavaScript
 //! (`sprocs/samples/js/*.js`) and as Rust compiled to WebAssembly
-//! (`sprocs/wasm/*`) give identical responses and leave identical stored
-//! state, scenario by scenario, each language on its own fresh database.
+//! (`sprocs/samples/rust/*`) give identical responses and leave identical
+//! stored state, scenario by scenario, each language on its own fresh
+//! database.
 //!
 //! Documents are compared without `_ts`, `_etag`, `_rid` and `_self`, and
 //! generated ids (comments created without one) are compared as

@@ -7,10 +7,10 @@
 //! partitioned by `/type` (one logical partition, `"post"`, as in V3).
 //! createComment is `partita::blog::create_comment` natively,
 //! `sprocs/samples/js/createComment.js` in JavaScript, the Rust guest
-//! `create_comment.wasm` (built from `sprocs/wasm` by
+//! `create_comment.wasm` (built from `sprocs/samples/rust` by
 //! [`partita::guest::build`]) in Wasm and the hand-written
-//! `sprocs/samples/wat/createComment.wat` in the WAT flavor; truncateFeed is a
-//! native transaction or a create with the flavor's truncateFeed
+//! `sprocs/samples/wat/createComment.wat` in the WAT flavor; truncateFeed
+//! is a native transaction or a create with the flavor's truncateFeed
 //! post-trigger (`truncateFeed.js`, `truncate_feed.wasm`,
 //! `truncateFeed.wat`); the feed read is a query natively and a small
 //! readFeed procedure in the script flavors, as JavaScript runs it
@@ -62,7 +62,7 @@ pub enum Flavor {
     Native,
     /// The JavaScript procedures and trigger of `sprocs/samples/js/`.
     JavaScript,
-    /// The Rust guests of `sprocs/wasm` compiled to WebAssembly.
+    /// The Rust guests of `sprocs/samples/rust` compiled to WebAssembly.
     Wasm,
     /// The hand-written WebAssembly text modules of `sprocs/samples/wat`.
     Wat,
@@ -101,7 +101,7 @@ pub fn guest_modules() -> Result<&'static PathBuf, &'static str> {
                 // cargo's full output goes to stderr; the row names the cause.
                 other => {
                     eprintln!("{other}");
-                    "building the guest modules (sprocs/wasm) failed; see the error above"
+                    "building the guest modules (sprocs/samples/rust) failed; see the error above"
                         .to_owned()
                 }
             })

@@ -148,7 +148,7 @@ impl Pattern {
 pub(crate) enum Language {
     /// `sprocs/samples/js/*.js`, shipped inside the binary.
     JavaScript,
-    /// The Rust guests of `sprocs/wasm`, compiled to WebAssembly.
+    /// The Rust guests of `sprocs/samples/rust`, compiled to WebAssembly.
     Wasm,
 }
 
@@ -163,10 +163,10 @@ pub(crate) struct ScriptSet {
 
 impl ScriptSet {
     /// The scripts in `language`, with the same ids and trigger settings in
-    /// both. The WebAssembly ones are the Rust guests of `sprocs/wasm`,
-    /// read from `wasm_dir` (`--wasm-dir`) or from the guest workspace's
-    /// release directory, which is built first when a module is missing
-    /// there ([`partita::guest`]).
+    /// both. The WebAssembly ones are the Rust guests of
+    /// `sprocs/samples/rust`, read from `wasm_dir` (`--wasm-dir`) or from the
+    /// guest workspace's release directory, which is built first when a
+    /// module is missing there ([`partita::guest`]).
     ///
     /// # Errors
     /// For [`Language::Wasm`]: the build failed (naming `rustup target add
@@ -241,7 +241,7 @@ fn guest_modules() -> anyhow::Result<PathBuf> {
         partita::guest::workspace().join("Cargo.toml").display()
     );
     partita::guest::build()
-        .context("--wasm needs the WebAssembly procedures of sprocs/wasm (or --wasm-dir DIR with prebuilt ones)")
+        .context("--wasm needs the WebAssembly procedures of sprocs/samples/rust (or --wasm-dir DIR with prebuilt ones)")
 }
 
 /// One model of the blog: its containers and its change-feed wiring.

@@ -10,8 +10,9 @@
 //! duplicate comment id) fails the call with 400 and that status as
 //! substatus, and nothing is written. Sets no response body.
 //!
-//! The steps are shared with `create-like` (`sprocs/wasm/shared/count_and_create.rs`,
-//! which also holds the tests).
+//! The steps are shared with `create-like`
+//! (`sprocs/samples/rust/shared/count_and_create.rs`, which also holds the
+//! tests).
 
 use partita_guest::Error;
 

@@ -82,7 +82,8 @@
 //! `cargo:rustc-link-arg-cdylib=--initial-memory=524288` and
 //! `cargo:rustc-link-arg-cdylib=-zstack-size=196608` (512 KiB: a 192 KiB
 //! stack, the static data, about 270 KiB of arena), as the guests of this
-//! workspace do (`sprocs/wasm/guest-build.rs`, which says why these sizes).
+//! workspace do (`sprocs/samples/rust/guest-build.rs`, which says why these
+//! sizes).
 //! Without it the arena is empty and everything goes to the default
 //! allocator, which grows the memory on every call (correct, a few
 //! microseconds slower).
