@@ -11,12 +11,12 @@
 //! substatus, and nothing is written. Sets no response body.
 //!
 //! The steps are shared with `create-like`
-//! (`sprocs/samples/rust/shared/count_and_create.rs`, which also holds the
-//! tests).
+//! (`sprocs/samples/rust/count-and-create/src/lib.rs`, which also holds
+//! the tests).
 
 use partita_guest::Error;
 
-#[path = "../../shared/count_and_create.rs"]
+#[path = "../../count-and-create/src/lib.rs"]
 mod count_and_create;
 
 /// The post's counter this procedure increments.
