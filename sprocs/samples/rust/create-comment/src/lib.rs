@@ -10,25 +10,13 @@
 //! duplicate comment id) fails the call with 400 and that status as
 //! substatus, and nothing is written. Sets no response body.
 //!
-//! The steps are shared with `create-like`
-//! (`sprocs/samples/rust/count-and-create/src/lib.rs`, which also holds
-//! the tests).
+//! The steps are the library `count-and-create`, which `create-like` calls
+//! with its own counter and which holds the tests.
 
 use partita_guest::Error;
 
-#[path = "../../count-and-create/src/lib.rs"]
-mod count_and_create;
-
-/// The post's counter this procedure increments.
-const COUNTER: &str = "commentCount";
-/// What the second parameter is, for error messages.
-const CHILD: &str = "comment";
-/// The entry function, for the shared tests.
-#[cfg(test)]
-const ENTRY: fn() -> Result<(), Error> = create_comment;
-
 fn create_comment() -> Result<(), Error> {
-    count_and_create::run(COUNTER, CHILD)
+    count_and_create::run("commentCount", "comment")
 }
 
 partita_guest::procedure!(create_comment);
