@@ -153,9 +153,9 @@ fn guest_modules_import_only_partita_v1_and_export_their_entry_point() {
             "{name} carries DWARF: {:?}",
             shape.custom
         );
-        // Linked by sprocs/samples/rust/guest-build.rs: the 192 KiB stack, the
-        // static data and the SDK allocator's arena fit in the initial
-        // memory.
+        // Linked by partita-guest-build (sprocs/guest/build): the 192 KiB
+        // stack, the static data and the SDK allocator's arena fit in the
+        // initial memory.
         assert_eq!(shape.memories, [8], "{name}: 512 KiB of initial memory");
     }
 }

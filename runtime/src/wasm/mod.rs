@@ -63,7 +63,7 @@
 //!   `mprotect` to grow the slot and another to shrink it back, with TLB
 //!   flushes (a quarter of the call): the guest SDK allocates from a bump
 //!   arena in the initial memory (`sprocs/guest/src/arena.rs`,
-//!   `sprocs/samples/rust/guest-build.rs`); guests also build at opt-level 3
+//!   `sprocs/guest/build/src/lib.rs`); guests also build at opt-level 3
 //!   (about 10% faster than "s");
 //! - the Rust guest's 2 MiB initial memory (its 1 MiB stack first): the
 //!   `PAGEMAP_SCAN` walk after each call costs about 0.7 ns per page of

@@ -11,14 +11,14 @@
 //!
 //! This allocator first hands out the bytes between `__heap_base` and the
 //! end of the initial memory (guests in this workspace are linked with
-//! 512 KiB of it, see `guest-build.rs`), bumping a pointer: no `memory.grow`,
-//! and an allocation is a few instructions. Freeing the most recent block
-//! and growing it in place (a `Vec` or `String` being built) reuse memory;
-//! other frees leave a hole until the call ends, which is soon: the instance
-//! is dropped after the call. Once the arena is used up, everything goes to
-//! the default allocator, exactly as before, so a call that needs more
-//! memory still gets it (up to the host's memory limit), and at most the
-//! arena is wasted.
+//! 512 KiB of it, see `partita-guest-build`), bumping a pointer: no
+//! `memory.grow`, and an allocation is a few instructions. Freeing the
+//! most recent block and growing it in place (a `Vec` or `String` being
+//! built) reuse memory; other frees leave a hole until the call ends, which
+//! is soon: the instance is dropped after the call. Once the arena is used
+//! up, everything goes to the default allocator, exactly as before, so a
+//! call that needs more memory still gets it (up to the host's memory
+//! limit), and at most the arena is wasted.
 //!
 //! Memory past the arena's high-water mark has never been written (a fresh
 //! instance's memory is zero), so zeroed allocations from there skip the

@@ -11,7 +11,9 @@
 //! # A procedure
 //!
 //! A crate with `crate-type = ["cdylib"]` that depends on `partita-guest`
-//! and `serde_json`, and a release profile with `panic = "abort"`:
+//! and `serde_json`, a release profile with `panic = "abort"`, and a build
+//! script that links it with room for the allocator (see
+//! [Memory](#memory)):
 //!
 //! ```
 //! use partita_guest::{Error, collection, log, params, set_body};
@@ -77,13 +79,12 @@
 //! over the part of the initial linear memory past the static data, then
 //! Rust's default allocator (`arena.rs`). Every call runs in a fresh
 //! instance, so the arena is new each time, and allocating costs a few
-//! instructions and no `memory.grow`. Link the module with room for it: a
-//! build script printing
-//! `cargo:rustc-link-arg-cdylib=--initial-memory=524288` and
-//! `cargo:rustc-link-arg-cdylib=-zstack-size=196608` (512 KiB: a 192 KiB
-//! stack, the static data, about 270 KiB of arena), as the guests of this
-//! workspace do (`sprocs/samples/rust/guest-build.rs`, which says why these
-//! sizes).
+//! instructions and no `memory.grow`. Link the module with room for it:
+//! add `partita-guest-build` (`sprocs/guest/build`) as a build-dependency
+//! and call `partita_guest_build::link_memory_layout()` from the crate's
+//! `build.rs`, as the samples do. It links the module with 512 KiB of
+//! initial memory (a 192 KiB stack, the static data, about 270 KiB of
+//! arena), and its docs say why these sizes.
 //! Without it the arena is empty and everything goes to the default
 //! allocator, which grows the memory on every call (correct, a few
 //! microseconds slower).

@@ -1,7 +1,19 @@
-//! The build script of every guest module in this workspace (each guest's
-//! `Cargo.toml` points `build` here).
+//! The link settings of a `partita-guest` module, for its build script.
 //!
-//! It lays out the module's linear memory for a fresh instance per call:
+//! A guest crate adds this crate as a build-dependency and calls
+//! [`link_memory_layout`] from its `build.rs`:
+//!
+//! ```no_run
+//! // The `main` of build.rs:
+//! partita_guest_build::link_memory_layout();
+//! println!("cargo:rerun-if-changed=build.rs");
+//! ```
+//!
+//! A dependency cannot pass link arguments to the crates that use it, so
+//! each module's own build script has to print them; this crate keeps the
+//! numbers in one place, next to the SDK whose allocator depends on them.
+//!
+//! The layout of the module's linear memory, for a fresh instance per call:
 //!
 //! ```text
 //!   0 ............ 192 KiB ........ ~240 KiB ...................... 512 KiB
@@ -10,7 +22,7 @@
 //!
 //! - 512 KiB of initial memory instead of the default (the stack plus
 //!   static data, rounded up to 64 KiB pages), so the SDK's allocator
-//!   (`guest/src/arena.rs`) has about 270 KiB of heap in the initial
+//!   (`sprocs/guest/src/arena.rs`) has about 270 KiB of heap in the initial
 //!   memory. Without room there, every call grew the memory for its first
 //!   allocation, and the host's pooled memory slot paid an `mprotect` to
 //!   grow it and another to shrink it back for the next call (a few
@@ -28,15 +40,23 @@
 //!   between 64 and 80 KiB of it.
 //!
 //! Pages a call never touches cost no memory, and the host resets only the
-//! pages a call dirtied. A guest crate of your own gets the same with a
-//! build script printing these two lines for wasm32:
-//! `cargo:rustc-link-arg-cdylib=--initial-memory=524288` and
-//! `cargo:rustc-link-arg-cdylib=-zstack-size=196608`.
+//! pages a call dirtied.
 
-fn main() {
+/// The module's initial linear memory, in bytes.
+const INITIAL_MEMORY: u32 = 512 << 10;
+/// The module's stack, in bytes, at the start of its memory.
+const STACK_SIZE: u32 = 192 << 10;
+
+/// Links the crate's `cdylib` with the memory layout above when it is
+/// built for wasm32, by printing two `cargo:rustc-link-arg-cdylib`
+/// instructions; prints nothing for any other target (the host-target
+/// builds of `cargo test`).
+///
+/// Call it from a build script: it reads `CARGO_CFG_TARGET_ARCH`, which
+/// cargo sets only there.
+pub fn link_memory_layout() {
     if std::env::var("CARGO_CFG_TARGET_ARCH").as_deref() == Ok("wasm32") {
-        println!("cargo:rustc-link-arg-cdylib=--initial-memory={}", 512 << 10);
-        println!("cargo:rustc-link-arg-cdylib=-zstack-size={}", 192 << 10);
+        println!("cargo:rustc-link-arg-cdylib=--initial-memory={INITIAL_MEMORY}");
+        println!("cargo:rustc-link-arg-cdylib=-zstack-size={STACK_SIZE}");
     }
-    println!("cargo:rerun-if-changed=../guest-build.rs");
 }
