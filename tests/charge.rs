@@ -10,7 +10,10 @@ use serde_json::{Value, json};
 type Result<T = ()> = anyhow::Result<T>;
 
 fn script(name: &str) -> String {
-    let path = format!("{}/../sprocs/js/{name}.js", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/../sprocs/samples/js/{name}.js",
+        env!("CARGO_MANIFEST_DIR")
+    );
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 

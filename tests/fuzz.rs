@@ -1,6 +1,6 @@
 //! `partita::fuzz` against real procedures: the workload's createComment
 //! stays atomic under every fault kind, sequentially and concurrently; the
-//! deliberately broken variant (`sprocs/js/createCommentBroken.js`) is
+//! deliberately broken variant (`sprocs/fuzz/createCommentBroken.js`) is
 //! caught, with a reproduction that replays the violation; and an abort the
 //! script cannot catch is what keeps the broken variant's swallowed error
 //! from mattering.
@@ -22,8 +22,14 @@ fn calls() -> u64 {
         .unwrap_or(150)
 }
 
+/// The script `name`: a variant written for the fuzzer's tests from
+/// `sprocs/fuzz/`, or the workload's own from `sprocs/samples/js/`.
 fn sproc(name: &str) -> String {
-    let path = format!("{}/../sprocs/js/{name}.js", env!("CARGO_MANIFEST_DIR"));
+    let dir = match name {
+        "createCommentBroken" | "createCommentTwoCalls" => "fuzz",
+        _ => "samples/js",
+    };
+    let path = format!("{}/../sprocs/{dir}/{name}.js", env!("CARGO_MANIFEST_DIR"));
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"))
 }
 

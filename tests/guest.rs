@@ -1,11 +1,11 @@
-//! The Rust guest modules (`sprocs/wasm`) for tests: builds them with the
+//! The Rust guest modules (`sprocs/samples/rust`) for tests: builds them with the
 //! same command as CI (through [`partita_workload::guest`], which the demo and the
 //! benchmark harness use too) and returns their bytes.
 //!
 //! `module("create_comment")` builds the guest workspace once per test
 //! process (quick when nothing changed; cargo's own lock serializes
 //! concurrent test processes) and reads
-//! `sprocs/wasm/target/wasm32-unknown-unknown/release/create_comment.wasm`.
+//! `sprocs/target/wasm32-unknown-unknown/release/create_comment.wasm`.
 //! A machine without the wasm32 target gets a panic naming the `rustup`
 //! command that installs it.
 
@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 
 pub use partita_workload::guest::{MODULES, TARGET};
 
-/// The guest workspace, `sprocs/wasm`.
+/// The guest workspace, `sprocs`.
 pub fn workspace() -> PathBuf {
     partita_workload::guest::workspace()
 }

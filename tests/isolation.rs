@@ -35,7 +35,10 @@ fn isolated(pool: &WorkerPool) -> Limits {
 }
 
 fn js(name: &str) -> String {
-    let path = format!("{}/../sprocs/js/{name}.js", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/../sprocs/samples/js/{name}.js",
+        env!("CARGO_MANIFEST_DIR")
+    );
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 

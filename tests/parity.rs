@@ -1,7 +1,8 @@
 //! Parity: the blog workload's procedures and trigger as JavaScript
-//! (`sprocs/js/*.js`) and as Rust compiled to WebAssembly
-//! (`sprocs/wasm/*`) give identical responses and leave identical stored
-//! state, scenario by scenario, each language on its own fresh database.
+//! (`sprocs/samples/js/*.js`) and as Rust compiled to WebAssembly
+//! (`sprocs/samples/rust/*`) give identical responses and leave identical
+//! stored state, scenario by scenario, each language on its own fresh
+//! database.
 //!
 //! Documents are compared without `_ts`, `_etag`, `_rid` and `_self`, and
 //! generated ids (comments created without one) are compared as
@@ -24,7 +25,7 @@ enum Lang {
     Wasm,
 }
 
-/// The script `js_name` (`sprocs/js/<js_name>.js`) or its Rust module.
+/// The script `js_name` (`sprocs/samples/js/<js_name>.js`) or its Rust module.
 fn script(
     lang: Lang,
     id: &str,
@@ -34,7 +35,10 @@ fn script(
 ) -> ScriptProperties {
     let (language, body) = match lang {
         Lang::JavaScript => {
-            let path = format!("{}/../sprocs/js/{js_name}.js", env!("CARGO_MANIFEST_DIR"));
+            let path = format!(
+                "{}/../sprocs/samples/js/{js_name}.js",
+                env!("CARGO_MANIFEST_DIR")
+            );
             let text = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
             (ScriptLanguage::JavaScript, text)
         }

@@ -1,5 +1,5 @@
 //! Stored procedures and triggers through the facade (`partita::Container`):
-//! the workload's scripts from `sprocs/js/`, unmodified, atomically in one
+//! the workload's scripts from `sprocs/samples/js/`, unmodified, atomically in one
 //! logical partition; triggers in the write's transaction; logs and
 //! statistics in responses and failures; scripts that survive a restart and
 //! replacements that take effect on the next call.
@@ -13,7 +13,10 @@ use serde_json::{Value, json};
 type Result<T = ()> = anyhow::Result<T>;
 
 fn script(name: &str) -> String {
-    let path = format!("{}/../sprocs/js/{name}.js", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/../sprocs/samples/js/{name}.js",
+        env!("CARGO_MANIFEST_DIR")
+    );
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 

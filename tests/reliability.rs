@@ -24,7 +24,10 @@ use partita::{Database, Durability, Lsn, Options, QueryOptions, ScriptKind};
 use serde_json::{Value, json};
 
 fn sproc(name: &str) -> String {
-    let path = format!("{}/../sprocs/js/{name}.js", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/../sprocs/samples/js/{name}.js",
+        env!("CARGO_MANIFEST_DIR")
+    );
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"))
 }
 

@@ -14,7 +14,10 @@ use serde_json::json;
 type Result<T = ()> = anyhow::Result<T>;
 
 fn wat(name: &str) -> String {
-    let path = format!("{}/../sprocs/wat/{name}.wat", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/../sprocs/samples/wat/{name}.wat",
+        env!("CARGO_MANIFEST_DIR")
+    );
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 

@@ -1,7 +1,7 @@
-//! The Rust guest modules (`sprocs/wasm`) keep to the `partita_v1` ABI:
-//! each one imports nothing but `partita_v1` functions with exactly the
-//! signatures of `host_api::abi::IMPORTS` (no WASI, no `env`), exports its
-//! memory and its one entry point as `() -> i32`, ships a name section
+//! The Rust guest modules (`sprocs/samples/rust`) keep to the `partita_v1`
+//! ABI: each one imports nothing but `partita_v1` functions with exactly
+//! the signatures of `host_api::abi::IMPORTS` (no WASI, no `env`), exports
+//! its memory and its one entry point as `() -> i32`, ships a name section
 //! (symbolized backtraces) without DWARF (size), and starts with 512 KiB
 //! of memory (room for the guest SDK's allocator, so a call never grows
 //! it, and no more: the host's dirty-page scan after each call walks all
@@ -153,9 +153,9 @@ fn guest_modules_import_only_partita_v1_and_export_their_entry_point() {
             "{name} carries DWARF: {:?}",
             shape.custom
         );
-        // Linked by sprocs/wasm/guest-build.rs: the 192 KiB stack, the
-        // static data and the SDK allocator's arena fit in the initial
-        // memory.
+        // Linked by partita-guest-build (sprocs/guest/build): the 192 KiB
+        // stack, the static data and the SDK allocator's arena fit in the
+        // initial memory.
         assert_eq!(shape.memories, [8], "{name}: 512 KiB of initial memory");
     }
 }

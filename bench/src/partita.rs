@@ -6,10 +6,10 @@
 //! partition per post, as in the blog's V2 model) and a `feed` container
 //! partitioned by `/type` (one logical partition, `"post"`, as in V3).
 //! createComment is `partita_workload::blog::create_comment` natively,
-//! `sprocs/js/createComment.js` in JavaScript, the Rust guest
-//! `create_comment.wasm` (built from `sprocs/wasm` by
+//! `sprocs/samples/js/createComment.js` in JavaScript, the Rust guest
+//! `create_comment.wasm` (built from `sprocs/samples/rust` by
 //! [`partita_workload::guest::build`]) in Wasm and the hand-written
-//! `sprocs/wat/createComment.wat` in the WAT flavor; truncateFeed is a
+//! `sprocs/samples/wat/createComment.wat` in the WAT flavor; truncateFeed is a
 //! native transaction or a create with the flavor's truncateFeed
 //! post-trigger (`truncateFeed.js`, `truncate_feed.wasm`,
 //! `truncateFeed.wat`); the feed read is a query natively and a small
@@ -48,10 +48,10 @@ pub const READ_FEED_JS: &str = r#"function readFeed() {
     if (!accepted) throw new Error('the feed query was not accepted');
 }"#;
 
-const CREATE_COMMENT_JS: &str = include_str!("../../sprocs/js/createComment.js");
-const TRUNCATE_FEED_JS: &str = include_str!("../../sprocs/js/truncateFeed.js");
-const CREATE_COMMENT_WAT: &str = include_str!("../../sprocs/wat/createComment.wat");
-const TRUNCATE_FEED_WAT: &str = include_str!("../../sprocs/wat/truncateFeed.wat");
+const CREATE_COMMENT_JS: &str = include_str!("../../sprocs/samples/js/createComment.js");
+const TRUNCATE_FEED_JS: &str = include_str!("../../sprocs/samples/js/truncateFeed.js");
+const CREATE_COMMENT_WAT: &str = include_str!("../../sprocs/samples/wat/createComment.wat");
+const TRUNCATE_FEED_WAT: &str = include_str!("../../sprocs/samples/wat/truncateFeed.wat");
 /// The feed read as a WebAssembly procedure (WAT): the same query, its page
 /// (`{"items": [...], "continuation": ...}`) as the response body.
 pub const READ_FEED_WAT: &str = include_str!("wat/readFeed.wat");
@@ -61,11 +61,11 @@ pub const READ_FEED_WAT: &str = include_str!("wat/readFeed.wat");
 pub enum Flavor {
     /// Rust closures on the transaction API (`partita_workload::blog`).
     Native,
-    /// The JavaScript procedures and trigger of `sprocs/js/`.
+    /// The JavaScript procedures and trigger of `sprocs/samples/js/`.
     JavaScript,
-    /// The Rust guests of `sprocs/wasm` compiled to WebAssembly.
+    /// The Rust guests of `sprocs/samples/rust` compiled to WebAssembly.
     Wasm,
-    /// The hand-written WebAssembly text modules of `sprocs/wat`.
+    /// The hand-written WebAssembly text modules of `sprocs/samples/wat`.
     Wat,
 }
 
@@ -102,7 +102,7 @@ pub fn guest_modules() -> Result<&'static PathBuf, &'static str> {
                 // cargo's full output goes to stderr; the row names the cause.
                 other => {
                     eprintln!("{other}");
-                    "building the guest modules (sprocs/wasm) failed; see the error above"
+                    "building the guest modules (sprocs/samples/rust) failed; see the error above"
                         .to_owned()
                 }
             })

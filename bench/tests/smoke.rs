@@ -1,9 +1,9 @@
 //! The harness end to end on the in-process targets only (Partita native,
-//! JavaScript, Wasm (the Rust guests, built from `sprocs/wasm`) and WAT,
-//! and SQLite; CI never starts Redis or PostgreSQL): a few hundred calls
-//! per row, every row checked against its data, the report's ratios and
-//! JSON, and a target that skips its work failing its row instead of
-//! winning it.
+//! JavaScript, Wasm (the Rust guests, built from `sprocs/samples/rust`)
+//! and WAT, and SQLite; CI never starts Redis or PostgreSQL): a few
+//! hundred calls per row, every row checked against its data, the report's
+//! ratios and JSON, and a target that skips its work failing its row
+//! instead of winning it.
 
 use partita_bench::partita::{Flavor, PARTITA_WAT, slot};
 use partita_bench::sqlite::SqliteTarget;

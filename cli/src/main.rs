@@ -161,9 +161,9 @@ const ITEM_EXAMPLES: &str = "Examples:
   partita item delete posts --pk p1 --id p1";
 
 const SCRIPT_EXAMPLES: &str = "Examples:
-  partita sproc create posts createComment sprocs/js/createComment.js
+  partita sproc create posts createComment sprocs/samples/js/createComment.js
   partita sproc exec posts createComment --pk p1 --params '[\"p1\", {\"text\": \"hi\"}]'
-  partita trigger create feed truncateFeed sprocs/js/truncateFeed.js --type post --operation all
+  partita trigger create feed truncateFeed sprocs/samples/js/truncateFeed.js --type post --operation all
   partita udf create posts tax tax.js
   partita udf list posts";
 
@@ -224,12 +224,12 @@ impl Pk {
 enum ScriptCommand {
     /// Store a new script from a file (`.js`, `.wasm` or `.wat`).
     #[command(
-        after_help = "Example: partita sproc create posts createComment sprocs/js/createComment.js\n         partita sproc create posts createCommentWasm sprocs/wat/createComment.wat"
+        after_help = "Example: partita sproc create posts createComment sprocs/samples/js/createComment.js\n         partita sproc create posts createCommentWasm sprocs/samples/wat/createComment.wat"
     )]
     Create(ScriptArgs),
     /// Replace a script; the next call uses the new version.
     #[command(
-        after_help = "Example: partita sproc replace posts createComment sprocs/js/createComment.js"
+        after_help = "Example: partita sproc replace posts createComment sprocs/samples/js/createComment.js"
     )]
     Replace(ScriptArgs),
     /// Delete a script.

@@ -3,10 +3,11 @@
 //!
 //! This page is the whole contract. A guest SDK for any language that
 //! compiles to `wasm32` can be written from it; the Rust SDK in
-//! `sprocs/wasm/guest` and the hand-written WAT modules in `sprocs/wat` are
-//! two implementations of it. The host side is `runtime::wasm`. The
-//! operations are the ones of [`Collection`](crate::Collection), with the
-//! same status codes ([`ErrorCode`](crate::ErrorCode)) as JavaScript.
+//! `sprocs/guest` and the hand-written WAT modules in
+//! `sprocs/samples/wat` are two implementations of it. The host side is
+//! `runtime::wasm`. The operations are the ones of
+//! [`Collection`](crate::Collection), with the same status codes
+//! ([`ErrorCode`](crate::ErrorCode)) as JavaScript.
 //!
 //! API BOUNDARY: everything below is frozen once released.
 //!

@@ -17,7 +17,7 @@ use engine::{Container, Database};
 use runtime::{Invocation, Limits, Script, run_js, run_udf};
 use serde_json::json;
 
-const CREATE_COMMENT: &str = include_str!("../../sprocs/js/createComment.js");
+const CREATE_COMMENT: &str = include_str!("../../sprocs/samples/js/createComment.js");
 
 fn setup() -> (Database, Container) {
     let db = Database::in_memory();

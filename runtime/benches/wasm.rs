@@ -1,15 +1,15 @@
 //! createComment through the WebAssembly sandbox, in memory, as two
-//! guests: the hand-written `sprocs/wat/createComment.wat` and the Rust
-//! guest `sprocs/wasm/create-comment` (serde_json inside the module). The
-//! warm path (a fresh pooled instance per call from the cached module), the
-//! upload (compile) and first call after it, and the first call after a
-//! restart that finds the precompiled artifact; and a warm call of a small
-//! user-defined function.
+//! guests: the hand-written `sprocs/samples/wat/createComment.wat` and the
+//! Rust guest `sprocs/samples/rust/create-comment` (serde_json inside the
+//! module). The warm path (a fresh pooled instance per call from the
+//! cached module), the upload (compile) and first call after it, and the
+//! first call after a restart that finds the precompiled artifact; and a
+//! warm call of a small user-defined function.
 //!
 //! The Rust guest is read from
-//! `sprocs/wasm/target/wasm32-unknown-unknown/release/create_comment.wasm`;
+//! `sprocs/target/wasm32-unknown-unknown/release/create_comment.wasm`;
 //! build it first with `cargo build --release --target
-//! wasm32-unknown-unknown --manifest-path sprocs/wasm/Cargo.toml`.
+//! wasm32-unknown-unknown --manifest-path sprocs/Cargo.toml`.
 //!
 //! Besides criterion's estimate, prints p50/p99 of individually timed
 //! calls, since the targets are on tail latency (`PARTITA_BENCH_ROUNDS`
@@ -31,17 +31,17 @@ use host_api::ScriptKind;
 use runtime::{Invocation, Limits, WasmCache, WasmScript, prepare_wasm, run_wasm, run_wasm_udf};
 use serde_json::json;
 
-const CREATE_COMMENT: &str = include_str!("../../sprocs/wat/createComment.wat");
+const CREATE_COMMENT: &str = include_str!("../../sprocs/samples/wat/createComment.wat");
 
 /// The Rust guest's module, relative to this crate.
-const RUST_GUEST: &str = "../sprocs/wasm/target/wasm32-unknown-unknown/release/create_comment.wasm";
+const RUST_GUEST: &str = "../sprocs/target/wasm32-unknown-unknown/release/create_comment.wasm";
 
 fn rust_guest() -> Vec<u8> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(RUST_GUEST);
     std::fs::read(&path).unwrap_or_else(|e| {
         panic!(
             "cannot read the Rust guest {} ({e}); build it with `cargo build --release \
-             --target wasm32-unknown-unknown --manifest-path sprocs/wasm/Cargo.toml`",
+             --target wasm32-unknown-unknown --manifest-path sprocs/Cargo.toml`",
             path.display()
         )
     })

@@ -1,7 +1,7 @@
-//! The scripts in `sprocs/js/`, run unmodified against the real engine:
-//! their results, their rollback when an operation inside fails, the
-//! continuation path of the bulk scripts under a forced small budget, and
-//! the commentCount invariant under concurrent calls.
+//! The scripts in `sprocs/samples/js/`, run unmodified against the real
+//! engine: their results, their rollback when an operation inside fails,
+//! the continuation path of the bulk scripts under a forced small budget,
+//! and the commentCount invariant under concurrent calls.
 
 mod common;
 

@@ -1,7 +1,7 @@
 //! The WebAssembly runtime against the real engine: the hand-written WAT
-//! procedures of `sprocs/wat/` (and their parity with the JavaScript ones),
-//! the ABI's inputs and outputs, upload checks, fuel determinism, bounded
-//! execution, UDFs and the compiled-artifact cache.
+//! procedures of `sprocs/samples/wat/` (and their parity with the
+//! JavaScript ones), the ABI's inputs and outputs, upload checks, fuel
+//! determinism, bounded execution, UDFs and the compiled-artifact cache.
 
 mod common;
 mod wasm_support;

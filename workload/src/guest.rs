@@ -1,11 +1,11 @@
-//! The Rust guest modules of `sprocs/wasm` (createComment, createLike,
+//! The Rust guest modules of `sprocs/samples/rust` (createComment, createLike,
 //! updateUsernames, truncateFeed compiled to WebAssembly), found and built
 //! from a source checkout.
 //!
 //! The modules are not inside the binary: they are built by a separate
 //! cargo workspace for the `wasm32-unknown-unknown` target. [`build`] runs
 //! `cargo build --release --target wasm32-unknown-unknown --manifest-path
-//! sprocs/wasm/Cargo.toml` (the command CI runs; quick when nothing
+//! sprocs/Cargo.toml` (the command CI runs; quick when nothing
 //! changed, and cargo's own lock serializes concurrent builds) and returns
 //! the directory holding `create_comment.wasm` and the others. The demo,
 //! the benchmark harness and the tests all use it, so they load the same
@@ -33,7 +33,7 @@ pub const MODULES: &[(&str, &str)] = &[
 pub enum GuestError {
     /// The wasm32 target is not installed for the toolchain.
     #[error(
-        "the {TARGET} target is not installed; run `rustup target add {TARGET}` (the guest modules in sprocs/wasm are built for it)"
+        "the {TARGET} target is not installed; run `rustup target add {TARGET}` (the guest modules in sprocs are built for it)"
     )]
     TargetMissing,
     /// cargo could not be started.
@@ -62,16 +62,15 @@ pub enum GuestError {
     },
 }
 
-/// The guest workspace of this source tree, `sprocs/wasm`.
+/// The guest workspace of this source tree, `sprocs`.
 pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("..")
         .join("sprocs")
-        .join("wasm")
 }
 
 /// Where [`build`] puts the modules:
-/// `sprocs/wasm/target/wasm32-unknown-unknown/release`.
+/// `sprocs/target/wasm32-unknown-unknown/release`.
 pub fn release_dir() -> PathBuf {
     workspace().join("target").join(TARGET).join("release")
 }

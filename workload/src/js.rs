@@ -1,4 +1,4 @@
-//! The workload's JavaScript procedures and triggers (`sprocs/js`), as
+//! The workload's JavaScript procedures and triggers (`sprocs/samples/js`), as
 //! compiled-in text, so that every user of a script reads it from one
 //! place.
 
@@ -6,17 +6,17 @@ use std::path::PathBuf;
 
 /// createComment: reads the post, increments `commentCount`, creates the
 /// comment.
-pub const CREATE_COMMENT: &str = include_str!("../../sprocs/js/createComment.js");
+pub const CREATE_COMMENT: &str = include_str!("../../sprocs/samples/js/createComment.js");
 /// createLike: the same for likes and `likeCount`.
-pub const CREATE_LIKE: &str = include_str!("../../sprocs/js/createLike.js");
+pub const CREATE_LIKE: &str = include_str!("../../sprocs/samples/js/createLike.js");
 /// updateUsernames: sets `userUsername` on every item of one user in the
 /// partition it runs on.
-pub const UPDATE_USERNAMES: &str = include_str!("../../sprocs/js/updateUsernames.js");
+pub const UPDATE_USERNAMES: &str = include_str!("../../sprocs/samples/js/updateUsernames.js");
 /// truncateFeed: the feed container's post-trigger, keeping the 100 newest
 /// posts.
-pub const TRUNCATE_FEED: &str = include_str!("../../sprocs/js/truncateFeed.js");
+pub const TRUNCATE_FEED: &str = include_str!("../../sprocs/samples/js/truncateFeed.js");
 
 /// The folder holding the scripts in this source tree.
 pub fn dir() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../sprocs/js"))
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../sprocs/samples/js"))
 }

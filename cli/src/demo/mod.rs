@@ -61,7 +61,8 @@ pub(crate) struct DemoArgs {
     #[arg(long)]
     threads: Option<usize>,
     /// Use the WebAssembly procedures and triggers (the Rust guests of
-    /// sprocs/wasm, built with cargo when missing) instead of JavaScript.
+    /// sprocs/samples/rust, built with cargo when missing) instead of
+    /// JavaScript.
     #[arg(long)]
     wasm: bool,
     /// With --wasm: read prebuilt create_comment.wasm, create_like.wasm,

@@ -146,9 +146,9 @@ impl Pattern {
 /// The language of the uploaded procedures and triggers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Language {
-    /// `sprocs/js/*.js`, shipped inside the binary.
+    /// `sprocs/samples/js/*.js`, shipped inside the binary.
     JavaScript,
-    /// The Rust guests of `sprocs/wasm`, compiled to WebAssembly.
+    /// The Rust guests of `sprocs/samples/rust`, compiled to WebAssembly.
     Wasm,
 }
 
@@ -163,7 +163,7 @@ pub(crate) struct ScriptSet {
 
 impl ScriptSet {
     /// The scripts in `language`, with the same ids and trigger settings in
-    /// both. The WebAssembly ones are the Rust guests of `sprocs/wasm`,
+    /// both. The WebAssembly ones are the Rust guests of `sprocs/samples/rust`,
     /// read from `wasm_dir` (`--wasm-dir`) or from the guest workspace's
     /// release directory, which is built first when a module is missing
     /// there ([`partita_workload::guest`]).
@@ -243,7 +243,7 @@ fn guest_modules() -> anyhow::Result<PathBuf> {
             .display()
     );
     partita_workload::guest::build()
-        .context("--wasm needs the WebAssembly procedures of sprocs/wasm (or --wasm-dir DIR with prebuilt ones)")
+        .context("--wasm needs the WebAssembly procedures of sprocs/samples/rust (or --wasm-dir DIR with prebuilt ones)")
 }
 
 /// One model of the blog: its containers and its change-feed wiring.

@@ -108,7 +108,7 @@ fn writes_and_a_rename_keep_v3_consistent_through_the_change_feed() {
 }
 
 /// The same with the WebAssembly procedures and trigger (the Rust guests,
-/// built from sprocs/wasm), as `partita demo --wasm` uploads them.
+/// built from sprocs/samples/rust), as `partita demo --wasm` uploads them.
 #[test]
 fn the_wasm_procedures_keep_v3_consistent_too() {
     v3_stays_consistent(Language::Wasm);

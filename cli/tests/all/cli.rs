@@ -297,7 +297,7 @@ fn containers_items_queries_and_changes() {
 fn scripts_are_managed_by_kind() {
     let cli = Cli::new();
     cli.ok(&["container", "create", "feed", "--pk", "/type"]);
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../sprocs/js");
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../sprocs/samples/js");
     let create_comment = format!("{root}/createComment.js");
     let truncate_feed = format!("{root}/truncateFeed.js");
     let sproc = cli.ok(&["sproc", "create", "feed", "createComment", &create_comment]);
@@ -480,7 +480,7 @@ fn in_memory_runs_leave_nothing_behind() {
 #[test]
 fn batch_runs_many_commands_in_one_process() {
     let cli = Cli::new();
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../sprocs/js");
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../sprocs/samples/js");
     let counter = cli.dir.path().join("count.js");
     std::fs::write(
         &counter,
@@ -580,7 +580,7 @@ fn batch_runs_many_commands_in_one_process() {
 /// Container `posts` with post `p1` (no comments) and createComment.js;
 /// returns the directory of the JavaScript procedures.
 fn posts_with_create_comment(cli: &Cli) -> &'static str {
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../sprocs/js");
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../sprocs/samples/js");
     cli.ok(&["container", "create", "posts", "--pk", "/postId"]);
     cli.ok(&[
         "sproc",
@@ -872,7 +872,7 @@ fn demo_with_a_wasm_dir_lacking_the_modules_names_the_file() {
 #[test]
 fn webassembly_scripts_from_the_command_line() {
     let cli = Cli::new();
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../sprocs/wat");
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../sprocs/samples/wat");
     cli.ok(&["container", "create", "posts", "--pk", "/postId"]);
     let stored = cli.ok(&[
         "sproc",

@@ -28,9 +28,12 @@ fn ok(data: &Path, args: &[&str]) {
 }
 
 fn setup(data: &Path) {
-    let sprocs = concat!(env!("CARGO_MANIFEST_DIR"), "/../sprocs/js");
+    let sprocs = concat!(env!("CARGO_MANIFEST_DIR"), "/../sprocs");
     ok(data, &["container", "create", "posts", "--pk", "/postId"]);
-    for name in ["createComment", "createCommentBroken"] {
+    for (name, dir) in [
+        ("createComment", "samples/js"),
+        ("createCommentBroken", "fuzz"),
+    ] {
         ok(
             data,
             &[
@@ -38,7 +41,7 @@ fn setup(data: &Path) {
                 "create",
                 "posts",
                 name,
-                &format!("{sprocs}/{name}.js"),
+                &format!("{sprocs}/{dir}/{name}.js"),
             ],
         );
     }

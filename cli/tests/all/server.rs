@@ -1647,7 +1647,7 @@ fn the_python_sdk_runs_the_blog_workload_end_to_end() {
         .arg(root.join("tests/python/cosmos_sdk.py"))
         .arg(server.endpoint())
         .arg(EMULATOR_KEY)
-        .arg(root.join("sprocs/js"))
+        .arg(root.join("sprocs/samples/js"))
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);

@@ -43,13 +43,14 @@
 //! ====
 //!
 //! `benches/wasm.rs` (release) measures createComment as the hand-written
-//! `sprocs/wat/createComment.wat` and as the Rust guest
-//! (`sprocs/wasm/create-comment`, serde_json inside, 210 KB), each call a
-//! fresh pooled instance in its own transaction, timed one by one (p50,
-//! p99), next to the same collection calls made natively (the engine's own
-//! cost, the floor under both). Profiled with `perf record -e cpu-clock
-//! --call-graph dwarf` (no hardware counters on the VM; valgrind cannot
-//! reserve the pool's address space), what was removed, biggest first:
+//! `sprocs/samples/wat/createComment.wat` and as the Rust guest
+//! (`sprocs/samples/rust/create-comment`, serde_json inside, 210 KB), each
+//! call a fresh pooled instance in its own transaction, timed one by one
+//! (p50, p99), next to the same collection calls made natively (the
+//! engine's own cost, the floor under both). Profiled with `perf record
+//! -e cpu-clock --call-graph dwarf` (no hardware counters on the VM;
+//! valgrind cannot reserve the pool's address space), what was removed,
+//! biggest first:
 //!
 //! - hashing the module per call (SHA-256 of 150 KB, half of a Rust-guest
 //!   call): remembered by address; a body the engine shares as an `Arc`
@@ -61,8 +62,8 @@
 //!   wasm32 takes all its heap from `memory.grow`), which cost an
 //!   `mprotect` to grow the slot and another to shrink it back, with TLB
 //!   flushes (a quarter of the call): the guest SDK allocates from a bump
-//!   arena in the initial memory (`sprocs/wasm/guest/src/arena.rs`,
-//!   `sprocs/wasm/guest-build.rs`); guests also build at opt-level 3
+//!   arena in the initial memory (`sprocs/guest/src/arena.rs`,
+//!   `sprocs/guest/build/src/lib.rs`); guests also build at opt-level 3
 //!   (about 10% faster than "s");
 //! - the Rust guest's 2 MiB initial memory (its 1 MiB stack first): the
 //!   `PAGEMAP_SCAN` walk after each call costs about 0.7 ns per page of

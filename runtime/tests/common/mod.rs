@@ -8,9 +8,9 @@ use engine::{Container, Database};
 use runtime::{Failure, Invocation, Limits, Output, Script, run_js};
 use serde_json::Value;
 
-/// Reads a script from `sprocs/js/`.
+/// Reads a script from `sprocs/samples/js/`.
 pub fn sproc(name: &str) -> String {
-    let path = format!("{}/../sprocs/js/{name}", env!("CARGO_MANIFEST_DIR"));
+    let path = format!("{}/../sprocs/samples/js/{name}", env!("CARGO_MANIFEST_DIR"));
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"))
 }
 

@@ -1,6 +1,6 @@
 //! Shared helpers of the WebAssembly tests: the WAT procedures of
-//! `sprocs/wat/`, and one-call wrappers around `run_wasm` that commit on
-//! success and roll back on failure, as the facade does.
+//! `sprocs/samples/wat/`, and one-call wrappers around `run_wasm` that
+//! commit on success and roll back on failure, as the facade does.
 
 #![allow(dead_code, unreachable_pub, clippy::result_large_err)]
 
@@ -9,9 +9,12 @@ use host_api::ScriptKind;
 use runtime::{Failure, Invocation, Limits, Output, WasmCache, WasmScript, prepare_wasm, run_wasm};
 use serde_json::Value;
 
-/// Reads a module from `sprocs/wat/`.
+/// Reads a module from `sprocs/samples/wat/`.
 pub fn wat(name: &str) -> String {
-    let path = format!("{}/../sprocs/wat/{name}", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/../sprocs/samples/wat/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"))
 }
 
