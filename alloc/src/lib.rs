@@ -13,8 +13,8 @@
 //! (its long-standing stable line) took ~1,000 fewer still: together ~8%
 //! fewer instructions per transaction (callgrind, 27.5k against 29.8k).
 //!
-//! It lives in the engine, whose documents it is tuned for, so that every
-//! crate's benchmarks can measure with the allocator the binary ships
+//! It is a crate of its own so that every crate's benchmarks can measure
+//! with the allocator the binary ships without depending on the facade
 //! (`partita::MiMalloc` re-exports it). Library users choose their own
 //! allocator; this one is opt-in:
 //!

@@ -41,10 +41,9 @@
 //! last synced LSN of each container.
 //!
 //! Checkpoints stay on the committer: a checkpoint on another connection
-//! runs beside the writer and kept the p99 down (14 against 57 ms with 64
-//! connections through `partita serve`), but under steady load it never
-//! catches up with the writer, so the log is never restarted and grows
-//! without bound; throughput was the same.
+//! would run beside the writer and shorten the tail of commit latency, but
+//! under steady load it never catches up with the writer, so the log would
+//! never restart and would grow without bound.
 //!
 //! A commit writes only the change log. `docs`, each document's latest
 //! state, is a fold of the log up to the LSN recorded per container in
@@ -53,17 +52,13 @@
 //! `docs` in one transaction, in key order, just before each checkpoint,
 //! when [`MAX_PENDING`] have gathered, and when the store closes. Opening
 //! first folds what the log holds past `folded` (what a crash left
-//! unfolded), then loads `docs`. A commit used to write
-//! every document twice (its row in `docs` and its change), and the `docs`
-//! rows of unrelated partitions each dirtied their own B-tree pages; now a
-//! transaction appends to the end of the log, and a hot document (a post
+//! unfolded), then loads `docs`. So a transaction only appends to the end
+//! of the log, instead of writing each document twice and dirtying the
+//! `docs` B-tree pages of unrelated partitions, and a hot document (a post
 //! whose comment count every comment bumps) reaches `docs` once per fold
 //! instead of once per commit. Both tables are rowid tables with a unique
-//! index: appending to a `WITHOUT ROWID` table with large rows rebalanced
-//! sibling pages on every split. A createComment wrote about six 4 KB
-//! pages into the log, and now about three. With 64 connections through
-//! `partita serve`, durable: 8.9–9.1k executions/s before, 12–14k after
-//! (13–15k with no `docs` writes at all, the ceiling this approaches).
+//! index: appending to a `WITHOUT ROWID` table with large rows rebalances
+//! sibling pages on every split.
 //!
 //! A second connection serves reads of the change log; WAL mode lets it read
 //! committed data while the committer writes.

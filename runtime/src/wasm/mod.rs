@@ -42,75 +42,35 @@
 //! COST
 //! ====
 //!
-//! `benches/wasm.rs` (release) measures createComment as the hand-written
-//! `sprocs/samples/wat/createComment.wat` and as the Rust guest
-//! (`sprocs/samples/rust/create-comment`, serde_json inside, 210 KB), each
-//! call a fresh pooled instance in its own transaction, timed one by one
-//! (p50, p99), next to the same collection calls made natively (the
-//! engine's own cost, the floor under both). Profiled with `perf record
-//! -e cpu-clock --call-graph dwarf` (no hardware counters on the VM;
-//! valgrind cannot reserve the pool's address space), what was removed,
-//! biggest first:
+//! A call's fixed cost is a fresh pooled instance; everything else a call
+//! does is kept off the per-call path, which is why the code is shaped as
+//! it is:
 //!
-//! - hashing the module per call (SHA-256 of 150 KB, half of a Rust-guest
-//!   call): remembered by address; a body the engine shares as an `Arc`
-//!   ([`WasmScript::shared`]) is known by its allocation, with no `memcmp`;
-//! - resetting the pool slot with `madvise` and faulting its pages back in
-//!   (a third of a WAT call): reset in place, dirty pages only
-//!   (`PAGEMAP_SCAN`, `sandbox.rs`);
-//! - the Rust guest growing its memory on every call (Rust's allocator on
-//!   wasm32 takes all its heap from `memory.grow`), which cost an
-//!   `mprotect` to grow the slot and another to shrink it back, with TLB
-//!   flushes (a quarter of the call): the guest SDK allocates from a bump
-//!   arena in the initial memory (`sprocs/guest/src/arena.rs`,
-//!   `sprocs/guest/build/src/lib.rs`); guests also build at opt-level 3
-//!   (about 10% faster than "s");
-//! - the Rust guest's 2 MiB initial memory (its 1 MiB stack first): the
-//!   `PAGEMAP_SCAN` walk after each call costs about 0.7 ns per page of
-//!   the memory, touched or not, so guests are linked with a 192 KiB stack
-//!   in 512 KiB (0.3 µs per call less);
-//! - the Rust guest reading the whole post to change its counter: the
-//!   host serialized it, the guest scanned it and wrote it back, and the
-//!   host parsed it again (hashing every key into a new map). The ABI's
-//!   `read_member` and `replace_member` (added to `partita_v1`) read and
-//!   set one member of a document the host keeps, which copies the stored
-//!   map instead of rebuilding it: 117,600 -> 91,900 instructions per call
-//!   under callgrind (the WAT guest: 95,700), p50 about 1.5 µs less;
-//! - the WAT guest's 100-page memory (the pagemap walk covered it all):
-//!   one page, grown only for documents past its 16 KiB buffers;
-//! - per call: export lookups by name and type checks (now once per
-//!   module, `cache.rs`), copies of every input out of guest memory (read
-//!   in place), documents parsed into maps grown one entry at a time and
-//!   grown again by the engine's system properties (`json.rs`: sized
-//!   once), results serialized into fresh buffers, or at all when the guest
-//!   passed no buffer (only measured then), two `format!`s per generated
-//!   id.
+//! - a module is hashed once: remembered by address, and a body the engine
+//!   shares as an `Arc` ([`WasmScript::shared`]) is known by its
+//!   allocation, with no `memcmp`; export lookups and type checks happen
+//!   once per module (`cache.rs`);
+//! - a pool slot is reset in place, dirty pages only (`PAGEMAP_SCAN`,
+//!   `sandbox.rs`), and that walk costs per page of the memory, touched or
+//!   not, so guests keep their initial memory small: the Rust guest SDK
+//!   links a 192 KiB stack in 512 KiB and allocates from a bump arena
+//!   there (`sprocs/guest/src/arena.rs`, `sprocs/guest/build/src/lib.rs`)
+//!   instead of growing its memory on every call, which would cost an
+//!   `mprotect` each way; the WAT guests use one page;
+//! - `read_member` and `replace_member` read and set one member of a
+//!   document the host keeps, so changing a counter does not send the
+//!   whole document across the boundary and back;
+//! - inputs are read in place in guest memory, documents a guest writes
+//!   are parsed with their maps sized once (`json.rs`), and results are
+//!   serialized only when the guest passed a buffer.
 //!
-//! Figures, p50 / p99 of 40,000 calls, load average 2.4 on the 2-core VM
-//! (other builds running): WAT 12.5 / 28.8 µs (quiet, before) -> 9.5-9.6 /
-//! 13-17 µs; Rust guest 31.9 / 56.9 µs (quiet, before) -> 18.3-18.6 /
-//! 22-32 µs; the native floor 3.3-3.6 µs; a UDF call (the fixed cost of a
-//! fresh store and instance, params in, a body out) 3.2 -> 2.9 µs. What
-//! remains in a WAT call, beyond the engine's 3.3 µs: the fresh instance
-//! (about 2.9 µs: wasmtime's instantiate and module registration, the
-//! store, and the `PAGEMAP_SCAN` ioctl that resets the slot, about 0.8 µs
-//! alone), host JSON (parsing the two documents written, serializing the
-//! parameters and the post read: about 2 µs) and the four host calls. The
-//! Rust guest added its own serde_json (about 7 µs: parsing the parameters
-//! and the post into `Value`s, serializing two documents; `preserve_order`
-//! maps hash with SipHash), then less with `RawDoc` (about 2.2 µs over the
-//! WAT), and now leaves the post with the host (`read_member`,
-//! `replace_member`): p50 8.1-8.8 µs (median 8.5) against the WAT's
-//! 7.6-8.1 µs in the same nine interleaved runs (load 1.2-1.7; 9.6-10.6 µs
-//! before this session's changes).
-//!
-//! Counting instead of sampling: valgrind runs the sandbox once the pool
-//! is cut to a few slots (`POOL_SLOTS`, a local change: 256 slots reserve
-//! more address space than valgrind can), and wasmtime's perf map
-//! (`Config::profiler(ProfilingStrategy::PerfMap)`, also local) names the
-//! compiled guest functions in callgrind's and perf's output, so the
-//! guest's own instructions can be told from the host's. The kernel's side
-//! (the `PAGEMAP_SCAN` walk) shows only in `perf record`.
+//! `benches/wasm.rs` measures createComment as the hand-written WAT and as
+//! the Rust guest, each call timed one by one, beside the same collection
+//! calls made natively (the floor under both); docs/benchmarks.md has its
+//! figures. To count rather than sample, cut the pool to a few slots
+//! (`POOL_SLOTS`) so valgrind can reserve its address space, and turn on
+//! wasmtime's perf map (`Config::profiler`) so the guest's functions have
+//! names in callgrind's and perf's output.
 
 mod cache;
 mod host;
