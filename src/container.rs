@@ -404,7 +404,8 @@ impl Container {
         )
     }
 
-    /// Deletes the document `id` (triggers get `null` as their request body).
+    /// Deletes the document `id` (its triggers get the document being
+    /// deleted as their request body).
     ///
     /// # Errors
     /// As [`Container::create_item`], plus 404 and 412.

@@ -45,7 +45,7 @@ pub use error::{Error, Result, ScriptFailure};
 pub use host_api::Statistics;
 pub use partita_alloc::MiMalloc;
 pub use runtime::{
-    Limits, SCRIPT_THREAD_STACK, WorkerOptions, WorkerPool, WorkerStats, worker_main,
+    ExecutionCaps, Limits, SCRIPT_THREAD_STACK, WorkerOptions, WorkerPool, WorkerStats, worker_main,
 };
 
 /// The engine's error (what [`Error::Engine`] carries).

@@ -279,7 +279,8 @@ impl Write<'_> {
         }
     }
 
-    /// Takes the document out (`null` for a delete), for a pre-trigger.
+    /// Takes the document out (`null` for a delete, whose triggers get the
+    /// deleted document instead), for a pre-trigger.
     fn take_body(&mut self) -> Value {
         match self {
             Write::Create(doc) | Write::Upsert(doc) | Write::Replace(_, doc) => std::mem::take(doc),
@@ -379,11 +380,28 @@ fn write_with_triggers(
     let mut txn = container.begin(partition_key)?;
     txn.set_udfs(Rc::new(ContainerUdfs::new(container, limits)));
 
+    // What the triggers see of a delete or a replace, as on Cosmos DB: a
+    // delete's request body is the document being deleted, and a
+    // replace's carries the stored document's `_self` (Microsoft's
+    // unique-constraint sample relies on it).
+    let mut write = write;
+    let deleted = match &mut write {
+        Write::Delete(id) => Some(txn.read_item(id)?.into_value()),
+        Write::Replace(id, Value::Object(body)) => {
+            if let Some(link) = txn.read_item(id)?.get("_self") {
+                body.insert("_self".to_owned(), link.clone());
+            }
+            None
+        }
+        _ => None,
+    };
     // The pre-trigger gets the body being written (moved, not copied) and
     // hands back what is to be written instead.
-    let mut write = write;
     if let Some(pre) = pre {
-        let request_body = write.take_body();
+        let request_body = match &deleted {
+            Some(doc) => doc.clone(),
+            None => write.take_body(),
+        };
         let invocation = Invocation::PreTrigger {
             request_body,
             operation,
@@ -401,7 +419,9 @@ fn write_with_triggers(
     }
     // Only a post-trigger needs the request body after the write.
     let request_body = if post.is_some() {
-        write.body().cloned().unwrap_or(Value::Null)
+        deleted
+            .or_else(|| write.body().cloned())
+            .unwrap_or(Value::Null)
     } else {
         Value::Null
     };

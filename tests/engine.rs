@@ -183,15 +183,20 @@ fn errors_carry_status_codes_and_name_what_was_wrong() -> Result {
         .replace_item("p1", "p1", json!({"id": "p1", "postId": "p9"}), None)
         .unwrap_err();
     assert_eq!(moved.status(), 400);
-    // The body's id must be the id being replaced.
+    // A body with another id renames the document (as Cosmos DB does);
+    // onto a taken id it is a 409.
+    posts
+        .create_item("p1", json!({"id": "taken", "postId": "p1"}), None)
+        .unwrap();
     assert_eq!(
         status(
             posts
-                .replace_item("p1", "p1", json!({"id": "other", "postId": "p1"}), None)
+                .replace_item("p1", "p1", json!({"id": "taken", "postId": "p1"}), None)
                 .unwrap_err()
         ),
-        400
+        409
     );
+    posts.delete_item("p1", "taken", None).unwrap();
 
     let big = json!({"id": "big", "postId": "p1", "blob": "x".repeat(2 * 1024 * 1024)});
     let too_large = posts.create_item("p1", big, None).unwrap_err();

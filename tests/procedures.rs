@@ -521,3 +521,55 @@ fn user_defined_functions_in_queries_and_in_procedures() -> Result {
     );
     Ok(())
 }
+
+/// What Cosmos DB hands a trigger for a delete and a replace: a delete's
+/// request body is the document being deleted; a replace's carries the
+/// stored document's `_self` (Microsoft's unique-constraint sample reads
+/// it). The pre-trigger also writes a keyless document, which lands in the
+/// request's partition, as the .NET SDK's `TestUniqueConstraintSample`
+/// needs.
+#[test]
+fn triggers_see_what_the_service_hands_them() -> Result {
+    let db = Database::in_memory();
+    let c = db.create_container("items", "/pk")?;
+    c.create_script(ScriptProperties::trigger(
+        "echo",
+        r#"function echo() {
+            var request = getContext().getRequest();
+            var body = request.getBody();
+            var coll = getContext().getCollection();
+            coll.upsertDocument(coll.getSelfLink(),
+                {id: "seen-" + request.getOperationType(), body: body},
+                function (err) { if (err) throw err; });
+        }"#,
+        TriggerType::Pre,
+        TriggerOperation::All,
+    ))?;
+    let echo = WriteOptions {
+        pre_triggers: vec!["echo".into()],
+        ..WriteOptions::default()
+    };
+    c.create_item("a", json!({"id": "d1", "pk": "a", "n": 1}), None)?;
+    let stored = c.read_item("a", "d1")?;
+
+    c.replace_item(
+        "a",
+        "d1",
+        json!({"id": "d1", "pk": "a", "n": 2}),
+        Some(&echo),
+    )?;
+    let seen = c.read_item("a", "seen-Replace")?;
+    assert!(
+        seen.get("pk").is_none(),
+        "the keyless record is in partition a"
+    );
+    assert_eq!(seen["body"]["_self"], stored["_self"], "{seen}");
+    assert_eq!(seen["body"]["n"], 2);
+
+    let before_delete = c.read_item("a", "d1")?.into_value();
+    c.delete_item("a", "d1", Some(&echo))?;
+    let seen = c.read_item("a", "seen-Delete")?;
+    assert_eq!(seen["body"], before_delete, "the deleted document");
+    assert!(c.read_item("a", "d1").is_err());
+    Ok(())
+}

@@ -188,3 +188,38 @@ fn every_workspace_crate_is_on_the_architecture_map() {
         "crates missing from ARCHITECTURE.md's code map: {missing:?}"
     );
 }
+
+/// Every `.rs` file of the tree (but `target/` and hidden folders).
+fn all_rust_files() -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    rust_files(&root(), &mut files);
+    files
+}
+
+#[test]
+fn every_test_the_compatibility_page_names_exists() {
+    let page = std::fs::read_to_string(root().join("docs/compatibility.md"))
+        .expect("read docs/compatibility.md");
+    let sources: String = all_rust_files()
+        .iter()
+        .filter_map(|path| std::fs::read_to_string(path).ok())
+        .collect();
+    let mut named = 0;
+    let mut missing = Vec::new();
+    for row in page.lines().filter(|l| l.starts_with('|')) {
+        let Some(cell) = row.trim_end_matches('|').rsplit('|').next() else {
+            continue;
+        };
+        for name in cell.split('`').skip(1).step_by(2) {
+            named += 1;
+            if !sources.contains(&format!("fn {name}(")) {
+                missing.push(name.to_owned());
+            }
+        }
+    }
+    assert!(named > 10, "found only {named} test names in the page");
+    assert!(
+        missing.is_empty(),
+        "docs/compatibility.md names tests that do not exist: {missing:?}"
+    );
+}

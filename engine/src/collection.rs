@@ -27,7 +27,7 @@ use crate::container::{Container, DATABASE_ID};
 use crate::error::{Error, Result};
 use crate::partition::PartitionState;
 use crate::query::{self, QueryOptions, QueryPage, Source};
-use crate::txn::{ItemOptions, Txn};
+use crate::txn::{ItemOptions, Txn, Writer};
 
 /// Options of [`Container::query_items`].
 #[derive(Clone, Debug, Default)]
@@ -255,7 +255,7 @@ impl Collection for Txn {
     }
 
     fn create(&mut self, doc: Value) -> Result<Document, HostError> {
-        let doc = self.create_item(doc).map_err(host)?;
+        let doc = self.create_as(doc, Writer::Script).map_err(host)?;
         self.record_write(&doc);
         Ok(doc)
     }
@@ -267,14 +267,18 @@ impl Collection for Txn {
         options: WriteOptions<'_>,
     ) -> Result<Document, HostError> {
         let options = options.if_match.map(ItemOptions::if_match);
-        let doc = self.replace_item(id, doc, options.as_ref()).map_err(host)?;
+        let doc = self
+            .replace_as(id, doc, options.as_ref(), Writer::Script)
+            .map_err(host)?;
         self.record_write(&doc);
         Ok(doc)
     }
 
     fn upsert(&mut self, doc: Value, options: WriteOptions<'_>) -> Result<Document, HostError> {
         let options = options.if_match.map(ItemOptions::if_match);
-        let doc = self.upsert_item(doc, options.as_ref()).map_err(host)?;
+        let doc = self
+            .upsert_as(doc, options.as_ref(), Writer::Script)
+            .map_err(host)?;
         self.record_write(&doc);
         Ok(doc)
     }

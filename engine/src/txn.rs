@@ -65,6 +65,20 @@ impl ItemOptions {
     }
 }
 
+/// Who writes a document, which decides what a document without the
+/// partition-key property means.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Writer {
+    /// A client's point write: the document's key must be the request's;
+    /// a document without the property belongs to the `None` partition.
+    Client,
+    /// A script's write: a document without the property lands in the
+    /// call's logical partition, as on Cosmos DB (the .NET SDK's emulator
+    /// test `TestUniqueConstraintSample` relies on it); one with another
+    /// key is still refused.
+    Script,
+}
+
 /// A document that passed [`Txn::check`], with its serialized length.
 struct Checked {
     id: Arc<str>,
@@ -275,17 +289,25 @@ impl Txn {
     /// [`Error::Conflict`] if the id exists; [`Error::BadRequest`],
     /// [`Error::CrossPartition`] or [`Error::TooLarge`] for a bad document.
     pub fn create_item(&mut self, doc: Value) -> Result<Document> {
-        let checked = self.check(doc)?;
+        self.create_as(doc, Writer::Client)
+    }
+
+    /// [`Txn::create_item`] for `writer`.
+    pub(crate) fn create_as(&mut self, doc: Value, writer: Writer) -> Result<Document> {
+        let checked = self.check(doc, writer)?;
         if self.current(&checked.id).is_some() {
             return Err(self.conflict(&checked.id));
         }
         self.put(checked, None)
     }
 
-    /// Replaces the document `id` with `doc` (whose `id` must be `id`).
+    /// Replaces the document `id` with `doc`. When `doc` has another id, the
+    /// document is renamed, as Cosmos DB does: it keeps its `_rid`, and the
+    /// new id must be free in the partition.
     ///
     /// # Errors
     /// [`Error::NotFound`], [`Error::PreconditionFailed`] (`If-Match`),
+    /// [`Error::Conflict`] (a rename onto a taken id),
     /// [`Error::BadRequest`], [`Error::CrossPartition`], [`Error::TooLarge`].
     pub fn replace_item(
         &mut self,
@@ -293,13 +315,18 @@ impl Txn {
         doc: Value,
         options: Option<&ItemOptions>,
     ) -> Result<Document> {
-        let checked = self.check(doc)?;
-        if *checked.id != *id {
-            return Err(Error::BadRequest(format!(
-                "replace of document {id:?} in container {:?}, partition {}: the body's id is {:?}",
-                self.container.meta.id, self.partition.key, checked.id
-            )));
-        }
+        self.replace_as(id, doc, options, Writer::Client)
+    }
+
+    /// [`Txn::replace_item`] for `writer`.
+    pub(crate) fn replace_as(
+        &mut self,
+        id: &str,
+        doc: Value,
+        options: Option<&ItemOptions>,
+        writer: Writer,
+    ) -> Result<Document> {
+        let checked = self.check(doc, writer)?;
         let rid = match self.current(id) {
             Some(slot) => {
                 self.check_etag(id, Some(&slot.document), options)?;
@@ -307,6 +334,12 @@ impl Txn {
             }
             None => return Err(self.not_found(id)),
         };
+        if *checked.id != *id {
+            if self.current(&checked.id).is_some() {
+                return Err(self.conflict(&checked.id));
+            }
+            self.remove(id);
+        }
         self.put(checked, Some(rid))
     }
 
@@ -317,7 +350,17 @@ impl Txn {
     /// match (or the document does not exist); [`Error::BadRequest`],
     /// [`Error::CrossPartition`], [`Error::TooLarge`].
     pub fn upsert_item(&mut self, doc: Value, options: Option<&ItemOptions>) -> Result<Document> {
-        let checked = self.check(doc)?;
+        self.upsert_as(doc, options, Writer::Client)
+    }
+
+    /// [`Txn::upsert_item`] for `writer`.
+    pub(crate) fn upsert_as(
+        &mut self,
+        doc: Value,
+        options: Option<&ItemOptions>,
+        writer: Writer,
+    ) -> Result<Document> {
+        let checked = self.check(doc, writer)?;
         let existing = self.current(&checked.id);
         let rid = existing.map(|slot| slot.rid);
         self.check_etag(&checked.id, existing.map(|slot| &slot.document), options)?;
@@ -333,13 +376,18 @@ impl Txn {
             return Err(self.not_found(id));
         };
         self.check_etag(id, Some(&slot.document), options)?;
+        self.remove(id);
+        Ok(())
+    }
+
+    /// Records the deletion of `id`, which exists.
+    fn remove(&mut self, id: &str) {
         let seq = self.container.next_seq();
         let i = self.slot_for(id.into());
         let write = &mut self.writes[i];
         write.after = None;
         write.text = None;
         write.seq = seq;
-        Ok(())
     }
 
     /// Commits: makes every write durable, then visible. Returns the LSN of
@@ -412,7 +460,7 @@ impl Txn {
     pub fn rollback(self) {}
 
     /// Validates a document for this transaction.
-    fn check(&self, doc: Value) -> Result<Checked> {
+    fn check(&self, doc: Value, writer: Writer) -> Result<Checked> {
         let container = &self.container.meta.id;
         // The depth check comes first: it bounds every recursion over the
         // document from here on (serialization, queries, and `drop` on the
@@ -448,7 +496,8 @@ impl Txn {
         let key = self.container.path.extract(&doc).map_err(|e| {
             Error::BadRequest(format!("document {id:?} in container {container:?}: {e}"))
         })?;
-        if key != self.partition.key {
+        let keyless_script_write = key == PartitionKey::None && writer == Writer::Script;
+        if key != self.partition.key && !keyless_script_write {
             return Err(Error::CrossPartition {
                 container: container.clone(),
                 id: id.clone(),

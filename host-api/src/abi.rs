@@ -121,7 +121,8 @@
 //! `undefined`). `-400` in a pre-trigger or for bytes that are not JSON.
 //!
 //! ## log
-//! `log(ptr, len)`: appends one line to the call's log (`console.log`).
+//! `log(ptr, len)`: appends the text to the call's log as given, with no
+//! separator (`console.log`).
 //! Bytes that are not UTF-8 are replaced, never refused. Output past the
 //! log limit is cut with a marker.
 //!
@@ -138,14 +139,17 @@
 //!
 //! ## create
 //! `create(doc_ptr, doc_len, opts_ptr, opts_len, out_ptr, out_cap) -> r`:
-//! creates the document and returns it with its system properties. `-400`
-//! (not a JSON object, bad id, another partition key, missing id with
-//! automatic ids disabled), `-409` (the id exists), `-413` (over 2 MB).
+//! creates the document and returns it with its system properties. A
+//! document without the partition-key property lands in the call's
+//! logical partition, as on Cosmos DB. `-400` (not a JSON object, bad id,
+//! another partition key, missing id with automatic ids disabled), `-409`
+//! (the id exists), `-413` (over 2 MB).
 //!
 //! ## replace
 //! `replace(id_ptr, id_len, doc_ptr, doc_len, opts_ptr, opts_len, out_ptr,
-//! out_cap) -> r`: replaces the document `id`. `-400`, `-404`, `-412`,
-//! `-413`.
+//! out_cap) -> r`: replaces the document `id`; a body with another id
+//! renames the document (it keeps its `_rid`). `-400`, `-404`, `-409` (a
+//! rename onto a taken id), `-412`, `-413`.
 //!
 //! ## read_member
 //! `read_member(id_ptr, id_len, key_ptr, key_len, out_ptr, out_cap) -> r`:

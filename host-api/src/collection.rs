@@ -171,16 +171,19 @@ pub trait Collection {
     ) -> Result<Page, HostError>;
 
     /// Creates a document (which must carry an `id`; generating one is the
-    /// script API's job).
+    /// script API's job). A document without the partition-key property
+    /// lands in the call's logical partition, as on Cosmos DB.
     ///
     /// # Errors
-    /// 400 (bad body, other partition), 409 (id exists), 413 (over 2 MB).
+    /// 400 (bad body, another partition's key), 409 (id exists), 413 (over
+    /// 2 MB).
     fn create(&mut self, doc: Value) -> Result<Document, HostError>;
 
-    /// Replaces the document `id`.
+    /// Replaces the document `id`; a body with another id renames the
+    /// document, which keeps its `_rid` (as on Cosmos DB).
     ///
     /// # Errors
-    /// 400, 404, 412 (etag), 413.
+    /// 400, 404, 409 (a rename onto a taken id), 412 (etag), 413.
     fn replace(
         &mut self,
         id: &str,

@@ -172,6 +172,37 @@ impl Default for Limits {
     }
 }
 
+/// Caps on one call's bounded execution, set from outside the script (the
+/// `x-partita-max-operations` and `x-partita-max-instructions` request
+/// headers, the command line's `--max-operations` and
+/// `--max-instructions`), so a user can see what a script does when
+/// Cosmos DB cuts it short: past a cap, collection operations are not
+/// accepted, their callbacks never run, what was accepted commits and the
+/// script's own continuation comes back.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExecutionCaps {
+    /// Accept at most this many collection operations.
+    pub max_operations: Option<u64>,
+    /// Accept operations only until this many JavaScript instructions, or
+    /// units of WebAssembly fuel, have run.
+    pub max_instructions: Option<u64>,
+}
+
+impl Limits {
+    /// These limits with `caps` applied. A cap only lowers a limit: the
+    /// hard budgets (and so the 408s) stay as they are.
+    pub fn capped(mut self, caps: ExecutionCaps) -> Limits {
+        if let Some(n) = caps.max_operations {
+            self.max_operations = self.max_operations.min(n);
+        }
+        if let Some(n) = caps.max_instructions {
+            self.accept_instructions = self.accept_instructions.min(n);
+            self.accept_fuel = self.accept_fuel.min(n);
+        }
+        self
+    }
+}
+
 /// A script to run: its text and the identity its compiled form is cached
 /// under.
 #[derive(Clone, Copy, Debug)]
@@ -382,5 +413,27 @@ mod tests {
             "a 2 MB thread (the spawn default) has too little"
         );
         assert!(on(SCRIPT_STACK_NEEDED + (1 << 20)));
+    }
+
+    /// Caps lower the acceptance limits of both languages and never the
+    /// hard budgets; a cap above a limit leaves it.
+    #[test]
+    fn caps_lower_only_the_acceptance_limits() {
+        let limits = Limits::default();
+        let capped = limits.clone().capped(ExecutionCaps {
+            max_operations: Some(3),
+            max_instructions: Some(1_000),
+        });
+        assert_eq!(capped.max_operations, 3);
+        assert_eq!(capped.accept_instructions, 1_000);
+        assert_eq!(capped.accept_fuel, 1_000);
+        assert_eq!(capped.instructions, limits.instructions);
+        assert_eq!(capped.fuel, limits.fuel);
+        let high = limits.clone().capped(ExecutionCaps {
+            max_operations: Some(u64::MAX),
+            max_instructions: Some(u64::MAX),
+        });
+        assert_eq!(high, limits);
+        assert_eq!(limits.clone().capped(ExecutionCaps::default()), limits);
     }
 }

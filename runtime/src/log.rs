@@ -3,11 +3,13 @@
 //! so a procedure moved from one to the other logs the same text.
 
 /// What ends a log that reached its limit.
-const TRUNCATED: &str = "…[log truncated]\n";
+const TRUNCATED: &str = "…[log truncated]";
 
-/// Appends `line` and a newline to `logs`, which may hold at most `max`
-/// bytes: a line that does not fit is cut (at a character boundary) and
-/// followed by a marker, and nothing is appended after the marker.
+/// Appends `text` to `logs` as given, with no separator (Cosmos DB's
+/// `console.log` does the same: the JavaScript SDK's own test expects
+/// exactly `"The value of x is 1."`). `logs` may hold at most `max` bytes:
+/// text that does not fit is cut (at a character boundary) and followed by
+/// a marker, and nothing is appended after the marker.
 pub(crate) fn append(logs: &mut String, line: &str, max: usize) {
     if logs.ends_with(TRUNCATED) {
         return;
@@ -17,7 +19,6 @@ pub(crate) fn append(logs: &mut String, line: &str, max: usize) {
         .saturating_sub(logs.len());
     if line.len() < room {
         logs.push_str(line);
-        logs.push('\n');
     } else {
         let mut cut = room.min(line.len());
         while cut > 0 && !line.is_char_boundary(cut) {
@@ -36,10 +37,11 @@ mod tests {
     fn lines_fit_until_the_limit_then_one_marker_ends_the_log() {
         let mut logs = String::new();
         append(&mut logs, "first", 40);
-        assert_eq!(logs, "first\n");
+        append(&mut logs, " second", 40);
+        assert_eq!(logs, "first second", "appended as given");
         append(&mut logs, "ééééééééééééééé", 40);
         assert!(
-            logs.starts_with("first\n") && logs.ends_with(TRUNCATED),
+            logs.starts_with("first second") && logs.ends_with(TRUNCATED),
             "{logs:?}"
         );
         assert!(logs.len() <= 40, "{} bytes", logs.len());

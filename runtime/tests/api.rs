@@ -259,14 +259,14 @@ fn console_log_is_captured_even_on_failure() {
         vec![],
     )
     .unwrap();
-    assert_eq!(out.logs, "The value of x is 1.\n{\"a\":[1]}\n");
+    assert_eq!(out.logs, "The value of x is 1.{\"a\":[1]}");
     let f = failure(call(
         &c,
         "p1",
         "function () { console.log('before'); throw new Error(1, 'x'); }",
         vec![],
     ));
-    assert_eq!(f.logs, "before\n");
+    assert_eq!(f.logs, "before");
     assert!(out.stats.instructions > 0);
 }
 
@@ -464,4 +464,60 @@ fn a_fatal_host_error_ends_the_call_uncatchably() {
     assert_eq!(failure.error.status(), 429);
     assert!(!failure.logs.contains("callback saw"), "{}", failure.logs);
     assert!(!marker);
+}
+
+#[test]
+fn a_document_without_the_key_property_lands_in_the_calls_partition() {
+    let (_db, c) = container("posts", "/postId");
+    let body = r#"function () {
+        var coll = getContext().getCollection();
+        var ok = coll.createDocument(coll.getSelfLink(), {id: "keyless"}, function (err) {
+            if (err) throw err;
+        });
+        getContext().getResponse().setBody(ok);
+    }"#;
+    assert_eq!(ok_body(call(&c, "p1", body, vec![])), json!(true));
+    let stored = c.read_item("p1", "keyless").expect("stored in p1");
+    assert!(
+        stored.get("postId").is_none(),
+        "stored as written: {stored}"
+    );
+    // A document with another key is still another partition's.
+    let other = r#"function () {
+        var coll = getContext().getCollection();
+        coll.createDocument(coll.getSelfLink(), {id: "x", postId: "p2"}, function (err) {
+            if (err) throw err;
+        });
+    }"#;
+    assert_eq!(failure(call(&c, "p1", other, vec![])).error.status(), 400);
+}
+
+#[test]
+fn a_replace_with_another_id_renames_the_document() {
+    let (_db, c) = container("posts", "/postId");
+    seed(&c);
+    let rid = c.read_item("p1", "d0").unwrap()["_rid"].clone();
+    let rename = r#"function (from, to) {
+        var coll = getContext().getCollection();
+        coll.readDocument(coll.getAltLink() + "/docs/" + from, function (err, doc) {
+            if (err) throw err;
+            doc.id = to;
+            coll.replaceDocument(doc._self, doc, function (err, renamed) {
+                if (err) throw err;
+                getContext().getResponse().setBody(renamed.id);
+            });
+        });
+    }"#;
+    assert_eq!(
+        ok_body(call(&c, "p1", rename, vec![json!("d0"), json!("renamed")])),
+        json!("renamed")
+    );
+    assert!(c.read_item("p1", "d0").is_err(), "the old id is gone");
+    let renamed = c.read_item("p1", "renamed").unwrap();
+    assert_eq!(renamed["_rid"], rid, "the document keeps its _rid");
+    assert_eq!(renamed["n"], 0);
+    // Onto a taken id: 409, and nothing changes.
+    let f = failure(call(&c, "p1", rename, vec![json!("d1"), json!("d2")]));
+    assert_eq!(f.error.substatus(), Some(409), "{}", f.error);
+    assert!(c.read_item("p1", "d1").is_ok() && c.read_item("p1", "d2").is_ok());
 }

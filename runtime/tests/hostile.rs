@@ -122,7 +122,7 @@ fn fresh_sandbox_budget_is_not_overrun() {
         "{}",
         f.error
     );
-    assert_eq!(f.logs, "start\n");
+    assert_eq!(f.logs, "start");
     let used = f.stats.instructions;
     eprintln!("fresh sandbox: stopped after {used} instructions (budget {BUDGET})");
     assert!(used > BUDGET, "stopped early: {used}");

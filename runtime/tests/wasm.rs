@@ -298,7 +298,7 @@ fn inputs_outputs_and_logs() {
              (i32.const 0))"#,
     );
     let out = call(&c, "p1", &m, vec![json!(1), json!("two")]).unwrap();
-    assert_eq!(out.logs, "[1,\"two\"]\n\u{fffd} bytes\n");
+    assert_eq!(out.logs, "[1,\"two\"]\u{fffd} bytes");
     let body = out.body.unwrap();
     assert_eq!(body["kind"], "procedure");
     assert_eq!(body["containerId"], "posts");
@@ -357,24 +357,31 @@ fn reads_queries_and_feeds_see_the_partition() {
     let (_db, c) = container("posts", "/postId");
     post(&c, "p1");
     // read p1 → body, then query with a parameter, then read_feed, each
-    // logged; an unknown id answers -404 with a message.
+    // logged on a line of its own (the log keeps text as given, so the
+    // module writes the newlines); an unknown id answers -404 with a
+    // message.
     let m = procedure(
         r#"(data (i32.const 0) "p1")
            (data (i32.const 8) "nope")
            (data (i32.const 16) "{\"query\":\"SELECT VALUE c.commentCount FROM c WHERE c.id = @id\",\"parameters\":[{\"name\":\"@id\",\"value\":\"p1\"}]}")
            (data (i32.const 160) "{\"pageSize\":1}")
+           (data (i32.const 500) "\n")
            (func (export "partita_procedure") (result i32)
              (local $n i32)
              (local.set $n (call $read (i32.const 0) (i32.const 2) (i32.const 1000) (i32.const 4000)))
              (call $log (i32.const 1000) (local.get $n))
+             (call $log (i32.const 500) (i32.const 1))
              (local.set $n (call $query (i32.const 16) (i32.const 106) (i32.const 1000) (i32.const 4000)))
              (call $log (i32.const 1000) (local.get $n))
+             (call $log (i32.const 500) (i32.const 1))
              (local.set $n (call $read_feed (i32.const 160) (i32.const 14) (i32.const 1000) (i32.const 4000)))
              (call $log (i32.const 1000) (local.get $n))
+             (call $log (i32.const 500) (i32.const 1))
              (if (i32.ne (call $read (i32.const 8) (i32.const 4) (i32.const 1000) (i32.const 4000))
                    (i32.const -404)) (then unreachable))
              (local.set $n (call $take_result (i32.const 1000) (i32.const 4000)))
              (call $log (i32.const 1000) (local.get $n))
+             (call $log (i32.const 500) (i32.const 1))
              ;; Nothing waits any more.
              (if (call $take_result (i32.const 1000) (i32.const 4000)) (then unreachable))
              (i32.const 0))"#,
@@ -396,10 +403,12 @@ fn a_document_result_without_a_buffer_waits_whole() {
     // one byte too few answers it again and writes nothing (the 'x' fill
     // stays); with room, the bytes are those a large buffer gets directly.
     // (Any other import drops what waits, so nothing is logged between.)
+    // Each logged text ends with a newline the module writes.
     let (_db, c) = container("posts", "/postId");
     post(&c, "p1");
     let m = procedure(
         r#"(data (i32.const 0) "p1")
+           (data (i32.const 500) "\n")
            (func (export "partita_procedure") (result i32)
              (local $n i32)
              (local.set $n (call $read (i32.const 0) (i32.const 2) (i32.const 0) (i32.const 0)))
@@ -409,9 +418,12 @@ fn a_document_result_without_a_buffer_waits_whole() {
              (if (i32.ne (call $take_result (i32.const 1000) (local.get $n)) (local.get $n))
                (then unreachable))
              (call $log (i32.const 5000) (i32.const 4))
+             (call $log (i32.const 500) (i32.const 1))
              (call $log (i32.const 1000) (local.get $n))
+             (call $log (i32.const 500) (i32.const 1))
              (local.set $n (call $read (i32.const 0) (i32.const 2) (i32.const 9000) (i32.const 4000)))
              (call $log (i32.const 9000) (local.get $n))
+             (call $log (i32.const 500) (i32.const 1))
              ;; A create's result, not taken, is dropped by the next call.
              (if (i32.le_s (call $create (i32.const 20) (i32.const 15) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0)) (i32.const 0))
                (then unreachable))
@@ -837,4 +849,35 @@ fn a_body_changed_in_place_runs_the_new_module() {
         run_wasm_udf(&script(&body), &[], &limits).unwrap(),
         Some(json!(1))
     );
+}
+
+/// As in JavaScript: a document without the key property lands in the
+/// call's partition, and a replace with another id renames the document.
+#[test]
+fn keyless_writes_and_renames_behave_as_in_javascript() {
+    let (_db, c) = container("posts", "/postId");
+    c.create_item("p1", json!({"id": "d0", "postId": "p1", "n": 0}), None)
+        .unwrap();
+    let rid = c.read_item("p1", "d0").unwrap()["_rid"].clone();
+    // Creates a keyless document, then renames d0; fails with the status
+    // of whichever write is refused.
+    let m = procedure(
+        r#"(data (i32.const 0) "{\"id\":\"keyless\"}")
+           (data (i32.const 32) "d0")
+           (data (i32.const 40) "{\"id\":\"renamed\",\"postId\":\"p1\",\"n\":0}")
+           (func (export "partita_procedure") (result i32)
+             (local $r i32)
+             (local.set $r (call $create (i32.const 0) (i32.const 16)
+                                         (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0)))
+             (if (i32.lt_s (local.get $r) (i32.const 0)) (then (return (local.get $r))))
+             (local.set $r (call $replace (i32.const 32) (i32.const 2) (i32.const 40) (i32.const 36)
+                                          (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0)))
+             (if (i32.lt_s (local.get $r) (i32.const 0)) (then (return (local.get $r))))
+             (i32.const 0))"#,
+    );
+    call(&c, "p1", &m, vec![]).unwrap_or_else(|f| panic!("{}", f.error));
+    let keyless = c.read_item("p1", "keyless").expect("stored in p1");
+    assert!(keyless.get("postId").is_none(), "{keyless}");
+    assert!(c.read_item("p1", "d0").is_err(), "the old id is gone");
+    assert_eq!(c.read_item("p1", "renamed").unwrap()["_rid"], rid);
 }

@@ -891,7 +891,7 @@ fn procedures_and_triggers_over_the_wire() {
     assert_eq!(body, 42);
     assert_eq!(
         r.header("x-ms-documentdb-script-log-results"),
-        Some("n%3D41%0A")
+        Some("n%3D41")
     );
     // No body at all is no parameters.
     let (r, body) = call(
@@ -927,7 +927,7 @@ fn procedures_and_triggers_over_the_wire() {
     assert_error(&r, &body, 400, "BadRequest", "kaboom");
     assert_eq!(
         r.header("x-ms-documentdb-script-log-results"),
-        Some("before%0A")
+        Some("before")
     );
     let (r, _) = call(&gw, signed("GET", "/dbs/d/colls/c/docs/x", &[pk], b""));
     assert_eq!(r.status, 404);
@@ -1036,7 +1036,7 @@ fn scripts_over_the_wire_can_run_in_worker_processes() {
     assert_eq!((r.status, body), (200, json!(42)));
     assert_eq!(
         r.header("x-ms-documentdb-script-log-results"),
-        Some("n%3D41%0A")
+        Some("n%3D41")
     );
     // The string bomb fails its call, not the server; its write is gone.
     let (r, body) = call(

@@ -229,14 +229,16 @@ pub fn set_body<T: ToJson + ?Sized>(body: &T) -> Result<(), Error> {
     without_result(sys::set_response_body(&bytes))
 }
 
-/// Appends one line to the call's log (`console.log`).
-pub fn log(line: &str) {
+/// Appends `text` to the call's log as given, with no separator, as
+/// JavaScript's `console.log` does on Cosmos DB (end it with `\n` to write
+/// lines).
+pub fn log(text: &str) {
     call::count_call();
-    sys::log(line.as_bytes());
+    sys::log(text.as_bytes());
 }
 
-/// Appends one formatted line to the call's log:
-/// `log!("deleted {n} posts")`.
+/// Appends formatted text to the call's log, as [`log`] does:
+/// `log!("deleted {n} posts\n")`.
 #[macro_export]
 macro_rules! log {
     ($($arg:tt)*) => {
