@@ -127,12 +127,16 @@ impl WireError {
         self
     }
 
-    /// The response Cosmos DB sends for this error.
+    /// The response Cosmos DB sends for this error. A script's failure also
+    /// carries its log in the body (`logs`), which the service returns only
+    /// in a URL-encoded header and only when asked: SDKs ignore members they
+    /// do not know, and the user sees why the script failed.
     pub fn response(&self) -> WireResponse {
-        let mut response = WireResponse::json(
-            self.status,
-            &json!({"code": code_name(self.status), "message": self.message}),
-        );
+        let mut body = json!({"code": code_name(self.status), "message": self.message});
+        if let Some(logs) = &self.logs {
+            body["logs"] = json!(logs);
+        }
+        let mut response = WireResponse::json(self.status, &body);
         if let Some(substatus) = self.substatus {
             response = response.with("x-ms-substatus", substatus.to_string());
         }

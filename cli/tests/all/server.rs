@@ -929,6 +929,7 @@ fn procedures_and_triggers_over_the_wire() {
         r.header("x-ms-documentdb-script-log-results"),
         Some("before")
     );
+    assert_eq!(body["logs"], "before", "the log is in the error body too");
     let (r, _) = call(&gw, signed("GET", "/dbs/d/colls/c/docs/x", &[pk], b""));
     assert_eq!(r.status, 404);
     // Without a partition key.
