@@ -20,13 +20,7 @@ use partita::{Container, ScriptProperties, TriggerOperation, TriggerType, WriteO
 use partita::{Database, Durability, Lsn, Options, QueryOptions, ScriptKind};
 use serde_json::{Value, json};
 
-fn sproc(name: &str) -> String {
-    let path = format!(
-        "{}/../sprocs/samples/js/{name}.js",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"))
-}
+use crate::support::js;
 
 /// SQLite storage whose `fail_at`-th commit fails, before or after the write.
 fn faulty_disk(
@@ -120,7 +114,7 @@ fn storage_faults_make_the_engine_refuse_writes_and_reopen_consistent() -> anyho
             let posts = db.create_container("posts", "/postId")?;
             posts.create_script(ScriptProperties::stored_procedure(
                 "createComment",
-                sproc("createComment"),
+                js("createComment"),
             ))?;
             posts.create_script(ScriptProperties::trigger(
                 "countComment",
@@ -240,7 +234,7 @@ fn bad_input() {
     posts
         .create_script(ScriptProperties::stored_procedure(
             "createComment",
-            sproc("createComment"),
+            js("createComment"),
         ))
         .expect("script");
     posts
