@@ -42,6 +42,8 @@ mod partition;
 pub mod query;
 mod script;
 pub mod storage;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 mod txn;
 
 pub use collection::QueryItemsOptions;

@@ -7,21 +7,19 @@
 //!   error the script receives in its callback or as a fatal
 //!   [`HostError::abort`] the runtime ends the call with. Every other
 //!   operation goes through unchanged, so the wrapped call is the real call.
-//! * [`CrashStorage`] wraps the durable `engine::storage::Storage`. When the
-//!   calling thread armed it, the next commit "crashes": it fails either
-//!   before the durable write (nothing reached the disk) or after it (the
-//!   record is durable but the process dies before acknowledging it). The
-//!   engine then refuses writes until the fuzzer reopens the directory,
+//! * [`CrashStorage`] wraps the durable `engine::storage::Storage`: it is
+//!   the tests' fault-injecting storage, `engine::testing::FaultyStorage`
+//!   (the reason the facade enables the engine's `testing` feature). When
+//!   the calling thread armed it, the next commit "crashes": it fails
+//!   either before the durable write (nothing reached the disk) or after it
+//!   (the record is durable but the process dies before acknowledging it).
+//!   The engine then refuses writes until the fuzzer reopens the directory,
 //!   which is what a restart after a crash does.
 
-use std::cell::Cell;
-
-use engine::storage::{
-    Change, CommitRecord, ContainerMeta, LoadedContainer, Lsn, ScriptRecord, Storage,
-};
+use engine::testing::CommitFault;
 use host_api::{
-    Collection, Document, ErrorCode, HostError, Page, PartitionKey, QueryRequest, ScriptKind,
-    Statistics, WriteOptions,
+    Collection, Document, ErrorCode, HostError, Page, PartitionKey, QueryRequest, Statistics,
+    WriteOptions,
 };
 use serde_json::Value;
 
@@ -156,87 +154,30 @@ impl Collection for FaultyCollection<'_> {
     }
 }
 
-/// Where a simulated crash happens during a commit.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum CrashPoint {
-    /// Before the durable write: the record never reaches the disk.
-    BeforeDurableWrite,
-    /// After the durable write, before the commit is acknowledged.
-    AfterDurableWrite,
-}
+/// Where a simulated crash happens during a commit: before the durable
+/// write (nothing reached the disk) or after it (the record is durable, but
+/// the process "died" before acknowledging it).
+pub(crate) use engine::testing::FailPoint as CrashPoint;
 
-thread_local! {
-    /// The crash the next commit on this thread performs (commits run on
-    /// the committing thread, so concurrent calls cannot take each other's).
-    static ARMED: Cell<Option<CrashPoint>> = const { Cell::new(None) };
-}
+/// The durable storage with crashes at commit: `engine::testing`'s
+/// fault-injecting wrapper, whose commits fail when the committing thread
+/// armed them ([`arm_crash`]).
+pub(crate) type CrashStorage<S> = engine::testing::FaultyStorage<S>;
 
-/// Makes the next commit on this thread crash at `point`.
+/// Makes the next commit on this thread crash at `point` (commits run on
+/// the committing thread, so concurrent calls cannot take each other's);
+/// `None` disarms a crash the commit did not take.
 pub(crate) fn arm_crash(point: Option<CrashPoint>) {
-    ARMED.with(|armed| armed.set(point));
-}
-
-/// A storage whose commits crash when the committing thread armed them.
-pub(crate) struct CrashStorage<S> {
-    inner: S,
-}
-
-impl<S: Storage> CrashStorage<S> {
-    pub(crate) fn new(inner: S) -> CrashStorage<S> {
-        CrashStorage { inner }
-    }
-}
-
-fn crashed(point: &str) -> engine::Error {
-    engine::Error::Storage(format!(
-        "simulated crash {point} (injected by partita fuzz); reopen the database"
-    ))
-}
-
-impl<S: Storage> Storage for CrashStorage<S> {
-    fn load(&self) -> engine::Result<Vec<LoadedContainer>> {
-        self.inner.load()
-    }
-
-    fn create_container(&self, meta: &ContainerMeta) -> engine::Result<()> {
-        self.inner.create_container(meta)
-    }
-
-    fn delete_container(&self, id: &str) -> engine::Result<()> {
-        self.inner.delete_container(id)
-    }
-
-    fn put_script(&self, script: &ScriptRecord) -> engine::Result<()> {
-        self.inner.put_script(script)
-    }
-
-    fn delete_script(&self, container: &str, kind: ScriptKind, id: &str) -> engine::Result<()> {
-        self.inner.delete_script(container, kind, id)
-    }
-
-    fn commit(&self, record: CommitRecord) -> engine::Result<Lsn> {
-        match ARMED.with(Cell::take) {
-            None => self.inner.commit(record),
-            Some(CrashPoint::BeforeDurableWrite) => Err(crashed("before the durable write")),
-            Some(CrashPoint::AfterDurableWrite) => {
-                self.inner.commit(record)?;
-                Err(crashed("after the durable write"))
-            }
-        }
-    }
-
-    fn read_changes(
-        &self,
-        container: &str,
-        after: Lsn,
-        max_changes: usize,
-    ) -> engine::Result<Vec<Change>> {
-        self.inner.read_changes(container, after, max_changes)
-    }
-
-    fn wants_text(&self) -> bool {
-        self.inner.wants_text()
-    }
+    engine::testing::fail_next_commit_on_this_thread(point.map(|point| {
+        let at = match point {
+            CrashPoint::BeforeDurableWrite => "before the durable write",
+            CrashPoint::AfterDurableWrite => "after the durable write",
+        };
+        CommitFault::new(
+            point,
+            format!("simulated crash {at} (injected by partita fuzz); reopen the database"),
+        )
+    }));
 }
 
 /// Whether `code` is one of the statuses the fuzzer injects.

@@ -1,4 +1,4 @@
-//! The child process of the crash test (`tests/crash.rs`).
+//! The child process of the crash test (`tests/all/crash.rs`).
 //!
 //! Opens the durable database in the directory given as its only argument
 //! and commits transactions forever, printing `ack N` on stdout after

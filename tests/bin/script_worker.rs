@@ -1,5 +1,5 @@
 //! A script worker process for the isolation tests and bench
-//! (`tests/isolation.rs`, `benches/isolation.rs`): what an embedding
+//! (`tests/all/isolation.rs`, `benches/isolation.rs`): what an embedding
 //! program's own worker binary looks like. The `partita` binary does the
 //! same as `partita script-worker`.
 

@@ -8,8 +8,9 @@
 //! of it).
 
 use host_api::abi::{self, IMPORTS, MEMORY_EXPORT};
-use integration_tests::guest::{self, MODULES};
 use wasmparser::{CompositeInnerType, ExternalKind, Parser, Payload, TypeRef, ValType};
+
+use crate::support::{MODULES, guest_module};
 
 /// What a module imports and exports, read with wasmparser.
 #[derive(Default)]
@@ -89,7 +90,7 @@ fn shape(bytes: &[u8]) -> Shape {
 #[test]
 fn guest_modules_import_only_partita_v1_and_export_their_entry_point() {
     for (name, entry) in MODULES {
-        let shape = shape(&guest::module(name));
+        let shape = shape(&guest_module(name));
         assert!(
             shape.other_imports.is_empty(),
             "{name} imports {:?}",

@@ -14,7 +14,7 @@
 //!
 //! `PARTITA_FUZZ_CASES` (default 256) sets the inputs per target; raise it
 //! to soak (`PARTITA_FUZZ_CASES=100000 cargo test -p integration-tests
-//! --test fuzz_targets`).
+//! --test all -- fuzz_targets::`).
 
 use std::sync::LazyLock;
 
@@ -480,7 +480,7 @@ static ABI: LazyLock<(Database, Container)> = LazyLock::new(|| {
     c.create_script(ScriptProperties::wasm(
         "abi",
         ScriptKind::StoredProcedure,
-        include_str!("wat/abi_fuzz.wat"),
+        include_str!("../wat/abi_fuzz.wat"),
     ))
     .expect("the ABI fuzz guest compiles");
     (db, c)

@@ -3,11 +3,10 @@
 //! the continuation path of the bulk scripts under a forced small budget,
 //! and the commentCount invariant under concurrent calls.
 
-mod common;
-
 use std::sync::Arc;
 
-use common::{call, call_with, container, failure, ok_body, sproc};
+use crate::support::js::{call, call_with};
+use crate::support::{container, failure, ok_body, sproc};
 use engine::PartitionKey;
 use host_api::TriggerOperation;
 use runtime::{Invocation, Limits};

@@ -11,15 +11,9 @@ use partita::{
 use partita_workload::blog;
 use serde_json::json;
 
-type Result<T = ()> = anyhow::Result<T>;
+use crate::support::wat;
 
-fn wat(name: &str) -> String {
-    let path = format!(
-        "{}/../sprocs/samples/wat/{name}.wat",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
-}
+type Result<T = ()> = anyhow::Result<T>;
 
 #[test]
 fn create_comment_wat_through_the_facade() -> Result {

@@ -3,12 +3,11 @@
 
 #![allow(clippy::result_large_err)]
 
-mod common;
-
-use common::{call, container, failure, ok_body};
-
 use runtime::Limits;
 use serde_json::{Value, json};
+
+use crate::support::js::call;
+use crate::support::{self, container, failure, ok_body};
 
 #[test]
 fn function_forms_and_apply_semantics() {
@@ -279,7 +278,7 @@ fn triggers_read_and_change_bodies() {
         let mut txn = c.begin("p1").unwrap();
         let script = Script {
             id: "t",
-            version: common::version_of(body),
+            version: support::version_of(body),
             body,
         };
         run_js(&script, invocation, &mut txn, &Limits::default())

@@ -4,12 +4,10 @@
 //! storage failures.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use engine::storage::{
-    Change, CommitRecord, ContainerMeta, LoadedContainer, Lsn, MemoryStorage, ScriptRecord, Storage,
-};
+use engine::storage::{Lsn, MemoryStorage};
+use engine::testing::{CommitFault, FaultyStorage};
 use engine::{
     ChangeKind, ContainerProperties, Database, Durability, Error, ErrorCode, FeedOptions,
     ItemOptions, Options, PartitionKey, ScriptKind, ScriptProperties, TriggerOperation,
@@ -783,51 +781,18 @@ fn durability_none_still_persists_across_a_clean_close() -> Result {
 
 /// A storage that fails the `n`th commit and every later one, as a disk
 /// whose fsync failed would.
-struct FailingStorage {
-    inner: MemoryStorage,
-    commits: AtomicUsize,
-    fail_at: usize,
-}
-
-impl Storage for FailingStorage {
-    fn load(&self) -> engine::Result<Vec<LoadedContainer>> {
-        self.inner.load()
-    }
-    fn create_container(&self, meta: &ContainerMeta) -> engine::Result<()> {
-        self.inner.create_container(meta)
-    }
-    fn delete_container(&self, id: &str) -> engine::Result<()> {
-        self.inner.delete_container(id)
-    }
-    fn put_script(&self, script: &ScriptRecord) -> engine::Result<()> {
-        self.inner.put_script(script)
-    }
-    fn delete_script(&self, container: &str, kind: ScriptKind, id: &str) -> engine::Result<()> {
-        self.inner.delete_script(container, kind, id)
-    }
-    fn commit(&self, record: CommitRecord) -> engine::Result<Lsn> {
-        if self.commits.fetch_add(1, Ordering::SeqCst) + 1 >= self.fail_at {
-            return Err(Error::Storage(
-                "fsync: input/output error (injected)".into(),
-            ));
-        }
-        self.inner.commit(record)
-    }
-    fn read_changes(&self, container: &str, after: Lsn, max: usize) -> engine::Result<Vec<Change>> {
-        self.inner.read_changes(container, after, max)
-    }
-    fn wants_text(&self) -> bool {
-        true
-    }
+fn failing_storage(fail_at: u64) -> FaultyStorage<MemoryStorage> {
+    let storage = FaultyStorage::new(MemoryStorage::new());
+    storage.faults().fail_commits_from(
+        fail_at,
+        CommitFault::before_write("fsync: input/output error (injected)"),
+    );
+    storage
 }
 
 #[test]
 fn a_storage_failure_makes_the_store_refuse_writes() -> Result {
-    let storage = FailingStorage {
-        inner: MemoryStorage::new(),
-        commits: AtomicUsize::new(0),
-        fail_at: 3,
-    };
+    let storage = failing_storage(3);
     let db = Database::with_storage(Box::new(storage), Options::default())?;
     let posts = posts(&db);
     posts.create_item("p1", json!({"id": "a", "postId": "p1"}), None)?;
@@ -1106,11 +1071,7 @@ fn deleting_a_container_in_memory_clears_its_change_log() -> Result {
 
 #[test]
 fn a_read_only_store_refuses_to_delete_containers() -> Result {
-    let storage = FailingStorage {
-        inner: MemoryStorage::new(),
-        commits: AtomicUsize::new(0),
-        fail_at: 1,
-    };
+    let storage = failing_storage(1);
     let db = Database::with_storage(Box::new(storage), Options::default())?;
     let posts = posts(&db);
     assert!(

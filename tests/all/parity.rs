@@ -9,13 +9,14 @@
 //! `"<generated>"`. Errors are compared by status and substatus (the
 //! messages are each runtime's own).
 
-use integration_tests::guest;
 use partita::{
     Container, Database, ScriptKind, ScriptLanguage, ScriptProperties, TriggerOperation,
     TriggerType, WriteOptions,
 };
 use partita_workload::blog;
 use serde_json::{Value, json};
+
+use crate::support;
 
 type Result<T = ()> = anyhow::Result<T>;
 
@@ -34,15 +35,11 @@ fn script(
     wasm_name: &str,
 ) -> ScriptProperties {
     let (language, body) = match lang {
-        Lang::JavaScript => {
-            let path = format!(
-                "{}/../sprocs/samples/js/{js_name}.js",
-                env!("CARGO_MANIFEST_DIR")
-            );
-            let text = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-            (ScriptLanguage::JavaScript, text)
-        }
-        Lang::Wasm => (ScriptLanguage::Wasm, guest::module(wasm_name)),
+        Lang::JavaScript => (
+            ScriptLanguage::JavaScript,
+            support::js(js_name).into_bytes(),
+        ),
+        Lang::Wasm => (ScriptLanguage::Wasm, support::guest_module(wasm_name)),
     };
     let trigger = kind == ScriptKind::Trigger;
     ScriptProperties {

@@ -7,15 +7,9 @@ use partita::{Database, ScriptProperties, TriggerOperation, TriggerType, WriteOp
 use partita_workload::blog;
 use serde_json::{Value, json};
 
-type Result<T = ()> = anyhow::Result<T>;
+use crate::support::js;
 
-fn script(name: &str) -> String {
-    let path = format!(
-        "{}/../sprocs/samples/js/{name}.js",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
-}
+type Result<T = ()> = anyhow::Result<T>;
 
 /// A post padded so that the stored document is about 1 KiB.
 fn kib_document(id: &str) -> Value {
@@ -63,7 +57,7 @@ fn the_same_procedure_call_costs_the_same_and_includes_its_script() -> Result {
         posts.create_item("p1", blog::post("p1", "u1", 1), None)?;
         posts.create_script(ScriptProperties::stored_procedure(
             "createComment",
-            script("createComment"),
+            js("createComment"),
         ))?;
         let response = posts.execute_stored_procedure(
             "createComment",
@@ -82,7 +76,7 @@ fn the_same_procedure_call_costs_the_same_and_includes_its_script() -> Result {
     posts.create_item("p1", blog::post("p1", "u1", 1), None)?;
     posts.create_script(ScriptProperties::stored_procedure(
         "createComment",
-        script("createComment"),
+        js("createComment"),
     ))?;
     let response = posts.execute_stored_procedure(
         "createComment",
@@ -112,7 +106,7 @@ fn a_trigger_response_includes_the_trigger_cost() -> Result {
     let feed = db.create_container("feed", "/type")?;
     feed.create_script(ScriptProperties::trigger(
         "truncateFeed",
-        script("truncateFeed"),
+        js("truncateFeed"),
         TriggerType::Post,
         TriggerOperation::All,
     ))?;

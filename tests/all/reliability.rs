@@ -14,67 +14,30 @@
 //!   that are not documents: each gets a clear 4xx, nothing stored changes
 //!   (documents and change log compared before and after), nothing panics.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-use engine::storage::{
-    Change, CommitRecord, ContainerMeta, LoadedContainer, ScriptRecord, SqliteStorage, Storage,
-};
+use engine::storage::SqliteStorage;
+use engine::testing::{CommitFault, FaultyStorage};
 use partita::{Container, ScriptProperties, TriggerOperation, TriggerType, WriteOptions};
 use partita::{Database, Durability, Lsn, Options, QueryOptions, ScriptKind};
 use serde_json::{Value, json};
 
-fn sproc(name: &str) -> String {
-    let path = format!(
-        "{}/../sprocs/samples/js/{name}.js",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"))
-}
+use crate::support::js;
 
 /// SQLite storage whose `fail_at`-th commit fails, before or after the write.
-struct FaultyDisk {
-    inner: SqliteStorage,
-    commits: AtomicUsize,
+fn faulty_disk(
+    path: &std::path::Path,
     fail_at: usize,
     after_write: bool,
-}
-
-impl Storage for FaultyDisk {
-    fn load(&self) -> engine::Result<Vec<LoadedContainer>> {
-        self.inner.load()
-    }
-    fn create_container(&self, meta: &ContainerMeta) -> engine::Result<()> {
-        self.inner.create_container(meta)
-    }
-    fn delete_container(&self, id: &str) -> engine::Result<()> {
-        self.inner.delete_container(id)
-    }
-    fn put_script(&self, script: &ScriptRecord) -> engine::Result<()> {
-        self.inner.put_script(script)
-    }
-    fn delete_script(&self, container: &str, kind: ScriptKind, id: &str) -> engine::Result<()> {
-        self.inner.delete_script(container, kind, id)
-    }
-    fn commit(&self, record: CommitRecord) -> engine::Result<Lsn> {
-        if self.commits.fetch_add(1, Ordering::SeqCst) + 1 != self.fail_at {
-            return self.inner.commit(record);
-        }
-        if self.after_write {
-            self.inner.commit(record)?;
-            return Err(engine::Error::Storage(
-                "fsync: input/output error (injected after the write)".into(),
-            ));
-        }
-        Err(engine::Error::Storage(
-            "write: no space left on device (injected)".into(),
-        ))
-    }
-    fn read_changes(&self, container: &str, after: Lsn, max: usize) -> engine::Result<Vec<Change>> {
-        self.inner.read_changes(container, after, max)
-    }
-    fn wants_text(&self) -> bool {
-        self.inner.wants_text()
-    }
+) -> engine::Result<FaultyStorage<SqliteStorage>> {
+    let storage = FaultyStorage::new(SqliteStorage::open(path, Durability::Full)?);
+    storage.faults().fail_commit(
+        fail_at as u64,
+        if after_write {
+            CommitFault::after_write("fsync: input/output error (injected after the write)")
+        } else {
+            CommitFault::before_write("write: no space left on device (injected)")
+        },
+    );
+    Ok(storage)
 }
 
 /// A post-trigger that keeps the post's commentCount equal to its comments
@@ -146,17 +109,12 @@ fn storage_faults_make_the_engine_refuse_writes_and_reopen_consistent() -> anyho
         for after_write in [false, true] {
             let dir = tempfile::tempdir()?;
             let path = dir.path().join(engine::DATA_FILE);
-            let storage = FaultyDisk {
-                inner: SqliteStorage::open(&path, Durability::Full)?,
-                commits: AtomicUsize::new(0),
-                fail_at,
-                after_write,
-            };
+            let storage = faulty_disk(&path, fail_at, after_write)?;
             let db = Database::with_storage(Box::new(storage), Options::default())?;
             let posts = db.create_container("posts", "/postId")?;
             posts.create_script(ScriptProperties::stored_procedure(
                 "createComment",
-                sproc("createComment"),
+                js("createComment"),
             ))?;
             posts.create_script(ScriptProperties::trigger(
                 "countComment",
@@ -276,7 +234,7 @@ fn bad_input() {
     posts
         .create_script(ScriptProperties::stored_procedure(
             "createComment",
-            sproc("createComment"),
+            js("createComment"),
         ))
         .expect("script");
     posts

@@ -10,10 +10,11 @@
 
 use std::sync::Arc;
 
-use integration_tests::guest;
 use partita::fuzz::{self, FaultKinds, FuzzConfig, Invariant, params_from_templates};
 use partita::{PartitionKey, ScriptKind, ScriptProperties};
 use serde_json::{Value, json};
+
+use crate::support;
 
 fn calls() -> u64 {
     std::env::var("PARTITA_FUZZ_CALLS")
@@ -29,8 +30,7 @@ fn sproc(name: &str) -> String {
         "createCommentBroken" | "createCommentTwoCalls" => "fuzz",
         _ => "samples/js",
     };
-    let path = format!("{}/../sprocs/{dir}/{name}.js", env!("CARGO_MANIFEST_DIR"));
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"))
+    support::sprocs_file(&format!("{dir}/{name}.js"))
 }
 
 /// createComment (or a variant) on posts p1..pn, with the invariant.
@@ -107,7 +107,7 @@ fn wasm_create_comment_is_atomic_under_every_fault() {
     config.scripts = vec![ScriptProperties::wasm(
         "createComment",
         ScriptKind::StoredProcedure,
-        guest::module("create_comment"),
+        support::guest_module("create_comment"),
     )];
     config.calls = calls();
     config.seed = 7;

@@ -3,11 +3,9 @@
 
 #![allow(clippy::result_large_err)]
 
-mod common;
-
 use std::time::Instant;
 
-use common::version_of;
+use crate::support::version_of;
 use runtime::{Budget, Error, Failure, Limits, Script, run_udf};
 use serde_json::{Value, json};
 

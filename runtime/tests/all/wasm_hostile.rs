@@ -2,15 +2,15 @@
 //! its transaction back, and leaves the host healthy (a normal call
 //! succeeds right after).
 
-mod wasm_support;
-
 use std::time::Duration;
 
 use engine::PartitionKey;
 use host_api::ScriptKind;
 use runtime::{Budget, Error, Failure, Invocation, Limits};
 use serde_json::json;
-use wasm_support::{call, call_with, container, failure, module, wat};
+
+use crate::support::wasm::{call, call_with, module};
+use crate::support::{container, failure, wat};
 
 /// Every import a hostile module here uses.
 const IMPORTS: &str = r#"

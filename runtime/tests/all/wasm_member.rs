@@ -3,12 +3,12 @@
 //! stored as a read, change and replace would store it, and a read then a
 //! set costing one read and one replace (as JavaScript's would).
 
-mod wasm_support;
-
 use engine::{Container, Database};
 use host_api::ScriptKind;
 use runtime::Failure;
 use serde_json::{Value, json};
+
+use crate::support::{self, wasm};
 
 const IMPORTS: &str = r#"
   (import "partita_v1" "set_response_body" (func $set_body (param i32 i32) (result i32)))
@@ -76,14 +76,14 @@ fn replace_member(id: &str, key: &str, value: &str, options: &str) -> Vec<u8> {
 }
 
 fn module(body: &str) -> Vec<u8> {
-    wasm_support::module(
+    wasm::module(
         &format!("(module {IMPORTS} {body})"),
         ScriptKind::StoredProcedure,
     )
 }
 
 fn container() -> (Database, Container) {
-    let (db, c) = wasm_support::container("docs", "/pk");
+    let (db, c) = support::container("docs", "/pk");
     c.create_item(
         "p",
         json!({"id": "d1", "pk": "p", "a": 1, "n": {"x": [1, 2]}, "z": true}),
@@ -96,7 +96,7 @@ fn container() -> (Database, Container) {
 /// Calls `module` in a transaction committed on success.
 #[allow(clippy::result_large_err)]
 fn call(c: &Container, module: &[u8]) -> Result<Option<Value>, Failure> {
-    wasm_support::call(c, "p", module, Vec::new()).map(|out| out.body)
+    wasm::call(c, "p", module, Vec::new()).map(|out| out.body)
 }
 
 fn substatus(res: Result<Option<Value>, Failure>) -> Option<u16> {
@@ -245,7 +245,7 @@ fn steps(steps: &[Step<'_>]) -> Vec<u8> {
 /// Runs `module` and returns the collection's statistics of the call
 /// (its document counters; the script counters zeroed).
 fn stats(c: &Container, module: &[u8]) -> host_api::Statistics {
-    let stats = wasm_support::call(c, "p", module, Vec::new())
+    let stats = wasm::call(c, "p", module, Vec::new())
         .unwrap_or_else(|f| panic!("{}", f.error))
         .stats;
     host_api::Statistics::default().with_documents(stats)

@@ -10,22 +10,16 @@ use partita::{
 use partita_workload::blog;
 use serde_json::{Value, json};
 
-type Result<T = ()> = anyhow::Result<T>;
+use crate::support::js;
 
-fn script(name: &str) -> String {
-    let path = format!(
-        "{}/../sprocs/samples/js/{name}.js",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
-}
+type Result<T = ()> = anyhow::Result<T>;
 
 fn blog_posts(db: &Database) -> Result<Container> {
     let posts = db.create_container("posts", "/postId")?;
     posts.create_item("p1", blog::post("p1", "u1", 1), None)?;
     posts.create_script(ScriptProperties::stored_procedure(
         "createComment",
-        script("createComment"),
+        js("createComment"),
     ))?;
     Ok(posts)
 }
@@ -197,7 +191,7 @@ fn feed_with_trigger(db: &Database) -> Result<Container> {
     let feed = db.create_container("feed", "/type")?;
     feed.create_script(ScriptProperties::trigger(
         "truncateFeed",
-        script("truncateFeed"),
+        js("truncateFeed"),
         TriggerType::Post,
         TriggerOperation::All,
     ))?;
@@ -421,7 +415,7 @@ fn update_usernames_rewrites_every_item_of_the_user() -> Result {
     let posts = db.create_container("posts", "/postId")?;
     posts.create_script(ScriptProperties::stored_procedure(
         "updateUsernames",
-        script("updateUsernames"),
+        js("updateUsernames"),
     ))?;
     posts.create_item(
         "p1",

@@ -10,17 +10,14 @@
 use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
 
-use engine::storage::{
-    Change, CommitRecord, ContainerMeta, LoadedContainer, ScriptRecord, SqliteStorage, Storage,
-};
+use engine::storage::SqliteStorage;
+use engine::testing::{CommitFault, Faults, FaultyStorage};
 use partita::{
     Container, FeedOptions, QueryOptions, ScriptProperties, TriggerOperation, TriggerType,
     WriteOptions,
 };
-use partita::{Database, Durability, Lsn, Options, ScriptKind};
+use partita::{Database, Durability, Options};
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 
@@ -86,55 +83,13 @@ fn step() -> impl Strategy<Value = Step> {
     ]
 }
 
-/// 0: commit normally; 1: fail before the write; 2: fail after it.
-struct CrashingDisk {
-    inner: SqliteStorage,
-    mode: Arc<AtomicU8>,
-}
-
-impl Storage for CrashingDisk {
-    fn load(&self) -> engine::Result<Vec<LoadedContainer>> {
-        self.inner.load()
-    }
-    fn create_container(&self, meta: &ContainerMeta) -> engine::Result<()> {
-        self.inner.create_container(meta)
-    }
-    fn delete_container(&self, id: &str) -> engine::Result<()> {
-        self.inner.delete_container(id)
-    }
-    fn put_script(&self, script: &ScriptRecord) -> engine::Result<()> {
-        self.inner.put_script(script)
-    }
-    fn delete_script(&self, container: &str, kind: ScriptKind, id: &str) -> engine::Result<()> {
-        self.inner.delete_script(container, kind, id)
-    }
-    fn commit(&self, record: CommitRecord) -> engine::Result<Lsn> {
-        match self.mode.swap(0, Ordering::SeqCst) {
-            0 => self.inner.commit(record),
-            1 => Err(engine::Error::Storage(
-                "crash before the write (injected)".into(),
-            )),
-            _ => {
-                self.inner.commit(record)?;
-                Err(engine::Error::Storage(
-                    "crash after the write (injected)".into(),
-                ))
-            }
-        }
-    }
-    fn read_changes(&self, container: &str, after: Lsn, max: usize) -> engine::Result<Vec<Change>> {
-        self.inner.read_changes(container, after, max)
-    }
-    fn wants_text(&self) -> bool {
-        self.inner.wants_text()
-    }
-}
-
-fn open(dir: &Path, mode: &Arc<AtomicU8>) -> (Database, Container) {
-    let storage = CrashingDisk {
-        inner: SqliteStorage::open(&dir.join(engine::DATA_FILE), Durability::None).expect("open"),
-        mode: mode.clone(),
-    };
+/// Opens the database in `dir` over SQLite storage whose commits fail when
+/// `crashes` says (the plan outlives each reopen).
+fn open(dir: &Path, crashes: &Faults) -> (Database, Container) {
+    let storage = FaultyStorage::with_faults(
+        SqliteStorage::open(&dir.join(engine::DATA_FILE), Durability::None).expect("open"),
+        crashes.clone(),
+    );
     let db = Database::with_storage(
         Box::new(storage),
         Options {
@@ -194,8 +149,8 @@ fn check(c: &Container, model: &Model, step: usize) -> Result<(), TestCaseError>
 
 fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mode = Arc::new(AtomicU8::new(0));
-    let (mut db, mut c) = open(dir.path(), &mode);
+    let crashes = Faults::new();
+    let (mut db, mut c) = open(dir.path(), &crashes);
     let mut model: Model = BTreeMap::new();
     for (n, step) in steps.into_iter().enumerate() {
         match step {
@@ -307,10 +262,14 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
             Step::Restart => {
                 drop(c);
                 drop(db);
-                (db, c) = open(dir.path(), &mode);
+                (db, c) = open(dir.path(), &crashes);
             }
             Step::CrashedWrite(p, i, v, after) => {
-                mode.store(if after { 2 } else { 1 }, Ordering::SeqCst);
+                crashes.fail_next_commit(if after {
+                    CommitFault::after_write("crash after the write (injected)")
+                } else {
+                    CommitFault::before_write("crash before the write (injected)")
+                });
                 let res = c.upsert_item(PKS[p], doc(p, IDS[i], v), None);
                 prop_assert_eq!(res.map(drop).map_err(|e| e.status()), Err(500));
                 let refused = c.upsert_item(PKS[p], doc(p, IDS[i], v), None);
@@ -319,7 +278,7 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
                 check(&c, &model, n)?;
                 drop(c);
                 drop(db);
-                (db, c) = open(dir.path(), &mode);
+                (db, c) = open(dir.path(), &crashes);
                 if after {
                     model.insert((p, IDS[i].to_owned()), doc(p, IDS[i], v));
                 }

@@ -2,14 +2,14 @@
 //! state leaks from one call to the next, and the host stays healthy (a
 //! normal call succeeds after each).
 
-mod common;
-
 use std::time::Duration;
 
-use common::{call, call_with, container, failure, ok_body};
 use engine::Container;
 use runtime::{Budget, Error, Invocation, Limits};
 use serde_json::json;
+
+use crate::support::js::{call, call_with};
+use crate::support::{container, failure, ok_body};
 
 /// Small bounds so that runaway scripts stop quickly.
 fn tight() -> Limits {
@@ -394,20 +394,34 @@ fn abort_and_errors_cannot_be_swallowed_by_the_host() {
     healthy(&c);
 }
 
-/// Runs the ignored test `name` of this binary in a child process: a
+/// Runs the ignored test `name` of this module in a child process: a
 /// native stack overflow aborts the child, not the test run.
+///
+/// # Panics
+/// When the child did not find the test: `--exact` takes the full name,
+/// module path included, and a name that matches nothing runs nothing and
+/// succeeds.
 fn in_child(name: &str) -> std::process::Output {
+    // This module's path in the test binary, without the crate: `hostile`.
+    let module = module_path!().split_once("::").map_or("", |(_, m)| m);
+    let test = format!("{module}::{name}");
     let exe = std::env::current_exe().expect("test binary");
-    std::process::Command::new(exe)
+    let out = std::process::Command::new(exe)
         .args([
             "--exact",
-            name,
+            &test,
             "--ignored",
             "--nocapture",
             "--test-threads=1",
         ])
         .output()
-        .expect("run the child")
+        .expect("run the child");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("running 1 test"),
+        "the child did not run {test}: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    out
 }
 
 /// Prototype chains built with guarded means fail cleanly, in a child

@@ -3,16 +3,15 @@
 //! JavaScript ones), the ABI's inputs and outputs, upload checks, fuel
 //! determinism, bounded execution, UDFs and the compiled-artifact cache.
 
-mod common;
-mod wasm_support;
-
 use engine::PartitionKey;
 use host_api::{ScriptKind, TriggerOperation};
 use runtime::{
     Invocation, Limits, WasmCache, WasmScript, prepare_wasm, run_js, run_wasm, run_wasm_udf,
 };
 use serde_json::{Value, json};
-use wasm_support::{call, call_with, container, failure, module, ok_body, script, wat};
+
+use crate::support::wasm::{call, call_with, module, script};
+use crate::support::{self, container, failure, ok_body, sproc, wat};
 
 fn count(c: &engine::Container, pk: &str) -> usize {
     c.snapshot(&PartitionKey::from(pk)).len()
@@ -143,7 +142,7 @@ fn content(mut doc: Value) -> Value {
 
 #[test]
 fn create_comment_wat_matches_javascript() {
-    let js = common::sproc("createComment.js");
+    let js = sproc("createComment.js");
     let m = module(&wat("createComment.wat"), ScriptKind::StoredProcedure);
     let comments = [
         json!({"id": "c1", "text": "hello", "n": [1, {"a": null}]}),
@@ -165,7 +164,7 @@ fn create_comment_wat_matches_javascript() {
         for comment in comments.iter().chain([&json!({"id": "c1"})]) {
             let params = vec![json!("p1"), comment.clone()];
             let res = if lang == "js" {
-                common::call(&c, "p1", &js, params)
+                support::js::call(&c, "p1", &js, params)
             } else {
                 call(&c, "p1", &m, params)
             };
@@ -189,7 +188,7 @@ fn create_comment_wat_handles_documents_past_its_small_buffers() {
     // ones with take_result: a 100 KB post and 40 KB parameters take that
     // path for the parameters, the post and both documents written, and
     // must store what JavaScript stores.
-    let js = common::sproc("createComment.js");
+    let js = sproc("createComment.js");
     let m = module(&wat("createComment.wat"), ScriptKind::StoredProcedure);
     let mut results = Vec::new();
     for lang in ["js", "wasm"] {
@@ -203,7 +202,7 @@ fn create_comment_wat_handles_documents_past_its_small_buffers() {
         for (id, size) in [("small", 10), ("large", 40_000)] {
             let params = vec![json!("p1"), json!({"id": id, "text": "c".repeat(size)})];
             let res = if lang == "js" {
-                common::call(&c, "p1", &js, params)
+                support::js::call(&c, "p1", &js, params)
             } else {
                 call(&c, "p1", &m, params)
             };

@@ -16,6 +16,8 @@ use runtime::{Budget, Error as ScriptError};
 use serde_json::{Value, json};
 use std::time::Duration;
 
+use crate::support::js;
+
 type Result<T = ()> = anyhow::Result<T>;
 
 /// Workers with the default limits: 2 GiB of address space, of which the
@@ -32,14 +34,6 @@ fn isolated(pool: &WorkerPool) -> Limits {
         workers: Some(pool.clone()),
         ..Limits::default()
     }
-}
-
-fn js(name: &str) -> String {
-    let path = format!(
-        "{}/../sprocs/samples/js/{name}.js",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
 /// The posts container with post p1 and createComment.

@@ -1,0 +1,408 @@
+//! Fault injection for tests: [`FaultyStorage`], a [`Storage`] that fails
+//! commits on purpose.
+//!
+//! `FaultyStorage` wraps any real storage and passes every call through,
+//! except the commits a test planned to fail. A planned failure happens at
+//! one of two points, which are the two outcomes a real crash or I/O error
+//! at commit can have:
+//!
+//! ```text
+//!   Txn::commit ──► FaultyStorage::commit ──► inner.commit ──► Ok(lsn)
+//!                        │                         │
+//!                        │ BeforeDurableWrite      │ AfterDurableWrite
+//!                        ▼                         ▼
+//!              Err: nothing was written   Err: the record is durable,
+//!                                         but the commit was not acknowledged
+//! ```
+//!
+//! Either way the engine sees [`Error::Storage`], refuses every later write
+//! (503) and keeps serving reads, as after a real storage failure; reopening
+//! the directory is what a restart after a crash does.
+//!
+//! The plan lives in a [`Faults`] handle, shared with the test and, across
+//! a reopen, with the next `FaultyStorage` over the same files. It can fail
+//! the n-th commit, every commit from the n-th on (a disk that stays
+//! broken), or the next commit whichever thread makes it; it counts the
+//! commits it saw and the faults it injected. A thread can also arm a
+//! failure for its own next commit only ([`fail_next_commit_on_this_thread`]),
+//! which is how the atomicity fuzzer (`partita::fuzz`) crashes one call's
+//! commit while other calls commit concurrently.
+//!
+//! Compiled for the engine's own tests and with the `testing` feature: the
+//! integration tests and the facade (for its fuzzer) enable it.
+//!
+//! Non-goals: faults in the other `Storage` calls (container and script
+//! writes, loading), torn or corrupted files.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use host_api::ScriptKind;
+
+use crate::error::{Error, Result};
+use crate::storage::{
+    Change, CommitRecord, ContainerMeta, LoadedContainer, Lsn, ScriptRecord, Storage,
+};
+
+/// Where an injected commit failure happens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailPoint {
+    /// Before the inner storage's commit: the record never reaches the disk.
+    BeforeDurableWrite,
+    /// After the inner storage's commit returned: the record is durable, but
+    /// the commit fails as if the process died before acknowledging it.
+    AfterDurableWrite,
+}
+
+/// One injected commit failure: where it happens and the message of the
+/// [`Error::Storage`] the commit returns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommitFault {
+    /// Where the commit fails.
+    pub point: FailPoint,
+    /// The storage error's message.
+    pub message: String,
+}
+
+impl CommitFault {
+    /// A failure at `point` with `message`.
+    pub fn new(point: FailPoint, message: impl Into<String>) -> CommitFault {
+        CommitFault {
+            point,
+            message: message.into(),
+        }
+    }
+
+    /// A failure before the durable write (a write error: nothing is stored).
+    pub fn before_write(message: impl Into<String>) -> CommitFault {
+        CommitFault::new(FailPoint::BeforeDurableWrite, message)
+    }
+
+    /// A failure after the durable write (an fsync whose outcome is unknown,
+    /// or a crash before the acknowledgement: the record is stored).
+    pub fn after_write(message: impl Into<String>) -> CommitFault {
+        CommitFault::new(FailPoint::AfterDurableWrite, message)
+    }
+}
+
+/// Which commits a planned fault applies to, numbered from 1 in the order
+/// the handle sees them.
+#[derive(Clone, Copy, Debug)]
+enum When {
+    /// Exactly this commit, once.
+    At(u64),
+    /// This commit and every later one.
+    From(u64),
+    /// The next commit, once.
+    Next,
+}
+
+#[derive(Debug, Default)]
+struct Plan {
+    /// Commits seen, failed ones included.
+    commits: u64,
+    /// Faults injected so far.
+    injected: u64,
+    /// Planned faults, the first that applies wins.
+    faults: Vec<(When, CommitFault)>,
+}
+
+/// The fault plan and counters of one or more [`FaultyStorage`]s.
+///
+/// Cloning gives another handle on the same plan, so a test keeps one while
+/// the storage it gave the other to is inside a `Database`, and a storage
+/// reopened over the same files can keep counting where the last one
+/// stopped.
+#[derive(Clone, Debug, Default)]
+pub struct Faults {
+    plan: Arc<Mutex<Plan>>,
+}
+
+impl Faults {
+    /// An empty plan: every commit goes through.
+    pub fn new() -> Faults {
+        Faults::default()
+    }
+
+    /// Fails commit `n` (1-based, counting every commit this plan has seen).
+    pub fn fail_commit(&self, n: u64, fault: CommitFault) {
+        self.plan.lock().faults.push((When::At(n), fault));
+    }
+
+    /// Fails commit `n` and every later one, as a disk whose fsync failed
+    /// would.
+    pub fn fail_commits_from(&self, n: u64, fault: CommitFault) {
+        self.plan.lock().faults.push((When::From(n), fault));
+    }
+
+    /// Fails the next commit, whichever thread makes it.
+    pub fn fail_next_commit(&self, fault: CommitFault) {
+        self.plan.lock().faults.push((When::Next, fault));
+    }
+
+    /// The commits seen so far, failed ones included.
+    pub fn commits(&self) -> u64 {
+        self.plan.lock().commits
+    }
+
+    /// The faults injected so far, thread-armed ones included.
+    pub fn injected(&self) -> u64 {
+        self.plan.lock().injected
+    }
+
+    /// Counts a commit and takes the fault it gets, if any.
+    fn next(&self, armed: Option<CommitFault>) -> Option<CommitFault> {
+        let mut plan = self.plan.lock();
+        plan.commits += 1;
+        let n = plan.commits;
+        let fault = armed.or_else(|| {
+            let i = plan.faults.iter().position(|(when, _)| match *when {
+                When::At(at) => at == n,
+                When::From(from) => n >= from,
+                When::Next => true,
+            })?;
+            Some(match plan.faults[i].0 {
+                When::From(_) => plan.faults[i].1.clone(),
+                When::At(_) | When::Next => plan.faults.remove(i).1,
+            })
+        });
+        plan.injected += u64::from(fault.is_some());
+        fault
+    }
+}
+
+thread_local! {
+    /// The fault the next commit this thread makes through any
+    /// `FaultyStorage` gets. Commits run on the committing thread, so
+    /// concurrent callers cannot take each other's.
+    static ARMED: RefCell<Option<CommitFault>> = const { RefCell::new(None) };
+}
+
+/// Makes the next commit this thread makes through any [`FaultyStorage`]
+/// fail with `fault`, before the storage's own plan is consulted; `None`
+/// disarms a fault the thread's last commit did not take.
+pub fn fail_next_commit_on_this_thread(fault: Option<CommitFault>) {
+    ARMED.with(|armed| *armed.borrow_mut() = fault);
+}
+
+/// A storage that fails the commits its [`Faults`] plan says, and passes
+/// everything else to the real storage `S`. See the module docs.
+pub struct FaultyStorage<S> {
+    inner: S,
+    faults: Faults,
+}
+
+impl<S: Storage> FaultyStorage<S> {
+    /// Wraps `inner` with a plan of its own (see [`FaultyStorage::faults`]).
+    pub fn new(inner: S) -> FaultyStorage<S> {
+        FaultyStorage::with_faults(inner, Faults::new())
+    }
+
+    /// Wraps `inner` with the plan `faults` shares.
+    pub fn with_faults(inner: S, faults: Faults) -> FaultyStorage<S> {
+        FaultyStorage { inner, faults }
+    }
+
+    /// This storage's plan; clone it to keep it once the storage is boxed.
+    pub fn faults(&self) -> &Faults {
+        &self.faults
+    }
+}
+
+impl<S: Storage> Storage for FaultyStorage<S> {
+    fn load(&self) -> Result<Vec<LoadedContainer>> {
+        self.inner.load()
+    }
+
+    fn create_container(&self, meta: &ContainerMeta) -> Result<()> {
+        self.inner.create_container(meta)
+    }
+
+    fn delete_container(&self, id: &str) -> Result<()> {
+        self.inner.delete_container(id)
+    }
+
+    fn put_script(&self, script: &ScriptRecord) -> Result<()> {
+        self.inner.put_script(script)
+    }
+
+    fn delete_script(&self, container: &str, kind: ScriptKind, id: &str) -> Result<()> {
+        self.inner.delete_script(container, kind, id)
+    }
+
+    fn commit(&self, record: CommitRecord) -> Result<Lsn> {
+        let armed = ARMED.with(|armed| armed.borrow_mut().take());
+        match self.faults.next(armed) {
+            None => self.inner.commit(record),
+            Some(CommitFault {
+                point: FailPoint::BeforeDurableWrite,
+                message,
+            }) => Err(Error::Storage(message)),
+            Some(CommitFault {
+                point: FailPoint::AfterDurableWrite,
+                message,
+            }) => {
+                self.inner.commit(record)?;
+                Err(Error::Storage(message))
+            }
+        }
+    }
+
+    fn read_changes(&self, container: &str, after: Lsn, max_changes: usize) -> Result<Vec<Change>> {
+        self.inner.read_changes(container, after, max_changes)
+    }
+
+    fn wants_text(&self) -> bool {
+        self.inner.wants_text()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::storage::{Durability, MemoryStorage, SqliteStorage};
+    use crate::{DATA_FILE, Database, Options, PartitionKey};
+
+    /// An empty record of container `c`: enough for the memory storage.
+    fn record() -> CommitRecord {
+        CommitRecord {
+            container: "c".into(),
+            partition_key: PartitionKey::from("p"),
+            changes: Vec::new(),
+        }
+    }
+
+    /// Which of `n` commits through `storage` succeed.
+    fn outcomes(storage: &impl Storage, n: usize) -> Vec<bool> {
+        (0..n).map(|_| storage.commit(record()).is_ok()).collect()
+    }
+
+    #[test]
+    fn commits_pass_through_without_a_plan() {
+        let storage = FaultyStorage::new(MemoryStorage::new());
+        assert_eq!(storage.commit(record()).unwrap(), Lsn(1));
+        assert_eq!(storage.commit(record()).unwrap(), Lsn(2));
+        assert_eq!(
+            (storage.faults().commits(), storage.faults().injected()),
+            (2, 0)
+        );
+    }
+
+    #[test]
+    fn the_nth_commit_fails_once() {
+        let storage = FaultyStorage::new(MemoryStorage::new());
+        storage
+            .faults()
+            .fail_commit(2, CommitFault::before_write("disk full"));
+        assert_eq!(outcomes(&storage, 4), [true, false, true, true]);
+        assert_eq!(
+            (storage.faults().commits(), storage.faults().injected()),
+            (4, 1)
+        );
+        // Nothing of the failed commit reached the inner storage.
+        assert_eq!(storage.read_changes("c", Lsn::ZERO, 100).unwrap().len(), 0);
+        assert_eq!(storage.commit(record()).unwrap(), Lsn(4));
+    }
+
+    #[test]
+    fn commits_from_the_nth_keep_failing() {
+        let storage = FaultyStorage::new(MemoryStorage::new());
+        storage
+            .faults()
+            .fail_commits_from(3, CommitFault::before_write("fsync failed"));
+        assert_eq!(outcomes(&storage, 5), [true, true, false, false, false]);
+        assert_eq!(storage.faults().injected(), 3);
+        match storage.commit(record()) {
+            Err(Error::Storage(message)) => assert_eq!(message, "fsync failed"),
+            other => panic!("expected the injected failure, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_failure_after_the_write_leaves_the_record_durable() {
+        let storage = FaultyStorage::new(MemoryStorage::new());
+        storage
+            .faults()
+            .fail_next_commit(CommitFault::after_write("crashed"));
+        assert!(storage.commit(record()).is_err());
+        assert_eq!(
+            storage.commit(record()).unwrap(),
+            Lsn(2),
+            "the first is stored"
+        );
+    }
+
+    #[test]
+    fn a_plan_is_shared_by_its_handles_and_survives_a_reopen() {
+        let faults = Faults::new();
+        let first = FaultyStorage::with_faults(MemoryStorage::new(), faults.clone());
+        assert_eq!(outcomes(&first, 2), [true, true]);
+        drop(first);
+        faults.fail_commit(3, CommitFault::before_write("third"));
+        let second = FaultyStorage::with_faults(MemoryStorage::new(), faults.clone());
+        assert_eq!(outcomes(&second, 2), [false, true]);
+        assert_eq!((faults.commits(), faults.injected()), (4, 1));
+    }
+
+    #[test]
+    fn a_thread_armed_fault_is_taken_by_that_thread_only() {
+        let storage = FaultyStorage::new(MemoryStorage::new());
+        fail_next_commit_on_this_thread(Some(CommitFault::before_write("mine")));
+        let other = std::thread::scope(|s| s.spawn(|| storage.commit(record()).is_ok()).join());
+        assert!(other.unwrap(), "another thread's commit went through");
+        assert!(storage.commit(record()).is_err());
+        assert!(
+            storage.commit(record()).is_ok(),
+            "armed for one commit only"
+        );
+        // Disarming clears a fault no commit took.
+        fail_next_commit_on_this_thread(Some(CommitFault::before_write("unused")));
+        fail_next_commit_on_this_thread(None);
+        assert!(storage.commit(record()).is_ok());
+        assert_eq!(storage.faults().injected(), 1);
+    }
+
+    #[test]
+    fn the_engine_refuses_writes_after_a_fault_and_reopens_consistent() {
+        for point in [FailPoint::BeforeDurableWrite, FailPoint::AfterDurableWrite] {
+            let dir = tempfile::tempdir().unwrap();
+            let sqlite =
+                SqliteStorage::open(&dir.path().join(DATA_FILE), Durability::Full).unwrap();
+            let storage = FaultyStorage::new(sqlite);
+            let faults = storage.faults().clone();
+            faults.fail_commit(2, CommitFault::new(point, "injected"));
+            let db = Database::with_storage(Box::new(storage), Options::default()).unwrap();
+            let posts = db.create_container("posts", "/postId").unwrap();
+            posts
+                .create_item("p1", json!({"id": "a", "postId": "p1"}), None)
+                .unwrap();
+            let failed = posts
+                .create_item("p1", json!({"id": "b", "postId": "p1"}), None)
+                .unwrap_err();
+            assert_eq!(failed.status(), 500);
+            let refused = posts
+                .create_item("p1", json!({"id": "c", "postId": "p1"}), None)
+                .unwrap_err();
+            assert_eq!(refused.status(), 503);
+            assert_eq!(
+                faults.commits(),
+                2,
+                "a refused write never reaches the storage"
+            );
+            assert_eq!(posts.read_item("p1", "b").unwrap_err().status(), 404);
+            drop(posts);
+            drop(db);
+            let db = Database::open(dir.path()).unwrap();
+            let posts = db.container("posts").unwrap();
+            assert_eq!(
+                posts.read_item("p1", "b").is_ok(),
+                point == FailPoint::AfterDurableWrite,
+                "{point:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,27 @@
+//! Whole-system checks of Partita, in one test binary (wasmtime's
+//! `tests/all` layout): one module per area, sharing `support`, so the
+//! package links boa, wasmtime and SQLite once instead of once per area.
+//! ARCHITECTURE.md's "Testing" section says what each module checks.
+//!
+//! Run one area with its module name as the filter:
+//! `cargo test -p integration-tests --test all -- reliability::`.
+//! The crash and isolation tests start the package's child binaries
+//! (`bin/crash_writer.rs`, `bin/script_worker.rs`).
+
+mod support;
+
+mod change_feed;
+mod charge;
+mod collection;
+mod crash;
+mod engine;
+mod fuzz;
+mod fuzz_targets;
+mod isolation;
+mod model;
+mod parity;
+mod procedures;
+mod reliability;
+mod tidy;
+mod wasm_modules;
+mod wasm_scripts;

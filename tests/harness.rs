@@ -1,3 +1,0 @@
-//! Test harness: helpers shared by the integration tests.
-
-pub mod guest;
