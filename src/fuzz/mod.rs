@@ -60,8 +60,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use engine::storage::SqliteStorage;
 use engine::{
-    Container, Database, Durability, Options, PartitionKey, QueryItemsOptions, ScriptKind,
-    ScriptLanguage, ScriptProperties,
+    Container, Database, Durability, Options, PartitionKey, QueryItemsOptions, Script, ScriptKind,
+    ScriptLanguage, ScriptProperties, Txn,
 };
 use parking_lot::{Mutex, RwLock};
 use runtime::Limits;
@@ -316,6 +316,24 @@ enum Fault {
 }
 
 impl Fault {
+    /// The kind this fault is counted under in [`FuzzReport::faults`].
+    fn counted_as(&self) -> &'static str {
+        match self {
+            Fault::None => "none",
+            Fault::Op(OpFault {
+                delivery: Delivery::Callback,
+                ..
+            }) => "host_error",
+            Fault::Op(OpFault {
+                delivery: Delivery::Abort,
+                ..
+            }) => "host_abort",
+            Fault::Budget(_) => "budget",
+            Fault::Crash(CrashPoint::BeforeDurableWrite) => "crash_before_durable_write",
+            Fault::Crash(CrashPoint::AfterDurableWrite) => "crash_after_durable_write",
+        }
+    }
+
     fn describe(&self) -> Value {
         match self {
             Fault::None => json!({"kind": "none"}),
@@ -869,47 +887,131 @@ fn one_call(
         }
     };
     attach_udfs(&container, &mut txn, &config.limits);
-    let pre: Vec<Value> = txn.view().documents().map(|d| d.value().clone()).collect();
-
-    // The clean run, on a copy of the partition as this call found it.
-    let (_scratch_db, copy) = scratch(config, &pk, &pre)?;
-    let (clean_state, clean_ops, clean_instructions, clean_ok) = {
-        let mut ctxn = copy.begin(pk.clone())?;
-        attach_udfs(&container, &mut ctxn, &config.limits);
-        let mut counting = FaultyCollection::new(&mut ctxn, None);
-        runtime::seed_generated_ids(seed);
-        let result = run_procedure(
-            &script,
-            copy.data_dir(),
-            &mut counting,
-            params.clone(),
-            &config.limits,
-        );
-        let ops = u32::try_from(counting.ops.len()).unwrap_or(u32::MAX);
-        // The budget a fault can cut short: instructions for JavaScript,
-        // fuel for WebAssembly.
-        let budget_used = |stats: &crate::Statistics| match script.language {
-            ScriptLanguage::JavaScript => stats.instructions,
-            ScriptLanguage::Wasm => stats.fuel,
-        };
-        let instructions = match &result {
-            Ok(r) => budget_used(&r.stats),
-            Err(CallError::Script(f)) => budget_used(&f.stats),
-            Err(CallError::Engine(_)) => 0,
-        };
-        let ok = result.is_ok();
-        let state: Vec<Value> = if ok {
-            ctxn.view().documents().map(|d| d.value().clone()).collect()
-        } else {
-            pre.clone()
-        };
-        (state, ops, instructions, ok)
+    let call = Call {
+        pre: txn_documents(&txn),
+        container,
+        script,
+        pk,
+        params,
+        seed,
     };
 
+    let clean = clean_run(config, &call)?;
     // Choose this call's fault from what the clean run reached.
-    let fault = choose_fault(config, &mut rng, clean_ops, clean_instructions, clean_ok);
+    let fault = choose_fault(config, &mut rng, clean.ops, clean.budget, clean.ok);
     base.fault = fault.describe();
-    let limits = match (fault, script.language) {
+    let (result, injected) = faulted_run(config, &call, &mut txn, fault);
+    record_fault(shared, &call, fault, injected, &result);
+    base.outcome = outcome_text(&result);
+
+    let (post, crashed) = match settle(shared, &call, txn, &result, fault, &mut base) {
+        Settled::Post { state, crashed } => (state, crashed),
+        Settled::LostCommit(violation) => {
+            return Ok(CallOutcome {
+                violation: Some(violation),
+                crashed: false,
+            });
+        }
+    };
+    let violation = check_call(config, &call, &clean.state, &post, &base);
+    Ok(CallOutcome { violation, crashed })
+}
+
+/// A call as its seed chose it, with the partition as the call found it:
+/// what the clean run, the faulted run and the checks share.
+struct Call {
+    container: Container,
+    script: Script,
+    pk: PartitionKey,
+    params: Vec<Value>,
+    seed: u64,
+    /// The partition's documents when the call began.
+    pre: Vec<Value>,
+}
+
+/// What the clean run of a call did.
+struct CleanRun {
+    /// The partition after it: its writes on success, the state before the
+    /// call on failure.
+    state: Vec<Value>,
+    /// The host operations it made: the points a host fault can hit.
+    ops: u32,
+    /// The budget it used, which a budget fault can cut short.
+    budget: u64,
+    /// Whether it succeeded.
+    ok: bool,
+}
+
+/// Where a call's end left its partition.
+enum Settled {
+    /// What the partition holds now (after a crash at commit, what recovery
+    /// must restore), and whether the commit crashed.
+    Post { state: Vec<Value>, crashed: bool },
+    /// The published partition differs from what the call committed.
+    LostCommit(Violation),
+}
+
+/// What a procedure call returned.
+type CallResult = Result<crate::ProcedureResponse, CallError>;
+
+/// A transaction's documents as it sees them, its own writes included.
+fn txn_documents(txn: &Txn) -> Vec<Value> {
+    txn.view().documents().map(|d| d.value().clone()).collect()
+}
+
+/// The budget a fault can cut short: instructions for JavaScript, fuel for
+/// WebAssembly.
+fn budget_used(language: ScriptLanguage, stats: &crate::Statistics) -> u64 {
+    match language {
+        ScriptLanguage::JavaScript => stats.instructions,
+        ScriptLanguage::Wasm => stats.fuel,
+    }
+}
+
+/// Runs the call without a fault on a copy of the partition as it found
+/// it, counting its host operations.
+fn clean_run(config: &FuzzConfig, call: &Call) -> Result<CleanRun, FuzzError> {
+    let (_scratch_db, copy) = scratch(config, &call.pk, &call.pre)?;
+    let mut ctxn = copy.begin(call.pk.clone())?;
+    attach_udfs(&call.container, &mut ctxn, &config.limits);
+    let mut counting = FaultyCollection::new(&mut ctxn, None);
+    runtime::seed_generated_ids(call.seed);
+    let result = run_procedure(
+        &call.script,
+        copy.data_dir(),
+        &mut counting,
+        call.params.clone(),
+        &config.limits,
+    );
+    let ops = u32::try_from(counting.ops.len()).unwrap_or(u32::MAX);
+    let budget = match &result {
+        Ok(r) => budget_used(call.script.language, &r.stats),
+        Err(CallError::Script(f)) => budget_used(call.script.language, &f.stats),
+        Err(CallError::Engine(_)) => 0,
+    };
+    let ok = result.is_ok();
+    let state = if ok {
+        txn_documents(&ctxn)
+    } else {
+        call.pre.clone()
+    };
+    Ok(CleanRun {
+        state,
+        ops,
+        budget,
+        ok,
+    })
+}
+
+/// Runs the call on the real partition with its fault; returns the result
+/// and the operation a host fault failed, if the call got that far.
+fn faulted_run(
+    config: &FuzzConfig,
+    call: &Call,
+    txn: &mut Txn,
+    fault: Fault,
+) -> (CallResult, Option<(u32, &'static str)>) {
+    let limits = match (fault, call.script.language) {
         (Fault::Budget(n), ScriptLanguage::JavaScript) => Limits {
             instructions: n,
             ..config.limits.clone()
@@ -925,139 +1027,166 @@ fn one_call(
         Fault::Op(f) => Some(f),
         _ => None,
     };
-
-    // The faulted run, on the real partition.
-    let mut faulty = FaultyCollection::new(&mut txn, plan);
-    runtime::seed_generated_ids(seed);
+    let mut faulty = FaultyCollection::new(txn, plan);
+    runtime::seed_generated_ids(call.seed);
     let result = run_procedure(
-        &script,
-        container.data_dir(),
+        &call.script,
+        call.container.data_dir(),
         &mut faulty,
-        params.clone(),
+        call.params.clone(),
         &limits,
     );
-    let injected = faulty.injected;
-    {
-        let mut report = shared.report.lock();
-        report.calls += 1;
-        let kind = match fault {
-            Fault::None => "none",
-            Fault::Op(OpFault {
-                delivery: Delivery::Callback,
-                ..
-            }) => "host_error",
-            Fault::Op(OpFault {
-                delivery: Delivery::Abort,
-                ..
-            }) => "host_abort",
-            Fault::Budget(_) => "budget",
-            Fault::Crash(CrashPoint::BeforeDurableWrite) => "crash_before_durable_write",
-            Fault::Crash(CrashPoint::AfterDurableWrite) => "crash_after_durable_write",
-        };
-        *report.faults.entry(kind.to_owned()).or_default() += 1;
-        if let Some((n, name)) = injected {
-            *report
-                .fault_points
-                .entry(format!("op {n} ({name})"))
-                .or_default() += 1;
-        }
-        if let (Fault::Budget(_), Err(CallError::Script(f))) = (fault, &result)
-            && matches!(f.error, runtime::Error::Budget(_))
-        {
-            let point = match script.language {
-                ScriptLanguage::JavaScript => "instructions",
-                ScriptLanguage::Wasm => "fuel",
-            };
-            *report.fault_points.entry(point.to_owned()).or_default() += 1;
-        }
-    }
-    base.outcome = outcome_text(&result);
+    (result, faulty.injected)
+}
 
-    let mut crashed = false;
-    let post: Vec<Value> = match &result {
-        Ok(_) => {
-            let post: Vec<Value> = txn.view().documents().map(|d| d.value().clone()).collect();
-            let point = match fault {
-                Fault::Crash(point) => Some(point),
-                _ => None,
-            };
-            inject::arm_crash(point);
-            let committed = txn.commit();
-            inject::arm_crash(None);
-            match (committed, point) {
-                (Ok(lsn), _) => {
-                    shared.report.lock().committed += 1;
-                    if let Some(lsn) = lsn {
-                        let mut expected = shared.expected.lock();
-                        let entry = expected.entry(pk.clone()).or_insert((0, Vec::new()));
-                        if lsn.0 >= entry.0 {
-                            *entry = (lsn.0, post.clone());
-                        }
-                    }
-                    if config.concurrency <= 1 || shared.calls == 1 {
-                        let published = documents(&container, &pk);
-                        if published != post {
-                            return Ok(CallOutcome {
-                                violation: Some(Violation {
-                                    kind: "lost_commit",
-                                    message: "the published partition differs from what the call committed".into(),
-                                    state: published.iter().map(strip).collect(),
-                                    ..base.clone()
-                                }),
-                                crashed: false,
-                            });
-                        }
-                    }
-                    post
-                }
-                (Err(engine::Error::Storage(_)), Some(point)) => {
-                    *shared
-                        .report
-                        .lock()
-                        .fault_points
-                        .entry("commit".to_owned())
-                        .or_default() += 1;
-                    base.outcome = "crashed at commit".to_owned();
-                    crashed = true;
-                    shared.crashed.lock().push(Crash {
-                        pk: pk.clone(),
-                        point,
-                        pre: pre.clone(),
-                        post: post.clone(),
-                        call: base.clone(),
-                    });
-                    // What the call leaves is decided by recovery; the
-                    // checks below use the post-recovery states it implies.
-                    match point {
-                        CrashPoint::BeforeDurableWrite => pre.clone(),
-                        CrashPoint::AfterDurableWrite => post,
-                    }
-                }
-                // Refused before the crash point (another call's crash left
-                // the database read-only): an ordinary failed commit.
-                (Err(e), _) => {
-                    count_failure(shared, e.status());
-                    base.outcome = format!("commit failed with {}: {e}", e.status());
-                    pre.clone()
+/// Counts the call, its fault's kind, and the fault point it reached.
+fn record_fault(
+    shared: &Shared<'_>,
+    call: &Call,
+    fault: Fault,
+    injected: Option<(u32, &'static str)>,
+    result: &CallResult,
+) {
+    let mut report = shared.report.lock();
+    report.calls += 1;
+    *report
+        .faults
+        .entry(fault.counted_as().to_owned())
+        .or_default() += 1;
+    if let Some((n, name)) = injected {
+        *report
+            .fault_points
+            .entry(format!("op {n} ({name})"))
+            .or_default() += 1;
+    }
+    if let (Fault::Budget(_), Err(CallError::Script(f))) = (fault, result)
+        && matches!(f.error, runtime::Error::Budget(_))
+    {
+        let point = match call.script.language {
+            ScriptLanguage::JavaScript => "instructions",
+            ScriptLanguage::Wasm => "fuel",
+        };
+        *report.fault_points.entry(point.to_owned()).or_default() += 1;
+    }
+}
+
+/// Ends the call's transaction: commits it when the call succeeded, with
+/// the crash its fault asks for, and drops it when the call failed.
+fn settle(
+    shared: &Shared<'_>,
+    call: &Call,
+    txn: Txn,
+    result: &CallResult,
+    fault: Fault,
+    base: &mut Violation,
+) -> Settled {
+    if let Err(e) = result {
+        count_failure(shared, e.status());
+        drop(txn);
+        return Settled::Post {
+            state: call.pre.clone(),
+            crashed: false,
+        };
+    }
+    let post = txn_documents(&txn);
+    let point = match fault {
+        Fault::Crash(point) => Some(point),
+        _ => None,
+    };
+    inject::arm_crash(point);
+    let committed = txn.commit();
+    inject::arm_crash(None);
+    match (committed, point) {
+        (Ok(lsn), _) => {
+            shared.report.lock().committed += 1;
+            if let Some(lsn) = lsn {
+                let mut expected = shared.expected.lock();
+                let entry = expected.entry(call.pk.clone()).or_insert((0, Vec::new()));
+                if lsn.0 >= entry.0 {
+                    *entry = (lsn.0, post.clone());
                 }
             }
+            if shared.config.concurrency <= 1 || shared.calls == 1 {
+                let published = documents(&call.container, &call.pk);
+                if published != post {
+                    return Settled::LostCommit(Violation {
+                        kind: "lost_commit",
+                        message: "the published partition differs from what the call committed"
+                            .into(),
+                        state: published.iter().map(strip).collect(),
+                        ..base.clone()
+                    });
+                }
+            }
+            Settled::Post {
+                state: post,
+                crashed: false,
+            }
         }
-        Err(e) => {
+        (Err(engine::Error::Storage(_)), Some(point)) => Settled::Post {
+            state: record_crash(shared, call, point, post, base),
+            crashed: true,
+        },
+        // Refused before the crash point (another call's crash left
+        // the database read-only): an ordinary failed commit.
+        (Err(e), _) => {
             count_failure(shared, e.status());
-            drop(txn);
-            pre.clone()
+            base.outcome = format!("commit failed with {}: {e}", e.status());
+            Settled::Post {
+                state: call.pre.clone(),
+                crashed: false,
+            }
         }
-    };
+    }
+}
 
-    let post_cmp = comparable(&post);
-    let violation = if post_cmp != comparable(&pre) && post_cmp != comparable(&clean_state) {
+/// Leaves a crash at commit for recovery to check, and returns the state
+/// the crash point implies: what the checks after the call compare.
+fn record_crash(
+    shared: &Shared<'_>,
+    call: &Call,
+    point: CrashPoint,
+    post: Vec<Value>,
+    base: &mut Violation,
+) -> Vec<Value> {
+    *shared
+        .report
+        .lock()
+        .fault_points
+        .entry("commit".to_owned())
+        .or_default() += 1;
+    base.outcome = "crashed at commit".to_owned();
+    shared.crashed.lock().push(Crash {
+        pk: call.pk.clone(),
+        point,
+        pre: call.pre.clone(),
+        post: post.clone(),
+        call: base.clone(),
+    });
+    match point {
+        CrashPoint::BeforeDurableWrite => call.pre.clone(),
+        CrashPoint::AfterDurableWrite => post,
+    }
+}
+
+/// The checks after a call: its partition is its state before the call or
+/// what the clean run produced, and it keeps the invariant.
+fn check_call(
+    config: &FuzzConfig,
+    call: &Call,
+    clean: &[Value],
+    post: &[Value],
+    base: &Violation,
+) -> Option<Violation> {
+    let post_cmp = comparable(post);
+    if post_cmp != comparable(&call.pre) && post_cmp != comparable(clean) {
         Some(Violation {
             kind: "not_atomic",
             message: "the partition after the call is neither its state before the call nor the state a clean run of the same call produces".into(),
             state: post.iter().map(strip).collect(),
             ..base.clone()
         })
-    } else if let Err(message) = check_invariant(config, &container, &pk, &post) {
+    } else if let Err(message) = check_invariant(config, &call.container, &call.pk, post) {
         Some(Violation {
             kind: "invariant",
             message,
@@ -1066,8 +1195,7 @@ fn one_call(
         })
     } else {
         None
-    };
-    Ok(CallOutcome { violation, crashed })
+    }
 }
 
 fn count_failure(shared: &Shared<'_>, status: u16) {

@@ -1,0 +1,70 @@
+//! JSON in, JSON out: what every command group shares to read JSON
+//! arguments and to shape its responses and errors.
+//!
+//! A response is one JSON value with its `requestCharge`; an error is
+//! `{"status", "substatus", "message"}` (plus `logs` when a script logged
+//! something before failing), the shape `main` prints on stderr and
+//! `partita batch` prints in its error lines.
+
+use partita::{EngineError, Error, Statistics};
+use serde_json::{Value, json};
+
+/// The charge of container and script management (Cosmos DB's metadata
+/// requests): the minimum.
+pub(crate) const METADATA_CHARGE: f64 = partita::charge::MIN_CHARGE;
+
+/// `value` with its `requestCharge`.
+pub(crate) fn charged(mut value: Value, charge: f64) -> Value {
+    value["requestCharge"] = json!(charge);
+    value
+}
+
+pub(crate) fn stats_json(stats: &Statistics) -> Value {
+    json!({
+        "docs_read": stats.docs_read,
+        "docs_written": stats.docs_written,
+        "bytes_read": stats.bytes_read,
+        "bytes_written": stats.bytes_written,
+        "instructions": stats.instructions,
+        "scripts_run": stats.scripts_run,
+        "fuel": stats.fuel,
+        "wall_time_us": stats.wall_time.as_micros() as u64,
+    })
+}
+
+pub(crate) fn parse_json(what: &str, text: &str) -> Result<Value, Error> {
+    serde_json::from_str(text)
+        .map_err(|e| EngineError::BadRequest(format!("{what} is not valid JSON: {e}")).into())
+}
+
+/// A usage error as the JSON error shape, with clap's explanation.
+pub(crate) fn usage_error(err: &clap::Error) -> Value {
+    json!({"status": 400, "substatus": 0, "message": err.to_string().trim()})
+}
+
+/// An error as `{"status", "substatus", "message"}` (plus `logs` when a
+/// script logged something before failing).
+pub(crate) fn error_json(err: &anyhow::Error) -> Value {
+    let mut report = match (
+        err.downcast_ref::<EngineError>(),
+        err.downcast_ref::<Error>(),
+    ) {
+        (Some(e), _) => {
+            json!({"status": e.status(), "substatus": 0, "message": e.to_string()})
+        }
+        (_, Some(e)) => json!({
+            "status": e.status(),
+            "substatus": e.substatus().unwrap_or(0),
+            "message": e.to_string(),
+        }),
+        _ => json!({"status": 400, "substatus": 0, "message": format!("{err:#}")}),
+    };
+    if let Some(logs) = err
+        .downcast_ref::<Error>()
+        .map(Error::logs)
+        .filter(|l| !l.is_empty())
+    {
+        report["logs"] = json!(logs);
+    }
+    report
+}

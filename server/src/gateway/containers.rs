@@ -1,0 +1,109 @@
+//! Containers (`/dbs/{db}/colls[/{c}]`): each Cosmos container is an engine
+//! container the registry (`registry.rs`) names and keeps the definition of;
+//! the body shows the definition with the partition key the engine uses.
+
+use serde_json::{Value, json};
+
+use super::queries::metadata_feed;
+use super::requests::object_body;
+use super::{DATABASE_RID, Gateway};
+use crate::registry::CollEntry;
+use crate::wire::{WireError, WireRequest, WireResponse};
+
+impl Gateway {
+    pub(super) fn list_collections(
+        &self,
+        db: &str,
+        query: Option<&WireRequest>,
+    ) -> Result<WireResponse, WireError> {
+        let entry = self.registry.database(db)?;
+        let items = entry.colls.values().map(|c| collection_json(c)).collect();
+        metadata_feed(DATABASE_RID, "DocumentCollections", items, query)
+    }
+
+    pub(super) fn create_collection(
+        &self,
+        db: &str,
+        req: &WireRequest,
+    ) -> Result<WireResponse, WireError> {
+        let definition = object_body(req, "container")?;
+        let coll = self.registry.create_collection(db, definition)?;
+        Ok(in_database(
+            WireResponse::json(201, &collection_json(&coll)),
+            db,
+        ))
+    }
+
+    pub(super) fn read_collection(&self, db: &str, c: &str) -> Result<WireResponse, WireError> {
+        let coll = self.registry.collection(db, c)?;
+        Ok(in_database(
+            WireResponse::json(200, &collection_json(&coll)),
+            db,
+        ))
+    }
+
+    pub(super) fn replace_collection(
+        &self,
+        db: &str,
+        c: &str,
+        req: &WireRequest,
+    ) -> Result<WireResponse, WireError> {
+        let definition = object_body(req, "container")?;
+        let coll = self.registry.replace_collection(db, c, definition)?;
+        Ok(in_database(
+            WireResponse::json(200, &collection_json(&coll)),
+            db,
+        ))
+    }
+
+    pub(super) fn delete_collection(&self, db: &str, c: &str) -> Result<WireResponse, WireError> {
+        self.registry.delete_collection(db, c)?;
+        Ok(WireResponse::empty(204))
+    }
+}
+
+/// Adds `x-ms-alt-content-path`, the name path of the container's database.
+fn in_database(response: WireResponse, db: &str) -> WireResponse {
+    response.with("x-ms-alt-content-path", format!("dbs/{db}"))
+}
+
+fn collection_json(coll: &CollEntry) -> Value {
+    let mut v = coll.definition.clone();
+    v.insert("id".into(), json!(coll.name));
+    let mut pk = v
+        .get("partitionKey")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    pk.insert(
+        "paths".into(),
+        json!([coll.container.partition_key_path().as_str()]),
+    );
+    pk.entry("kind").or_insert(json!("Hash"));
+    pk.entry("version").or_insert(json!(2));
+    v.insert("partitionKey".into(), Value::Object(pk));
+    v.entry("indexingPolicy").or_insert(json!({
+        "indexingMode": "consistent", "automatic": true,
+        "includedPaths": [{"path": "/*"}], "excludedPaths": [{"path": "/\"_etag\"/?"}]
+    }));
+    v.entry("conflictResolutionPolicy").or_insert(json!({
+        "mode": "LastWriterWins", "conflictResolutionPath": "/_ts", "conflictResolutionProcedure": ""
+    }));
+    v.insert("_rid".into(), json!(coll.rid));
+    v.insert("_ts".into(), json!(coll.ts));
+    v.insert(
+        "_self".into(),
+        json!(format!("dbs/{DATABASE_RID}/colls/{}/", coll.rid)),
+    );
+    v.insert("_etag".into(), json!(coll.etag));
+    for (k, link) in [
+        ("_docs", "docs/"),
+        ("_sprocs", "sprocs/"),
+        ("_triggers", "triggers/"),
+        ("_udfs", "udfs/"),
+        ("_conflicts", "conflicts/"),
+    ] {
+        v.insert(k.into(), json!(link));
+    }
+    Value::Object(v)
+}

@@ -1,0 +1,201 @@
+//! Queries: SQL over a container's documents (`POST docs` with a query
+//! body), the read feed (`GET docs`: every document, a page at a time),
+//! query plans, and queries over the lists of databases, containers and
+//! scripts.
+//!
+//! The server has one partition-key range, so it evaluates every query
+//! whole and answers plan requests with a transparent plan. A page is cut
+//! to the response limit by running it again with fewer items, so its
+//! continuation resumes exactly after what was sent.
+
+use std::ops::ControlFlow;
+
+use engine::PartitionKey;
+use engine::query::{self, Params};
+use partita::QueryOptions;
+use partita::charge::Work;
+use serde_json::{Value, json};
+
+use super::Gateway;
+use super::requests::object_body;
+use super::responses::{charge, feed_body};
+use crate::registry::CollEntry;
+use crate::wire::{WireError, WireRequest, WireResponse, header, max_item_count};
+
+impl Gateway {
+    pub(super) fn query(
+        &self,
+        coll: &CollEntry,
+        req: &WireRequest,
+    ) -> Result<WireResponse, WireError> {
+        let (sql, params) = query_spec(req)?;
+        self.query_page(coll, req, &sql, &params)
+    }
+
+    /// The read feed (GET docs): every document, a page at a time.
+    pub(super) fn read_feed(
+        &self,
+        coll: &CollEntry,
+        req: &WireRequest,
+    ) -> Result<WireResponse, WireError> {
+        self.query_page(coll, req, "SELECT * FROM c", &Params::new())
+    }
+
+    /// Runs one page of a query, cut to the response limit.
+    fn query_page(
+        &self,
+        coll: &CollEntry,
+        req: &WireRequest,
+        sql: &str,
+        params: &Params,
+    ) -> Result<WireResponse, WireError> {
+        let mut options = QueryOptions {
+            partition_key: self.partition_key(coll, req)?,
+            max_item_count: max_item_count(&req.headers)?,
+            continuation: header(&req.headers, "x-ms-continuation")?
+                .filter(|c| !c.is_empty())
+                .map(str::to_owned),
+            limits: Some(self.script_limits.clone()),
+        };
+        loop {
+            let page = coll.container.query_items(sql, params, &options)?;
+            let (body, fitted) = feed_body(
+                &coll.rid,
+                "Documents",
+                &page.items,
+                self.limits.max_response_bytes,
+            );
+            if fitted < page.items.len() {
+                // Too big: run the same page again with only what fits, so
+                // the continuation resumes exactly after it.
+                options.max_item_count = Some(fitted);
+                continue;
+            }
+            let mut out = WireResponse {
+                status: 200,
+                headers: Vec::new(),
+                body,
+            }
+            .with("x-ms-item-count", page.items.len().to_string())
+            .with(
+                "x-ms-request-charge",
+                charge(Work::query(&page.stats).request_charge()),
+            );
+            if let Some(continuation) = page.continuation {
+                out = out.with("x-ms-continuation", continuation);
+            }
+            return Ok(out);
+        }
+    }
+}
+
+/// `{"query": "...", "parameters": [{"name": "@x", "value": ...}]}`.
+fn query_spec(req: &WireRequest) -> Result<(String, Params), WireError> {
+    let body = object_body(req, "query")?;
+    let Some(Value::String(sql)) = body.get("query") else {
+        return Err(WireError::bad_request(
+            "the query body needs a string \"query\" property",
+        ));
+    };
+    let mut params = Params::new();
+    match body.get("parameters") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(list)) => {
+            for p in list {
+                let Some(Value::String(name)) = p.get("name") else {
+                    return Err(WireError::bad_request(format!(
+                        "each query parameter needs a string name, not {p}"
+                    )));
+                };
+                if let Some(value) = p.get("value") {
+                    params.insert(name.clone(), value.clone());
+                }
+            }
+        }
+        Some(other) => {
+            return Err(WireError::bad_request(format!(
+                "the query's parameters must be an array, not {}",
+                host_api::type_name(other)
+            )));
+        }
+    }
+    Ok((sql.clone(), params))
+}
+
+/// The query plan of a server with one partition-key range: transparent, so
+/// the client sends the query back as is and the server evaluates it whole.
+pub(super) fn query_plan(req: &WireRequest) -> Result<WireResponse, WireError> {
+    let (sql, _) = query_spec(req)?;
+    query::parse(&sql).map_err(|e| WireError::bad_request(e.to_string()))?;
+    Ok(WireResponse::json(
+        200,
+        &json!({
+            "partitionedQueryExecutionInfoVersion": 2,
+            "queryInfo": {
+                "distinctType": "None", "top": null, "offset": null, "limit": null,
+                "orderBy": [], "orderByExpressions": [], "groupByExpressions": [],
+                "groupByAliases": [], "aggregates": [], "groupByAliasToAggregateType": {},
+                "rewrittenQuery": "", "hasSelectValue": false, "hasNonStreamingOrderBy": false
+            },
+            "queryRanges": [{"min": "", "max": "FF", "isMinInclusive": true, "isMaxInclusive": false}]
+        }),
+    ))
+}
+
+/// A list of metadata resources, or the result of a query over them
+/// (`SELECT * FROM root r WHERE r.id = @id`).
+pub(super) fn metadata_feed(
+    rid: &str,
+    envelope: &str,
+    items: Vec<Value>,
+    query: Option<&WireRequest>,
+) -> Result<WireResponse, WireError> {
+    let items = match query {
+        None => items,
+        Some(req) => {
+            let (sql, params) = query_spec(req)?;
+            let parsed = query::parse(&sql).map_err(|e| WireError::bad_request(e.to_string()))?;
+            let page = query::execute(
+                &parsed,
+                &params,
+                &ListSource(items),
+                &query::QueryOptions::default(),
+            )
+            .map_err(|e| WireError::bad_request(e.to_string()))?;
+            page.items
+        }
+    };
+    let (body, count) = feed_body(rid, envelope, &items, usize::MAX);
+    Ok(WireResponse {
+        status: 200,
+        headers: Vec::new(),
+        body,
+    }
+    .with("x-ms-item-count", count.to_string()))
+}
+
+/// A list of values as a one-partition query source.
+struct ListSource(Vec<Value>);
+
+impl query::Source for ListSource {
+    fn partitions(&self) -> Vec<PartitionKey> {
+        vec![PartitionKey::None]
+    }
+
+    fn scan(
+        &self,
+        _key: &PartitionKey,
+        after: Option<u64>,
+        f: &mut dyn FnMut(u64, &Value, usize) -> ControlFlow<()>,
+    ) {
+        for (i, value) in self.0.iter().enumerate() {
+            let rid = i as u64 + 1;
+            if after.is_some_and(|a| rid <= a) {
+                continue;
+            }
+            if f(rid, value, 0).is_break() {
+                return;
+            }
+        }
+    }
+}

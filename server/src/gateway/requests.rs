@@ -1,0 +1,65 @@
+//! What every resource reads from a request beyond `wire.rs`'s headers
+//! and bodies: whether it is a query, a JSON object body, and the partition
+//! key header.
+
+use engine::PartitionKey;
+use serde_json::{Map, Value};
+
+use super::Gateway;
+use crate::registry::CollEntry;
+use crate::wire::{WireError, WireRequest, flag, header, json_body};
+
+impl Gateway {
+    /// The partition key of the request's header, if it has one.
+    pub(super) fn partition_key(
+        &self,
+        _coll: &CollEntry,
+        req: &WireRequest,
+    ) -> Result<Option<PartitionKey>, WireError> {
+        let Some(text) = header(&req.headers, "x-ms-documentdb-partitionkey")? else {
+            return Ok(None);
+        };
+        let invalid = || {
+            WireError::bad_request(format!(
+                "the x-ms-documentdb-partitionkey header {text:?} must be a JSON array with one \
+                 string, number, boolean or null, or [{{}}] for a document without the key"
+            ))
+        };
+        match serde_json::from_str::<Value>(text).map_err(|_| invalid())? {
+            Value::Array(items) if items.len() == 1 => PartitionKey::from_value(&items[0])
+                .map(Some)
+                .ok_or_else(invalid),
+            _ => Err(invalid()),
+        }
+    }
+
+    pub(super) fn required_key(
+        &self,
+        coll: &CollEntry,
+        req: &WireRequest,
+        what: &str,
+    ) -> Result<PartitionKey, WireError> {
+        self.partition_key(coll, req)?.ok_or_else(|| {
+            WireError::bad_request(format!(
+                "{what} in container {:?} needs the x-ms-documentdb-partitionkey header",
+                coll.name
+            ))
+        })
+    }
+}
+
+pub(super) fn is_query(req: &WireRequest) -> Result<bool, WireError> {
+    Ok(flag(&req.headers, "x-ms-documentdb-isquery")?
+        || header(&req.headers, "content-type")?
+            .is_some_and(|t| t.to_ascii_lowercase().starts_with("application/query+json")))
+}
+
+pub(super) fn object_body(req: &WireRequest, what: &str) -> Result<Map<String, Value>, WireError> {
+    match json_body(&req.body, what)? {
+        Value::Object(map) => Ok(map),
+        other => Err(WireError::bad_request(format!(
+            "the {what} body must be a JSON object, not {}",
+            host_api::type_name(&other)
+        ))),
+    }
+}
