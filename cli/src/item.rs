@@ -6,6 +6,7 @@ use partita::charge::Work;
 use partita::{Container, Database, EngineError, ItemResponse, Limits, PartitionKey, WriteOptions};
 use serde_json::{Value, json};
 
+use crate::caps::CapArgs;
 use crate::json::{parse_json, stats_json};
 use crate::pk::Pk;
 
@@ -86,6 +87,8 @@ pub(crate) struct TriggerArgs {
     /// A post-trigger to run after the write.
     #[arg(long)]
     post_trigger: Option<String>,
+    #[command(flatten)]
+    caps: CapArgs,
 }
 
 impl TriggerArgs {
@@ -94,7 +97,7 @@ impl TriggerArgs {
             if_match,
             pre_triggers: self.pre_trigger.into_iter().collect(),
             post_triggers: self.post_trigger.into_iter().collect(),
-            limits: Some(limits.clone()),
+            limits: Some(self.caps.apply(limits)),
         }
     }
 }

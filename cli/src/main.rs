@@ -25,6 +25,7 @@
 //! `json.rs` and `pk.rs` hold what the groups share.
 
 mod batch;
+mod caps;
 mod changes;
 mod container;
 mod demo;

@@ -12,6 +12,7 @@ use partita::{
 };
 use serde_json::{Value, json};
 
+use crate::caps::CapArgs;
 use crate::json::{METADATA_CHARGE, charged, parse_json, stats_json};
 use crate::pk::Pk;
 
@@ -71,6 +72,8 @@ pub(crate) enum ScriptCommand {
         /// The parameters, as a JSON array.
         #[arg(long)]
         params: Option<String>,
+        #[command(flatten)]
+        caps: CapArgs,
     },
 }
 
@@ -107,8 +110,9 @@ pub(crate) fn run(
             id,
             pk,
             params,
+            caps,
         } if kind == ScriptKind::StoredProcedure => {
-            execute(db, &container, &id, pk, params, limits)
+            execute(db, &container, &id, pk, params, &caps.apply(limits))
         }
         command => script_response(db, kind, command).map(|value| charged(value, METADATA_CHARGE)),
     }

@@ -1678,3 +1678,94 @@ fn the_python_sdk_works_over_https() {
         "the Python SDK script failed over HTTPS\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
     );
 }
+
+/// `x-partita-max-operations` and `x-partita-max-instructions` cut a call
+/// short as the service would: refused operations never run their
+/// callbacks, what was accepted commits, and the script's continuation
+/// comes back. A value that is not a number is a 400 naming the header.
+#[test]
+fn bounded_execution_can_be_exercised_from_the_wire() {
+    let gw = setup();
+    let pk = ("x-ms-documentdb-partitionkey", r#"["p1"]"#);
+    let import = json!({"id": "import", "body": r#"function importAll(n) {
+        var c = getContext().getCollection(), done = 0;
+        for (var i = 0; i < n; i++) {
+            var ok = c.createDocument(c.getSelfLink(), {id: "d" + i, pk: "p1"}, function (err) {
+                if (err) throw err;
+            });
+            if (!ok) break;
+            done++;
+        }
+        getContext().getResponse().setBody({created: done, continuation: done < n ? done : null});
+    }"#});
+    let (r, body) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls/c/sprocs",
+            &[],
+            import.to_string().as_bytes(),
+        ),
+    );
+    assert_eq!(r.status, 201, "{body}");
+    let run = |headers: &[(&str, &str)]| {
+        let mut all = vec![pk];
+        all.extend_from_slice(headers);
+        call(
+            &gw,
+            signed("POST", "/dbs/d/colls/c/sprocs/import", &all, b"[10]"),
+        )
+    };
+    let (r, body) = run(&[("x-partita-max-operations", "3")]);
+    assert_eq!(r.status, 200, "{body}");
+    assert_eq!(body, json!({"created": 3, "continuation": 3}));
+    let feed = |gw: &Gateway| {
+        let (r, body) = call(gw, signed("GET", "/dbs/d/colls/c/docs", &[pk], b""));
+        assert_eq!(r.status, 200, "{body}");
+        body["Documents"].as_array().unwrap().len()
+    };
+    assert_eq!(feed(&gw), 3, "the accepted writes committed");
+    // An instruction cap so low that nothing is accepted.
+    let (r, body) = run(&[("x-partita-max-instructions", "1")]);
+    assert_eq!(
+        (r.status, body),
+        (200, json!({"created": 0, "continuation": 0}))
+    );
+    let (r, body) = run(&[("x-partita-max-operations", "three")]);
+    assert_error(&r, &body, 400, "BadRequest", "x-partita-max-operations");
+    assert_eq!(feed(&gw), 3, "nothing more was written");
+}
+
+/// A replace whose body has another id renames the document, as on the
+/// service (the .NET SDK's TestUniqueConstraintSample does this).
+#[test]
+fn a_replace_with_another_id_renames_over_the_wire() {
+    let gw = setup();
+    let pk = ("x-ms-documentdb-partitionkey", r#"["p1"]"#);
+    let (r, created) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls/c/docs",
+            &[pk],
+            br#"{"id":"a","pk":"p1"}"#,
+        ),
+    );
+    assert_eq!(r.status, 201, "{created}");
+    let (r, body) = call(
+        &gw,
+        signed(
+            "PUT",
+            "/dbs/d/colls/c/docs/a",
+            &[pk],
+            br#"{"id":"b","pk":"p1"}"#,
+        ),
+    );
+    assert_eq!(r.status, 200, "{body}");
+    assert_eq!(body["id"], "b");
+    assert_eq!(body["_rid"], created["_rid"], "the document keeps its _rid");
+    let (r, _) = call(&gw, signed("GET", "/dbs/d/colls/c/docs/a", &[pk], b""));
+    assert_eq!(r.status, 404);
+    let (r, _) = call(&gw, signed("GET", "/dbs/d/colls/c/docs/b", &[pk], b""));
+    assert_eq!(r.status, 200);
+}

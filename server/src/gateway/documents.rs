@@ -31,7 +31,7 @@ impl Gateway {
             if_match: header(&req.headers, "if-match")?.map(str::to_owned),
             pre_triggers: list("x-ms-documentdb-pre-trigger-include")?,
             post_triggers: list("x-ms-documentdb-post-trigger-include")?,
-            limits: Some(self.script_limits.clone()),
+            limits: Some(self.call_limits(req)?),
         })
     }
 
@@ -48,14 +48,9 @@ impl Gateway {
                 "the document needs an \"id\" property holding a string",
             ));
         };
+        // A replace whose body has another id renames the document, as the
+        // service does (the engine keeps its `_rid`; 409 onto a taken id).
         let doc_id = doc_id.to_owned();
-        if let Some(id) = id
-            && id != doc_id
-        {
-            return Err(WireError::bad_request(format!(
-                "the document's id {doc_id:?} must be the id in the path, {id:?}"
-            )));
-        }
         let doc_key = coll.container.partition_key_of(&doc)?;
         if let Some(header_key) = self.partition_key(coll, req)?
             && header_key != doc_key

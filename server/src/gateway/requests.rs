@@ -1,8 +1,9 @@
 //! What every resource reads from a request beyond `wire.rs`'s headers
-//! and bodies: whether it is a query, a JSON object body, and the partition
-//! key header.
+//! and bodies: whether it is a query, a JSON object body, the partition
+//! key header, and the script limits a call runs with.
 
 use engine::PartitionKey;
+use partita::{ExecutionCaps, Limits};
 use serde_json::{Map, Value};
 
 use super::Gateway;
@@ -31,6 +32,29 @@ impl Gateway {
                 .ok_or_else(invalid),
             _ => Err(invalid()),
         }
+    }
+
+    /// The server's script limits, lowered by the request's
+    /// `x-partita-max-operations` and `x-partita-max-instructions` headers
+    /// (Partita's own: the service ignores them, so SDK code that sends
+    /// them stays portable). With them a client sees what its script does
+    /// when the service cuts it short.
+    pub(super) fn call_limits(&self, req: &WireRequest) -> Result<Limits, WireError> {
+        let cap = |name: &str| -> Result<Option<u64>, WireError> {
+            header(&req.headers, name)?
+                .map(|text| {
+                    text.parse::<u64>().map_err(|_| {
+                        WireError::bad_request(format!(
+                            "the {name} header {text:?} must be a whole number"
+                        ))
+                    })
+                })
+                .transpose()
+        };
+        Ok(self.script_limits.clone().capped(ExecutionCaps {
+            max_operations: cap("x-partita-max-operations")?,
+            max_instructions: cap("x-partita-max-instructions")?,
+        }))
     }
 
     pub(super) fn required_key(

@@ -142,7 +142,7 @@ impl Gateway {
             id,
             key,
             params,
-            Some(&self.procedure_options()),
+            Some(&self.procedure_options(req)?),
         )?;
         let logging = flag(&req.headers, "x-ms-documentdb-script-enable-logging")?;
         let mut out = WireResponse::json(200, &response.body)
@@ -157,11 +157,12 @@ impl Gateway {
         Ok(out)
     }
 
-    /// The options of a procedure call: the server's script limits.
-    fn procedure_options(&self) -> ProcedureOptions {
-        ProcedureOptions {
-            limits: Some(self.script_limits.clone()),
-        }
+    /// The options of a procedure call: the server's script limits, with
+    /// the request's caps.
+    fn procedure_options(&self, req: &WireRequest) -> Result<ProcedureOptions, WireError> {
+        Ok(ProcedureOptions {
+            limits: Some(self.call_limits(req)?),
+        })
     }
 }
 
