@@ -22,6 +22,7 @@ mod model;
 mod parity;
 mod procedures;
 mod reliability;
+mod scenarios;
 mod tidy;
 mod wasm_modules;
 mod wasm_scripts;
