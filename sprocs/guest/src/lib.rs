@@ -237,7 +237,7 @@ pub fn log(text: &str) {
     sys::log(text.as_bytes());
 }
 
-/// Appends formatted text to the call's log, as [`log`] does:
+/// Appends formatted text to the call's log, as [`log()`] does:
 /// `log!("deleted {n} posts\n")`.
 #[macro_export]
 macro_rules! log {
