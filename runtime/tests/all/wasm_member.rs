@@ -183,7 +183,7 @@ fn replace_member_fails_as_replace_does_and_changes_nothing() {
     for (module, status) in [
         (replace_member("d9", "a", "1", ""), 404),
         (replace_member("d1", "a", "{not json", ""), 400),
-        (replace_member("d1", "id", r#""d2""#, ""), 400),
+        (replace_member("d1", "id", "7", ""), 400),
         (
             replace_member("d1", "a", "1", r#"{"etag":"\"stale\""}"#),
             412,
@@ -196,6 +196,11 @@ fn replace_member_fails_as_replace_does_and_changes_nothing() {
     let options = format!(r#"{{"etag":{}}}"#, json!(etag));
     call(&c, &replace_member("d1", "a", "2", &options)).unwrap();
     assert_eq!(stored(&c)["a"], 2, "the current etag matches");
+    // Setting the id is a replace with another id: a rename, as in
+    // JavaScript.
+    call(&c, &replace_member("d1", "id", r#""d2""#, "")).unwrap();
+    assert!(c.read_item("p", "d1").is_err());
+    assert_eq!(c.read_item("p", "d2").expect("renamed")["a"], 2);
 }
 
 /// One host call of [`steps`].
