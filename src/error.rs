@@ -22,6 +22,10 @@ pub struct ScriptFailure {
     pub logs: String,
     /// What the request did up to the failure.
     pub stats: crate::Statistics,
+    /// The collection operation the failure came from, when the script
+    /// failed with that operation's status (rethrew its error, or left it
+    /// unhandled).
+    pub operation: Option<crate::FailedOperation>,
 }
 
 impl Error {
@@ -46,6 +50,14 @@ impl Error {
         match self {
             Error::Engine(_) => "",
             Error::Script(failure) => &failure.logs,
+        }
+    }
+
+    /// The collection operation a script's failure came from, if known.
+    pub fn failed_operation(&self) -> Option<&crate::FailedOperation> {
+        match self {
+            Error::Engine(_) => None,
+            Error::Script(failure) => failure.operation.as_ref(),
         }
     }
 

@@ -35,6 +35,7 @@ pub mod charge;
 mod container;
 mod error;
 pub mod fuzz;
+mod recording;
 mod scripts;
 
 pub use container::{
@@ -44,6 +45,7 @@ pub use container::{
 pub use error::{Error, Result, ScriptFailure};
 pub use host_api::Statistics;
 pub use partita_alloc::MiMalloc;
+pub use recording::FailedOperation;
 pub use runtime::{
     ExecutionCaps, Limits, SCRIPT_THREAD_STACK, WorkerOptions, WorkerPool, WorkerStats, worker_main,
 };

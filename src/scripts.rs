@@ -48,6 +48,7 @@ use engine::{
 use runtime::{Invocation, Limits, WasmCache, WasmScript};
 use serde_json::Value;
 
+use crate::recording::Recording;
 use crate::{Error, ItemResponse, ProcedureResponse, ScriptFailure, Statistics, WriteOptions};
 
 /// The JavaScript text of a script.
@@ -140,6 +141,7 @@ fn run(
 ) -> Result<Option<Value>, Error> {
     check_nesting(&invocation)?;
     let before = txn.stats();
+    let mut recording = Recording::new(txn);
     let result = match script.language {
         ScriptLanguage::JavaScript => {
             let source = runtime::Script {
@@ -147,10 +149,13 @@ fn run(
                 version: script.version,
                 body: javascript(script)?,
             };
-            runtime::run_js(&source, invocation, txn, limits)
+            runtime::run_js(&source, invocation, &mut recording, limits)
         }
-        ScriptLanguage::Wasm => runtime::run_wasm(&wasm(script, data_dir), invocation, txn, limits),
+        ScriptLanguage::Wasm => {
+            runtime::run_wasm(&wasm(script, data_dir), invocation, &mut recording, limits)
+        }
     };
+    let failed = recording.failed();
     let (output_logs, exec, outcome) = match result {
         Ok(output) => (output.logs, output.stats, Ok(output.body)),
         Err(failure) => (failure.logs, failure.stats, Err(failure.error)),
@@ -165,10 +170,14 @@ fn run(
         ..exec.since(before)
     });
     outcome.map_err(|error| {
+        // The failure came from that operation when it carries its status
+        // (a rethrown error, or one no callback handled).
+        let operation = failed.filter(|f| error.substatus() == Some(f.status));
         Error::Script(Box::new(ScriptFailure {
             error,
             logs: logs.clone(),
             stats: *stats,
+            operation,
         }))
     })
 }

@@ -66,5 +66,11 @@ pub(crate) fn error_json(err: &anyhow::Error) -> Value {
     {
         report["logs"] = json!(logs);
     }
+    if let Some(operation) = err
+        .downcast_ref::<Error>()
+        .and_then(Error::failed_operation)
+    {
+        report["failedOperation"] = operation.to_json();
+    }
     report
 }

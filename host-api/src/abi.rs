@@ -167,9 +167,11 @@
 //! `doc[key] = value` does. It stores exactly what [`read`](#read), that
 //! change and [`replace`](#replace) of the whole document store, without
 //! the document crossing the boundary twice. Options and result as for
-//! `replace`. `-400` (a value that is not JSON, an id or key that is not
-//! UTF-8, a change the document cannot take, such as a new `id`), `-404`,
-//! `-412`, `-413`. Added to version 1 after its first release.
+//! `replace`; a new string `id` renames the document, as `replace` does.
+//! `-400` (a value that is not JSON, an id or key that is not UTF-8, a
+//! change the document cannot take, such as an `id` that is not a string),
+//! `-404`, `-409` (a rename onto a taken id), `-412`, `-413`. Added to
+//! version 1 after its first release.
 //!
 //! ## upsert
 //! `upsert(doc_ptr, doc_len, opts_ptr, opts_len, out_ptr, out_cap) -> r`:

@@ -88,6 +88,8 @@ pub struct WireError {
     /// Script output up to a script's failure, returned in the logging
     /// header when the client asked for it.
     pub logs: Option<String>,
+    /// The collection operation a script's failure came from, if known.
+    pub failed_operation: Option<partita::FailedOperation>,
 }
 
 impl WireError {
@@ -98,6 +100,7 @@ impl WireError {
             substatus: None,
             message: message.into(),
             logs: None,
+            failed_operation: None,
         }
     }
 
@@ -128,13 +131,17 @@ impl WireError {
     }
 
     /// The response Cosmos DB sends for this error. A script's failure also
-    /// carries its log in the body (`logs`), which the service returns only
-    /// in a URL-encoded header and only when asked: SDKs ignore members they
-    /// do not know, and the user sees why the script failed.
+    /// carries its log (`logs`), which the service returns only in a
+    /// URL-encoded header and only when asked, and the operation it came
+    /// from (`failedOperation`): SDKs ignore members they do not know, and
+    /// the user sees why the script failed.
     pub fn response(&self) -> WireResponse {
         let mut body = json!({"code": code_name(self.status), "message": self.message});
         if let Some(logs) = &self.logs {
             body["logs"] = json!(logs);
+        }
+        if let Some(operation) = &self.failed_operation {
+            body["failedOperation"] = operation.to_json();
         }
         let mut response = WireResponse::json(self.status, &body);
         if let Some(substatus) = self.substatus {
@@ -164,6 +171,7 @@ impl From<CallError> for WireError {
             substatus: e.substatus(),
             message,
             logs,
+            failed_operation: e.failed_operation().cloned(),
         }
     }
 }

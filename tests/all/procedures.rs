@@ -567,3 +567,61 @@ fn triggers_see_what_the_service_hands_them() -> Result {
     assert!(c.read_item("a", "d1").is_err());
     Ok(())
 }
+
+/// A failure that carries an operation's status names that operation, in
+/// JavaScript and in WebAssembly alike; a script's own throw names none.
+#[test]
+fn a_failure_names_the_operation_it_came_from() -> Result {
+    for lang in ["js", "wasm"] {
+        let db = Database::in_memory();
+        let posts = db.create_container("posts", "/postId")?;
+        posts.create_item("p1", blog::post("p1", "u1", 1), None)?;
+        let props = match lang {
+            "js" => ScriptProperties::stored_procedure("createComment", js("createComment")),
+            _ => ScriptProperties::wasm(
+                "createComment",
+                ScriptKind::StoredProcedure,
+                crate::support::guest_module("create_comment"),
+            ),
+        };
+        posts.create_script(props)?;
+        let call = |id: &str| {
+            posts.execute_stored_procedure(
+                "createComment",
+                "p1",
+                vec![json!("p1"), json!({"id": id})],
+                None,
+            )
+        };
+        call("c1")?;
+        let err = call("c1").unwrap_err();
+        assert_eq!(
+            err.failed_operation()
+                .map(partita::FailedOperation::to_json),
+            Some(json!({"operation": "create", "id": "c1", "status": 409})),
+            "{lang}: {err}"
+        );
+        let missing = posts
+            .execute_stored_procedure("createComment", "p9", vec![json!("p9"), json!({})], None)
+            .unwrap_err();
+        assert_eq!(
+            missing.failed_operation().map(|f| (f.operation, f.status)),
+            Some(("read", 404)),
+            "{lang}: {missing}"
+        );
+    }
+    let db = Database::in_memory();
+    let c = db.create_container("c", "/pk")?;
+    c.create_script(ScriptProperties::stored_procedure(
+        "own",
+        "function own() { var c = getContext().getCollection(); c.readDocument(c.getAltLink() + '/docs/x', function (err) { throw new Error(418, 'mine'); }); }",
+    ))?;
+    let err = c
+        .execute_stored_procedure("own", "a", vec![], None)
+        .unwrap_err();
+    assert!(
+        err.failed_operation().is_none(),
+        "a throw of its own: {err}"
+    );
+    Ok(())
+}

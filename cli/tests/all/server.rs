@@ -1769,3 +1769,33 @@ fn a_replace_with_another_id_renames_over_the_wire() {
     let (r, _) = call(&gw, signed("GET", "/dbs/d/colls/c/docs/b", &[pk], b""));
     assert_eq!(r.status, 200);
 }
+
+/// A script's failure that came from a collection operation names it in
+/// the error body, beside the log.
+#[test]
+fn a_failed_procedure_names_the_operation_in_its_error_body() {
+    let gw = setup();
+    let pk = ("x-ms-documentdb-partitionkey", r#"["p1"]"#);
+    let sproc = json!({"id": "twice", "body": "function twice() { var c = getContext().getCollection(); console.log('creating'); c.createDocument(c.getSelfLink(), {id: 'x', pk: 'p1'}); c.createDocument(c.getSelfLink(), {id: 'x', pk: 'p1'}); }"});
+    let (r, body) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls/c/sprocs",
+            &[],
+            sproc.to_string().as_bytes(),
+        ),
+    );
+    assert_eq!(r.status, 201, "{body}");
+    let (r, body) = call(
+        &gw,
+        signed("POST", "/dbs/d/colls/c/sprocs/twice", &[pk], b""),
+    );
+    assert_error(&r, &body, 400, "BadRequest", "");
+    assert_eq!(r.header("x-ms-substatus"), Some("409"));
+    assert_eq!(
+        body["failedOperation"],
+        json!({"operation": "create", "id": "x", "status": 409})
+    );
+    assert_eq!(body["logs"], "creating");
+}
