@@ -1799,3 +1799,42 @@ fn a_failed_procedure_names_the_operation_in_its_error_body() {
     );
     assert_eq!(body["logs"], "creating");
 }
+
+/// The links a script sees are the ones the wire returns: a document's
+/// `_self` and the collection's self link agree, so a script can hand a
+/// client a link and back.
+#[test]
+fn scripts_and_the_wire_agree_on_links() {
+    let gw = setup();
+    let pk = ("x-ms-documentdb-partitionkey", r#"["p1"]"#);
+    let (r, doc) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls/c/docs",
+            &[pk],
+            br#"{"id":"a","pk":"p1"}"#,
+        ),
+    );
+    assert_eq!(r.status, 201, "{doc}");
+    let (r, coll) = call(&gw, signed("GET", "/dbs/d/colls/c", &[], b""));
+    assert_eq!(r.status, 200, "{coll}");
+    let links = json!({"id": "links", "body": "function links() { var c = getContext().getCollection(); c.readDocument(c.getAltLink() + '/docs/a', function (err, doc) { if (err) throw err; getContext().getResponse().setBody({doc: doc._self, coll: c.getSelfLink()}); }); }"});
+    let (r, body) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls/c/sprocs",
+            &[],
+            links.to_string().as_bytes(),
+        ),
+    );
+    assert_eq!(r.status, 201, "{body}");
+    let (r, body) = call(
+        &gw,
+        signed("POST", "/dbs/d/colls/c/sprocs/links", &[pk], b""),
+    );
+    assert_eq!(r.status, 200, "{body}");
+    assert_eq!(body["doc"], doc["_self"]);
+    assert_eq!(body["coll"], coll["_self"]);
+}
