@@ -35,6 +35,7 @@ pub mod charge;
 mod container;
 mod error;
 pub mod fuzz;
+mod intercept;
 mod recording;
 mod scripts;
 

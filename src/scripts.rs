@@ -48,6 +48,7 @@ use engine::{
 use runtime::{Invocation, Limits, WasmCache, WasmScript};
 use serde_json::Value;
 
+use crate::intercept::Intercepted;
 use crate::recording::Recording;
 use crate::{Error, ItemResponse, ProcedureResponse, ScriptFailure, Statistics, WriteOptions};
 
@@ -141,7 +142,7 @@ fn run(
 ) -> Result<Option<Value>, Error> {
     check_nesting(&invocation)?;
     let before = txn.stats();
-    let mut recording = Recording::new(txn);
+    let mut recording = Intercepted::new(txn, Recording::default());
     let result = match script.language {
         ScriptLanguage::JavaScript => {
             let source = runtime::Script {
@@ -155,7 +156,7 @@ fn run(
             runtime::run_wasm(&wasm(script, data_dir), invocation, &mut recording, limits)
         }
     };
-    let failed = recording.failed();
+    let failed = recording.hooks.failed();
     let (output_logs, exec, outcome) = match result {
         Ok(output) => (output.logs, output.stats, Ok(output.body)),
         Err(failure) => (failure.logs, failure.stats, Err(failure.error)),

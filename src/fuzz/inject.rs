@@ -17,11 +17,9 @@
 //!   which is what a restart after a crash does.
 
 use engine::testing::CommitFault;
-use host_api::{
-    Collection, Document, ErrorCode, HostError, Page, PartitionKey, QueryRequest, Statistics,
-    WriteOptions,
-};
-use serde_json::Value;
+use host_api::{Collection, ErrorCode, HostError};
+
+use crate::intercept::{Intercepted, Interceptor};
 
 /// How an injected host error reaches the script.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,9 +38,8 @@ pub(crate) struct OpFault {
     pub(crate) delivery: Delivery,
 }
 
-/// A collection that counts operations and fails the planned one.
-pub(crate) struct FaultyCollection<'a> {
-    inner: &'a mut dyn Collection,
+/// Counts the data operations of a call and fails the planned one.
+pub(crate) struct FaultPlan {
     plan: Option<OpFault>,
     /// Data operations attempted so far, by name.
     pub(crate) ops: Vec<&'static str>,
@@ -50,21 +47,24 @@ pub(crate) struct FaultyCollection<'a> {
     pub(crate) injected: Option<(u32, &'static str)>,
 }
 
-impl<'a> FaultyCollection<'a> {
-    pub(crate) fn new(
-        inner: &'a mut dyn Collection,
-        plan: Option<OpFault>,
-    ) -> FaultyCollection<'a> {
-        FaultyCollection {
-            inner,
+/// A collection that counts operations and fails the planned one.
+pub(crate) type FaultyCollection<'a> = Intercepted<'a, FaultPlan>;
+
+/// `inner` with `plan`'s fault (none: it only counts).
+pub(crate) fn faulty(inner: &mut dyn Collection, plan: Option<OpFault>) -> FaultyCollection<'_> {
+    Intercepted::new(
+        inner,
+        FaultPlan {
             plan,
             ops: Vec::new(),
             injected: None,
-        }
-    }
+        },
+    )
+}
 
+impl Interceptor for FaultPlan {
     /// Counts operation `name` and fails it if it is the planned one.
-    fn enter(&mut self, name: &'static str) -> Result<(), HostError> {
+    fn before(&mut self, name: &'static str) -> Result<(), HostError> {
         self.ops.push(name);
         let n = u32::try_from(self.ops.len()).unwrap_or(u32::MAX);
         match self.plan {
@@ -81,76 +81,6 @@ impl<'a> FaultyCollection<'a> {
             }
             _ => Ok(()),
         }
-    }
-}
-
-impl Collection for FaultyCollection<'_> {
-    fn container_id(&self) -> &str {
-        self.inner.container_id()
-    }
-
-    fn partition_key(&self) -> &PartitionKey {
-        self.inner.partition_key()
-    }
-
-    fn self_link(&self) -> String {
-        self.inner.self_link()
-    }
-
-    fn alt_link(&self) -> String {
-        self.inner.alt_link()
-    }
-
-    fn resolve_document_link(&self, link: &str) -> Result<String, HostError> {
-        self.inner.resolve_document_link(link)
-    }
-
-    fn read(&mut self, id: &str) -> Result<Document, HostError> {
-        self.enter("read")?;
-        self.inner.read(id)
-    }
-
-    fn read_feed(
-        &mut self,
-        page_size: Option<usize>,
-        continuation: Option<&str>,
-    ) -> Result<Page, HostError> {
-        self.enter("readFeed")?;
-        self.inner.read_feed(page_size, continuation)
-    }
-
-    fn create(&mut self, doc: Value) -> Result<Document, HostError> {
-        self.enter("create")?;
-        self.inner.create(doc)
-    }
-
-    fn replace(
-        &mut self,
-        id: &str,
-        doc: Value,
-        options: WriteOptions<'_>,
-    ) -> Result<Document, HostError> {
-        self.enter("replace")?;
-        self.inner.replace(id, doc, options)
-    }
-
-    fn upsert(&mut self, doc: Value, options: WriteOptions<'_>) -> Result<Document, HostError> {
-        self.enter("upsert")?;
-        self.inner.upsert(doc, options)
-    }
-
-    fn delete(&mut self, id: &str, options: WriteOptions<'_>) -> Result<(), HostError> {
-        self.enter("delete")?;
-        self.inner.delete(id, options)
-    }
-
-    fn query(&mut self, request: QueryRequest<'_>) -> Result<Page, HostError> {
-        self.enter("query")?;
-        self.inner.query(request)
-    }
-
-    fn stats(&self) -> Statistics {
-        self.inner.stats()
     }
 }
 

@@ -69,7 +69,7 @@ use serde_json::{Map, Value, json};
 
 use crate::Error as CallError;
 use crate::scripts::{attach_udfs, query, run_procedure};
-use inject::{CrashPoint, CrashStorage, Delivery, FaultyCollection, INJECTED_CODES, OpFault};
+use inject::{CrashPoint, CrashStorage, Delivery, INJECTED_CODES, OpFault, faulty};
 
 /// The container id inside the fuzzer's private database.
 const CONTAINER: &str = "fuzz";
@@ -974,7 +974,7 @@ fn clean_run(config: &FuzzConfig, call: &Call) -> Result<CleanRun, FuzzError> {
     let (_scratch_db, copy) = scratch(config, &call.pk, &call.pre)?;
     let mut ctxn = copy.begin(call.pk.clone())?;
     attach_udfs(&call.container, &mut ctxn, &config.limits);
-    let mut counting = FaultyCollection::new(&mut ctxn, None);
+    let mut counting = faulty(&mut ctxn, None);
     runtime::seed_generated_ids(call.seed);
     let result = run_procedure(
         &call.script,
@@ -983,7 +983,7 @@ fn clean_run(config: &FuzzConfig, call: &Call) -> Result<CleanRun, FuzzError> {
         call.params.clone(),
         &config.limits,
     );
-    let ops = u32::try_from(counting.ops.len()).unwrap_or(u32::MAX);
+    let ops = u32::try_from(counting.hooks.ops.len()).unwrap_or(u32::MAX);
     let budget = match &result {
         Ok(r) => budget_used(call.script.language, &r.stats),
         Err(CallError::Script(f)) => budget_used(call.script.language, &f.stats),
@@ -1027,7 +1027,7 @@ fn faulted_run(
         Fault::Op(f) => Some(f),
         _ => None,
     };
-    let mut faulty = FaultyCollection::new(txn, plan);
+    let mut faulty = faulty(txn, plan);
     runtime::seed_generated_ids(call.seed);
     let result = run_procedure(
         &call.script,
@@ -1036,7 +1036,7 @@ fn faulted_run(
         call.params.clone(),
         &limits,
     );
-    (result, faulty.injected)
+    (result, faulty.hooks.injected)
 }
 
 /// Counts the call, its fault's kind, and the fault point it reached.
