@@ -66,8 +66,15 @@ impl PartitionState {
     }
 
     pub(crate) fn put(&mut self, id: Arc<str>, slot: Slot) {
-        // A replace keeps its rid, so the id index is already right.
+        // A replace keeps its rid, so the id index is already right, unless
+        // the replace renamed the document (it keeps its rid under a new
+        // id): then the id index moves to the new id, and the old id's
+        // delete, in whatever order it comes, finds nothing left to remove.
         if let Some(existing) = self.by_rid.get_mut(&slot.rid) {
+            if existing.document.id() != &*id {
+                self.by_id.remove(existing.document.id());
+                self.by_id.insert(id, slot.rid);
+            }
             *existing = slot;
             return;
         }
@@ -167,6 +174,36 @@ pub fn physical_partition(key: &PartitionKey, physical_partitions: u32) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A rename keeps the document's rid under a new id; whichever order
+    /// the new id's put and the old id's delete are applied in, the
+    /// document is found by its new id only.
+    #[test]
+    fn a_rename_moves_the_id_index_in_either_order() {
+        let slot = |id: &str| Slot {
+            rid: 7,
+            size: 0,
+            document: Document::new(serde_json::json!({ "id": id })),
+        };
+        for put_first in [true, false] {
+            let mut state = PartitionState::default();
+            state.put("a".into(), slot("a"));
+            if put_first {
+                state.put("b".into(), slot("b"));
+                state.remove("a");
+            } else {
+                state.remove("a");
+                state.put("b".into(), slot("b"));
+            }
+            assert!(state.get("a").is_none(), "put first: {put_first}");
+            assert_eq!(
+                state.get("b").map(|s| s.rid),
+                Some(7),
+                "put first: {put_first}"
+            );
+            assert_eq!(state.len(), 1);
+        }
+    }
 
     #[test]
     fn streamed_hash_equals_hash_of_the_canonical_text() {

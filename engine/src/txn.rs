@@ -334,13 +334,18 @@ impl Txn {
             }
             None => return Err(self.not_found(id)),
         };
-        if *checked.id != *id {
-            if self.current(&checked.id).is_some() {
-                return Err(self.conflict(&checked.id));
-            }
+        let renamed = *checked.id != *id;
+        if renamed && self.current(&checked.id).is_some() {
+            return Err(self.conflict(&checked.id));
+        }
+        // The old id goes only once the new document is in: a failed
+        // operation changes nothing (`put` can still refuse a document
+        // that its system properties take past the size limit).
+        let written = self.put(checked, Some(rid))?;
+        if renamed {
             self.remove(id);
         }
-        self.put(checked, Some(rid))
+        Ok(written)
     }
 
     /// Creates or replaces a document.

@@ -195,6 +195,14 @@ fn errors_carry_status_codes_and_name_what_was_wrong() -> Result {
         409
     );
     posts.delete_item("p1", "taken", None).unwrap();
+    // A rename refused for its size changes nothing: the old id stays.
+    let mut txn = posts.begin("p1").unwrap();
+    let big = json!({"id": "renamed", "postId": "p1", "blob": "x".repeat(2 * 1024 * 1024)});
+    assert_eq!(txn.replace_item("p1", big, None).unwrap_err().status(), 413);
+    assert!(txn.get_item("p1").is_some(), "the failed rename kept p1");
+    assert!(txn.get_item("renamed").is_none());
+    txn.commit().unwrap();
+    assert!(posts.read_item("p1", "p1").is_ok());
 
     let big = json!({"id": "big", "postId": "p1", "blob": "x".repeat(2 * 1024 * 1024)});
     let too_large = posts.create_item("p1", big, None).unwrap_err();
