@@ -35,6 +35,7 @@
 //! engine's container (the layer beneath) is checked when it first runs
 //! instead.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::Path;
@@ -51,6 +52,11 @@ use serde_json::Value;
 use crate::intercept::Intercepted;
 use crate::recording::Recording;
 use crate::{Error, ItemResponse, ProcedureResponse, ScriptFailure, Statistics, WriteOptions};
+
+/// The request's bounds, or the runtime's defaults when it gives none.
+fn or_default(limits: Option<&Limits>) -> Cow<'_, Limits> {
+    limits.map_or_else(|| Cow::Owned(Limits::default()), Cow::Borrowed)
+}
 
 /// The JavaScript text of a script.
 fn javascript(script: &Script) -> Result<&str, engine::Error> {
@@ -382,8 +388,8 @@ fn write_with_triggers(
         TriggerType::Post,
         operation,
     )?;
-    let default_limits = Limits::default();
-    let limits = options.limits.as_ref().unwrap_or(&default_limits);
+    let limits = or_default(options.limits.as_ref());
+    let limits = &*limits;
     let if_match = options.if_match.clone().map(ItemOptions::if_match);
     let mut logs = String::new();
     let mut stats = Statistics::default();
@@ -543,14 +549,8 @@ pub(crate) fn query(
     options: &QueryItemsOptions,
     limits: Option<&Limits>,
 ) -> Result<QueryPage, engine::Error> {
-    let default_limits;
-    let limits = match limits {
-        Some(limits) => limits,
-        None => {
-            default_limits = Limits::default();
-            &default_limits
-        }
-    };
+    let limits = or_default(limits);
+    let limits = &*limits;
     let udfs = ContainerUdfs::new(source, limits);
     target.query_items_with_udfs(sql, params, options, Some(&udfs))
 }
@@ -565,14 +565,8 @@ pub(crate) fn execute_procedure(
     limits: Option<&Limits>,
 ) -> Result<ProcedureResponse, Error> {
     let started = std::time::Instant::now();
-    let default_limits;
-    let limits = match limits {
-        Some(limits) => limits,
-        None => {
-            default_limits = Limits::default();
-            &default_limits
-        }
-    };
+    let limits = or_default(limits);
+    let limits = &*limits;
     let script = container.read_script(ScriptKind::StoredProcedure, id)?;
     let mut txn = container.begin(partition_key)?;
     attach_udfs(container, &mut txn, limits);

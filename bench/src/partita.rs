@@ -48,8 +48,8 @@ pub const READ_FEED_JS: &str = r#"function readFeed() {
     if (!accepted) throw new Error('the feed query was not accepted');
 }"#;
 
-const CREATE_COMMENT_JS: &str = include_str!("../../sprocs/samples/js/createComment.js");
-const TRUNCATE_FEED_JS: &str = include_str!("../../sprocs/samples/js/truncateFeed.js");
+const CREATE_COMMENT_JS: &str = partita_workload::js::CREATE_COMMENT;
+const TRUNCATE_FEED_JS: &str = partita_workload::js::TRUNCATE_FEED;
 const CREATE_COMMENT_WAT: &str = include_str!("../../sprocs/samples/wat/createComment.wat");
 const TRUNCATE_FEED_WAT: &str = include_str!("../../sprocs/samples/wat/truncateFeed.wat");
 /// The feed read as a WebAssembly procedure (WAT): the same query, its page

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use hyper::HeaderMap;
 use serde_json::{Value, json};
 
-use partita::Error as CallError;
+use partita::Error;
 
 /// Substatus of a partition-key header that does not match the document's
 /// key (Cosmos DB: "PartitionKey extracted from document doesn't match").
@@ -157,12 +157,12 @@ impl From<engine::Error> for WireError {
     }
 }
 
-impl From<CallError> for WireError {
-    fn from(e: CallError) -> WireError {
+impl From<Error> for WireError {
+    fn from(e: Error) -> WireError {
         let logs = Some(e.logs().to_owned()).filter(|l| !l.is_empty());
         let message = match &e {
-            CallError::Engine(inner) => inner.to_string(),
-            CallError::Script(_) => {
+            Error::Engine(inner) => inner.to_string(),
+            Error::Script(_) => {
                 format!("Encountered exception while executing function. Exception = {e}")
             }
         };

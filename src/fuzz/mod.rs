@@ -67,7 +67,7 @@ use parking_lot::{Mutex, RwLock};
 use runtime::Limits;
 use serde_json::{Map, Value, json};
 
-use crate::Error as CallError;
+use crate::Error;
 use crate::scripts::{attach_udfs, query, run_procedure};
 use inject::{CrashPoint, CrashStorage, Delivery, INJECTED_CODES, OpFault, faulty};
 
@@ -840,7 +840,7 @@ fn check_invariant(
     }
 }
 
-fn outcome_text<T>(result: &Result<T, CallError>) -> String {
+fn outcome_text<T>(result: &Result<T, Error>) -> String {
     match result {
         Ok(_) => "committed".to_owned(),
         Err(e) => format!("failed with {}: {e}", e.status()),
@@ -952,7 +952,7 @@ enum Settled {
 }
 
 /// What a procedure call returned.
-type CallResult = Result<crate::ProcedureResponse, CallError>;
+type CallResult = Result<crate::ProcedureResponse, Error>;
 
 /// A transaction's documents as it sees them, its own writes included.
 fn txn_documents(txn: &Txn) -> Vec<Value> {
@@ -986,8 +986,8 @@ fn clean_run(config: &FuzzConfig, call: &Call) -> Result<CleanRun, FuzzError> {
     let ops = u32::try_from(counting.hooks.ops.len()).unwrap_or(u32::MAX);
     let budget = match &result {
         Ok(r) => budget_used(call.script.language, &r.stats),
-        Err(CallError::Script(f)) => budget_used(call.script.language, &f.stats),
-        Err(CallError::Engine(_)) => 0,
+        Err(Error::Script(f)) => budget_used(call.script.language, &f.stats),
+        Err(Error::Engine(_)) => 0,
     };
     let ok = result.is_ok();
     let state = if ok {
@@ -1059,7 +1059,7 @@ fn record_fault(
             .entry(format!("op {n} ({name})"))
             .or_default() += 1;
     }
-    if let (Fault::Budget(_), Err(CallError::Script(f))) = (fault, result)
+    if let (Fault::Budget(_), Err(Error::Script(f))) = (fault, result)
         && matches!(f.error, runtime::Error::Budget(_))
     {
         let point = match call.script.language {

@@ -19,7 +19,7 @@ use engine::{Container, Database};
 use runtime::{Invocation, Limits, Script, WorkerOptions, WorkerPool, run_js, run_udf};
 use serde_json::json;
 
-const CREATE_COMMENT: &str = include_str!("../../sprocs/samples/js/createComment.js");
+const CREATE_COMMENT: &str = partita_workload::js::CREATE_COMMENT;
 
 const SCRIPT: Script<'static> = Script {
     id: "createComment",

@@ -1,8 +1,7 @@
 //! The workload's JavaScript procedures and triggers (`sprocs/samples/js`), as
-//! compiled-in text, so that every user of a script reads it from one
-//! place.
-
-use std::path::PathBuf;
+//! compiled-in text, so that the demo, the load generator and the
+//! benchmarks read each script from one place (the runtime's own benches,
+//! beneath the facade, include the files themselves).
 
 /// createComment: reads the post, increments `commentCount`, creates the
 /// comment.
@@ -15,8 +14,3 @@ pub const UPDATE_USERNAMES: &str = include_str!("../../sprocs/samples/js/updateU
 /// truncateFeed: the feed container's post-trigger, keeping the 100 newest
 /// posts.
 pub const TRUNCATE_FEED: &str = include_str!("../../sprocs/samples/js/truncateFeed.js");
-
-/// The folder holding the scripts in this source tree.
-pub fn dir() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../sprocs/samples/js"))
-}
