@@ -169,6 +169,15 @@ pub fn request_charge(work: &Work) -> f64 {
     (total * 100.0).round() / 100.0
 }
 
+/// The request charge of one operation of a batch or bulk request: what it
+/// did, by the formula above; 0 for an operation that never ran (424).
+pub fn batch_operation(result: &engine::BatchOperationResult) -> f64 {
+    if result.status == engine::batch::FAILED_DEPENDENCY {
+        return 0.0;
+    }
+    Work::call(&result.stats).request_charge()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -31,8 +31,9 @@ use std::path::Path;
 
 use engine::query::Params;
 use engine::{
-    Change, ContainerProperties, Document, FeedOptions, FeedPage, Lsn, Options, PartitionKey,
-    QueryItemsOptions, QueryPage, Script, ScriptKind, ScriptProperties, Txn,
+    BatchOperation, BatchOperationResult, BatchResponse, Change, ContainerProperties, Document,
+    FeedOptions, FeedPage, Lsn, Options, PartitionKey, Patch, QueryItemsOptions, QueryPage, Script,
+    ScriptKind, ScriptProperties, Txn,
 };
 use host_api::PartitionKeyPath;
 use runtime::Limits;
@@ -416,6 +417,100 @@ impl Container {
         options: Option<&WriteOptions>,
     ) -> Result<ItemResponse> {
         scripts::write(&self.raw, partition_key.into(), Write::Delete(id), options)
+    }
+
+    /// Patches the document `id`: applies `patch`'s operations (add, set,
+    /// replace, remove, incr, move) if its condition holds, and writes the
+    /// result as a replace. The triggers `options` name run as for a
+    /// replace, and a pre-trigger gets the patched document.
+    ///
+    /// ```
+    /// use partita::{Database, Patch};
+    /// use serde_json::json;
+    ///
+    /// let db = Database::in_memory();
+    /// let posts = db.create_container("posts", "/postId")?;
+    /// posts.create_item("p1", json!({"id": "p1", "postId": "p1", "likes": 0}), None)?;
+    /// let like = Patch::from_json(&json!([{"op": "incr", "path": "/likes", "value": 1}]))?;
+    /// let response = posts.patch_item("p1", "p1", &like, None)?;
+    /// assert_eq!(response.document()["likes"], 1);
+    /// # Ok::<(), partita::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// 404; 412 for a stale `if_match` or a false condition; 400 naming an
+    /// operation that cannot apply; as [`Container::replace_item`] for the
+    /// patched document.
+    pub fn patch_item(
+        &self,
+        partition_key: impl Into<PartitionKey>,
+        id: &str,
+        patch: &Patch,
+        options: Option<&WriteOptions>,
+    ) -> Result<ItemResponse> {
+        scripts::write(
+            &self.raw,
+            partition_key.into(),
+            Write::Patch(id, patch),
+            options,
+        )
+    }
+
+    /// Runs a transactional batch in one logical partition: the operations
+    /// in order, committed together as one change-log entry, or none of
+    /// them. No triggers run. When an operation fails, the response says
+    /// which (`failed`), with its status, and every other operation has
+    /// status 424; [`crate::charge::batch_operation`] prices each result.
+    ///
+    /// ```
+    /// use partita::{BatchOperation, Database};
+    /// use serde_json::json;
+    ///
+    /// let db = Database::in_memory();
+    /// let posts = db.create_container("posts", "/postId")?;
+    /// let response = posts.execute_batch("p1", vec![
+    ///     BatchOperation::create(json!({"id": "p1", "postId": "p1"})),
+    ///     BatchOperation::create(json!({"id": "p1", "postId": "p1"})),
+    /// ])?;
+    /// assert_eq!(response.failed, Some(1));
+    /// assert_eq!(response.results[0].status, 424);
+    /// assert_eq!(response.results[1].status, 409);
+    /// assert!(posts.read_item("p1", "p1").is_err());
+    /// # Ok::<(), partita::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// 400 for no operations or more than 100, 413 over 2 MB of documents,
+    /// 408 when the partition's lock is not free in time, storage failures.
+    pub fn execute_batch(
+        &self,
+        partition_key: impl Into<PartitionKey>,
+        operations: Vec<BatchOperation>,
+    ) -> Result<BatchResponse> {
+        Ok(self.raw.execute_batch(partition_key, operations)?)
+    }
+
+    /// Runs operations each in its own transaction, as the SDKs' bulk
+    /// executors do: each one commits or fails on its own, and a failure
+    /// (including a 408 for a busy partition) is only that operation's
+    /// result.
+    ///
+    /// # Errors
+    /// 400 for no operations or more than 100, 413 over 2 MB of documents.
+    pub fn execute_bulk(
+        &self,
+        operations: Vec<(PartitionKey, BatchOperation)>,
+    ) -> Result<Vec<BatchOperationResult>> {
+        let (keys, operations): (Vec<_>, Vec<_>) = operations.into_iter().unzip();
+        engine::batch::check(&operations)?;
+        Ok(keys
+            .into_iter()
+            .zip(operations)
+            .map(|(key, op)| match self.raw.execute_batch(key, vec![op]) {
+                Ok(mut response) => response.results.remove(0),
+                Err(err) => BatchOperationResult::failed(&err),
+            })
+            .collect())
     }
 
     /// Reads the committed document `id`.

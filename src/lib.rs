@@ -55,6 +55,10 @@ pub use runtime::{
 pub use engine::Error as EngineError;
 pub use engine::query::Params;
 pub use engine::{
+    BatchOperation, BatchOperationKind, BatchOperationResult, BatchResponse, MAX_BATCH_OPERATIONS,
+    MAX_PATCH_OPERATIONS, Patch, PatchOperation,
+};
+pub use engine::{
     Change, ChangeKind, ContainerProperties, Document, Durability, ErrorCode, FeedOptions,
     FeedPage, Lsn, Options, PartitionKey, QueryPage, Script, ScriptKind, ScriptLanguage,
     ScriptProperties, TriggerOperation, TriggerType, Txn,

@@ -43,7 +43,7 @@ use std::rc::Rc;
 
 use engine::query::{Params, Udf};
 use engine::{
-    Container, Document, ItemOptions, PartitionKey, QueryItemsOptions, QueryPage, Script,
+    Container, Document, ItemOptions, PartitionKey, Patch, QueryItemsOptions, QueryPage, Script,
     ScriptKind, ScriptLanguage, ScriptProperties, TriggerOperation, TriggerType, Txn,
 };
 use runtime::{Invocation, Limits, WasmCache, WasmScript};
@@ -284,6 +284,8 @@ pub(crate) enum Write<'a> {
     Upsert(Value),
     Replace(&'a str, Value),
     Delete(&'a str),
+    /// Runs its triggers as a replace of the patched document.
+    Patch(&'a str, &'a Patch),
 }
 
 impl Write<'_> {
@@ -291,7 +293,7 @@ impl Write<'_> {
     fn body(&self) -> Option<&Value> {
         match self {
             Write::Create(doc) | Write::Upsert(doc) | Write::Replace(_, doc) => Some(doc),
-            Write::Delete(_) => None,
+            Write::Delete(_) | Write::Patch(..) => None,
         }
     }
 
@@ -300,7 +302,7 @@ impl Write<'_> {
     fn take_body(&mut self) -> Value {
         match self {
             Write::Create(doc) | Write::Upsert(doc) | Write::Replace(_, doc) => std::mem::take(doc),
-            Write::Delete(_) => Value::Null,
+            Write::Delete(_) | Write::Patch(..) => Value::Null,
         }
     }
 
@@ -315,7 +317,7 @@ impl Write<'_> {
         match self {
             Write::Create(_) => TriggerOperation::Create,
             Write::Upsert(_) => TriggerOperation::Upsert,
-            Write::Replace(..) => TriggerOperation::Replace,
+            Write::Replace(..) | Write::Patch(..) => TriggerOperation::Replace,
             Write::Delete(_) => TriggerOperation::Delete,
         }
     }
@@ -400,7 +402,12 @@ fn write_with_triggers(
     // delete's request body is the document being deleted, and a
     // replace's carries the stored document's `_self` (Microsoft's
     // unique-constraint sample relies on it).
-    let mut write = write;
+    // A patch's triggers see the patched document, as a replace's see
+    // the new one.
+    let mut write = match write {
+        Write::Patch(id, patch) => Write::Replace(id, txn.patched(id, patch, if_match.as_ref())?),
+        other => other,
+    };
     let deleted = match &mut write {
         Write::Delete(id) => Some(txn.read_item(id)?.into_value()),
         Write::Replace(id, Value::Object(body)) => {
@@ -535,6 +542,7 @@ fn apply(
             txn.delete_item(id, if_match)?;
             None
         }
+        Write::Patch(id, patch) => Some(txn.patch_item(id, patch, if_match)?),
     })
 }
 

@@ -485,6 +485,22 @@ impl Container {
         Ok(value)
     }
 
+    /// Runs a transactional batch on one logical partition: every
+    /// operation in order, all committed as one change-log entry, or none
+    /// (see [`crate::batch`]).
+    ///
+    /// # Errors
+    /// 400 for no operations or more than 100, 413 over 2 MB, 408 when the
+    /// partition's lock is not free in time, storage errors. An operation's
+    /// failure is not an error: it is in the response.
+    pub fn execute_batch(
+        &self,
+        partition_key: impl Into<PartitionKey>,
+        operations: Vec<crate::BatchOperation>,
+    ) -> Result<crate::BatchResponse> {
+        crate::batch::execute(self, partition_key.into(), operations)
+    }
+
     /// Creates a document in the logical partition `partition_key`, which
     /// must be the document's own key.
     ///

@@ -75,6 +75,20 @@ pub enum Error {
         /// The document's etag, if it exists.
         actual: Option<String>,
     },
+    /// A patch's condition (`FROM c WHERE …`) is false for the document.
+    #[error(
+        "precondition failed for document {id:?} in container {container:?}, partition {partition_key}: the patch condition {condition:?} is false"
+    )]
+    ConditionNotMet {
+        /// The container.
+        container: String,
+        /// The logical partition.
+        partition_key: PartitionKey,
+        /// The document's id.
+        id: String,
+        /// The condition.
+        condition: String,
+    },
     /// The document is larger than [`crate::MAX_DOCUMENT_SIZE`].
     #[error(
         "document {id:?} in container {container:?}, partition {partition_key} is {size} bytes, over the {limit}-byte limit"
@@ -169,7 +183,9 @@ impl Error {
             Error::Conflict { .. } | Error::ContainerExists(_) | Error::ScriptExists { .. } => {
                 ErrorCode::CONFLICT
             }
-            Error::PreconditionFailed { .. } => ErrorCode::PRECONDITION_FAILED,
+            Error::PreconditionFailed { .. } | Error::ConditionNotMet { .. } => {
+                ErrorCode::PRECONDITION_FAILED
+            }
             Error::TooLarge { .. } | Error::RequestTooLarge { .. } => ErrorCode::TOO_LARGE,
             Error::LockTimeout { .. } => ErrorCode::REQUEST_TIMEOUT,
             Error::Storage(_) => ErrorCode::INTERNAL,
@@ -180,6 +196,15 @@ impl Error {
     /// The numeric status code (HTTP status, as Cosmos DB returns it).
     pub fn status(&self) -> u16 {
         self.code().as_u16()
+    }
+
+    /// The substatus Cosmos DB sends with this error, if any: 1001 for a
+    /// document whose partition key is not the request's.
+    pub fn substatus(&self) -> Option<u16> {
+        match self {
+            Error::CrossPartition { .. } => Some(1001),
+            _ => None,
+        }
     }
 
     /// Whether retrying the same request unchanged can succeed.

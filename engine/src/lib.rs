@@ -33,12 +33,14 @@
 //! Non-goals: transactions across logical partitions, data sets larger than
 //! memory. Queries use Cosmos DB's SQL dialect ([`query`], [`Container::query_items`]).
 
+pub mod batch;
 mod collection;
 mod container;
 mod database;
 mod document;
 mod error;
 mod partition;
+pub mod patch;
 pub mod query;
 mod script;
 pub mod storage;
@@ -46,6 +48,9 @@ pub mod storage;
 pub mod testing;
 mod txn;
 
+pub use batch::{
+    BatchOperation, BatchOperationKind, BatchOperationResult, BatchResponse, MAX_BATCH_OPERATIONS,
+};
 pub use collection::QueryItemsOptions;
 pub use container::{Container, ContainerProperties, DATABASE_ID, FeedOptions, FeedPage};
 pub use database::{DATA_FILE, Database, LOCK_FILE, Options};
@@ -54,6 +59,7 @@ pub use error::{Error, Result};
 pub use host_api::{Collection, ErrorCode, PartitionKey};
 pub use host_api::{ScriptKind, ScriptLanguage, TriggerOperation, TriggerType};
 pub use partition::{PartitionState, physical_partition};
+pub use patch::{MAX_PATCH_OPERATIONS, Patch, PatchOperation};
 pub use query::{QueryPage, QueryStats};
 pub use script::{MAX_SCRIPT_SIZE, Script, ScriptProperties};
 pub use storage::{Change, ChangeKind, Durability, Lsn};

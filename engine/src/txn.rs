@@ -42,6 +42,7 @@ use crate::document::{
 };
 use crate::error::{Error, Result};
 use crate::partition::{LogicalPartition, PartitionState, Slot};
+use crate::patch::Patch;
 use crate::query::Udf;
 use crate::storage::{ChangeKind, CommitRecord, Lsn, RecordChange};
 
@@ -370,6 +371,49 @@ impl Txn {
         let rid = existing.map(|slot| slot.rid);
         self.check_etag(&checked.id, existing.map(|slot| &slot.document), options)?;
         self.put(checked, rid)
+    }
+
+    /// Applies `patch` to the document `id` and writes the result as a
+    /// replace: the same etag, size and partition-key rules, and nothing
+    /// changes when an operation fails.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`]; [`Error::PreconditionFailed`] for a stale
+    /// `If-Match`; [`Error::ConditionNotMet`] when the patch's condition is
+    /// false; [`Error::BadRequest`] naming an operation that cannot apply
+    /// (a missing path, a non-number to increment) or a patched document
+    /// that is no longer valid.
+    pub fn patch_item(
+        &mut self,
+        id: &str,
+        patch: &Patch,
+        options: Option<&ItemOptions>,
+    ) -> Result<Document> {
+        let doc = self.patched(id, patch, options)?;
+        self.replace_as(id, doc, None, Writer::Client)
+    }
+
+    /// The document `id` after `patch`, not yet written (the facade hands
+    /// it to a pre-trigger before [`Txn::replace_item`] writes it).
+    ///
+    /// # Errors
+    /// As [`Txn::patch_item`], except for the checks of the write itself.
+    pub fn patched(&self, id: &str, patch: &Patch, options: Option<&ItemOptions>) -> Result<Value> {
+        let Some(slot) = self.current(id) else {
+            return Err(self.not_found(id));
+        };
+        self.check_etag(id, Some(&slot.document), options)?;
+        if !patch.condition_holds(&self.partition.key, slot.document.value())? {
+            return Err(Error::ConditionNotMet {
+                container: self.container.meta.id.clone(),
+                partition_key: self.partition.key.clone(),
+                id: id.to_owned(),
+                condition: patch.condition().unwrap_or_default().to_owned(),
+            });
+        }
+        let mut doc = slot.document.value().clone();
+        patch.apply(&mut doc)?;
+        Ok(doc)
     }
 
     /// Deletes the document `id`.

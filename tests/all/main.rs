@@ -10,6 +10,7 @@
 
 mod support;
 
+mod batch;
 mod change_feed;
 mod charge;
 mod collection;

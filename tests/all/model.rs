@@ -1,6 +1,7 @@
 //! Model-based test: random sequences of creates, replaces, upserts,
 //! deletes, queries, stored-procedure calls that throw at random points,
-//! writes with triggers (that sometimes throw), restarts and crashes at
+//! writes with triggers (that sometimes throw), patches, transactional
+//! batches (that fail at random operations), restarts and crashes at
 //! commit, checked after every step against a simple in-memory model (a
 //! map from (partition, id) to the document's user properties).
 //!
@@ -14,8 +15,8 @@ use std::path::Path;
 use engine::storage::SqliteStorage;
 use engine::testing::{CommitFault, Faults, FaultyStorage};
 use partita::{
-    Container, FeedOptions, QueryOptions, ScriptProperties, TriggerOperation, TriggerType,
-    WriteOptions,
+    BatchOperation, Container, FeedOptions, Patch, QueryOptions, ScriptProperties,
+    TriggerOperation, TriggerType, WriteOptions,
 };
 use partita::{Database, Durability, Options};
 use proptest::prelude::*;
@@ -63,6 +64,19 @@ enum Step {
     Triggered(usize, usize, i64, bool),
     Restart,
     CrashedWrite(usize, usize, i64, bool),
+    /// Increments `v` of a document by a patch.
+    Patch(usize, usize, i64),
+    /// A transactional batch of (operation, id, value) in one partition.
+    Batch(usize, Vec<(BatchKind, usize, i64)>),
+}
+
+#[derive(Clone, Copy, Debug)]
+enum BatchKind {
+    Create,
+    Upsert,
+    Replace,
+    Delete,
+    Incr,
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -79,8 +93,56 @@ fn step() -> impl Strategy<Value = Step> {
             .prop_map(|(p, docs, t)| Step::Procedure(p, docs, t)),
         2 => (pk.clone(), id.clone(), v.clone(), any::<bool>()).prop_map(|(p, i, v, f)| Step::Triggered(p, i, v, f)),
         1 => Just(Step::Restart),
-        1 => (pk, id, v, any::<bool>()).prop_map(|(p, i, v, a)| Step::CrashedWrite(p, i, v, a)),
+        1 => (pk.clone(), id.clone(), v.clone(), any::<bool>()).prop_map(|(p, i, v, a)| Step::CrashedWrite(p, i, v, a)),
+        2 => (pk.clone(), id.clone(), v.clone()).prop_map(|(p, i, v)| Step::Patch(p, i, v)),
+        3 => (pk, proptest::collection::vec((batch_kind(), id, v), 1..5))
+            .prop_map(|(p, ops)| Step::Batch(p, ops)),
     ]
+}
+
+fn batch_kind() -> impl Strategy<Value = BatchKind> {
+    prop_oneof![
+        Just(BatchKind::Create),
+        Just(BatchKind::Upsert),
+        Just(BatchKind::Replace),
+        Just(BatchKind::Delete),
+        Just(BatchKind::Incr),
+    ]
+}
+
+fn incr(v: i64) -> Patch {
+    Patch::from_json(&json!([{"op": "incr", "path": "/v", "value": v}])).expect("patch")
+}
+
+/// Applies a batch to the model's copy of partition `p`: the model after
+/// it, or the index of the operation that fails and its status.
+fn model_batch(
+    model: &Model,
+    p: usize,
+    ops: &[(BatchKind, usize, i64)],
+) -> Result<Model, (usize, u16)> {
+    let mut after = model.clone();
+    for (n, (kind, i, v)) in ops.iter().enumerate() {
+        let key = (p, IDS[*i].to_owned());
+        let exists = after.contains_key(&key);
+        match kind {
+            BatchKind::Create if exists => return Err((n, 409)),
+            BatchKind::Replace | BatchKind::Delete | BatchKind::Incr if !exists => {
+                return Err((n, 404));
+            }
+            BatchKind::Create | BatchKind::Upsert | BatchKind::Replace => {
+                after.insert(key, doc(p, IDS[*i], *v));
+            }
+            BatchKind::Delete => {
+                after.remove(&key);
+            }
+            BatchKind::Incr => {
+                let doc = after.get_mut(&key).expect("exists");
+                doc["v"] = json!(doc["v"].as_i64().unwrap_or(0) + v);
+            }
+        }
+    }
+    Ok(after)
 }
 
 /// Opens the database in `dir` over SQLite storage whose commits fail when
@@ -257,6 +319,40 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
                         + 1;
                     model.insert((p, IDS[i].to_owned()), body);
                     model.insert(key, json!({"id": "audit", "pk": PKS[p], "writes": writes}));
+                }
+            }
+            Step::Patch(p, i, v) => {
+                let key = (p, IDS[i].to_owned());
+                let res = c.patch_item(PKS[p], IDS[i], &incr(v), None);
+                match model.get_mut(&key) {
+                    Some(doc) => {
+                        res.expect("patch");
+                        doc["v"] = json!(doc["v"].as_i64().unwrap_or(0) + v);
+                    }
+                    None => prop_assert_eq!(res.map(drop).map_err(|e| e.status()), Err(404)),
+                }
+            }
+            Step::Batch(p, ops) => {
+                let batch = ops
+                    .iter()
+                    .map(|&(kind, i, v)| match kind {
+                        BatchKind::Create => BatchOperation::create(doc(p, IDS[i], v)),
+                        BatchKind::Upsert => BatchOperation::upsert(doc(p, IDS[i], v)),
+                        BatchKind::Replace => BatchOperation::replace(IDS[i], doc(p, IDS[i], v)),
+                        BatchKind::Delete => BatchOperation::delete(IDS[i]),
+                        BatchKind::Incr => BatchOperation::patch(IDS[i], incr(v)),
+                    })
+                    .collect();
+                let response = c.execute_batch(PKS[p], batch).expect("batch");
+                match model_batch(&model, p, &ops) {
+                    Ok(after) => {
+                        prop_assert!(response.is_success(), "{:?}", response);
+                        model = after;
+                    }
+                    Err((failed, status)) => {
+                        prop_assert_eq!(response.failed, Some(failed));
+                        prop_assert_eq!(response.results[failed].status, status);
+                    }
                 }
             }
             Step::Restart => {
