@@ -1660,6 +1660,25 @@ fn the_python_sdk_runs_the_blog_workload_end_to_end() {
 }
 
 #[test]
+fn the_python_sdk_runs_batches_and_patches() {
+    let python = python_venv();
+    let server = ServerProcess::start(&["--in-memory"]);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let output = Command::new(python)
+        .arg(root.join("tests/python/cosmos_batch.py"))
+        .arg(server.endpoint())
+        .arg(EMULATOR_KEY)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && stdout.contains("ALL OK"),
+        "the Python SDK batch script failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
+    );
+}
+
+#[test]
 fn the_python_sdk_works_over_https() {
     let python = python_venv();
     let server = ServerProcess::start(&["--in-memory", "--tls"]);
@@ -1837,4 +1856,138 @@ fn scripts_and_the_wire_agree_on_links() {
     assert_eq!(r.status, 200, "{body}");
     assert_eq!(body["doc"], doc["_self"]);
     assert_eq!(body["coll"], coll["_self"]);
+}
+
+#[test]
+fn batches_bulk_and_patches_over_the_wire() {
+    let gw = setup();
+    let pk = ("x-ms-documentdb-partitionkey", r#"["a"]"#);
+    let is_batch = ("x-ms-cosmos-is-batch-request", "True");
+    let atomic = ("x-ms-cosmos-batch-atomic", "True");
+    let batch = |headers: &[(&str, &str)], ops: Value| {
+        call(
+            &gw,
+            signed(
+                "POST",
+                "/dbs/d/colls/c/docs",
+                headers,
+                ops.to_string().as_bytes(),
+            ),
+        )
+    };
+    let (r, body) = batch(
+        &[pk, is_batch, atomic],
+        json!([{"operationType": "Create", "resourceBody": {"id": "p", "pk": "a", "n": 0}},
+               {"operationType": "Patch", "id": "p", "resourceBody": {"operations": [{"op": "incr", "path": "/n", "value": 2}]}}]),
+    );
+    assert_eq!(r.status, 200, "{body}");
+    assert_eq!(body[1]["statusCode"], 200);
+    assert_eq!(body[1]["resourceBody"]["n"], 2);
+    assert!(body[0]["requestCharge"].as_f64().unwrap() > 0.0);
+    let lsn: u64 = r.header("lsn").unwrap().parse().unwrap();
+
+    // A failed atomic batch is a 207 with the failure and 424s; nothing lands.
+    let (r, body) = batch(
+        &[pk, is_batch, atomic],
+        json!([{"operationType": "Upsert", "resourceBody": {"id": "q", "pk": "a"}},
+               {"operationType": "Create", "resourceBody": {"id": "p", "pk": "a"}}]),
+    );
+    assert_eq!(r.status, 207, "{body}");
+    assert_eq!(
+        body,
+        json!([{"statusCode": 424, "requestCharge": 0.0}, body[1].clone()])
+    );
+    assert_eq!(body[1]["statusCode"], 409);
+    assert!(
+        body[1]["message"]
+            .as_str()
+            .unwrap()
+            .contains("already exists")
+    );
+    assert_eq!(
+        r.header("lsn").unwrap(),
+        lsn.to_string(),
+        "nothing was committed"
+    );
+    let (r, _) = call(&gw, signed("GET", "/dbs/d/colls/c/docs/q", &[pk], b""));
+    assert_eq!(r.status, 404);
+
+    // Bulk: each operation names its key and commits on its own.
+    let (r, body) = batch(
+        &[
+            is_batch,
+            ("x-ms-cosmos-batch-atomic", "false"),
+            ("x-ms-cosmos-batch-continue-on-error", "true"),
+        ],
+        json!([{"operationType": "Create", "partitionKey": "[\"b\"]", "resourceBody": {"id": "1", "pk": "b"}},
+               {"operationType": "Create", "partitionKey": "[\"a\"]", "resourceBody": {"id": "p", "pk": "a"}},
+               {"operationType": "Read", "partitionKey": "[\"a\"]", "id": "p"}]),
+    );
+    assert_eq!(r.status, 207, "{body}");
+    let statuses: Vec<&Value> = body
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["statusCode"])
+        .collect();
+    assert_eq!(statuses, [&json!(201), &json!(409), &json!(200)]);
+
+    // Whole-request errors name the problem.
+    for (ops, needle) in [
+        (
+            json!({"operationType": "Create"}),
+            "JSON array of operations",
+        ),
+        (json!([]), "Batch request has no operations."),
+        (
+            json!([{"operationType": "Copy", "id": "p"}]),
+            "unknown batch operation type \"Copy\"",
+        ),
+    ] {
+        let (r, body) = batch(&[pk, is_batch, atomic], ops);
+        assert_error(&r, &body, 400, "BadRequest", needle);
+    }
+    let (r, body) = batch(
+        &[is_batch, atomic],
+        json!([{"operationType": "Read", "id": "p"}]),
+    );
+    assert_error(&r, &body, 400, "BadRequest", "x-ms-documentdb-partitionkey");
+
+    // PATCH, conditional and with Prefer: return=minimal.
+    let patch = |headers: &[(&str, &str)], body: Value| {
+        call(
+            &gw,
+            signed(
+                "PATCH",
+                "/dbs/d/colls/c/docs/p",
+                headers,
+                body.to_string().as_bytes(),
+            ),
+        )
+    };
+    let json_patch = ("content-type", "application/json-patch+json");
+    let (r, body) = patch(
+        &[pk, json_patch],
+        json!({"condition": "from c where c.n = 2", "operations": [{"op": "set", "path": "/n", "value": 7}]}),
+    );
+    assert_eq!((r.status, &body["n"]), (200, &json!(7)), "{body}");
+    assert_eq!(r.header("etag"), body["_etag"].as_str());
+    let (r, body) = patch(
+        &[pk, json_patch],
+        json!({"condition": "from c where c.n = 2", "operations": [{"op": "set", "path": "/n", "value": 8}]}),
+    );
+    assert_error(&r, &body, 412, "PreconditionFailed", "condition");
+    let (r, body) = patch(
+        &[pk, json_patch],
+        json!({"operations": [{"op": "remove", "path": "/nope"}]}),
+    );
+    assert_error(&r, &body, 400, "BadRequest", "/nope does not exist");
+    let (r, body) = patch(
+        &[pk, json_patch, ("prefer", "return=minimal")],
+        json!({"operations": [{"op": "incr", "path": "/n", "value": 1}]}),
+    );
+    assert_eq!((r.status, body), (200, Value::Null));
+    assert!(r.header("etag").is_some());
+    let (_, body) = call(&gw, signed("GET", "/dbs/d/colls/c/docs/p", &[pk], b""));
+    assert_eq!(body["n"], 8);
 }

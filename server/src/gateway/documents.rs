@@ -15,7 +15,7 @@ use crate::wire::{
 };
 
 impl Gateway {
-    fn write_options(&self, req: &WireRequest) -> Result<WriteOptions, WireError> {
+    pub(super) fn write_options(&self, req: &WireRequest) -> Result<WriteOptions, WireError> {
         let list = |name: &str| -> Result<Vec<String>, WireError> {
             Ok(header(&req.headers, name)?
                 .map(|v| {
@@ -84,13 +84,7 @@ impl Gateway {
         };
         let request_charge = response.request_charge();
         let body = response.resource.map_or(Value::Null, Document::into_value);
-        let mut out = WireResponse::json(status, &body)
-            .with("x-ms-request-charge", charge(request_charge))
-            .with("x-ms-session-token", self.write_token());
-        if let Some(etag) = body.get("_etag").and_then(Value::as_str) {
-            out = out.with("etag", etag);
-        }
-        Ok(out)
+        self.written(status, body, request_charge, req)
     }
 
     pub(super) fn read_item(

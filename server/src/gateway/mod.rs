@@ -27,6 +27,7 @@
 //! a response in `responses.rs`.
 
 mod account;
+mod batch;
 mod containers;
 mod databases;
 mod documents;
@@ -180,9 +181,13 @@ impl Gateway {
             };
             response = response.with("x-ms-request-charge", format!("{charge:.2}"));
         }
+        let lsn = self.session.load(Ordering::Relaxed);
         if response.header("x-ms-session-token").is_none() && response.status != 401 {
-            let lsn = self.session.load(Ordering::Relaxed);
             response = response.with("x-ms-session-token", format!("0:-1#{lsn}"));
+        }
+        // The SDKs read `lsn` (a batch is one step after the read before it).
+        if response.status != 401 {
+            response = response.with("lsn", lsn.to_string());
         }
         response
             .with("content-type", "application/json")
@@ -249,7 +254,9 @@ impl Gateway {
                 None => self.read_feed(coll, req),
             },
             ("POST", ["docs"]) => {
-                if flag(&req.headers, "x-ms-cosmos-is-query-plan-request")? {
+                if flag(&req.headers, "x-ms-cosmos-is-batch-request")? {
+                    self.batch(coll, req)
+                } else if flag(&req.headers, "x-ms-cosmos-is-query-plan-request")? {
                     query_plan(req)
                 } else if is_query(req)? {
                     self.query(coll, req)
@@ -260,6 +267,7 @@ impl Gateway {
             ("GET", ["docs", id]) => self.read_item(coll, id, req),
             ("PUT", ["docs", id]) => self.write(coll, Some(id), req),
             ("DELETE", ["docs", id]) => self.delete_item(coll, id, req),
+            ("PATCH", ["docs", id]) => self.patch_item(coll, id, req),
             ("GET", ["pkranges"]) => pkranges(coll, req),
             ("GET", [kind]) if script_kind(kind).is_some() => self.list_scripts(coll, kind, None),
             ("POST", [kind]) if script_kind(kind).is_some() => {

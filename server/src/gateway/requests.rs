@@ -14,12 +14,22 @@ impl Gateway {
     /// The partition key of the request's header, if it has one.
     pub(super) fn partition_key(
         &self,
-        _coll: &CollEntry,
+        coll: &CollEntry,
         req: &WireRequest,
     ) -> Result<Option<PartitionKey>, WireError> {
-        let Some(text) = header(&req.headers, "x-ms-documentdb-partitionkey")? else {
-            return Ok(None);
-        };
+        match header(&req.headers, "x-ms-documentdb-partitionkey")? {
+            Some(text) => self.parse_partition_key(coll, text).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// A partition key in the header's form (`["a"]`), which the SDKs'
+    /// bulk operations also carry in their `partitionKey` member.
+    pub(super) fn parse_partition_key(
+        &self,
+        _coll: &CollEntry,
+        text: &str,
+    ) -> Result<PartitionKey, WireError> {
         let invalid = || {
             WireError::bad_request(format!(
                 "the x-ms-documentdb-partitionkey header {text:?} must be a JSON array with one \
@@ -27,9 +37,9 @@ impl Gateway {
             ))
         };
         match serde_json::from_str::<Value>(text).map_err(|_| invalid())? {
-            Value::Array(items) if items.len() == 1 => PartitionKey::from_value(&items[0])
-                .map(Some)
-                .ok_or_else(invalid),
+            Value::Array(items) if items.len() == 1 => {
+                PartitionKey::from_value(&items[0]).ok_or_else(invalid)
+            }
             _ => Err(invalid()),
         }
     }

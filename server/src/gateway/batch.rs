@@ -1,0 +1,163 @@
+//! Transactional batch, bulk and patch over the wire.
+//!
+//! A batch is a `POST .../docs` with `x-ms-cosmos-is-batch-request: true`
+//! and a JSON array of operations. Atomic (`x-ms-cosmos-batch-atomic`, the
+//! default) it runs in the header's logical partition: 200 with one result
+//! per operation, or, when an operation fails, 207 Multi-Status with that
+//! operation's status and 424 for every other, since the SDKs read the
+//! per-operation array only from a status below 400. Non-atomic (the bulk
+//! executors) each operation carries its own `partitionKey` and commits on
+//! its own. A patch is `PATCH .../docs/{id}` with `{"operations": [...],
+//! "condition": "FROM c WHERE ..."}`.
+
+use engine::{BatchOperation, BatchOperationResult, Document, PartitionKey, Patch};
+use serde_json::{Map, Value, json};
+
+use super::Gateway;
+use super::responses::charge;
+use crate::registry::CollEntry;
+use crate::wire::{WireError, WireRequest, WireResponse, flag, header, json_body};
+
+impl Gateway {
+    pub(super) fn batch(
+        &self,
+        coll: &CollEntry,
+        req: &WireRequest,
+    ) -> Result<WireResponse, WireError> {
+        let Value::Array(items) = json_body(&req.body, "batch request")? else {
+            return Err(WireError::bad_request(
+                "a batch request's body must be a JSON array of operations",
+            ));
+        };
+        // Python sends `True`, JS `true`; a batch without the header is atomic.
+        let atomic = header(&req.headers, "x-ms-cosmos-batch-atomic")?.is_none()
+            || flag(&req.headers, "x-ms-cosmos-batch-atomic")?;
+        let operations = items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| {
+                BatchOperation::from_json(item)
+                    .map_err(|e| WireError::bad_request(format!("batch operation {i}: {e}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let minimal = return_minimal(req)?;
+        let (results, committed) = if atomic {
+            let key = self.required_key(coll, req, "a transactional batch")?;
+            let response = coll.container.execute_batch(key, operations)?;
+            let committed = response.is_success() && response.lsn.is_some();
+            (response.results, committed)
+        } else {
+            let keyed = items
+                .iter()
+                .zip(operations)
+                .map(|(item, op)| Ok((self.operation_key(coll, req, item)?, op)))
+                .collect::<Result<Vec<_>, WireError>>()?;
+            let results = coll.container.execute_bulk(keyed)?;
+            let committed = results.iter().any(BatchOperationResult::is_success);
+            (results, committed)
+        };
+        let status = if results.iter().all(BatchOperationResult::is_success) {
+            200
+        } else {
+            207
+        };
+        let total: f64 = results.iter().map(partita::charge::batch_operation).sum();
+        let body: Vec<Value> = results
+            .into_iter()
+            .map(|r| result_json(r, minimal))
+            .collect();
+        let mut out = WireResponse::json(status, &Value::Array(body))
+            .with("x-ms-request-charge", charge(total));
+        if committed {
+            out = out.with("x-ms-session-token", self.write_token());
+        }
+        Ok(out)
+    }
+
+    /// A bulk operation's partition key: its own `partitionKey` (a JSON
+    /// array as text, as the JS SDK sends it), else the request's header.
+    fn operation_key(
+        &self,
+        coll: &CollEntry,
+        req: &WireRequest,
+        item: &Value,
+    ) -> Result<PartitionKey, WireError> {
+        match item.get("partitionKey") {
+            Some(Value::String(text)) => self.parse_partition_key(coll, text),
+            Some(Value::Array(_)) => {
+                self.parse_partition_key(coll, &item["partitionKey"].to_string())
+            }
+            _ => self.required_key(coll, req, "a bulk operation without a partitionKey"),
+        }
+    }
+
+    pub(super) fn patch_item(
+        &self,
+        coll: &CollEntry,
+        id: &str,
+        req: &WireRequest,
+    ) -> Result<WireResponse, WireError> {
+        let key = self.required_key(coll, req, "patching a document")?;
+        let patch = Patch::from_json(&json_body(&req.body, "patch")?)?;
+        let options = self.write_options(req)?;
+        let response = coll.container.patch_item(key, id, &patch, Some(&options))?;
+        let request_charge = response.request_charge();
+        let doc = response.resource.map_or(Value::Null, Document::into_value);
+        self.written(200, doc, request_charge, req)
+    }
+
+    /// A write's response: the document (or nothing, when the request says
+    /// `Prefer: return=minimal`), its etag, charge and session token.
+    pub(super) fn written(
+        &self,
+        status: u16,
+        doc: Value,
+        request_charge: f64,
+        req: &WireRequest,
+    ) -> Result<WireResponse, WireError> {
+        let mut out = if return_minimal(req)? {
+            WireResponse::empty(status)
+        } else {
+            WireResponse::json(status, &doc)
+        };
+        out = out
+            .with("x-ms-request-charge", charge(request_charge))
+            .with("x-ms-session-token", self.write_token());
+        if let Some(etag) = doc.get("_etag").and_then(Value::as_str) {
+            out = out.with("etag", etag);
+        }
+        Ok(out)
+    }
+}
+
+/// Whether the request asks for no resource in the response
+/// (`Prefer: return=minimal`, sent by the SDKs' `no_response` options).
+pub(super) fn return_minimal(req: &WireRequest) -> Result<bool, WireError> {
+    Ok(header(&req.headers, "prefer")?.is_some_and(|p| {
+        p.split([',', ';'])
+            .any(|t| t.trim().eq_ignore_ascii_case("return=minimal"))
+    }))
+}
+
+/// One operation's result as the SDKs read it.
+fn result_json(result: BatchOperationResult, minimal: bool) -> Value {
+    let mut out = Map::new();
+    out.insert("statusCode".into(), json!(result.status));
+    out.insert(
+        "requestCharge".into(),
+        json!(partita::charge::batch_operation(&result)),
+    );
+    if let Some(substatus) = result.substatus {
+        out.insert("subStatusCode".into(), json!(substatus));
+    }
+    if let Some(etag) = result.etag {
+        out.insert("eTag".into(), json!(etag));
+    }
+    if let Some(message) = result.message {
+        out.insert("message".into(), json!(message));
+    }
+    if !minimal && let Some(doc) = result.resource {
+        out.insert("resourceBody".into(), doc.into_value());
+    }
+    Value::Object(out)
+}
