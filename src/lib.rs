@@ -30,6 +30,7 @@
 //! Non-goals: transactions spanning logical partitions, data sets larger
 //! than memory.
 
+pub mod batch_json;
 pub mod change_feed;
 pub mod charge;
 mod container;

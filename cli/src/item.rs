@@ -1,9 +1,14 @@
 //! `partita item`: point operations on documents (create, upsert, replace,
-//! read, delete), with the pre- and post-triggers a write names.
+//! patch, read, delete), with the pre- and post-triggers a write names, and
+//! transactional batches.
 
 use clap::{Args, Subcommand};
+use partita::batch_json::result_json;
 use partita::charge::Work;
-use partita::{Container, Database, EngineError, ItemResponse, Limits, PartitionKey, WriteOptions};
+use partita::{
+    BatchOperation, Container, Database, EngineError, ItemResponse, Limits, PartitionKey, Patch,
+    WriteOptions,
+};
 use serde_json::{Value, json};
 
 use crate::caps::CapArgs;
@@ -14,7 +19,9 @@ use crate::pk::Pk;
 pub(crate) const EXAMPLES: &str = "Examples:
   partita item create posts --pk p1 --body '{\"id\":\"p1\",\"postId\":\"p1\"}'
   partita item read posts --pk p1 --id p1
-  partita item delete posts --pk p1 --id p1";
+  partita item delete posts --pk p1 --id p1
+  partita item patch posts --pk p1 --id p1 --ops '[{\"op\":\"incr\",\"path\":\"/likes\",\"value\":1}]'
+  partita item batch posts --pk p1 --ops @batch.json";
 
 #[derive(Subcommand)]
 pub(crate) enum ItemCommand {
@@ -33,6 +40,48 @@ pub(crate) enum ItemCommand {
         after_help = "Example: partita item replace posts --pk p1 --if-match '\"00000001-0000000000000001\"' --body '{\"id\":\"p1\",\"postId\":\"p1\"}'"
     )]
     Replace(WriteArgs),
+    /// Patch a document: add, set, replace, remove, incr and move
+    /// operations on JSON-pointer paths (at most 10), applied atomically.
+    #[command(
+        after_help = "Example: partita item patch posts --pk p1 --id p1 --condition 'FROM c WHERE c.likes < 100' --ops '[{\"op\":\"incr\",\"path\":\"/likes\",\"value\":1}]'"
+    )]
+    Patch {
+        /// The container.
+        container: String,
+        #[command(flatten)]
+        pk: Pk,
+        /// The document id.
+        #[arg(long)]
+        id: String,
+        /// The operations, as a JSON array (or `@file` to read it from a file).
+        #[arg(long)]
+        ops: String,
+        /// Apply only if this holds for the document (`FROM c WHERE ...`);
+        /// 412 otherwise.
+        #[arg(long)]
+        condition: Option<String>,
+        /// Only if the document's etag is this.
+        #[arg(long)]
+        if_match: Option<String>,
+        #[command(flatten)]
+        triggers: TriggerArgs,
+    },
+    /// Run a transactional batch in one logical partition: every operation
+    /// or none. Operations are the SDKs' JSON (`operationType` Create,
+    /// Upsert, Read, Replace, Delete or Patch, with `resourceBody`, `id`,
+    /// `ifMatch`); a failed batch exits non-zero naming the operation.
+    #[command(
+        after_help = "Example: partita item batch posts --pk p1 --ops '[{\"operationType\":\"Patch\",\"id\":\"p1\",\"resourceBody\":[{\"op\":\"incr\",\"path\":\"/commentCount\",\"value\":1}]},{\"operationType\":\"Create\",\"resourceBody\":{\"id\":\"c1\",\"postId\":\"p1\"}}]'"
+    )]
+    Batch {
+        /// The container.
+        container: String,
+        #[command(flatten)]
+        pk: Pk,
+        /// The operations, as a JSON array (or `@file` to read it from a file).
+        #[arg(long)]
+        ops: String,
+    },
     /// Read a document.
     #[command(after_help = "Example: partita item read posts --pk p1 --id p1")]
     Read {
@@ -126,6 +175,28 @@ pub(crate) fn run(db: &Database, command: ItemCommand, limits: &Limits) -> anyho
                 })?;
             item_json(container.replace_item(pk, &id, body, Some(&options))?)
         }
+        ItemCommand::Patch {
+            container,
+            pk,
+            id,
+            ops,
+            condition,
+            if_match,
+            triggers,
+        } => {
+            let mut patch = Patch::from_json(&json_argument("--ops", &ops)?)?;
+            if let Some(condition) = condition {
+                patch = patch.with_condition(&condition)?;
+            }
+            let options = triggers.options(if_match, limits);
+            item_json(db.container(&container)?.patch_item(
+                pk.key()?,
+                &id,
+                &patch,
+                Some(&options),
+            )?)
+        }
+        ItemCommand::Batch { container, pk, ops } => batch(db, &container, pk, &ops)?,
         ItemCommand::Read { container, pk, id } => {
             let doc = db.container(&container)?.read_item(pk.key()?, &id)?;
             let size = doc.to_string().len() as u64;
@@ -149,6 +220,83 @@ pub(crate) fn run(db: &Database, command: ItemCommand, limits: &Limits) -> anyho
             )
         }
     })
+}
+
+/// Runs a transactional batch: the results as the SDKs get them, or the
+/// failing operation's error.
+fn batch(db: &Database, container: &str, pk: Pk, ops: &str) -> anyhow::Result<Value> {
+    let Value::Array(items) = json_argument("--ops", ops)? else {
+        return Err(EngineError::BadRequest(
+            "--ops must be a JSON array of batch operations".to_owned(),
+        )
+        .into());
+    };
+    let operations = items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| {
+            BatchOperation::from_json(item)
+                .map_err(|e| EngineError::BadRequest(format!("batch operation {i}: {e}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let response = db
+        .container(container)?
+        .execute_batch(pk.key()?, operations)?;
+    if let Some(i) = response.failed {
+        let failed = &response.results[i];
+        let message = failed.message.clone().unwrap_or_default();
+        return Err(anyhow::Error::new(BatchFailed {
+            index: i,
+            status: failed.status,
+            message,
+        }));
+    }
+    let charge: f64 = response
+        .results
+        .iter()
+        .map(partita::charge::batch_operation)
+        .sum();
+    let results: Vec<Value> = response
+        .results
+        .iter()
+        .map(|r| result_json(r, true))
+        .collect();
+    Ok(json!({"results": results, "requestCharge": charge}))
+}
+
+/// A batch whose operation `index` failed: nothing was applied.
+#[derive(Debug)]
+pub(crate) struct BatchFailed {
+    /// The failing operation.
+    pub(crate) index: usize,
+    /// Its status.
+    pub(crate) status: u16,
+    message: String,
+}
+
+impl std::fmt::Display for BatchFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "batch operation {} failed with status {}, so nothing was applied: {}",
+            self.index, self.status, self.message
+        )
+    }
+}
+
+impl std::error::Error for BatchFailed {}
+
+/// A JSON argument given inline or as `@file`.
+fn json_argument(what: &str, text: &str) -> anyhow::Result<Value> {
+    match text.strip_prefix('@') {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                EngineError::BadRequest(format!("cannot read {what} file {path}: {e}"))
+            })?;
+            Ok(parse_json(what, &text)?)
+        }
+        None => Ok(parse_json(what, text)?),
+    }
 }
 
 fn write_args(

@@ -57,7 +57,11 @@ pub(crate) fn error_json(err: &anyhow::Error) -> Value {
             "substatus": e.substatus().unwrap_or(0),
             "message": e.to_string(),
         }),
-        _ => json!({"status": 400, "substatus": 0, "message": format!("{err:#}")}),
+        _ => match err.downcast_ref::<crate::item::BatchFailed>() {
+            Some(e) => json!({"status": e.status, "substatus": 0, "message": e.to_string(),
+                              "failedOperation": e.index}),
+            None => json!({"status": 400, "substatus": 0, "message": format!("{err:#}")}),
+        },
     };
     if let Some(logs) = err
         .downcast_ref::<Error>()

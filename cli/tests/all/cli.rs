@@ -1099,3 +1099,92 @@ fn bounded_execution_can_be_exercised_from_the_command_line() {
     ]);
     assert_eq!(count(&cli), 3, "the item, not its companion");
 }
+
+#[test]
+fn patches_and_transactional_batches_from_the_command_line() {
+    let cli = Cli::new();
+    cli.ok(&["container", "create", "posts", "--pk", "/postId"]);
+    cli.ok(&[
+        "item",
+        "create",
+        "posts",
+        "--pk",
+        "p1",
+        "--body",
+        r#"{"id":"p1","postId":"p1","comments":0}"#,
+    ]);
+    let patched = cli.ok(&[
+        "item",
+        "patch",
+        "posts",
+        "--pk",
+        "p1",
+        "--id",
+        "p1",
+        "--condition",
+        "FROM c WHERE c.comments = 0",
+        "--ops",
+        r#"[{"op":"incr","path":"/comments","value":2},{"op":"add","path":"/tags","value":["a"]}]"#,
+    ]);
+    assert_eq!(patched["resource"]["comments"], 2);
+    let (ok, err) = cli.run(&[
+        "item",
+        "patch",
+        "posts",
+        "--pk",
+        "p1",
+        "--id",
+        "p1",
+        "--condition",
+        "FROM c WHERE c.comments = 0",
+        "--ops",
+        r#"[{"op":"remove","path":"/tags"}]"#,
+    ]);
+    assert!(!ok);
+    assert_eq!(err["status"], 412, "{err}");
+
+    let ops = cli.dir.path().join("ops.json");
+    std::fs::write(
+        &ops,
+        json!([
+            {"operationType": "Patch", "id": "p1", "resourceBody": [{"op": "incr", "path": "/comments", "value": 1}]},
+            {"operationType": "Create", "resourceBody": {"id": "c1", "postId": "p1"}},
+        ])
+        .to_string(),
+    )
+    .unwrap();
+    let file_arg = format!("@{}", ops.display());
+    let response = cli.ok(&["item", "batch", "posts", "--pk", "p1", "--ops", &file_arg]);
+    let statuses: Vec<&Value> = response["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["statusCode"])
+        .collect();
+    assert_eq!(statuses, [&json!(200), &json!(201)], "{response}");
+    assert_eq!(response["results"][0]["resourceBody"]["comments"], 3);
+
+    // The same batch again: the create fails, so the patch is not applied.
+    let (ok, err) = cli.run(&["item", "batch", "posts", "--pk", "p1", "--ops", &file_arg]);
+    assert!(!ok);
+    assert_eq!(
+        (err["status"].clone(), err["failedOperation"].clone()),
+        (json!(409), json!(1)),
+        "{err}"
+    );
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .contains("nothing was applied"),
+        "{err}"
+    );
+    let post = cli.ok(&["item", "read", "posts", "--pk", "p1", "--id", "p1"]);
+    assert_eq!(post["resource"]["comments"], 3);
+    let (ok, err) = cli.run(&["item", "batch", "posts", "--pk", "p1", "--ops", "[]"]);
+    assert!(!ok);
+    assert!(
+        err["message"].as_str().unwrap().contains("no operations"),
+        "{err}"
+    );
+}

@@ -11,7 +11,8 @@
 //! "condition": "FROM c WHERE ..."}`.
 
 use engine::{BatchOperation, BatchOperationResult, Document, PartitionKey, Patch};
-use serde_json::{Map, Value, json};
+use partita::batch_json::result_json;
+use serde_json::Value;
 
 use super::Gateway;
 use super::responses::charge;
@@ -62,10 +63,7 @@ impl Gateway {
             207
         };
         let total: f64 = results.iter().map(partita::charge::batch_operation).sum();
-        let body: Vec<Value> = results
-            .into_iter()
-            .map(|r| result_json(r, minimal))
-            .collect();
+        let body: Vec<Value> = results.iter().map(|r| result_json(r, !minimal)).collect();
         let mut out = WireResponse::json(status, &Value::Array(body))
             .with("x-ms-request-charge", charge(total));
         if committed {
@@ -137,27 +135,4 @@ pub(super) fn return_minimal(req: &WireRequest) -> Result<bool, WireError> {
         p.split([',', ';'])
             .any(|t| t.trim().eq_ignore_ascii_case("return=minimal"))
     }))
-}
-
-/// One operation's result as the SDKs read it.
-fn result_json(result: BatchOperationResult, minimal: bool) -> Value {
-    let mut out = Map::new();
-    out.insert("statusCode".into(), json!(result.status));
-    out.insert(
-        "requestCharge".into(),
-        json!(partita::charge::batch_operation(&result)),
-    );
-    if let Some(substatus) = result.substatus {
-        out.insert("subStatusCode".into(), json!(substatus));
-    }
-    if let Some(etag) = result.etag {
-        out.insert("eTag".into(), json!(etag));
-    }
-    if let Some(message) = result.message {
-        out.insert("message".into(), json!(message));
-    }
-    if !minimal && let Some(doc) = result.resource {
-        out.insert("resourceBody".into(), doc.into_value());
-    }
-    Value::Object(out)
 }
