@@ -12,7 +12,7 @@
 //! timed, so the latency column does not include serializing it.
 
 use partita::charge::Work;
-use partita::{Document, ItemResponse, ProcedureResponse, QueryPage};
+use partita::{BatchResponse, Document, ItemResponse, ProcedureResponse, QueryPage};
 
 /// A response that reports what it cost, in request units.
 pub(crate) trait RequestCharge {
@@ -40,6 +40,17 @@ impl RequestCharge for ProcedureResponse {
 impl RequestCharge for ItemResponse {
     fn request_charge(&self) -> Option<f64> {
         Some(partita::charge::Work::call(&self.stats).request_charge())
+    }
+}
+
+impl RequestCharge for BatchResponse {
+    fn request_charge(&self) -> Option<f64> {
+        Some(
+            self.results
+                .iter()
+                .map(partita::charge::batch_operation)
+                .sum(),
+        )
     }
 }
 

@@ -318,7 +318,7 @@ impl Report<'_> {
         out += &rule;
         out += "\n";
         for (row, pattern) in Pattern::ALL.iter().enumerate() {
-            let mut line = format!("{} {:<31}", pattern.name(), pattern.description());
+            let mut line = format!("{:<3} {:<30}", pattern.name(), pattern.description());
             for (version, measured) in self.results {
                 let m = &measured[row];
                 let (ms, ru) = pattern.published(*version);

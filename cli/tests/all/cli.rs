@@ -791,7 +791,9 @@ fn demo_writes_its_table_as_json_and_runs_durably() {
         .collect();
     assert_eq!(
         names,
-        ["C1", "Q1", "C2", "Q2", "Q3", "C3", "Q4", "C4", "Q5", "Q6"]
+        [
+            "C1", "Q1", "C2", "Q2", "Q3", "C3", "C3b", "Q4", "C4", "C4b", "Q5", "Q6"
+        ]
     );
     for request in requests {
         for model in ["V1", "V2", "V3"] {
@@ -803,7 +805,7 @@ fn demo_writes_its_table_as_json_and_runs_durably() {
         }
     }
     assert_eq!(
-        requests[9]["models"]["V1"]["published"]["request_charge"],
+        requests[11]["models"]["V1"]["published"]["request_charge"],
         2063.54
     );
     assert_eq!(report["invariants"].as_array().unwrap().len(), 5);
