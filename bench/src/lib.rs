@@ -234,6 +234,11 @@ pub trait Target: Send + Sync {
     /// # Errors
     /// [`BenchError::Check`] when the data disagrees.
     fn verify(&mut self, workload: Workload, calls: u64) -> Result<(), BenchError>;
+    /// Why the target has no way to run `workload`, if it has none (its
+    /// rows are then skipped with this reason).
+    fn skips(&self, _workload: Workload) -> Option<&str> {
+        None
+    }
 }
 
 /// One caller's connection to a [`Target`].

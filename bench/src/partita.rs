@@ -15,13 +15,17 @@
 //! `truncateFeed.wat`); the feed read is a query natively and a small
 //! readFeed procedure in the script flavors, as JavaScript runs it
 //! ([`READ_FEED_JS`], `bench/src/wat/readFeed.wat` for both Wasm flavors).
-//! The peers run theirs as a script or a query too.
+//! The peers run theirs as a script or a query too. The batch flavor is the
+//! script-free createComment: one transactional batch of a patch that
+//! counts the comment and the comment's create; it has no truncateFeed
+//! (that needs the feed's oldest posts, which a batch cannot find) and reads
+//! the feed with the native query.
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use partita::{
-    Container, Database, Options, QueryOptions, ScriptKind, ScriptProperties, TriggerOperation,
-    TriggerType, WriteOptions,
+    BatchOperation, Container, Database, Options, Patch, QueryOptions, ScriptKind,
+    ScriptProperties, TriggerOperation, TriggerType, WriteOptions,
 };
 use partita_workload::blog;
 use serde_json::{Value, json};
@@ -67,6 +71,8 @@ pub enum Flavor {
     Wasm,
     /// The hand-written WebAssembly text modules of `sprocs/samples/wat`.
     Wat,
+    /// No script: createComment as one transactional batch.
+    Batch,
 }
 
 impl Flavor {
@@ -77,17 +83,22 @@ impl Flavor {
             Flavor::JavaScript => crate::report::PARTITA_JS,
             Flavor::Wasm => crate::report::PARTITA_WASM,
             Flavor::Wat => PARTITA_WAT,
+            Flavor::Batch => PARTITA_BATCH,
         }
     }
 
     /// Every flavor, in the report's order.
-    pub const ALL: [Flavor; 4] = [
+    pub const ALL: [Flavor; 5] = [
         Flavor::Native,
+        Flavor::Batch,
         Flavor::JavaScript,
         Flavor::Wasm,
         Flavor::Wat,
     ];
 }
+
+/// The system name of the batch flavor.
+pub const PARTITA_BATCH: &str = "Partita batch";
 
 /// The system name of the WAT flavor.
 pub const PARTITA_WAT: &str = "Partita Wasm (WAT)";
@@ -120,7 +131,7 @@ fn scripts(flavor: Flavor) -> Result<Vec<(bool, ScriptProperties)>, String> {
         ..body
     };
     Ok(match flavor {
-        Flavor::Native => Vec::new(),
+        Flavor::Native | Flavor::Batch => Vec::new(),
         Flavor::JavaScript => vec![
             (
                 true,
@@ -318,7 +329,16 @@ impl Target for PartitaTarget {
                 post_triggers: vec!["truncateFeed".into()],
                 ..WriteOptions::default()
             },
+            count_comment: Patch::from_json(
+                &json!([{"op": "incr", "path": "/commentCount", "value": 1}]),
+            )
+            .map_err(partita::Error::from)?,
         }))
+    }
+
+    fn skips(&self, workload: Workload) -> Option<&str> {
+        (self.flavor == Flavor::Batch && workload == Workload::TruncateFeed)
+            .then_some("a batch cannot find the feed's oldest posts; truncateFeed needs a script")
     }
 
     fn verify(&mut self, workload: Workload, calls: u64) -> Result<(), BenchError> {
@@ -363,6 +383,8 @@ pub struct PartitaCaller {
     posts: Container,
     feed: Container,
     triggers: WriteOptions,
+    /// The batch flavor's patch of the post.
+    count_comment: Patch,
 }
 
 impl Caller for PartitaCaller {
@@ -392,7 +414,27 @@ impl Caller for PartitaCaller {
                     Ok::<_, partita::Error>(1 + surplus)
                 })?)
             }
-            (Flavor::Native, Call::FeedRead) => {
+            (Flavor::Batch, Call::CreateComment { post_id, comment }) => {
+                let count = self.count_comment.clone();
+                let response = self.posts.execute_batch(
+                    post_id.as_str(),
+                    vec![
+                        BatchOperation::patch(post_id.as_str(), count),
+                        BatchOperation::create(comment),
+                    ],
+                )?;
+                match response.failed {
+                    None => Ok(2),
+                    Some(i) => Err(BenchError::Check(format!(
+                        "batch operation {i} failed: {:?}",
+                        response.results[i].message
+                    ))),
+                }
+            }
+            (Flavor::Batch, Call::TruncateFeed { .. }) => Err(BenchError::Check(
+                "the batch flavor has no truncateFeed".to_owned(),
+            )),
+            (Flavor::Native | Flavor::Batch, Call::FeedRead) => {
                 let options = QueryOptions {
                     partition_key: Some("post".into()),
                     ..QueryOptions::default()

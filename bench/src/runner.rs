@@ -90,7 +90,10 @@ pub fn run(slots: &mut [Slot], config: &Config, mut progress: impl FnMut(&Row)) 
     for &spec in &config.rows {
         for slot in slots.iter_mut() {
             let outcome = match slot {
-                Slot::Ready(target) => run_row(target.as_mut(), spec, config.budget),
+                Slot::Ready(target) => match target.skips(spec.workload) {
+                    Some(reason) => Outcome::Skipped(reason.to_owned()),
+                    None => run_row(target.as_mut(), spec, config.budget),
+                },
                 Slot::Skipped { reason, .. } => Outcome::Skipped(reason.clone()),
             };
             let row = Row {

@@ -7,6 +7,17 @@
 //!     --calls 2000 --seed 7 --concurrency 2
 //! ```
 //!
+//! With `--batch` instead of a procedure, each call is a transactional batch
+//! whose operations are the parameters (the SDKs' JSON), with a fault at
+//! each operation and crashes at commit:
+//!
+//! ```text
+//! partita fuzz posts --batch --pk p1 --params '[{"operationType": "Patch", "id": "$pk",
+//!     "resourceBody": [{"op": "incr", "path": "/commentCount", "value": 1}]},
+//!     {"operationType": "Create", "resourceBody": {"id": "$seed", "postId": "$pk"}}]' \
+//!     --invariant "SELECT VALUE SUM(c.type = 'post' ? c.commentCount : -1) FROM c" --expect '[0]'
+//! ```
+//!
 //! The container's partition-key path, the procedure and the container's
 //! user-defined functions come from the database (`--data DIR`); the seed
 //! documents from `--data-file` (JSON lines) or, without it, from the named
@@ -37,7 +48,12 @@ pub(crate) struct FuzzArgs {
     /// The container whose procedure to fuzz.
     container: String,
     /// The stored procedure.
-    procedure: String,
+    #[arg(required_unless_present = "batch")]
+    procedure: Option<String>,
+    /// Fuzz a transactional batch instead: the parameters are its
+    /// operations (`{"operationType": "Create", "resourceBody": {...}}`).
+    #[arg(long, conflicts_with = "procedure")]
+    batch: bool,
     /// A logical partition to call in (a string key); repeatable.
     #[arg(long = "pk", value_name = "VALUE")]
     pks: Vec<String>,
@@ -158,15 +174,18 @@ fn run(
     if keys.is_empty() {
         bail!("name at least one partition with --pk or --pk-json");
     }
-    let procedure = container.read_script(ScriptKind::StoredProcedure, &args.procedure)?;
-    let mut scripts = vec![ScriptProperties {
-        id: procedure.id.clone(),
-        kind: procedure.kind,
-        language: procedure.language,
-        body: procedure.body.to_vec(),
-        trigger_type: None,
-        trigger_operation: None,
-    }];
+    let mut scripts = Vec::new();
+    if let Some(id) = &args.procedure {
+        let procedure = container.read_script(ScriptKind::StoredProcedure, id)?;
+        scripts.push(ScriptProperties {
+            id: procedure.id.clone(),
+            kind: procedure.kind,
+            language: procedure.language,
+            body: procedure.body.to_vec(),
+            trigger_type: None,
+            trigger_operation: None,
+        });
+    }
     for udf in container.list_scripts(ScriptKind::UserDefinedFunction) {
         scripts.push(ScriptProperties {
             id: udf.id.clone(),
@@ -215,16 +234,17 @@ fn run(
         (None, None) => bail!("give --params or --params-file"),
     };
     let expect: Value = serde_json::from_str(&args.expect).context("--expect: not JSON")?;
-    let mut config = FuzzConfig::new(
-        container.partition_key_path().as_str(),
-        scripts.remove(0),
-        keys,
-        params_from_templates(templates),
-        Invariant::Query {
-            sql: args.invariant.clone(),
-            expect,
-        },
-    );
+    let invariant = Invariant::Query {
+        sql: args.invariant.clone(),
+        expect,
+    };
+    let path = container.partition_key_path().as_str();
+    let params = params_from_templates(templates);
+    let mut config = if args.batch {
+        FuzzConfig::batch(path, keys, params, invariant)
+    } else {
+        FuzzConfig::new(path, scripts.remove(0), keys, params, invariant)
+    };
     config.scripts.extend(scripts);
     config.seed_documents = seed_documents;
     config.calls = args.calls;

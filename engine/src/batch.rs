@@ -328,20 +328,35 @@ pub(crate) fn execute(
     check(&operations)?;
     let n = operations.len();
     let mut txn = container.begin(partition_key)?;
-    let mut results = Vec::with_capacity(n);
-    for (i, op) in operations.into_iter().enumerate() {
-        match run(&mut txn, op) {
-            Ok(result) => results.push(result),
-            // Dropping `txn` rolls back what the earlier operations did.
-            Err(err) => return Ok(failed(n, i, &err)),
-        }
+    match run_in(&mut txn, operations, |_| Ok::<(), Error>(())) {
+        Ok(results) => Ok(BatchResponse {
+            results,
+            failed: None,
+            lsn: txn.commit()?,
+        }),
+        // Dropping `txn` rolls back what the earlier operations did.
+        Err((i, err)) => Ok(failed(n, i, &err)),
     }
-    let lsn = txn.commit()?;
-    Ok(BatchResponse {
-        results,
-        failed: None,
-        lsn,
-    })
+}
+
+/// Runs `operations` in order in `txn`, which the caller then commits or
+/// drops. `before(i)` runs before operation `i`; an error from it fails
+/// that operation (the fuzzer injects faults this way). Stops at the first
+/// failure, with its index.
+///
+/// # Errors
+/// The index of the operation that failed, and why.
+pub fn run_in<E: From<Error>>(
+    txn: &mut Txn,
+    operations: Vec<BatchOperation>,
+    mut before: impl FnMut(usize) -> Result<(), E>,
+) -> Result<Vec<BatchOperationResult>, (usize, E)> {
+    let mut results = Vec::with_capacity(operations.len());
+    for (i, op) in operations.into_iter().enumerate() {
+        before(i).map_err(|e| (i, e))?;
+        results.push(run(txn, op).map_err(|e| (i, E::from(e)))?);
+    }
+    Ok(results)
 }
 
 /// The response of a batch of `n` operations whose operation `i` failed
@@ -364,7 +379,7 @@ fn failed(n: usize, i: usize, err: &Error) -> BatchResponse {
 }
 
 /// Runs one operation in `txn`.
-pub(crate) fn run(txn: &mut Txn, op: BatchOperation) -> Result<BatchOperationResult> {
+fn run(txn: &mut Txn, op: BatchOperation) -> Result<BatchOperationResult> {
     let BatchOperation {
         kind,
         if_match,

@@ -48,6 +48,11 @@
 //!
 //! Procedures run through the facade's own procedure path (`run_procedure`
 //! in `scripts.rs`), so any language the facade runs is fuzzed the same way.
+//! A transactional batch ([`FuzzConfig::batch`]) is fuzzed the same way
+//! too: its operations run through the engine's own batch path
+//! ([`engine::batch::run_in`]) with a fault at each operation (the k-th
+//! operation fails with an injected status) or a crash at commit; a batch
+//! has no budget to cut short.
 //! Today that is JavaScript; a WebAssembly host must end the call (trap)
 //! when a host import returns a fatal error, as the JavaScript runtime does.
 
@@ -174,8 +179,12 @@ pub struct FuzzConfig {
     /// Scripts to install: the procedure under test and any UDFs it (or the
     /// invariant) uses.
     pub scripts: Vec<ScriptProperties>,
-    /// The id of the stored procedure to call.
+    /// The id of the stored procedure to call (unused for a batch).
     pub procedure: String,
+    /// Fuzz a transactional batch instead of a procedure: each call's
+    /// parameters (from `params`) are the batch's operations in the SDKs'
+    /// JSON (`{"operationType": "Create", "resourceBody": {...}}`).
+    pub batch: bool,
     /// Documents loaded before the first call, each into the partition its
     /// key names.
     pub seed_documents: Vec<Value>,
@@ -215,6 +224,7 @@ impl FuzzConfig {
         FuzzConfig {
             partition_key_path: partition_key_path.into(),
             procedure: procedure.id.clone(),
+            batch: false,
             scripts: vec![procedure],
             seed_documents: Vec::new(),
             partition_keys,
@@ -227,6 +237,26 @@ impl FuzzConfig {
             clean_percent: 15,
             limits: Limits::default(),
             shrink: true,
+        }
+    }
+}
+
+impl FuzzConfig {
+    /// A configuration that fuzzes a transactional batch: `params` makes
+    /// each call's operations. The other defaults are those of
+    /// [`FuzzConfig::new`].
+    pub fn batch(
+        partition_key_path: impl Into<String>,
+        partition_keys: Vec<PartitionKey>,
+        params: ParamsGenerator,
+        invariant: Invariant,
+    ) -> FuzzConfig {
+        let noop = ScriptProperties::stored_procedure("batch", "function batch() {}");
+        FuzzConfig {
+            procedure: "(batch)".to_owned(),
+            batch: true,
+            scripts: Vec::new(),
+            ..FuzzConfig::new(partition_key_path, noop, partition_keys, params, invariant)
         }
     }
 }
@@ -546,10 +576,11 @@ fn run_once(
             "name at least one partition key to call the procedure in".into(),
         ));
     }
-    if !config
-        .scripts
-        .iter()
-        .any(|s| s.kind == ScriptKind::StoredProcedure && s.id == config.procedure)
+    if !config.batch
+        && !config
+            .scripts
+            .iter()
+            .any(|s| s.kind == ScriptKind::StoredProcedure && s.id == config.procedure)
     {
         return Err(FuzzError::Config(format!(
             "the scripts to install include no stored procedure {:?}",
@@ -860,7 +891,10 @@ fn one_call(
     let pk = config.partition_keys[rng.below(config.partition_keys.len() as u64) as usize].clone();
     let params = (config.params)(&mut rng, &pk);
     let container = db.container(CONTAINER)?;
-    let script = container.read_script(ScriptKind::StoredProcedure, &config.procedure)?;
+    let script = match config.batch {
+        true => None,
+        false => Some(container.read_script(ScriptKind::StoredProcedure, &config.procedure)?),
+    };
     let mut base = Violation {
         call: index,
         call_seed: seed,
@@ -921,7 +955,8 @@ fn one_call(
 /// what the clean run, the faulted run and the checks share.
 struct Call {
     container: Container,
-    script: Script,
+    /// The procedure; `None` for a batch.
+    script: Option<Script>,
     pk: PartitionKey,
     params: Vec<Value>,
     seed: u64,
@@ -973,11 +1008,26 @@ fn budget_used(language: ScriptLanguage, stats: &crate::Statistics) -> u64 {
 fn clean_run(config: &FuzzConfig, call: &Call) -> Result<CleanRun, FuzzError> {
     let (_scratch_db, copy) = scratch(config, &call.pk, &call.pre)?;
     let mut ctxn = copy.begin(call.pk.clone())?;
+    let Some(script) = &call.script else {
+        let ops = u32::try_from(call.params.len()).unwrap_or(u32::MAX);
+        let ok = run_batch(&mut ctxn, &call.params, None).is_ok();
+        let state = if ok {
+            txn_documents(&ctxn)
+        } else {
+            call.pre.clone()
+        };
+        return Ok(CleanRun {
+            state,
+            ops,
+            budget: 0,
+            ok,
+        });
+    };
     attach_udfs(&call.container, &mut ctxn, &config.limits);
     let mut counting = faulty(&mut ctxn, None);
     runtime::seed_generated_ids(call.seed);
     let result = run_procedure(
-        &call.script,
+        script,
         copy.data_dir(),
         &mut counting,
         call.params.clone(),
@@ -985,8 +1035,8 @@ fn clean_run(config: &FuzzConfig, call: &Call) -> Result<CleanRun, FuzzError> {
     );
     let ops = u32::try_from(counting.hooks.ops.len()).unwrap_or(u32::MAX);
     let budget = match &result {
-        Ok(r) => budget_used(call.script.language, &r.stats),
-        Err(Error::Script(f)) => budget_used(call.script.language, &f.stats),
+        Ok(r) => budget_used(script.language, &r.stats),
+        Err(Error::Script(f)) => budget_used(script.language, &f.stats),
         Err(Error::Engine(_)) => 0,
     };
     let ok = result.is_ok();
@@ -1003,6 +1053,49 @@ fn clean_run(config: &FuzzConfig, call: &Call) -> Result<CleanRun, FuzzError> {
     })
 }
 
+/// Runs a batch's operations (the call's parameters) in `txn` through the
+/// engine's batch path, failing operation `fault.op` (1-based) with its
+/// status when given. Its results as a procedure's body, so the rest of
+/// the fuzzer treats both alike.
+fn run_batch(txn: &mut Txn, params: &[Value], fault: Option<OpFault>) -> CallResult {
+    let operations = params
+        .iter()
+        .map(engine::BatchOperation::from_json)
+        .collect::<Result<Vec<_>, _>>()?;
+    let inject = |i: usize| match fault {
+        Some(f) if f.op as usize == i + 1 => Err(host_api::HostError::new(
+            f.code,
+            format!("batch operation {i} failed (injected {})", f.code.as_u16()),
+        )),
+        _ => Ok(()),
+    };
+    match engine::batch::run_in(txn, operations, inject) {
+        Ok(results) => {
+            let mut stats = crate::Statistics::default();
+            for r in &results {
+                stats.add(r.stats);
+            }
+            let body = results
+                .iter()
+                .map(|r| crate::batch_json::result_json(r, false))
+                .collect();
+            Ok(crate::ProcedureResponse {
+                body: Value::Array(body),
+                logs: String::new(),
+                stats,
+            })
+        }
+        // The failure as the fuzzer records any call's: its status and
+        // message (the host error type carries both).
+        Err((_, error)) => Err(Error::Script(Box::new(crate::ScriptFailure {
+            error: runtime::Error::Host(error),
+            logs: String::new(),
+            stats: crate::Statistics::default(),
+            operation: None,
+        }))),
+    }
+}
+
 /// Runs the call on the real partition with its fault; returns the result
 /// and the operation a host fault failed, if the call got that far.
 fn faulted_run(
@@ -1011,7 +1104,18 @@ fn faulted_run(
     txn: &mut Txn,
     fault: Fault,
 ) -> (CallResult, Option<(u32, &'static str)>) {
-    let limits = match (fault, call.script.language) {
+    let plan = match fault {
+        Fault::Op(f) => Some(f),
+        _ => None,
+    };
+    let Some(script) = &call.script else {
+        let result = run_batch(txn, &call.params, plan);
+        let injected = plan
+            .filter(|f| f.op as usize <= call.params.len())
+            .map(|f| (f.op, "batch operation"));
+        return (result, injected);
+    };
+    let limits = match (fault, script.language) {
         (Fault::Budget(n), ScriptLanguage::JavaScript) => Limits {
             instructions: n,
             ..config.limits.clone()
@@ -1023,14 +1127,10 @@ fn faulted_run(
         },
         _ => config.limits.clone(),
     };
-    let plan = match fault {
-        Fault::Op(f) => Some(f),
-        _ => None,
-    };
     let mut faulty = faulty(txn, plan);
     runtime::seed_generated_ids(call.seed);
     let result = run_procedure(
-        &call.script,
+        script,
         call.container.data_dir(),
         &mut faulty,
         call.params.clone(),
@@ -1059,10 +1159,10 @@ fn record_fault(
             .entry(format!("op {n} ({name})"))
             .or_default() += 1;
     }
-    if let (Fault::Budget(_), Err(Error::Script(f))) = (fault, result)
+    if let (Fault::Budget(_), Err(Error::Script(f)), Some(script)) = (fault, result, &call.script)
         && matches!(f.error, runtime::Error::Budget(_))
     {
-        let point = match call.script.language {
+        let point = match script.language {
             ScriptLanguage::JavaScript => "instructions",
             ScriptLanguage::Wasm => "fuel",
         };
@@ -1220,7 +1320,8 @@ fn choose_fault(
     if ops > 0 && faults.host_errors {
         kinds.push(0);
     }
-    if ops > 0 && faults.host_aborts {
+    // A batch has no callbacks: an abort would be the same fault twice.
+    if ops > 0 && faults.host_aborts && !config.batch {
         kinds.push(1);
     }
     if instructions > 1 && faults.budgets {

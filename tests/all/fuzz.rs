@@ -283,3 +283,54 @@ fn bad_configurations_are_refused_with_400() {
         400
     );
 }
+
+/// The script-free createComment, a batch of the post's patch and the
+/// comment's create, stays atomic with a fault at each operation and
+/// crashes at commit, sequentially and concurrently.
+#[test]
+fn a_create_comment_batch_is_atomic_under_every_fault() {
+    for concurrency in [1, 2] {
+        let keys: Vec<PartitionKey> = (1..=2).map(|i| format!("p{i}").into()).collect();
+        let mut config = FuzzConfig::batch(
+            "/postId",
+            keys.clone(),
+            params_from_templates(vec![vec![
+                json!({"operationType": "Patch", "id": "$pk",
+                       "resourceBody": [{"op": "incr", "path": "/commentCount", "value": 1}]}),
+                json!({"operationType": "Create",
+                       "resourceBody": {"id": "$seed", "postId": "$pk", "text": "hi"}}),
+            ]]),
+            Invariant::Query {
+                sql: "SELECT VALUE SUM(c.type = 'post' ? c.commentCount : -1) FROM c".into(),
+                expect: json!([0]),
+            },
+        );
+        config.seed_documents = keys
+            .iter()
+            .map(|k| json!({"id": k.to_value(), "postId": k.to_value(), "type": "post", "commentCount": 0}))
+            .collect();
+        config.calls = calls();
+        config.concurrency = concurrency;
+        let report = fuzz::run(&config).expect("run");
+        let json = report.to_json();
+        assert_eq!(report.violation, None, "{json:#}");
+        assert_eq!(report.calls, config.calls);
+        for kind in [
+            "none",
+            "host_error",
+            "crash_before_durable_write",
+            "crash_after_durable_write",
+        ] {
+            assert!(
+                report.faults.get(kind).copied().unwrap_or(0) > 0,
+                "no {kind} fault: {json:#}"
+            );
+        }
+        for point in ["op 1 (batch operation)", "op 2 (batch operation)"] {
+            assert!(
+                report.fault_points.contains_key(point),
+                "no fault at {point}: {json:#}"
+            );
+        }
+    }
+}

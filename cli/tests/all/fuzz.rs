@@ -182,3 +182,53 @@ fn fuzz_setup_errors_are_json_on_stderr() {
         assert_eq!(err["status"], status, "{args:?}: {err}");
     }
 }
+
+#[test]
+fn fuzz_runs_a_batch_as_it_runs_a_procedure() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    setup(&data);
+    let ops = r#"[{"operationType": "Patch", "id": "$pk",
+                   "resourceBody": [{"op": "incr", "path": "/commentCount", "value": 1}]},
+                  {"operationType": "Create", "resourceBody": {"id": "$seed", "postId": "$pk"}}]"#;
+    let args = [
+        "fuzz",
+        "posts",
+        "--batch",
+        "--pk",
+        "p1",
+        "--pk",
+        "p2",
+        "--params",
+        ops,
+        "--invariant",
+        INVARIANT,
+        "--expect",
+        "[0]",
+        "--calls",
+        "80",
+        "--concurrency",
+        "2",
+    ];
+    let out = partita(&data, &args);
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(out.status.code(), Some(0), "{report:#}");
+    assert_eq!(
+        (report["violations"].clone(), report["calls"].clone()),
+        (0.into(), 80.into())
+    );
+    assert!(
+        report["faults_injected"].as_u64().unwrap_or(0) > 0,
+        "{report:#}"
+    );
+    // A batch that breaks the invariant is caught.
+    let broken =
+        r#"[{"operationType": "Create", "resourceBody": {"id": "$seed", "postId": "$pk"}}]"#;
+    let mut args = args.to_vec();
+    args[8] = broken;
+    let out = partita(&data, &args);
+    let report: Value = serde_json::from_slice(&out.stdout).expect("report");
+    assert_eq!(out.status.code(), Some(1), "{report:#}");
+    assert_eq!(report["first_violation"]["kind"], "invariant", "{report:#}");
+}
