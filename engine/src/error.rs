@@ -55,6 +55,25 @@ pub enum Error {
         /// The clashing id.
         id: String,
     },
+    /// A write would give two documents of one logical partition the same
+    /// values at the paths of one of the container's unique keys.
+    #[error(
+        "unique key violation in container {container:?}, partition {partition_key}: document {id:?} has {values} at {paths:?}, as document {existing:?} has"
+    )]
+    UniqueKeyConflict {
+        /// The container.
+        container: String,
+        /// The logical partition.
+        partition_key: PartitionKey,
+        /// The document being written.
+        id: String,
+        /// The unique key's paths.
+        paths: Vec<String>,
+        /// The clashing values, one per path (`null` for a missing path).
+        values: serde_json::Value,
+        /// The document that already has them.
+        existing: String,
+    },
     /// A container with this id already exists.
     #[error("container {0:?} already exists")]
     ContainerExists(String),
@@ -166,9 +185,10 @@ impl Error {
             Error::NotFound { .. } | Error::ContainerNotFound(_) | Error::ScriptNotFound { .. } => {
                 ErrorCode::NOT_FOUND
             }
-            Error::Conflict { .. } | Error::ContainerExists(_) | Error::ScriptExists { .. } => {
-                ErrorCode::CONFLICT
-            }
+            Error::Conflict { .. }
+            | Error::UniqueKeyConflict { .. }
+            | Error::ContainerExists(_)
+            | Error::ScriptExists { .. } => ErrorCode::CONFLICT,
             Error::PreconditionFailed { .. } => ErrorCode::PRECONDITION_FAILED,
             Error::TooLarge { .. } | Error::RequestTooLarge { .. } => ErrorCode::TOO_LARGE,
             Error::LockTimeout { .. } => ErrorCode::REQUEST_TIMEOUT,

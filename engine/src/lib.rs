@@ -33,6 +33,7 @@
 //! Non-goals: transactions across logical partitions, data sets larger than
 //! memory. Queries use Cosmos DB's SQL dialect ([`query`], [`Container::query_items`]).
 
+mod clock;
 mod collection;
 mod container;
 mod database;
@@ -41,11 +42,13 @@ mod error;
 mod partition;
 pub mod query;
 mod script;
+mod settings;
 pub mod storage;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 mod txn;
 
+pub use clock::{Clock, ManualClock};
 pub use collection::QueryItemsOptions;
 pub use container::{Container, ContainerProperties, DATABASE_ID, FeedOptions, FeedPage};
 pub use database::{DATA_FILE, Database, LOCK_FILE, Options};
@@ -56,6 +59,7 @@ pub use host_api::{ScriptKind, ScriptLanguage, TriggerOperation, TriggerType};
 pub use partition::{PartitionState, physical_partition};
 pub use query::{QueryPage, QueryStats};
 pub use script::{MAX_SCRIPT_SIZE, Script, ScriptProperties};
+pub use settings::{MAX_UNIQUE_KEY_PATHS, MAX_UNIQUE_KEYS, UniqueKey, parse_unique_keys};
 pub use storage::{Change, ChangeKind, Durability, Lsn};
 pub use txn::{ItemOptions, Txn};
 
