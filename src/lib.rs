@@ -55,7 +55,7 @@ pub use runtime::{
 pub use engine::Error as EngineError;
 pub use engine::query::Params;
 pub use engine::{
-    Change, ChangeKind, ContainerProperties, Document, Durability, ErrorCode, FeedOptions,
-    FeedPage, Lsn, Options, PartitionKey, QueryPage, Script, ScriptKind, ScriptLanguage,
-    ScriptProperties, TriggerOperation, TriggerType, Txn,
+    Change, ChangeKind, Clock, ContainerProperties, Document, Durability, ErrorCode, FeedOptions,
+    FeedPage, Lsn, ManualClock, Options, PartitionKey, QueryPage, Script, ScriptKind,
+    ScriptLanguage, ScriptProperties, TriggerOperation, TriggerType, Txn, UniqueKey,
 };
