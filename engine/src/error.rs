@@ -58,7 +58,7 @@ pub enum Error {
     /// A write would give two documents of one logical partition the same
     /// values at the paths of one of the container's unique keys.
     #[error(
-        "unique key violation in container {container:?}, partition {partition_key}: document {id:?} has {values} at {paths:?}, as document {existing:?} has"
+        "unique key violation in container {container:?}, partition {partition_key}: document {id:?} has {clash}"
     )]
     UniqueKeyConflict {
         /// The container.
@@ -67,12 +67,10 @@ pub enum Error {
         partition_key: PartitionKey,
         /// The document being written.
         id: String,
-        /// The unique key's paths.
-        paths: Vec<String>,
-        /// The clashing values, one per path (`null` for a missing path).
-        values: serde_json::Value,
-        /// The document that already has them.
-        existing: String,
+        /// The unique key's paths, the clashing values (`null` for a
+        /// missing path) and the document that has them already:
+        /// `[/name, /address/zip] = ["n",1], as document "d1" has`.
+        clash: String,
     },
     /// A container with this id already exists.
     #[error("container {0:?} already exists")]

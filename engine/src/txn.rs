@@ -663,9 +663,11 @@ impl Txn {
                     container: self.container.meta.id.clone(),
                     partition_key: self.partition.key.clone(),
                     id: id.to_owned(),
-                    paths: key.paths.clone(),
-                    values,
-                    existing: slot.document.id().to_owned(),
+                    clash: format!(
+                        "[{}] = {values}, as document {:?} has",
+                        key.paths.join(", "),
+                        slot.document.id()
+                    ),
                 });
             }
         }
