@@ -217,10 +217,28 @@ impl Database {
         ))
     }
 
-    /// Creates a container with explicit properties.
+    /// Creates a container with explicit properties: physical partitions,
+    /// time to live (`default_ttl`) and unique keys.
+    ///
+    /// ```
+    /// use partita::{ContainerProperties, Database};
+    /// use serde_json::json;
+    ///
+    /// let db = Database::in_memory();
+    /// let users = db.create_container_with(
+    ///     ContainerProperties::new("users", "/tenant")
+    ///         .with_default_ttl(3600)
+    ///         .with_unique_key(["/email"]),
+    /// )?;
+    /// users.create_item("t1", json!({"id": "u1", "tenant": "t1", "email": "a@x"}), None)?;
+    /// let dup = users.create_item("t1", json!({"id": "u2", "tenant": "t1", "email": "a@x"}), None);
+    /// assert_eq!(dup.unwrap_err().status(), 409);
+    /// # Ok::<(), partita::Error>(())
+    /// ```
     ///
     /// # Errors
-    /// As [`Database::create_container`].
+    /// As [`Database::create_container`], and 400 for a `default_ttl` of 0
+    /// or below -1 or a bad unique key.
     pub fn create_container_with(&self, props: ContainerProperties) -> Result<Container> {
         Ok(Container::from(self.raw.create_container_with(props)?))
     }
@@ -259,6 +277,15 @@ impl Database {
     /// Every container's properties.
     pub fn containers(&self) -> Vec<ContainerProperties> {
         self.raw.containers()
+    }
+
+    /// Deletes the expired items of every container now; the background
+    /// purge does it every [`Options::purge_interval`]. Returns how many.
+    ///
+    /// # Errors
+    /// 408 when a partition stays busy; storage failures.
+    pub fn purge_expired(&self) -> Result<usize> {
+        Ok(self.raw.purge_expired()?)
     }
 
     /// The engine's database, the layer beneath (no scripts run there).
@@ -511,6 +538,29 @@ impl Container {
                 Err(err) => BatchOperationResult::failed(&err),
             })
             .collect())
+    }
+
+    /// Deletes every document of one logical partition in one transaction
+    /// (each a delete in the change feed; no triggers run) and returns how
+    /// many; an empty or unknown partition is no error.
+    ///
+    /// # Errors
+    /// 408 when the partition stays busy; storage failures.
+    pub fn delete_all_items_by_partition_key(
+        &self,
+        partition_key: impl Into<PartitionKey>,
+    ) -> Result<usize> {
+        Ok(self.raw.delete_all_items_by_partition_key(partition_key)?)
+    }
+
+    /// Changes the container's time to live (`None`: off; -1: on, items
+    /// expire only by their own `ttl`; `n`: seconds after an item's last
+    /// write), durably.
+    ///
+    /// # Errors
+    /// 400 for 0 or a value below -1; 404 once the container is deleted.
+    pub fn set_default_ttl(&self, default_ttl: Option<i32>) -> Result<()> {
+        Ok(self.raw.set_default_ttl(default_ttl)?)
     }
 
     /// Reads the committed document `id`.

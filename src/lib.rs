@@ -60,7 +60,7 @@ pub use engine::{
     MAX_PATCH_OPERATIONS, Patch, PatchOperation,
 };
 pub use engine::{
-    Change, ChangeKind, ContainerProperties, Document, Durability, ErrorCode, FeedOptions,
-    FeedPage, Lsn, Options, PartitionKey, QueryPage, Script, ScriptKind, ScriptLanguage,
-    ScriptProperties, TriggerOperation, TriggerType, Txn,
+    Change, ChangeKind, Clock, ContainerProperties, Document, Durability, ErrorCode, FeedOptions,
+    FeedPage, Lsn, ManualClock, Options, PartitionKey, QueryPage, Script, ScriptKind,
+    ScriptLanguage, ScriptProperties, TriggerOperation, TriggerType, Txn, UniqueKey,
 };

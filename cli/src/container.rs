@@ -1,7 +1,8 @@
-//! `partita container`: create and list containers.
+//! `partita container`: create and list containers, and change their time
+//! to live.
 
 use clap::Subcommand;
-use partita::{ContainerProperties, Database};
+use partita::{ContainerProperties, Database, EngineError, UniqueKey};
 use serde_json::{Value, json};
 
 use crate::json::{METADATA_CHARGE, charged};
@@ -9,6 +10,9 @@ use crate::json::{METADATA_CHARGE, charged};
 /// The `--help` examples of `partita container`.
 pub(crate) const EXAMPLES: &str = "Examples:
   partita container create posts --pk /postId --physical-partitions 8
+  partita container create sessions --pk /userId --default-ttl 3600
+  partita container create users --pk /tenant --unique-key /email
+  partita container set-ttl sessions --default-ttl off
   partita container list";
 
 #[derive(Subcommand)]
@@ -24,6 +28,24 @@ pub(crate) enum ContainerCommand {
         /// Physical partitions to hash logical partitions onto.
         #[arg(long, default_value_t = 4)]
         physical_partitions: u32,
+        /// Time to live: seconds after an item's last write, or -1 (items
+        /// expire only by their own `ttl`); off when left out.
+        #[arg(long, allow_hyphen_values = true)]
+        default_ttl: Option<i32>,
+        /// A unique key: comma-separated paths (`/name,/address/zip`),
+        /// unique within each logical partition; repeat for more keys.
+        #[arg(long)]
+        unique_key: Vec<String>,
+    },
+    /// Change a container's time to live.
+    #[command(after_help = "Example: partita container set-ttl sessions --default-ttl 600")]
+    SetTtl {
+        /// The container id.
+        name: String,
+        /// Seconds after an item's last write, -1 (items expire only by
+        /// their own `ttl`), or `off`.
+        #[arg(long, allow_hyphen_values = true)]
+        default_ttl: String,
     },
     /// List containers.
     #[command(after_help = "Example: partita container list")]
@@ -37,10 +59,30 @@ pub(crate) fn run(db: &Database, command: ContainerCommand) -> anyhow::Result<Va
             name,
             pk,
             physical_partitions,
+            default_ttl,
+            unique_key,
         } => {
             let mut props = ContainerProperties::new(name, pk);
             props.physical_partitions = physical_partitions;
+            props.default_ttl = default_ttl;
+            props.unique_keys = unique_key
+                .iter()
+                .map(|paths| UniqueKey::new(paths.split(',').map(str::trim)))
+                .collect();
             let container = db.create_container_with(props)?;
+            charged(container_json(&container.properties()), METADATA_CHARGE)
+        }
+        ContainerCommand::SetTtl { name, default_ttl } => {
+            let ttl = match default_ttl.as_str() {
+                "off" => None,
+                n => Some(n.parse::<i32>().map_err(|_| {
+                    EngineError::BadRequest(format!(
+                        "--default-ttl must be a number of seconds, -1 or off, not {n:?}"
+                    ))
+                })?),
+            };
+            let container = db.container(&name)?;
+            container.set_default_ttl(ttl)?;
             charged(container_json(&container.properties()), METADATA_CHARGE)
         }
         ContainerCommand::List => {
@@ -59,5 +101,9 @@ fn container_json(props: &ContainerProperties) -> Value {
         "id": props.id,
         "partitionKey": {"paths": [props.partition_key_path], "kind": "Hash"},
         "physicalPartitions": props.physical_partitions,
+        "defaultTtl": props.default_ttl,
+        "uniqueKeyPolicy": {
+            "uniqueKeys": props.unique_keys.iter().map(|k| json!({"paths": k.paths})).collect::<Vec<_>>(),
+        },
     })
 }

@@ -1,6 +1,6 @@
 //! `partita item`: point operations on documents (create, upsert, replace,
-//! patch, read, delete), with the pre- and post-triggers a write names, and
-//! transactional batches.
+//! patch, read, delete), with the pre- and post-triggers a write names,
+//! transactional batches, and the deletion of a whole logical partition.
 
 use clap::{Args, Subcommand};
 use partita::batch_json::result_json;
@@ -21,7 +21,8 @@ pub(crate) const EXAMPLES: &str = "Examples:
   partita item read posts --pk p1 --id p1
   partita item delete posts --pk p1 --id p1
   partita item patch posts --pk p1 --id p1 --ops '[{\"op\":\"incr\",\"path\":\"/likes\",\"value\":1}]'
-  partita item batch posts --pk p1 --ops @batch.json";
+  partita item batch posts --pk p1 --ops @batch.json
+  partita item delete-partition posts --pk p1";
 
 #[derive(Subcommand)]
 pub(crate) enum ItemCommand {
@@ -108,6 +109,15 @@ pub(crate) enum ItemCommand {
         if_match: Option<String>,
         #[command(flatten)]
         triggers: TriggerArgs,
+    },
+    /// Delete every document of one logical partition, in one transaction
+    /// (no triggers run).
+    #[command(after_help = "Example: partita item delete-partition posts --pk p1")]
+    DeletePartition {
+        /// The container.
+        container: String,
+        #[command(flatten)]
+        pk: Pk,
     },
 }
 
@@ -218,6 +228,20 @@ pub(crate) fn run(db: &Database, command: ItemCommand, limits: &Limits) -> anyho
                 db.container(&container)?
                     .delete_item(pk.key()?, &id, Some(&options))?,
             )
+        }
+        ItemCommand::DeletePartition { container, pk } => {
+            let deleted = db
+                .container(&container)?
+                .delete_all_items_by_partition_key(pk.key()?)?;
+            let work = Work {
+                docs_written: deleted as u64,
+                ..Work::default()
+            };
+            json!({
+                "deleted": deleted,
+                "requestCharge": work.request_charge(),
+                "stats": {"docs_written": deleted},
+            })
         }
     })
 }

@@ -25,8 +25,9 @@ use serde_json::Value;
 
 use crate::container::{Container, DATABASE_ID};
 use crate::error::{Error, Result};
-use crate::partition::PartitionState;
+use crate::partition::{PartitionState, Slot};
 use crate::query::{self, QueryOptions, QueryPage, Source};
+use crate::settings::Expiry;
 use crate::txn::{ItemOptions, Txn, Writer};
 
 /// Options of [`Container::query_items`].
@@ -40,8 +41,9 @@ pub struct QueryItemsOptions {
     pub continuation: Option<String>,
 }
 
-/// Committed snapshots of a set of logical partitions, by key.
-struct Snapshots(BTreeMap<PartitionKey, Arc<PartitionState>>);
+/// Committed snapshots of a set of logical partitions, by key, without the
+/// documents that have expired.
+struct Snapshots(BTreeMap<PartitionKey, Arc<PartitionState>>, Option<Expiry>);
 
 impl Source for Snapshots {
     fn partitions(&self) -> Vec<PartitionKey> {
@@ -55,7 +57,13 @@ impl Source for Snapshots {
         f: &mut dyn FnMut(u64, &Value, usize) -> ControlFlow<()>,
     ) {
         if let Some(state) = self.0.get(key) {
-            scan(state, after, &|_| false, f);
+            let expiry = self.1.as_ref();
+            scan(
+                state,
+                after,
+                &|slot| expiry.is_some_and(|e| e.expired(slot.document.value())),
+                f,
+            );
         }
     }
 }
@@ -63,11 +71,11 @@ impl Source for Snapshots {
 fn scan(
     state: &PartitionState,
     after: Option<u64>,
-    hidden: &dyn Fn(&str) -> bool,
+    hidden: &dyn Fn(&Slot) -> bool,
     f: &mut dyn FnMut(u64, &Value, usize) -> ControlFlow<()>,
 ) {
     for slot in state.scan_after(after) {
-        if hidden(slot.document.id()) {
+        if hidden(slot) {
             continue;
         }
         if f(slot.rid, slot.document.value(), slot.size).is_break() {
@@ -137,6 +145,7 @@ impl Container {
             keys.into_iter()
                 .map(|key| (key.clone(), self.snapshot(&key)))
                 .collect(),
+            self.inner.expiry(|| self.db.now_secs()),
         );
         let query_options = QueryOptions {
             max_item_count: options.max_item_count,
@@ -165,7 +174,12 @@ impl Source for TxnQueryView<'_> {
         f: &mut dyn FnMut(u64, &Value, usize) -> ControlFlow<()>,
     ) {
         if key == self.txn.partition_key() {
-            scan(self.txn.base(), after, &|id| self.txn.deleted(id), f);
+            scan(
+                self.txn.base(),
+                after,
+                &|slot| self.txn.deleted(slot.document.id()) || self.txn.expired(slot),
+                f,
+            );
         }
     }
 }
@@ -246,7 +260,7 @@ impl Collection for Txn {
     ) -> Result<Page, HostError> {
         let view = self.view();
         let (items, continuation, bytes) =
-            crate::container::feed_page(&view, page_size, continuation).map_err(host)?;
+            crate::container::feed_page(&view, page_size, continuation, None).map_err(host)?;
         self.record_read(items.len() as u64, bytes);
         Ok(Page {
             items: items.into_iter().map(Document::into_value).collect(),

@@ -12,18 +12,19 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use host_api::{PartitionKey, PartitionKeyPath, ScriptKind};
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use serde_json::Value;
 
 use crate::database::DbInner;
-use crate::document::{Document, now_secs, serialized_len};
+use crate::document::{Document, serialized_len};
 use crate::error::{Error, Result};
 use crate::partition::{LogicalPartition, PartitionState, physical_partition};
+use crate::settings::{Expiry, UniqueKey, UniqueKeys};
 use crate::storage::{Change, ContainerMeta, Lsn, ScriptRecord};
 use crate::txn::{ItemOptions, Txn};
 
@@ -43,6 +44,14 @@ pub struct ContainerProperties {
     pub partition_key_path: String,
     /// The number of physical partitions (default 4).
     pub physical_partitions: u32,
+    /// Time to live (`defaultTtl`): `None` off (items' own `ttl` is
+    /// ignored), -1 on without a default (items expire only when their own
+    /// `ttl` says so), `n` items expire `n` seconds after their last write.
+    /// Changeable with [`Container::set_default_ttl`].
+    pub default_ttl: Option<i32>,
+    /// The unique keys (`uniqueKeyPolicy`), unique within each logical
+    /// partition; fixed at creation.
+    pub unique_keys: Vec<UniqueKey>,
 }
 
 impl ContainerProperties {
@@ -55,7 +64,27 @@ impl ContainerProperties {
             id: id.into(),
             partition_key_path: partition_key_path.into(),
             physical_partitions: crate::DEFAULT_PHYSICAL_PARTITIONS,
+            default_ttl: None,
+            unique_keys: Vec::new(),
         }
+    }
+
+    /// These properties with time to live `default_ttl` (see
+    /// [`ContainerProperties::default_ttl`]).
+    #[must_use]
+    pub fn with_default_ttl(mut self, default_ttl: i32) -> ContainerProperties {
+        self.default_ttl = Some(default_ttl);
+        self
+    }
+
+    /// These properties with one more unique key over `paths`.
+    #[must_use]
+    pub fn with_unique_key<S: Into<String>>(
+        mut self,
+        paths: impl IntoIterator<Item = S>,
+    ) -> ContainerProperties {
+        self.unique_keys.push(UniqueKey::new(paths));
+        self
     }
 }
 
@@ -96,6 +125,13 @@ pub(crate) struct ContainerInner {
     /// (`ContainerInner::alive`); deletion takes the write lock, so no write
     /// of a deleted container can reach storage after its deletion did.
     alive: RwLock<bool>,
+    /// The current `defaultTtl`, 0 when time to live is off (0 is never a
+    /// valid value); read by every read and transaction.
+    default_ttl: AtomicI64,
+    /// Serializes changes of the settings, so storage and memory agree.
+    settings_lock: Mutex<()>,
+    /// The unique keys, parsed.
+    pub(crate) unique_keys: UniqueKeys,
 }
 
 impl ContainerInner {
@@ -114,6 +150,9 @@ impl ContainerInner {
             .map(|_| RwLock::default())
             .collect();
         Ok(ContainerInner {
+            default_ttl: AtomicI64::new(meta.default_ttl.map_or(0, i64::from)),
+            settings_lock: Mutex::new(()),
+            unique_keys: UniqueKeys::new(&meta.unique_keys),
             id: Arc::from(meta.id.as_str()),
             meta,
             path,
@@ -147,6 +186,26 @@ impl ContainerInner {
         delete()?;
         *alive = false;
         Ok(())
+    }
+
+    /// The current `defaultTtl`; `None` when time to live is off.
+    pub(crate) fn default_ttl(&self) -> Option<i32> {
+        match self.default_ttl.load(Ordering::Acquire) {
+            0 => None,
+            n => i32::try_from(n).ok(),
+        }
+    }
+
+    /// When items expire as of `now()`, or `None` (without reading the
+    /// clock) when time to live is off.
+    pub(crate) fn expiry(&self, now: impl FnOnce() -> u64) -> Option<Expiry> {
+        match self.default_ttl.load(Ordering::Acquire) {
+            0 => None,
+            default_ttl => Some(Expiry {
+                default_ttl,
+                now: now(),
+            }),
+        }
     }
 
     pub(crate) fn next_seq(&self) -> u64 {
@@ -193,11 +252,11 @@ impl ContainerInner {
             .cloned()
     }
 
-    /// Sets `_rid`, `_self`, `_etag`, `_attachments` and `_ts` on a document
-    /// being written. Returns by how many bytes that changed the document's
+    /// Sets `_rid`, `_self`, `_etag`, `_attachments` and `_ts` (to `ts`) on
+    /// a document being written. Returns by how many bytes that changed the document's
     /// serialized length, so the caller can keep an exact size without
     /// measuring the document again.
-    pub(crate) fn stamp(&self, doc: &mut Value, rid: u64, seq: u64) -> isize {
+    pub(crate) fn stamp(&self, doc: &mut Value, rid: u64, seq: u64, ts: u64) -> isize {
         let Value::Object(map) = doc else { return 0 };
         let mut rid_bytes = [0; 16];
         rid_bytes[..8].copy_from_slice(&self.rid_prefix);
@@ -225,7 +284,6 @@ impl ContainerInner {
                 && s[self.self_prefix.len()..].starts_with(rid_text)
                 && s.ends_with('/')
         };
-        let ts = now_secs();
         // The new values and their serialized lengths, known without
         // measuring: rids, links and the attachments link are base64 and
         // path characters (nothing to escape), an etag is 27 characters of
@@ -353,11 +411,12 @@ fn encode_rid(bytes: &[u8]) -> String {
 
 /// One page of a partition's documents in rid order, resuming after the rid
 /// in `continuation`, with the page's total size in bytes (the stored sizes,
-/// so nothing is measured again).
+/// so nothing is measured again); documents expired by `expiry` are left out.
 pub(crate) fn feed_page(
     state: &PartitionState,
     max_item_count: Option<usize>,
     continuation: Option<&str>,
+    expiry: Option<&Expiry>,
 ) -> Result<(Vec<Document>, Option<String>, u64)> {
     let after = match continuation.filter(|c| !c.is_empty()) {
         None => None,
@@ -371,6 +430,9 @@ pub(crate) fn feed_page(
     let mut more = false;
     let mut bytes = 0;
     for slot in state.scan_after(after) {
+        if expiry.is_some_and(|e| e.expired(slot.document.value())) {
+            continue;
+        }
         if items.len() == max {
             more = true;
             break;
@@ -412,7 +474,90 @@ impl Container {
             id: self.inner.meta.id.clone(),
             partition_key_path: self.inner.meta.partition_key_path.clone(),
             physical_partitions: self.inner.meta.physical_partitions,
+            default_ttl: self.inner.default_ttl(),
+            unique_keys: self.inner.meta.unique_keys.clone(),
         }
+    }
+
+    /// Changes the container's time to live (`defaultTtl`, see
+    /// [`ContainerProperties::default_ttl`]), durably. Items expire by the
+    /// new value from now on: turning it on or shortening it can expire
+    /// items at once.
+    ///
+    /// # Errors
+    /// [`Error::BadRequest`] for 0 or a value below -1;
+    /// [`Error::ContainerNotFound`] once the container is deleted;
+    /// [`Error::ReadOnly`] and storage errors.
+    pub fn set_default_ttl(&self, default_ttl: Option<i32>) -> Result<()> {
+        crate::settings::validate_default_ttl(&self.inner.meta.id, default_ttl)?;
+        self.db.check_writable()?;
+        let _settings = self.inner.settings_lock.lock();
+        let alive = self.inner.alive()?;
+        let meta = ContainerMeta {
+            default_ttl,
+            ..self.inner.meta.clone()
+        };
+        self.db
+            .storage
+            .update_container(&meta)
+            .inspect_err(|e| self.db.mark_failed(e))?;
+        self.inner
+            .default_ttl
+            .store(default_ttl.map_or(0, i64::from), Ordering::Release);
+        drop(alive);
+        if default_ttl.is_some() {
+            crate::database::start_purger(&self.db);
+        }
+        Ok(())
+    }
+
+    /// Deletes every document of the logical partition `partition_key` in
+    /// one transaction (each a delete in the change log), and returns how
+    /// many it deleted; an empty or unknown partition deletes nothing.
+    ///
+    /// # Errors
+    /// [`Error::LockTimeout`], [`Error::ReadOnly`], storage errors.
+    pub fn delete_all_items_by_partition_key(
+        &self,
+        partition_key: impl Into<PartitionKey>,
+    ) -> Result<usize> {
+        let key = partition_key.into();
+        if self.inner.find_partition(&key).is_none() {
+            return Ok(0);
+        }
+        self.transaction(key, |txn| Ok::<_, Error>(txn.delete_all()))
+    }
+
+    /// Deletes the expired documents of every logical partition now, each
+    /// partition's in one transaction (deletes in the change log), and
+    /// returns how many. The database's background purge calls it; the
+    /// documents are invisible from the moment they expire either way.
+    ///
+    /// # Errors
+    /// [`Error::LockTimeout`], [`Error::ReadOnly`], storage errors.
+    pub fn purge_expired(&self) -> Result<usize> {
+        let Some(expiry) = self.inner.expiry(|| self.db.now_secs()) else {
+            return Ok(0);
+        };
+        let partitions: Vec<Arc<LogicalPartition>> = self
+            .inner
+            .physical
+            .iter()
+            .flat_map(|physical| physical.read().values().cloned().collect::<Vec<_>>())
+            .collect();
+        let mut purged = 0;
+        for partition in partitions {
+            let any = partition
+                .snapshot()
+                .documents()
+                .any(|doc| expiry.expired(doc.value()));
+            if any {
+                purged += self.transaction(partition.key.clone(), |txn| {
+                    Ok::<_, Error>(txn.purge_expired())
+                })?;
+            }
+        }
+        Ok(purged)
     }
 
     /// The container's resource id (`_rid`), the collection segment of its
@@ -522,8 +667,10 @@ impl Container {
     /// [`Error::NotFound`].
     pub fn read_item(&self, partition_key: impl Into<PartitionKey>, id: &str) -> Result<Document> {
         let key = partition_key.into();
+        let expiry = self.inner.expiry(|| self.db.now_secs());
         self.snapshot(&key)
             .get(id)
+            .filter(|slot| expiry.is_none_or(|e| !e.expired(slot.document.value())))
             .map(|slot| slot.document.clone())
             .ok_or_else(|| Error::NotFound {
                 container: self.inner.meta.id.clone(),
@@ -585,10 +732,12 @@ impl Container {
         options: &FeedOptions,
     ) -> Result<FeedPage> {
         let snapshot = self.snapshot(&partition_key.into());
+        let expiry = self.inner.expiry(|| self.db.now_secs());
         let (items, continuation, _bytes) = feed_page(
             &snapshot,
             options.max_item_count,
             options.continuation.as_deref(),
+            expiry.as_ref(),
         )?;
         Ok(FeedPage {
             items,
@@ -628,12 +777,31 @@ impl Container {
     /// changes, except that a transaction is never split (its last
     /// transaction is returned whole). Resume with the last change's LSN.
     ///
+    /// A create or replace whose document has expired since reads as a
+    /// delete (`document: None`): expired items leave the latest-version
+    /// change feed at once, as on Cosmos DB, and the purge later logs
+    /// their delete too.
+    ///
     /// # Errors
     /// [`Error::Storage`] when the log cannot be read.
     pub fn read_changes(&self, after: Lsn, max_changes: usize) -> Result<Vec<Change>> {
-        self.db
+        let mut changes = self
+            .db
             .storage
-            .read_changes(&self.inner.meta.id, after, max_changes)
+            .read_changes(&self.inner.meta.id, after, max_changes)?;
+        if let Some(expiry) = self.inner.expiry(|| self.db.now_secs()) {
+            for change in &mut changes {
+                if change
+                    .document
+                    .as_ref()
+                    .is_some_and(|doc| expiry.expired(doc.value()))
+                {
+                    change.kind = crate::storage::ChangeKind::Delete;
+                    change.document = None;
+                }
+            }
+        }
+        Ok(changes)
     }
 }
 

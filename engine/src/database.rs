@@ -18,12 +18,13 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Condvar, Mutex, RwLock};
 
+use crate::clock::Clock;
 use crate::container::{Container, ContainerInner, ContainerProperties};
 use crate::document::validate_id;
 use crate::error::{Error, Result};
@@ -49,6 +50,14 @@ pub struct Options {
     /// larger log file and a longer recovery after a crash; the default,
     /// [`CHECKPOINT_PAGES`](crate::storage::CHECKPOINT_PAGES), is ~120 MB.
     pub checkpoint_pages: u32,
+    /// Where `_ts` and time to live read the time: the system clock by
+    /// default; tests give a [`ManualClock`](crate::ManualClock) and move it.
+    pub clock: Clock,
+    /// How often a background thread deletes the expired items of the
+    /// containers that have time to live on (the thread starts with the
+    /// first such container). `None`: never; call
+    /// [`Database::purge_expired`]. Expired items are invisible either way.
+    pub purge_interval: Option<Duration>,
 }
 
 impl Default for Options {
@@ -57,6 +66,8 @@ impl Default for Options {
             durability: Durability::Full,
             lock_timeout: Duration::from_secs(10),
             checkpoint_pages: crate::storage::CHECKPOINT_PAGES,
+            clock: Clock::system(),
+            purge_interval: Some(Duration::from_secs(1)),
         }
     }
 }
@@ -69,6 +80,9 @@ pub(crate) struct DbInner {
     failure: Mutex<Option<String>>,
     /// The data directory; `None` in memory.
     pub(crate) dir: Option<PathBuf>,
+    /// The background purge of expired items, once a container has time
+    /// to live on; stops when the database is dropped.
+    purger: OnceLock<Purger>,
     /// Held (locked) for the life of the database; declared last so it is
     /// released only after the storage has shut down.
     _lock: Option<File>,
@@ -82,6 +96,11 @@ impl DbInner {
         Err(Error::ReadOnly(
             self.failure.lock().clone().unwrap_or_default(),
         ))
+    }
+
+    /// Seconds since the Unix epoch by the database's clock.
+    pub(crate) fn now_secs(&self) -> u64 {
+        self.options.clock.now_secs()
     }
 
     pub(crate) fn mark_failed(&self, err: &Error) {
@@ -183,11 +202,19 @@ impl Database {
             failed: AtomicBool::new(false),
             failure: Mutex::new(None),
             dir,
+            purger: OnceLock::new(),
             _lock: lock,
         };
-        Ok(Database {
-            inner: Arc::new(inner),
-        })
+        let inner = Arc::new(inner);
+        if inner
+            .containers
+            .read()
+            .values()
+            .any(|c| c.default_ttl().is_some())
+        {
+            start_purger(&inner);
+        }
+        Ok(Database { inner })
     }
 
     /// Creates a container with 4 physical partitions.
@@ -213,6 +240,8 @@ impl Database {
                 props.physical_partitions
             )));
         }
+        crate::settings::validate_default_ttl(&props.id, props.default_ttl)?;
+        crate::settings::validate_unique_keys(&props.id, &props.unique_keys)?;
         self.inner.check_writable()?;
         let mut containers = self.inner.containers.write();
         if containers.contains_key(&props.id) {
@@ -228,6 +257,8 @@ impl Database {
             id: props.id,
             partition_key_path: props.partition_key_path,
             physical_partitions: props.physical_partitions,
+            default_ttl: props.default_ttl,
+            unique_keys: props.unique_keys,
         };
         let container = Arc::new(ContainerInner::new(meta, 0)?);
         self.inner
@@ -235,6 +266,9 @@ impl Database {
             .create_container(&container.meta)
             .inspect_err(|e| self.inner.mark_failed(e))?;
         containers.insert(container.meta.id.clone(), container.clone());
+        if container.default_ttl().is_some() {
+            start_purger(&self.inner);
+        }
         Ok(Container {
             db: self.inner.clone(),
             inner: container,
@@ -331,10 +365,87 @@ impl Database {
         res
     }
 
+    /// Deletes the expired items of every container now (what the
+    /// background purge does every [`Options::purge_interval`]); returns
+    /// how many. Each logical partition's expired items go in one
+    /// transaction, as deletes in the change log.
+    ///
+    /// # Errors
+    /// [`Error::LockTimeout`], [`Error::ReadOnly`], storage errors.
+    pub fn purge_expired(&self) -> Result<usize> {
+        let containers: Vec<Arc<ContainerInner>> =
+            self.inner.containers.read().values().cloned().collect();
+        let mut purged = 0;
+        for inner in containers {
+            let container = Container {
+                db: self.inner.clone(),
+                inner,
+            };
+            match container.purge_expired() {
+                Ok(n) => purged += n,
+                // Deleted meanwhile: nothing left to purge.
+                Err(Error::ContainerNotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(purged)
+    }
+
     /// Whether an earlier storage failure made the database refuse writes,
     /// and why.
     pub fn failure(&self) -> Option<String> {
         self.inner.failure.lock().clone()
+    }
+}
+
+/// The background purge's handle: dropping it (with the database) stops
+/// the thread at its next wake-up, without waiting for it.
+struct Purger {
+    stop: Arc<(Mutex<bool>, Condvar)>,
+}
+
+impl Drop for Purger {
+    fn drop(&mut self) {
+        *self.stop.0.lock() = true;
+        self.stop.1.notify_all();
+    }
+}
+
+/// Starts the background purge of expired items, unless it runs already
+/// or [`Options::purge_interval`] is `None`. The thread holds the database
+/// only weakly, and strongly for the length of one pass.
+pub(crate) fn start_purger(db: &Arc<DbInner>) {
+    let Some(interval) = db.options.purge_interval else {
+        return;
+    };
+    db.purger.get_or_init(|| {
+        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let weak = Arc::downgrade(db);
+        let thread_stop = stop.clone();
+        // Without the thread, expired items stay invisible and are
+        // removed by the next `purge_expired`.
+        let _ = std::thread::Builder::new()
+            .name("partita-purge".to_owned())
+            .spawn(move || run_purger(&weak, &thread_stop, interval));
+        Purger { stop }
+    });
+}
+
+fn run_purger(db: &Weak<DbInner>, stop: &(Mutex<bool>, Condvar), interval: Duration) {
+    loop {
+        {
+            let mut stopped = stop.0.lock();
+            if !*stopped {
+                stop.1.wait_for(&mut stopped, interval);
+            }
+            if *stopped {
+                return;
+            }
+        }
+        let Some(inner) = db.upgrade() else { return };
+        // A failure (a busy partition, a read-only store) is retried at the
+        // next pass; expired items are invisible meanwhile.
+        let _ = Database { inner }.purge_expired();
     }
 }
 

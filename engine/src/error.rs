@@ -55,6 +55,23 @@ pub enum Error {
         /// The clashing id.
         id: String,
     },
+    /// A write would give two documents of one logical partition the same
+    /// values at the paths of one of the container's unique keys.
+    #[error(
+        "unique key violation in container {container:?}, partition {partition_key}: document {id:?} has {clash}"
+    )]
+    UniqueKeyConflict {
+        /// The container.
+        container: String,
+        /// The logical partition.
+        partition_key: PartitionKey,
+        /// The document being written.
+        id: String,
+        /// The unique key's paths, the clashing values (`null` for a
+        /// missing path) and the document that has them already:
+        /// `[/name, /address/zip] = ["n",1], as document "d1" has`.
+        clash: String,
+    },
     /// A container with this id already exists.
     #[error("container {0:?} already exists")]
     ContainerExists(String),
@@ -180,9 +197,10 @@ impl Error {
             Error::NotFound { .. } | Error::ContainerNotFound(_) | Error::ScriptNotFound { .. } => {
                 ErrorCode::NOT_FOUND
             }
-            Error::Conflict { .. } | Error::ContainerExists(_) | Error::ScriptExists { .. } => {
-                ErrorCode::CONFLICT
-            }
+            Error::Conflict { .. }
+            | Error::UniqueKeyConflict { .. }
+            | Error::ContainerExists(_)
+            | Error::ScriptExists { .. } => ErrorCode::CONFLICT,
             Error::PreconditionFailed { .. } | Error::ConditionNotMet { .. } => {
                 ErrorCode::PRECONDITION_FAILED
             }

@@ -34,6 +34,7 @@
 //! memory. Queries use Cosmos DB's SQL dialect ([`query`], [`Container::query_items`]).
 
 pub mod batch;
+mod clock;
 mod collection;
 mod container;
 mod database;
@@ -43,6 +44,7 @@ mod partition;
 pub mod patch;
 pub mod query;
 mod script;
+mod settings;
 pub mod storage;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
@@ -51,6 +53,7 @@ mod txn;
 pub use batch::{
     BatchOperation, BatchOperationKind, BatchOperationResult, BatchResponse, MAX_BATCH_OPERATIONS,
 };
+pub use clock::{Clock, ManualClock};
 pub use collection::QueryItemsOptions;
 pub use container::{Container, ContainerProperties, DATABASE_ID, FeedOptions, FeedPage};
 pub use database::{DATA_FILE, Database, LOCK_FILE, Options};
@@ -62,6 +65,7 @@ pub use partition::{PartitionState, physical_partition};
 pub use patch::{MAX_PATCH_OPERATIONS, Patch, PatchOperation};
 pub use query::{QueryPage, QueryStats};
 pub use script::{MAX_SCRIPT_SIZE, Script, ScriptProperties};
+pub use settings::{MAX_UNIQUE_KEY_PATHS, MAX_UNIQUE_KEYS, UniqueKey, parse_unique_keys};
 pub use storage::{Change, ChangeKind, Durability, Lsn};
 pub use txn::{ItemOptions, Txn};
 

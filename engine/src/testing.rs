@@ -224,6 +224,10 @@ impl<S: Storage> Storage for FaultyStorage<S> {
         self.inner.delete_container(id)
     }
 
+    fn update_container(&self, meta: &ContainerMeta) -> Result<()> {
+        self.inner.update_container(meta)
+    }
+
     fn put_script(&self, script: &ScriptRecord) -> Result<()> {
         self.inner.put_script(script)
     }

@@ -44,6 +44,7 @@ use crate::error::{Error, Result};
 use crate::partition::{LogicalPartition, PartitionState, Slot};
 use crate::patch::Patch;
 use crate::query::Udf;
+use crate::settings::Expiry;
 use crate::storage::{ChangeKind, CommitRecord, Lsn, RecordChange};
 
 /// Write sets up to this size are searched linearly rather than hashed.
@@ -117,6 +118,10 @@ pub struct Txn {
     /// Positions in `writes` by id, built once `writes` outgrows
     /// [`SMALL_WRITE_SET`].
     index: HashMap<Arc<str>, usize>,
+    /// When the container's items expire, as of the transaction's start;
+    /// `None` when time to live is off. An expired document of `base` is
+    /// absent to the transaction.
+    expiry: Option<Expiry>,
     /// The partition's writer lock (declared last: released after the rest).
     _writer: ArcMutexGuard<RawMutex, ()>,
 }
@@ -147,7 +152,9 @@ impl Txn {
             });
         };
         let base = partition.snapshot();
+        let expiry = container.expiry(|| db.now_secs());
         Ok(Txn {
+            expiry,
             db,
             container,
             partition,
@@ -243,8 +250,16 @@ impl Txn {
     fn current(&self, id: &str) -> Option<&Slot> {
         match self.find(id) {
             Some(i) => self.writes[i].after.as_ref(),
-            None => self.base.get(id),
+            None => self.base.get(id).filter(|slot| !self.expired(slot)),
         }
+    }
+
+    /// Whether a document of the committed state has expired (is absent
+    /// to this transaction).
+    pub(crate) fn expired(&self, slot: &Slot) -> bool {
+        self.expiry
+            .as_ref()
+            .is_some_and(|e| e.expired(slot.document.value()))
     }
 
     /// The index of `id`'s entry in the write set. Small write sets (the
@@ -275,6 +290,13 @@ impl Txn {
     /// The partition as this transaction sees it, in insertion order.
     pub fn view(&self) -> PartitionState {
         let mut view = (*self.base).clone();
+        if self.expiry.is_some() {
+            for slot in self.base.scan_after(None) {
+                if self.expired(slot) {
+                    view.remove(slot.document.id());
+                }
+            }
+        }
         for write in &self.writes {
             match &write.after {
                 Some(slot) => view.put(write.id.clone(), slot.clone()),
@@ -429,6 +451,48 @@ impl Txn {
         Ok(())
     }
 
+    /// Deletes every document of the partition, expired ones included;
+    /// returns how many the transaction could see.
+    pub(crate) fn delete_all(&mut self) -> usize {
+        let ids: Vec<Arc<str>> = self
+            .base
+            .documents()
+            .map(|doc| Arc::from(doc.id()))
+            .chain(
+                self.writes
+                    .iter()
+                    .filter(|w| w.after.is_some())
+                    .map(|w| w.id.clone()),
+            )
+            .collect();
+        let mut visible = 0;
+        for id in ids {
+            let exists = match self.find(&id) {
+                Some(i) => self.writes[i].after.is_some(),
+                None => self.base.get(&id).is_some(),
+            };
+            if exists {
+                visible += usize::from(self.current(&id).is_some());
+                self.remove(&id);
+            }
+        }
+        visible
+    }
+
+    /// Deletes the committed documents that have expired; returns how many.
+    pub(crate) fn purge_expired(&mut self) -> usize {
+        let expired: Vec<Arc<str>> = self
+            .base
+            .scan_after(None)
+            .filter(|slot| self.expired(slot) && self.find(slot.document.id()).is_none())
+            .map(|slot| Arc::from(slot.document.id()))
+            .collect();
+        for id in &expired {
+            self.remove(id);
+        }
+        expired.len()
+    }
+
     /// Records the deletion of `id`, which exists.
     fn remove(&mut self, id: &str) {
         let seq = self.container.next_seq();
@@ -545,6 +609,9 @@ impl Txn {
         let key = self.container.path.extract(&doc).map_err(|e| {
             Error::BadRequest(format!("document {id:?} in container {container:?}: {e}"))
         })?;
+        if self.expiry.is_some() {
+            crate::settings::validate_item_ttl(container, id, &doc)?;
+        }
         let keyless_script_write = key == PartitionKey::None && writer == Writer::Script;
         if key != self.partition.key && !keyless_script_write {
             return Err(Error::CrossPartition {
@@ -588,7 +655,8 @@ impl Txn {
         let Checked { id, mut doc, len } = checked;
         let seq = self.container.next_seq();
         let rid = rid.unwrap_or(seq);
-        let size = (len as isize + self.container.stamp(&mut doc, rid, seq)) as usize;
+        let ts = self.db.now_secs();
+        let size = (len as isize + self.container.stamp(&mut doc, rid, seq, ts)) as usize;
         // Every debug-build test checks the arithmetic against the serializer.
         debug_assert_eq!(size, doc.to_string().len(), "size bookkeeping of {id:?}");
         if size > MAX_DOCUMENT_SIZE {
@@ -599,6 +667,9 @@ impl Txn {
                 size,
                 limit: MAX_DOCUMENT_SIZE,
             });
+        }
+        if !self.container.unique_keys.is_empty() {
+            self.check_unique(&id, rid, &doc)?;
         }
         let text = self
             .db
@@ -616,6 +687,35 @@ impl Txn {
         write.text = text;
         write.seq = seq;
         Ok(document)
+    }
+
+    /// Checks that no other live document of the partition has `doc`'s
+    /// values at the paths of a unique key: a scan of the partition as the
+    /// transaction sees it, O(documents) per write (see `settings.rs`).
+    fn check_unique(&self, id: &str, rid: u64, doc: &Value) -> Result<()> {
+        let other = |slot: &Slot| slot.rid != rid && slot.document.id() != id;
+        let committed = self
+            .base
+            .scan_after(None)
+            .filter(|slot| self.find(slot.document.id()).is_none() && !self.expired(slot));
+        let written = self.writes.iter().filter_map(|w| w.after.as_ref());
+        for slot in committed.chain(written).filter(|slot| other(slot)) {
+            if let Some((key, values)) =
+                self.container.unique_keys.clash(doc, slot.document.value())
+            {
+                return Err(Error::UniqueKeyConflict {
+                    container: self.container.meta.id.clone(),
+                    partition_key: self.partition.key.clone(),
+                    id: id.to_owned(),
+                    clash: format!(
+                        "[{}] = {values}, as document {:?} has",
+                        key.paths.join(", "),
+                        slot.document.id()
+                    ),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// The index of `id`'s entry in the write set, adding one if needed.

@@ -118,6 +118,15 @@ fn update_lowercase(mac: &mut Hmac<Sha256>, text: &str) {
 
 /// The resource type and link a client signs for a path's (decoded) segments.
 pub fn resource_of(segments: &[String]) -> (String, String) {
+    // `dbs/d/colls/c/operations/partitionkeydelete` is signed as the
+    // collection (the SDKs rewrite its resource type to `colls`).
+    if let [dbs, _, colls, _, operations, _] = segments
+        && dbs == "dbs"
+        && colls == "colls"
+        && operations == "operations"
+    {
+        return ("colls".to_owned(), segments[..4].join("/"));
+    }
     match segments.len() {
         0 => (String::new(), String::new()),
         n if n % 2 == 1 => (segments[n - 1].clone(), segments[..n - 1].join("/")),
@@ -222,6 +231,11 @@ mod tests {
                 "/dbs/d/colls/c/sprocs/sp",
                 "sprocs",
                 "dbs/d/colls/c/sprocs/sp",
+            ),
+            (
+                "/dbs/d/colls/c/operations/partitionkeydelete",
+                "colls",
+                "dbs/d/colls/c",
             ),
         ];
         for (path, kind, link) in cases {

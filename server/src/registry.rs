@@ -30,7 +30,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use engine::{Database, FeedOptions, validate_id};
+use engine::{ContainerProperties, Database, FeedOptions, UniqueKey, validate_id};
 use parking_lot::{Mutex, RwLock};
 use partita::Container;
 use serde_json::{Map, Value, json};
@@ -288,6 +288,7 @@ impl Registry {
         };
         validate_id(&name).map_err(|e| WireError::bad_request(format!("container {e}")))?;
         let path = partition_key_path(&definition)?;
+        let (default_ttl, unique_keys) = settings(&definition)?;
         strip_system_properties(&mut definition);
         let mut ordinal = self.writer.lock();
         let entry = self.database(db)?;
@@ -301,7 +302,11 @@ impl Registry {
             .chars()
             .take(engine::MAX_ID_LEN)
             .collect();
-        let container = Container::from(self.db.create_container(&engine_id, &path)?);
+        let container = Container::from(self.db.create_container_with(ContainerProperties {
+            default_ttl,
+            unique_keys: unique_keys.unwrap_or_default(),
+            ..ContainerProperties::new(&engine_id, &path)
+        })?);
         let doc_id = format!("coll-{ordinal}");
         let doc = self
             .system
@@ -348,6 +353,16 @@ impl Registry {
                 old.container.partition_key_path()
             )));
         }
+        let (default_ttl, unique_keys) = settings(&definition)?;
+        if let Some(keys) = unique_keys
+            && keys != old.container.properties().unique_keys
+        {
+            return Err(WireError::bad_request(format!(
+                "the uniqueKeyPolicy of container {name:?} is fixed at creation and cannot be changed"
+            )));
+        }
+        // A replace is the whole definition: no defaultTtl turns it off.
+        old.container.set_default_ttl(default_ttl)?;
         strip_system_properties(&mut definition);
         let doc = self
             .system
@@ -412,6 +427,35 @@ fn partition_key_path(definition: &Map<String, Value>) -> Result<String, WireErr
             Value::Array(paths.clone())
         ))),
     }
+}
+
+/// The `defaultTtl` and `uniqueKeyPolicy` of a container definition
+/// (`None` for a policy that is absent or null); the engine validates the
+/// values.
+fn settings(
+    definition: &Map<String, Value>,
+) -> Result<(Option<i32>, Option<Vec<UniqueKey>>), WireError> {
+    let default_ttl = match definition.get("defaultTtl") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(
+            v.as_i64()
+                .and_then(|n| i32::try_from(n).ok())
+                .ok_or_else(|| {
+                    WireError::bad_request(format!(
+                        "defaultTtl must be -1 or a number of seconds from 1 to {}, not {v}",
+                        i32::MAX
+                    ))
+                })?,
+        ),
+    };
+    let unique_keys = match definition.get("uniqueKeyPolicy") {
+        None | Some(Value::Null) => None,
+        Some(policy) => Some(
+            engine::parse_unique_keys(policy.get("uniqueKeys").unwrap_or(&Value::Null))
+                .map_err(|e| WireError::bad_request(format!("uniqueKeyPolicy: {e}")))?,
+        ),
+    };
+    Ok((default_ttl, unique_keys))
 }
 
 fn strip_system_properties(definition: &mut Map<String, Value>) {

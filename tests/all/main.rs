@@ -25,5 +25,6 @@ mod procedures;
 mod reliability;
 mod scenarios;
 mod tidy;
+mod ttl;
 mod wasm_modules;
 mod wasm_scripts;

@@ -6,6 +6,7 @@ assert; the script prints "ALL OK" at the end and exits non-zero on the first fa
 """
 
 import sys
+import time
 import urllib.parse
 
 from azure.core import MatchConditions
@@ -225,6 +226,55 @@ assert len(latest) == 6
 per_key = list(cf.query_items_change_feed(start_time="Beginning", partition_key="x"))
 assert sorted(c["id"] for c in per_key) == ["d1", "d3", "d5"], [c["id"] for c in per_key]
 check("change feed, whole container and per partition key")
+
+# --- time to live -----------------------------------------------------------------------
+ttl = db.create_container("ttl", PartitionKey(path="/pk"), default_ttl=10)
+assert ttl.read()["defaultTtl"] == 10
+expect_status(400, lambda: db.create_container("ttl-bad", PartitionKey(path="/pk"), default_ttl=-10))
+for bad in (0, None, -10):
+    expect_status(400, lambda: ttl.create_item({"id": "bad", "pk": "p", "ttl": bad}))
+ttl.create_item({"id": "keep", "pk": "p", "ttl": -1})
+ttl.create_item({"id": "short", "pk": "p", "ttl": 1})
+# The server's clock cannot be moved from here: poll, with a ceiling of a minute.
+deadline = time.monotonic() + 60
+while True:
+    ids = [d["id"] for d in ttl.query_items("SELECT * FROM c", partition_key="p")]
+    if ids == ["keep"]:
+        break
+    assert time.monotonic() < deadline, f"'short' never expired: {ids}"
+    time.sleep(0.2)
+expect_status(404, lambda: ttl.read_item("short", partition_key="p"))
+assert [d["id"] for d in ttl.read_all_items()] == ["keep"]
+db.replace_container(ttl, PartitionKey(path="/pk"), default_ttl=-1)
+assert ttl.read()["defaultTtl"] == -1
+check("time to live: validation, expiry, replace")
+
+# --- unique keys --------------------------------------------------------------------------
+people = db.create_container(
+    "people", PartitionKey(path="/tenant"), unique_key_policy={"uniqueKeys": [{"paths": ["/email"]}]}
+)
+assert people.read()["uniqueKeyPolicy"]["uniqueKeys"] == [{"paths": ["/email"]}]
+people.create_item({"id": "u1", "tenant": "t", "email": "a@x"})
+people.create_item({"id": "u2", "tenant": "t", "email": "b@x"})
+people.create_item({"id": "u1", "tenant": "t2", "email": "a@x"})
+expect_status(409, lambda: people.create_item({"id": "u3", "tenant": "t", "email": "a@x"}))
+expect_status(409, lambda: people.upsert_item({"id": "u3", "tenant": "t", "email": "a@x"}))
+expect_status(409, lambda: people.replace_item("u2", {"id": "u2", "tenant": "t", "email": "a@x"}))
+check("unique keys: 409 within a partition")
+
+# --- deleting a logical partition --------------------------------------------------------
+parts = db.create_container("parts", PartitionKey(path="/pk"))
+for i in range(3):
+    parts.upsert_item({"id": f"i{i}", "pk": "a"})
+other = parts.upsert_item({"id": "o", "pk": "b"})
+parts.delete_all_items_by_partition_key("a")
+left = list(parts.read_all_items())
+assert [d["id"] for d in left] == ["o"], left
+assert left[0]["_etag"] == other["_etag"]
+parts.delete_all_items_by_partition_key("nobody")
+parts.delete_all_items_by_partition_key(None)
+assert [d["id"] for d in parts.read_all_items()] == ["o"]
+check("delete_all_items_by_partition_key")
 
 # --- deletes ------------------------------------------------------------------------------
 db.delete_container("cf")

@@ -1190,3 +1190,95 @@ fn patches_and_transactional_batches_from_the_command_line() {
         "{err}"
     );
 }
+
+#[test]
+fn time_to_live_unique_keys_and_partition_deletes_from_the_command_line() {
+    let cli = Cli::new();
+    cli.fails(
+        &[
+            "container",
+            "create",
+            "bad",
+            "--pk",
+            "/pk",
+            "--default-ttl",
+            "0",
+        ],
+        400,
+    );
+    let created = cli.ok(&[
+        "container",
+        "create",
+        "users",
+        "--pk",
+        "/tenant",
+        "--default-ttl",
+        "-1",
+        "--unique-key",
+        "/email",
+        "--unique-key",
+        "/name,/city",
+    ]);
+    assert_eq!(created["defaultTtl"], -1);
+    assert_eq!(
+        created["uniqueKeyPolicy"]["uniqueKeys"],
+        json!([{"paths": ["/email"]}, {"paths": ["/name", "/city"]}])
+    );
+    cli.ok(&[
+        "item",
+        "create",
+        "users",
+        "--pk",
+        "t",
+        "--body",
+        r#"{"id":"u1","tenant":"t","email":"a@x","ttl":3600}"#,
+    ]);
+    let dup = cli.fails(
+        &[
+            "item",
+            "create",
+            "users",
+            "--pk",
+            "t",
+            "--body",
+            r#"{"id":"u2","tenant":"t","email":"a@x"}"#,
+        ],
+        409,
+    );
+    assert!(dup["message"].as_str().unwrap().contains("/email"), "{dup}");
+    cli.fails(
+        &[
+            "item",
+            "create",
+            "users",
+            "--pk",
+            "t",
+            "--body",
+            r#"{"id":"u3","tenant":"t","ttl":0}"#,
+        ],
+        400,
+    );
+    cli.ok(&[
+        "item",
+        "create",
+        "users",
+        "--pk",
+        "t",
+        "--body",
+        r#"{"id":"u4","tenant":"t","email":"b@x","name":"n"}"#,
+    ]);
+    let off = cli.ok(&["container", "set-ttl", "users", "--default-ttl", "off"]);
+    assert_eq!(off["defaultTtl"], Value::Null);
+    cli.fails(
+        &["container", "set-ttl", "users", "--default-ttl", "soon"],
+        400,
+    );
+    let listed = cli.ok(&["container", "list"]);
+    assert_eq!(listed["containers"][0]["defaultTtl"], Value::Null);
+
+    let deleted = cli.ok(&["item", "delete-partition", "users", "--pk", "t"]);
+    assert_eq!(deleted["deleted"], 2);
+    cli.fails(&["item", "read", "users", "--pk", "t", "--id", "u1"], 404);
+    let again = cli.ok(&["item", "delete-partition", "users", "--pk", "t"]);
+    assert_eq!(again["deleted"], 0);
+}

@@ -1858,6 +1858,310 @@ fn scripts_and_the_wire_agree_on_links() {
     assert_eq!(body["coll"], coll["_self"]);
 }
 
+/// A gateway over a database whose clock moves only when told (with the
+/// background purge off), and its data directory.
+fn gateway_on_clock() -> (Gateway, partita::ManualClock, tempfile::TempDir) {
+    let clock = partita::ManualClock::new(SystemTime::now());
+    let options = partita::Options {
+        clock: clock.clock(),
+        purge_interval: None,
+        durability: partita::Durability::None,
+        ..partita::Options::default()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open_with(dir.path(), options).unwrap();
+    (setup_on(gateway(db)), clock, dir)
+}
+
+#[test]
+fn default_ttl_is_validated_echoed_replaced_and_expires_items() {
+    let (gw, clock, _dir) = gateway_on_clock();
+    for bad in ["0", "-10", "\"5\"", "1.5"] {
+        let body =
+            format!(r#"{{"id":"bad","partitionKey":{{"paths":["/pk"]}},"defaultTtl":{bad}}}"#);
+        let (r, body) = call(&gw, signed("POST", "/dbs/d/colls", &[], body.as_bytes()));
+        assert_error(&r, &body, 400, "BadRequest", "defaultTtl");
+    }
+    let (r, body) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls",
+            &[],
+            br#"{"id":"t","partitionKey":{"paths":["/pk"]},"defaultTtl":10}"#,
+        ),
+    );
+    assert_eq!(r.status, 201, "{body}");
+    assert_eq!(body["defaultTtl"], 10);
+    let pk = ("x-ms-documentdb-partitionkey", r#"["p"]"#);
+    for bad in ["0", "null", "-10"] {
+        let doc = format!(r#"{{"id":"x","pk":"p","ttl":{bad}}}"#);
+        let (r, body) = call(
+            &gw,
+            signed("POST", "/dbs/d/colls/t/docs", &[pk], doc.as_bytes()),
+        );
+        assert_error(&r, &body, 400, "BadRequest", "ttl");
+    }
+    for doc in [r#"{"id":"a","pk":"p"}"#, r#"{"id":"b","pk":"p","ttl":-1}"#] {
+        let (r, body) = call(
+            &gw,
+            signed("POST", "/dbs/d/colls/t/docs", &[pk], doc.as_bytes()),
+        );
+        assert_eq!(r.status, 201, "{body}");
+    }
+    clock.advance(Duration::from_secs(10));
+    let (r, _) = call(&gw, signed("GET", "/dbs/d/colls/t/docs/a", &[pk], b""));
+    assert_eq!(r.status, 404, "expired");
+    let (r, body) = call(&gw, signed("GET", "/dbs/d/colls/t/docs", &[pk], b""));
+    assert_eq!(r.status, 200);
+    assert_eq!(body["Documents"].as_array().unwrap().len(), 1, "{body}");
+    let query = [
+        ("content-type", "application/query+json"),
+        ("x-ms-documentdb-isquery", "true"),
+        ("x-ms-documentdb-query-enablecrosspartition", "true"),
+    ];
+    let (r, body) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls/t/docs",
+            &query,
+            br#"{"query":"SELECT VALUE c.id FROM c"}"#,
+        ),
+    );
+    assert_eq!(r.status, 200, "{body}");
+    assert_eq!(body["Documents"], json!(["b"]));
+    let (r, body) = call(
+        &gw,
+        signed(
+            "GET",
+            "/dbs/d/colls/t/docs",
+            &[("a-im", "Incremental Feed")],
+            b"",
+        ),
+    );
+    assert_eq!(r.status, 200, "{body}");
+    assert_eq!(body["Documents"].as_array().unwrap().len(), 1, "{body}");
+    assert_eq!(body["Documents"][0]["id"], "b");
+
+    // A replace without defaultTtl turns time to live off: "a" is back
+    // until the purge would have removed it.
+    let (r, body) = call(
+        &gw,
+        signed(
+            "PUT",
+            "/dbs/d/colls/t",
+            &[],
+            br#"{"id":"t","partitionKey":{"paths":["/pk"]}}"#,
+        ),
+    );
+    assert_eq!(r.status, 200, "{body}");
+    assert!(body.get("defaultTtl").is_none(), "{body}");
+    let (r, _) = call(&gw, signed("GET", "/dbs/d/colls/t/docs/a", &[pk], b""));
+    assert_eq!(r.status, 200);
+    let (r, body) = call(
+        &gw,
+        signed(
+            "PUT",
+            "/dbs/d/colls/t",
+            &[],
+            br#"{"id":"t","partitionKey":{"paths":["/pk"]},"defaultTtl":5}"#,
+        ),
+    );
+    assert_eq!(r.status, 200, "{body}");
+    let (_, body) = call(&gw, signed("GET", "/dbs/d/colls/t", &[], b""));
+    assert_eq!(body["defaultTtl"], 5);
+    let (r, _) = call(&gw, signed("GET", "/dbs/d/colls/t/docs/a", &[pk], b""));
+    assert_eq!(r.status, 404);
+    let (r, body) = call(
+        &gw,
+        signed(
+            "PUT",
+            "/dbs/d/colls/t",
+            &[],
+            br#"{"id":"t","partitionKey":{"paths":["/pk"]},"defaultTtl":0}"#,
+        ),
+    );
+    assert_error(&r, &body, 400, "BadRequest", "defaultTtl");
+}
+
+#[test]
+fn unique_keys_are_409_over_the_wire_and_fixed_after_creation() {
+    let gw = setup();
+    let (r, body) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls",
+            &[],
+            br#"{"id":"u","partitionKey":{"paths":["/pk"]},
+                 "uniqueKeyPolicy":{"uniqueKeys":[{"paths":["/name","/address/zip"]}]}}"#,
+        ),
+    );
+    assert_eq!(r.status, 201, "{body}");
+    assert_eq!(
+        body["uniqueKeyPolicy"],
+        json!({"uniqueKeys": [{"paths": ["/name", "/address/zip"]}]})
+    );
+    let pk = ("x-ms-documentdb-partitionkey", r#"["p"]"#);
+    let doc = |id: &str, zip: u32| {
+        format!(r#"{{"id":"{id}","pk":"p","name":"n","address":{{"zip":{zip}}}}}"#)
+    };
+    let (r, _) = call(
+        &gw,
+        signed("POST", "/dbs/d/colls/u/docs", &[pk], doc("a", 1).as_bytes()),
+    );
+    assert_eq!(r.status, 201);
+    let (r, _) = call(
+        &gw,
+        signed("POST", "/dbs/d/colls/u/docs", &[pk], doc("b", 2).as_bytes()),
+    );
+    assert_eq!(r.status, 201);
+    let (r, body) = call(
+        &gw,
+        signed("POST", "/dbs/d/colls/u/docs", &[pk], doc("c", 1).as_bytes()),
+    );
+    assert_error(&r, &body, 409, "Conflict", "unique key");
+    let (r, body) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls/u/docs",
+            &[pk, ("x-ms-documentdb-is-upsert", "true")],
+            doc("c", 1).as_bytes(),
+        ),
+    );
+    assert_error(&r, &body, 409, "Conflict", "/address/zip");
+    let (r, body) = call(
+        &gw,
+        signed(
+            "PUT",
+            "/dbs/d/colls/u/docs/b",
+            &[pk],
+            doc("b", 1).as_bytes(),
+        ),
+    );
+    assert_error(&r, &body, 409, "Conflict", "unique key");
+
+    let (r, body) = call(
+        &gw,
+        signed(
+            "PUT",
+            "/dbs/d/colls/u",
+            &[],
+            br#"{"id":"u","partitionKey":{"paths":["/pk"]},
+                 "uniqueKeyPolicy":{"uniqueKeys":[{"paths":["/name"]}]}}"#,
+        ),
+    );
+    assert_error(&r, &body, 400, "BadRequest", "uniqueKeyPolicy");
+    // Leaving the policy out of a replace keeps it.
+    let (r, body) = call(
+        &gw,
+        signed(
+            "PUT",
+            "/dbs/d/colls/u",
+            &[],
+            br#"{"id":"u","partitionKey":{"paths":["/pk"]}}"#,
+        ),
+    );
+    assert_eq!(r.status, 200, "{body}");
+    assert_eq!(
+        body["uniqueKeyPolicy"]["uniqueKeys"][0]["paths"][0],
+        "/name"
+    );
+    for bad in [
+        r#"{"uniqueKeys":[{"paths":["name"]}]}"#,
+        r#"{"uniqueKeys":"x"}"#,
+    ] {
+        let body =
+            format!(r#"{{"id":"bad","partitionKey":{{"paths":["/pk"]}},"uniqueKeyPolicy":{bad}}}"#);
+        let (r, body) = call(&gw, signed("POST", "/dbs/d/colls", &[], body.as_bytes()));
+        assert_eq!(r.status, 400, "{body}");
+    }
+}
+
+#[test]
+fn partition_key_delete_is_synchronous_signed_as_the_collection() {
+    let gw = setup();
+    for (id, pk) in [("a", "p1"), ("b", "p1"), ("c", "p2")] {
+        let doc = format!(r#"{{"id":"{id}","pk":"{pk}"}}"#);
+        let key = format!(r#"["{pk}"]"#);
+        let (r, _) = call(
+            &gw,
+            signed(
+                "POST",
+                "/dbs/d/colls/c/docs",
+                &[("x-ms-documentdb-partitionkey", &key)],
+                doc.as_bytes(),
+            ),
+        );
+        assert_eq!(r.status, 201);
+    }
+    let path = "/dbs/d/colls/c/operations/partitionkeydelete";
+    assert_eq!(
+        resource_of(&segments(path)),
+        ("colls".to_owned(), "dbs/d/colls/c".to_owned())
+    );
+    let (r, body) = call(
+        &gw,
+        signed(
+            "POST",
+            path,
+            &[("x-ms-documentdb-partitionkey", r#"["p1"]"#)],
+            b"",
+        ),
+    );
+    assert_eq!(r.status, 200, "{body}");
+    assert!(r.header("x-ms-session-token").is_some());
+    let (_, body) = call(
+        &gw,
+        signed(
+            "GET",
+            "/dbs/d/colls/c/docs",
+            &[("x-ms-documentdb-query-enablecrosspartition", "true")],
+            b"",
+        ),
+    );
+    let ids: Vec<&str> = body["Documents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["c"]);
+    // The deletes are in the change feed: "a" and "b" are gone from it.
+    let (_, body) = call(
+        &gw,
+        signed(
+            "GET",
+            "/dbs/d/colls/c/docs",
+            &[("a-im", "Incremental Feed")],
+            b"",
+        ),
+    );
+    assert_eq!(body["Documents"].as_array().unwrap().len(), 1, "{body}");
+    // An unknown key, or none, deletes nothing and succeeds.
+    for headers in [
+        &[("x-ms-documentdb-partitionkey", r#"["nobody"]"#)][..],
+        &[],
+    ] {
+        let (r, body) = call(&gw, signed("POST", path, headers, b""));
+        assert_eq!(r.status, 200, "{body}");
+    }
+    let (r, _) = call(
+        &gw,
+        signed(
+            "GET",
+            "/dbs/d/colls/c/docs/c",
+            &[("x-ms-documentdb-partitionkey", r#"["p2"]"#)],
+            b"",
+        ),
+    );
+    assert_eq!(r.status, 200);
+    let (r, _) = call(&gw, signed("GET", path, &[], b""));
+    assert_eq!(r.status, 404, "only POST is served there");
+}
+
 #[test]
 fn batches_bulk_and_patches_over_the_wire() {
     let gw = setup();

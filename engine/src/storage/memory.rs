@@ -44,6 +44,10 @@ impl Storage for MemoryStorage {
         Ok(())
     }
 
+    fn update_container(&self, _meta: &ContainerMeta) -> Result<()> {
+        Ok(())
+    }
+
     fn put_script(&self, _script: &ScriptRecord) -> Result<()> {
         Ok(())
     }

@@ -81,6 +81,10 @@ pub struct ContainerMeta {
     pub partition_key_path: String,
     /// How many physical partitions logical partitions are hashed onto.
     pub physical_partitions: u32,
+    /// Time to live: `None` off, -1 on without a default, `n` seconds.
+    pub default_ttl: Option<i32>,
+    /// The unique keys, fixed at creation.
+    pub unique_keys: Vec<crate::UniqueKey>,
 }
 
 /// What a transaction did to one document, as the change log records it.
@@ -268,6 +272,14 @@ pub trait Storage: Send + Sync {
     /// # Errors
     /// [`crate::Error::Storage`] on I/O failure.
     fn delete_container(&self, id: &str) -> Result<()>;
+
+    /// Durably replaces a container's settings (its time to live) with
+    /// those of `meta`; its id, ordinal, partition key and physical
+    /// partitions never change.
+    ///
+    /// # Errors
+    /// [`crate::Error::Storage`] on I/O failure.
+    fn update_container(&self, meta: &ContainerMeta) -> Result<()>;
 
     /// Durably stores a script, replacing any with the same container, kind and id.
     ///

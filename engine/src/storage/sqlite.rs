@@ -86,6 +86,7 @@ use super::{
 };
 use crate::document::{Document, now_secs};
 use crate::error::{Error, Result};
+use crate::settings::{parse_settings, settings_json};
 
 /// The default of how many pages the write-ahead log grows to before a
 /// commit copies them back into the database file
@@ -114,7 +115,8 @@ CREATE TABLE IF NOT EXISTS containers (
     id TEXT PRIMARY KEY,
     ordinal INTEGER NOT NULL,
     pk_path TEXT NOT NULL,
-    physical_partitions INTEGER NOT NULL
+    physical_partitions INTEGER NOT NULL,
+    settings TEXT NOT NULL DEFAULT '{}'
 );
 CREATE TABLE IF NOT EXISTS docs (
     container TEXT NOT NULL,
@@ -193,6 +195,15 @@ fn create_schema(conn: &mut Connection, unfolded_store: bool) -> rusqlite::Resul
         }
     }
     tx.execute_batch(SCHEMA)?;
+    // Stores from before container settings (time to live, unique keys).
+    let has_settings: bool = tx.query_row(
+        "SELECT COUNT(*) > 0 FROM pragma_table_info('containers') WHERE name = 'settings'",
+        [],
+        |row| row.get(0),
+    )?;
+    if !has_settings {
+        tx.execute_batch("ALTER TABLE containers ADD COLUMN settings TEXT NOT NULL DEFAULT '{}'")?;
+    }
     for (table, columns) in relaid {
         tx.execute_batch(&format!(
             "INSERT INTO {table} ({columns}) SELECT {columns} FROM {table}_old_layout; DROP TABLE {table}_old_layout;"
@@ -226,6 +237,7 @@ enum Request {
 
 enum MetaOp {
     CreateContainer(ContainerMeta),
+    UpdateContainer(ContainerMeta),
     DeleteContainer(String),
     PutScript(ScriptRecord),
     DeleteScript {
@@ -474,25 +486,42 @@ impl Storage for SqliteStorage {
         let bad = |e: rusqlite::Error| Error::storage("load", e);
         let mut containers: Vec<LoadedContainer> = conn
             .prepare(
-                "SELECT id, ordinal, pk_path, physical_partitions FROM containers ORDER BY ordinal",
+                "SELECT id, ordinal, pk_path, physical_partitions, settings FROM containers ORDER BY ordinal",
             )
             .map_err(bad)?
             .query_map([], |row| {
-                Ok(LoadedContainer {
-                    meta: ContainerMeta {
-                        id: row.get(0)?,
+                let id: String = row.get(0)?;
+                let settings: String = row.get(4)?;
+                Ok((
+                    ContainerMeta {
                         ordinal: row.get(1)?,
                         partition_key_path: row.get(2)?,
                         physical_partitions: row.get(3)?,
+                        default_ttl: None,
+                        unique_keys: Vec::new(),
+                        id,
                     },
+                    settings,
+                ))
+            })
+            .map_err(bad)?
+            .map(|row| {
+                let (mut meta, settings) = row.map_err(bad)?;
+                (meta.default_ttl, meta.unique_keys) =
+                    parse_settings(&settings).map_err(|e| {
+                        Error::Storage(format!(
+                            "corrupt settings of container {:?}: {e}",
+                            meta.id
+                        ))
+                    })?;
+                Ok(LoadedContainer {
+                    meta,
                     max_seq: 0,
                     scripts: Vec::new(),
                     documents: Vec::new(),
                 })
             })
-            .map_err(bad)?
-            .collect::<rusqlite::Result<_>>()
-            .map_err(bad)?;
+            .collect::<Result<_>>()?;
         let max_seq = max_per_container(
             &conn,
             "SELECT container, MAX(seq) FROM changes GROUP BY container",
@@ -545,6 +574,10 @@ impl Storage for SqliteStorage {
 
     fn delete_container(&self, id: &str) -> Result<()> {
         self.meta(MetaOp::DeleteContainer(id.to_owned()))
+    }
+
+    fn update_container(&self, meta: &ContainerMeta) -> Result<()> {
+        self.meta(MetaOp::UpdateContainer(meta.clone()))
     }
 
     fn put_script(&self, script: &ScriptRecord) -> Result<()> {
@@ -980,8 +1013,20 @@ fn write_meta(tx: &rusqlite::Transaction<'_>, op: &MetaOp) -> rusqlite::Result<(
     match op {
         MetaOp::CreateContainer(meta) => {
             tx.execute(
-                "INSERT OR IGNORE INTO containers (id, ordinal, pk_path, physical_partitions) VALUES (?1, ?2, ?3, ?4)",
-                params![meta.id, meta.ordinal, meta.partition_key_path, meta.physical_partitions],
+                "INSERT OR IGNORE INTO containers (id, ordinal, pk_path, physical_partitions, settings) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![
+                    meta.id,
+                    meta.ordinal,
+                    meta.partition_key_path,
+                    meta.physical_partitions,
+                    settings_json(meta.default_ttl, &meta.unique_keys)
+                ],
+            )?;
+        }
+        MetaOp::UpdateContainer(meta) => {
+            tx.execute(
+                "UPDATE containers SET settings = ?2 WHERE id = ?1",
+                params![meta.id, settings_json(meta.default_ttl, &meta.unique_keys)],
             )?;
         }
         MetaOp::DeleteContainer(id) => {
@@ -1226,6 +1271,8 @@ mod tests {
             ordinal: 1,
             partition_key_path: "/pk".into(),
             physical_partitions: 1,
+            default_ttl: None,
+            unique_keys: Vec::new(),
         }
     }
 
@@ -1432,5 +1479,51 @@ mod tests {
             loaded(&storage),
             BTreeMap::from([("x".to_owned(), 7), ("y".to_owned(), 1)])
         );
+    }
+
+    #[test]
+    fn container_settings_survive_reopen_and_updates() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        let mut meta = ContainerMeta {
+            default_ttl: Some(30),
+            unique_keys: vec![crate::UniqueKey::new(["/name", "/address/zip"])],
+            ..meta()
+        };
+        {
+            let storage = SqliteStorage::open(&path, Durability::Full).unwrap();
+            storage.create_container(&meta).unwrap();
+        }
+        let storage = SqliteStorage::open(&path, Durability::Full).unwrap();
+        assert_eq!(storage.load().unwrap()[0].meta, meta);
+        meta.default_ttl = None;
+        storage.update_container(&meta).unwrap();
+        drop(storage);
+        let storage = SqliteStorage::open(&path, Durability::Full).unwrap();
+        assert_eq!(storage.load().unwrap()[0].meta, meta);
+    }
+
+    #[test]
+    fn a_store_without_settings_gains_the_column() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        {
+            let storage = SqliteStorage::open(&path, Durability::Full).unwrap();
+            storage.create_container(&meta()).unwrap();
+        }
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch("ALTER TABLE containers DROP COLUMN settings")
+            .unwrap();
+        let storage = SqliteStorage::open(&path, Durability::Full).unwrap();
+        assert_eq!(storage.load().unwrap()[0].meta, meta());
+        let ttl = ContainerMeta {
+            default_ttl: Some(-1),
+            ..meta()
+        };
+        storage.update_container(&ttl).unwrap();
+        drop(storage);
+        let storage = SqliteStorage::open(&path, Durability::Full).unwrap();
+        assert_eq!(storage.load().unwrap()[0].meta, ttl);
     }
 }

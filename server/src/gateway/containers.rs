@@ -1,11 +1,17 @@
 //! Containers (`/dbs/{db}/colls[/{c}]`): each Cosmos container is an engine
 //! container the registry (`registry.rs`) names and keeps the definition of;
-//! the body shows the definition with the partition key the engine uses.
+//! the body shows the definition with the partition key, time to live
+//! (`defaultTtl`) and unique keys (`uniqueKeyPolicy`) the engine enforces.
+//! Also the deletion of one logical partition
+//! (`POST .../operations/partitionkeydelete`), synchronous here.
 
 use serde_json::{Value, json};
 
+use partita::charge::Work;
+
 use super::queries::metadata_feed;
 use super::requests::object_body;
+use super::responses::charge;
 use super::{DATABASE_RID, Gateway};
 use crate::registry::CollEntry;
 use crate::wire::{WireError, WireRequest, WireResponse};
@@ -60,6 +66,28 @@ impl Gateway {
         self.registry.delete_collection(db, c)?;
         Ok(WireResponse::empty(204))
     }
+
+    /// Deletes every document of the logical partition the
+    /// `x-ms-documentdb-partitionkey` header names, in one transaction,
+    /// before answering (the service does it in the background); no
+    /// header or an unknown key deletes nothing. 200 with no body.
+    pub(super) fn delete_partition(
+        &self,
+        coll: &CollEntry,
+        req: &WireRequest,
+    ) -> Result<WireResponse, WireError> {
+        let deleted = match self.partition_key(coll, req)? {
+            Some(key) => coll.container.delete_all_items_by_partition_key(key)?,
+            None => 0,
+        };
+        let work = Work {
+            docs_written: deleted as u64,
+            ..Work::default()
+        };
+        Ok(WireResponse::empty(200)
+            .with("x-ms-request-charge", charge(work.request_charge()))
+            .with("x-ms-session-token", self.write_token()))
+    }
 }
 
 /// Adds `x-ms-alt-content-path`, the name path of the container's database.
@@ -89,6 +117,20 @@ fn collection_json(coll: &CollEntry) -> Value {
     v.entry("conflictResolutionPolicy").or_insert(json!({
         "mode": "LastWriterWins", "conflictResolutionPath": "/_ts", "conflictResolutionProcedure": ""
     }));
+    let props = coll.container.properties();
+    match props.default_ttl {
+        Some(ttl) => v.insert("defaultTtl".into(), json!(ttl)),
+        None => v.remove("defaultTtl"),
+    };
+    let unique_keys: Vec<Value> = props
+        .unique_keys
+        .iter()
+        .map(|k| json!({"paths": k.paths}))
+        .collect();
+    v.insert(
+        "uniqueKeyPolicy".into(),
+        json!({ "uniqueKeys": unique_keys }),
+    );
     v.insert("_rid".into(), json!(coll.rid));
     v.insert("_ts".into(), json!(coll.ts));
     v.insert(

@@ -11,6 +11,7 @@
 //!     /dbs/{db}/colls/{c}/docs[/{id}]  engine: CRUD, queries, read feed, change feed
 //!     /dbs/{db}/colls/{c}/pkranges     one range "" .. "FF" (304 on a matching If-None-Match)
 //!     /dbs/{db}/colls/{c}/{sprocs,triggers,udfs}[/{id}]   scripts; POST sprocs/{id} executes
+//!     /dbs/{db}/colls/{c}/operations/partitionkeydelete   POST: delete one logical partition
 //!   ─► common headers: activity id, request charge, session token, version
 //! ```
 //!
@@ -285,6 +286,7 @@ impl Gateway {
                 self.delete_script(coll, kind, id)
             }
             ("POST", ["sprocs", id]) => self.execute(coll, id, req),
+            ("POST", ["operations", "partitionkeydelete"]) => self.delete_partition(coll, req),
             (_, ["docs" | "pkranges" | "sprocs" | "triggers" | "udfs", ..]) => {
                 Err(not_allowed(method, &req.path))
             }

@@ -1,0 +1,761 @@
+//! Container settings beyond the partition key: time to live and unique keys.
+//!
+//! TIME TO LIVE
+//! ============
+//!
+//! A container's `defaultTtl` (Cosmos DB's semantics):
+//!
+//! | `defaultTtl` | item without `ttl` | item with `ttl: n > 0` | item with `ttl: -1` |
+//! |---|---|---|---|
+//! | absent | never expires | never expires (`ttl` ignored) | never expires |
+//! | `-1` | never expires | expires `n` s after `_ts` | never expires |
+//! | `n > 0` | expires `n` s after `_ts` | expires `n` s after `_ts` | never expires |
+//!
+//! `defaultTtl` 0 or below -1 is a 400; so is an item `ttl` of 0, `null`,
+//! below -1 or not an integer, while time to live is on. An item expires
+//! when the clock ([`crate::Clock`]) reaches `_ts + ttl`: from then on every
+//! read, query, feed and transaction treats it as absent, and the
+//! background purge (`Container::purge_expired`) deletes it, a delete in the
+//! change log.
+//!
+//! UNIQUE KEYS
+//! ===========
+//!
+//! A unique key is a list of paths (`["/name", "/address/zip"]`); no two
+//! live documents of one logical partition may have the same values at all
+//! of a key's paths. A missing path counts as `null`, as on Cosmos DB.
+//! Checked by the transaction on every write (point writes, scripts,
+//! native transactions) with a scan of the partition: O(documents in the
+//! partition) per write to a container that has unique keys, and nothing
+//! for one that has none.
+
+use serde_json::{Value, json};
+
+use crate::error::{Error, Result};
+
+/// The most unique keys a container may have (Cosmos DB's limit).
+pub const MAX_UNIQUE_KEYS: usize = 10;
+
+/// The most paths one unique key may have (Cosmos DB's limit).
+pub const MAX_UNIQUE_KEY_PATHS: usize = 16;
+
+/// One unique key of a container's `uniqueKeyPolicy`: the combination of
+/// values at `paths` is unique within each logical partition.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UniqueKey {
+    /// JSON paths such as `/name` or `/address/zip`.
+    pub paths: Vec<String>,
+}
+
+impl UniqueKey {
+    /// A unique key over `paths`.
+    pub fn new<S: Into<String>>(paths: impl IntoIterator<Item = S>) -> UniqueKey {
+        UniqueKey {
+            paths: paths.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
+/// Checks a container's `defaultTtl`: absent, -1 or positive.
+///
+/// # Errors
+/// [`Error::BadRequest`] naming the container for 0 or a value below -1.
+pub(crate) fn validate_default_ttl(container: &str, ttl: Option<i32>) -> Result<()> {
+    match ttl {
+        None | Some(-1) => Ok(()),
+        Some(n) if n > 0 => Ok(()),
+        Some(n) => Err(Error::BadRequest(format!(
+            "container {container:?}: defaultTtl must be -1 (on, items never expire unless they say so) \
+             or a number of seconds from 1 to {}, not {n}",
+            i32::MAX
+        ))),
+    }
+}
+
+/// Checks a document's `ttl` when time to live is on: absent, -1 or a
+/// positive number of seconds.
+///
+/// # Errors
+/// [`Error::BadRequest`] naming the document.
+pub(crate) fn validate_item_ttl(container: &str, id: &str, doc: &Value) -> Result<()> {
+    let Some(ttl) = host_api::member(doc, "ttl") else {
+        return Ok(());
+    };
+    match ttl.as_i64() {
+        Some(-1) => Ok(()),
+        Some(n) if n > 0 && n <= i64::from(i32::MAX) => Ok(()),
+        _ => Err(Error::BadRequest(format!(
+            "document {id:?} in container {container:?}: ttl must be -1 (never expires) or a number \
+             of seconds from 1 to {}, not {ttl}; leave it out to use the container's defaultTtl",
+            i32::MAX
+        ))),
+    }
+}
+
+/// Checks a unique key policy.
+///
+/// # Errors
+/// [`Error::BadRequest`] for too many keys or paths, an empty key, a path
+/// that is not `/a/b`, or a path named twice in one key.
+pub(crate) fn validate_unique_keys(container: &str, keys: &[UniqueKey]) -> Result<()> {
+    let bad = |what: String| {
+        Err(Error::BadRequest(format!(
+            "container {container:?}: {what}"
+        )))
+    };
+    if keys.len() > MAX_UNIQUE_KEYS {
+        return bad(format!(
+            "the unique key policy has {} unique keys, over the limit of {MAX_UNIQUE_KEYS}",
+            keys.len()
+        ));
+    }
+    for key in keys {
+        if key.paths.is_empty() || key.paths.len() > MAX_UNIQUE_KEY_PATHS {
+            return bad(format!(
+                "a unique key needs 1 to {MAX_UNIQUE_KEY_PATHS} paths, not {}",
+                key.paths.len()
+            ));
+        }
+        for (i, path) in key.paths.iter().enumerate() {
+            if segments(path).is_none() {
+                return bad(format!(
+                    "unique key path {path:?} must be a path such as /name or /address/zip"
+                ));
+            }
+            if key.paths[..i].contains(path) {
+                return bad(format!(
+                    "unique key path {path:?} is named twice in one key"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The segments of `/a/b`, or `None` for anything else (no wildcards).
+fn segments(path: &str) -> Option<Vec<String>> {
+    let rest = path.strip_prefix('/')?;
+    let parts: Vec<String> = rest
+        .split('/')
+        .map(|s| {
+            s.strip_prefix('"')
+                .and_then(|s| s.strip_suffix('"'))
+                .unwrap_or(s)
+                .to_owned()
+        })
+        .collect();
+    if parts
+        .iter()
+        .any(|s| s.is_empty() || s.contains(['*', '?', '[', ']']))
+    {
+        return None;
+    }
+    Some(parts)
+}
+
+/// The unique keys of a container, parsed once.
+#[derive(Debug, Default)]
+pub(crate) struct UniqueKeys {
+    keys: Vec<(UniqueKey, Vec<Vec<String>>)>,
+}
+
+impl UniqueKeys {
+    /// Parses validated keys.
+    pub(crate) fn new(keys: &[UniqueKey]) -> UniqueKeys {
+        UniqueKeys {
+            keys: keys
+                .iter()
+                .map(|k| {
+                    let parsed = k.paths.iter().filter_map(|p| segments(p)).collect();
+                    (k.clone(), parsed)
+                })
+                .collect(),
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// The first key on which `a` and `b` have the same values, with those
+    /// values.
+    pub(crate) fn clash<'k>(&'k self, a: &Value, b: &Value) -> Option<(&'k UniqueKey, Value)> {
+        self.keys.iter().find_map(|(key, paths)| {
+            let mut values = Vec::with_capacity(paths.len());
+            for path in paths {
+                let (x, y) = (at(a, path), at(b, path));
+                if !same(x, y) {
+                    return None;
+                }
+                values.push(x.clone());
+            }
+            Some((key, Value::Array(values)))
+        })
+    }
+}
+
+static NULL: Value = Value::Null;
+
+/// The value at `path`, `null` when it is missing.
+fn at<'v>(doc: &'v Value, path: &[String]) -> &'v Value {
+    let mut v = doc;
+    for segment in path {
+        match host_api::member(v, segment) {
+            Some(next) => v = next,
+            None => return &NULL,
+        }
+    }
+    v
+}
+
+/// JSON equality, with numbers compared by value (`1` and `1.0` are one value).
+fn same(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x == y || x.as_f64() == y.as_f64(),
+        _ => a == b,
+    }
+}
+
+/// When items of a container expire, as of one reading of the clock.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Expiry {
+    /// The container's `defaultTtl`: -1 or positive.
+    pub(crate) default_ttl: i64,
+    /// Now, in seconds since the Unix epoch.
+    pub(crate) now: u64,
+}
+
+impl Expiry {
+    /// Whether `doc` has expired: its effective ttl (its own `ttl` when
+    /// valid, else the container's) is positive and `_ts + ttl <= now`.
+    pub(crate) fn expired(&self, doc: &Value) -> bool {
+        let ttl = match host_api::member(doc, "ttl").and_then(Value::as_i64) {
+            Some(n) if n == -1 || n > 0 => n,
+            _ => self.default_ttl,
+        };
+        if ttl <= 0 {
+            return false;
+        }
+        let ts = host_api::member(doc, "_ts")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        ts.saturating_add(ttl as u64) <= self.now
+    }
+}
+
+/// The `settings` column of a container: `{"defaultTtl": n,
+/// "uniqueKeyPolicy": {"uniqueKeys": [{"paths": [...]}]}}`, members left
+/// out when unset.
+pub(crate) fn settings_json(default_ttl: Option<i32>, unique_keys: &[UniqueKey]) -> String {
+    let mut settings = serde_json::Map::new();
+    if let Some(ttl) = default_ttl {
+        settings.insert("defaultTtl".into(), json!(ttl));
+    }
+    if !unique_keys.is_empty() {
+        settings.insert(
+            "uniqueKeyPolicy".into(),
+            json!({ "uniqueKeys": unique_keys.iter().map(|k| json!({"paths": k.paths})).collect::<Vec<_>>() }),
+        );
+    }
+    Value::Object(settings).to_string()
+}
+
+/// Parses [`settings_json`]'s text.
+///
+/// # Errors
+/// A message naming what is wrong.
+pub(crate) fn parse_settings(text: &str) -> Result<(Option<i32>, Vec<UniqueKey>), String> {
+    let value: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    let default_ttl = match value.get("defaultTtl") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(
+            v.as_i64()
+                .and_then(|n| i32::try_from(n).ok())
+                .ok_or_else(|| format!("defaultTtl {v} is not a 32-bit integer"))?,
+        ),
+    };
+    let unique_keys = match value.get("uniqueKeyPolicy").map(|p| &p["uniqueKeys"]) {
+        None | Some(Value::Null) => Vec::new(),
+        Some(keys) => parse_unique_keys(keys)?,
+    };
+    Ok((default_ttl, unique_keys))
+}
+
+/// Parses the `uniqueKeys` array of a `uniqueKeyPolicy`
+/// (`[{"paths": ["/name"]}, ...]`).
+///
+/// # Errors
+/// A message naming what is not of that shape.
+pub fn parse_unique_keys(keys: &Value) -> Result<Vec<UniqueKey>, String> {
+    let shape =
+        || format!("uniqueKeys must be an array of {{\"paths\": [\"/path\", ...]}}, not {keys}");
+    keys.as_array()
+        .ok_or_else(shape)?
+        .iter()
+        .map(|key| {
+            let paths = key
+                .get("paths")
+                .and_then(Value::as_array)
+                .ok_or_else(shape)?;
+            paths
+                .iter()
+                .map(|p| p.as_str().map(str::to_owned).ok_or_else(shape))
+                .collect::<Result<Vec<_>, _>>()
+                .map(|paths| UniqueKey { paths })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_ttl_values() {
+        for ok in [None, Some(-1), Some(1), Some(i32::MAX)] {
+            assert!(validate_default_ttl("c", ok).is_ok(), "{ok:?}");
+        }
+        for bad in [0, -2, -10, i32::MIN] {
+            let err = validate_default_ttl("c", Some(bad)).unwrap_err();
+            assert_eq!(err.status(), 400);
+            assert!(err.to_string().contains("defaultTtl"), "{err}");
+        }
+    }
+
+    #[test]
+    fn item_ttl_values() {
+        for ok in [json!({}), json!({"ttl": -1}), json!({"ttl": 5})] {
+            assert!(validate_item_ttl("c", "d", &ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            json!({"ttl": 0}),
+            json!({"ttl": null}),
+            json!({"ttl": -10}),
+            json!({"ttl": "5"}),
+            json!({"ttl": 1.5}),
+            json!({"ttl": 3_000_000_000u64}),
+        ] {
+            let err = validate_item_ttl("c", "d", &bad).unwrap_err();
+            assert_eq!(err.status(), 400, "{bad}");
+            assert!(err.to_string().contains("\"d\""), "{err}");
+        }
+    }
+
+    #[test]
+    fn expiry_follows_the_item_then_the_container() {
+        let at = |default_ttl, now| Expiry { default_ttl, now };
+        let doc = json!({"_ts": 100});
+        assert!(!at(-1, 1_000_000).expired(&doc));
+        assert!(!at(10, 109).expired(&doc));
+        assert!(at(10, 110).expired(&doc));
+        let own = json!({"_ts": 100, "ttl": 5});
+        assert!(at(-1, 105).expired(&own));
+        assert!(!at(-1, 104).expired(&own));
+        let never = json!({"_ts": 100, "ttl": -1});
+        assert!(!at(10, 1_000_000).expired(&never));
+        let invalid = json!({"_ts": 100, "ttl": 0});
+        assert!(at(10, 110).expired(&invalid), "an invalid ttl inherits");
+    }
+
+    #[test]
+    fn unique_keys_compare_values_at_their_paths() {
+        let keys = UniqueKeys::new(&[UniqueKey::new(["/name", "/address/zip"])]);
+        let a = json!({"name": "a", "address": {"zip": 1}});
+        let b = json!({"name": "a", "address": {"zip": 1.0}});
+        let c = json!({"name": "a", "address": {"zip": 2}});
+        let (key, values) = keys.clash(&a, &b).unwrap();
+        assert_eq!(key.paths, ["/name", "/address/zip"]);
+        assert_eq!(values, json!(["a", 1]));
+        assert!(keys.clash(&a, &c).is_none());
+        // Missing paths are null, and nulls clash.
+        assert!(keys.clash(&json!({}), &json!({"name": null})).is_some());
+    }
+
+    #[test]
+    fn unique_key_policies_are_checked() {
+        assert!(validate_unique_keys("c", &[UniqueKey::new(["/a", "/b/c"])]).is_ok());
+        for bad in [
+            vec![UniqueKey::new(Vec::<String>::new())],
+            vec![UniqueKey::new(["a"])],
+            vec![UniqueKey::new(["/a/"])],
+            vec![UniqueKey::new(["/a/*"])],
+            vec![UniqueKey::new(["/a", "/a"])],
+            vec![UniqueKey::new(["/a"]); 11],
+        ] {
+            let err = validate_unique_keys("c", &bad).unwrap_err();
+            assert_eq!(err.status(), 400, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn settings_round_trip() {
+        let keys = vec![UniqueKey::new(["/name"])];
+        let text = settings_json(Some(10), &keys);
+        assert_eq!(parse_settings(&text).unwrap(), (Some(10), keys));
+        assert_eq!(settings_json(None, &[]), "{}");
+        assert_eq!(parse_settings("{}").unwrap(), (None, Vec::new()));
+        assert!(parse_settings("{\"defaultTtl\": \"x\"}").is_err());
+    }
+}
+
+/// Time to live, unique keys and partition deletes through the database.
+#[cfg(test)]
+mod database_tests {
+    use std::time::{Duration, UNIX_EPOCH};
+
+    use host_api::{Collection, QueryRequest};
+    use serde_json::json;
+
+    use crate::{
+        ChangeKind, ContainerProperties, Database, Error, FeedOptions, Lsn, ManualClock, Options,
+        QueryItemsOptions, UniqueKey, storage::MemoryStorage,
+    };
+
+    fn db() -> (Database, ManualClock) {
+        let clock = ManualClock::new(UNIX_EPOCH + Duration::from_secs(1_000_000));
+        let options = Options {
+            clock: clock.clock(),
+            purge_interval: None,
+            ..Options::default()
+        };
+        let db = Database::with_storage(Box::new(MemoryStorage::new()), options).unwrap();
+        (db, clock)
+    }
+
+    fn ids(docs: impl IntoIterator<Item = serde_json::Value>) -> Vec<String> {
+        docs.into_iter()
+            .map(|d| d["id"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn ts_comes_from_the_clock() {
+        let (db, clock) = db();
+        let c = db.create_container("c", "/pk").unwrap();
+        let doc = c
+            .create_item("p", json!({"id": "a", "pk": "p"}), None)
+            .unwrap();
+        assert_eq!(doc.ts(), 1_000_000);
+        clock.advance(Duration::from_secs(7));
+        let doc = c
+            .upsert_item("p", json!({"id": "a", "pk": "p"}), None)
+            .unwrap();
+        assert_eq!(doc.ts(), 1_000_007);
+    }
+
+    #[test]
+    fn an_expired_item_is_invisible_everywhere_then_purged() {
+        let (db, clock) = db();
+        let c = db
+            .create_container_with(ContainerProperties::new("c", "/pk").with_default_ttl(10))
+            .unwrap();
+        c.create_item("p", json!({"id": "short", "pk": "p"}), None)
+            .unwrap();
+        c.create_item("p", json!({"id": "long", "pk": "p", "ttl": 100}), None)
+            .unwrap();
+        c.create_item("p", json!({"id": "forever", "pk": "p", "ttl": -1}), None)
+            .unwrap();
+        clock.advance(Duration::from_secs(9));
+        assert!(c.read_item("p", "short").is_ok(), "not yet: 9 s of 10");
+        clock.advance(Duration::from_secs(1));
+
+        assert_eq!(c.read_item("p", "short").unwrap_err().status(), 404);
+        let feed = c.read_feed("p", &FeedOptions::default()).unwrap();
+        assert_eq!(
+            ids(feed.items.into_iter().map(|d| d.into_value())),
+            ["long", "forever"]
+        );
+        let page = c
+            .query_items(
+                "SELECT * FROM c",
+                &Default::default(),
+                &QueryItemsOptions::default(),
+            )
+            .unwrap();
+        assert_eq!(ids(page.items), ["long", "forever"]);
+        let changes = c.read_changes(Lsn::ZERO, 100).unwrap();
+        assert_eq!(changes[0].id, "short");
+        assert_eq!(
+            changes[0].kind,
+            ChangeKind::Delete,
+            "the feed drops it at once"
+        );
+        assert!(changes[0].document.is_none());
+
+        // A transaction (what a script sees) treats it as absent.
+        c.transaction("p", |txn| {
+            assert!(txn.get_item("short").is_none());
+            assert_eq!(txn.view().len(), 2);
+            let page = Collection::query(
+                txn,
+                QueryRequest {
+                    sql: "SELECT VALUE c.id FROM c",
+                    parameters: &Default::default(),
+                    page_size: None,
+                    continuation: None,
+                },
+            )
+            .unwrap();
+            assert_eq!(page.items, [json!("long"), json!("forever")]);
+            let feed = Collection::read_feed(txn, None, None).unwrap();
+            assert_eq!(feed.items.len(), 2);
+            assert_eq!(
+                Collection::read(txn, "short").unwrap_err().code.as_u16(),
+                404
+            );
+            Ok::<_, Error>(())
+        })
+        .unwrap();
+
+        // Its id is free again.
+        c.transaction("p", |txn| {
+            txn.create_item(json!({"id": "short", "pk": "p", "ttl": 5}))?;
+            Ok::<_, Error>(())
+        })
+        .unwrap();
+        clock.advance(Duration::from_secs(5));
+
+        let before = c.read_changes(Lsn::ZERO, 100).unwrap().last().unwrap().lsn;
+        assert_eq!(db.purge_expired().unwrap(), 1);
+        let purge = c.read_changes(before, 100).unwrap();
+        assert_eq!(purge.len(), 1);
+        assert_eq!(
+            (purge[0].id.as_str(), purge[0].kind),
+            ("short", ChangeKind::Delete)
+        );
+        assert_eq!(c.snapshot(&"p".into()).len(), 2, "gone from storage");
+        assert_eq!(db.purge_expired().unwrap(), 0);
+
+        clock.advance(Duration::from_secs(90));
+        assert_eq!(c.purge_expired().unwrap(), 1);
+        assert_eq!(c.read_item("p", "forever").unwrap().id(), "forever");
+    }
+
+    #[test]
+    fn ttl_off_ignores_item_ttl_and_minus_one_needs_an_item_ttl() {
+        let (db, clock) = db();
+        let off = db.create_container("off", "/pk").unwrap();
+        off.create_item("p", json!({"id": "a", "pk": "p", "ttl": 1}), None)
+            .unwrap();
+        off.create_item("p", json!({"id": "b", "pk": "p", "ttl": 0}), None)
+            .unwrap();
+        let on = db
+            .create_container_with(ContainerProperties::new("on", "/pk").with_default_ttl(-1))
+            .unwrap();
+        on.create_item("p", json!({"id": "a", "pk": "p", "ttl": 1}), None)
+            .unwrap();
+        on.create_item("p", json!({"id": "b", "pk": "p"}), None)
+            .unwrap();
+        clock.advance(Duration::from_secs(3600));
+        assert!(off.read_item("p", "a").is_ok());
+        assert!(on.read_item("p", "a").is_err());
+        assert!(on.read_item("p", "b").is_ok());
+    }
+
+    #[test]
+    fn ttl_values_are_validated() {
+        let (db, _) = db();
+        for bad in [0, -2, -10] {
+            let err = db
+                .create_container_with(ContainerProperties::new("c", "/pk").with_default_ttl(bad))
+                .unwrap_err();
+            assert_eq!(err.status(), 400, "{bad}");
+        }
+        assert!(db.containers().is_empty());
+        let c = db
+            .create_container_with(ContainerProperties::new("c", "/pk").with_default_ttl(10))
+            .unwrap();
+        for bad in [json!(0), json!(null), json!(-10), json!("5")] {
+            let err = c
+                .create_item("p", json!({"id": "a", "pk": "p", "ttl": bad}), None)
+                .unwrap_err();
+            assert_eq!(err.status(), 400, "{bad}");
+        }
+        assert_eq!(c.set_default_ttl(Some(0)).unwrap_err().status(), 400);
+        assert_eq!(c.properties().default_ttl, Some(10));
+    }
+
+    #[test]
+    fn changing_the_default_ttl_applies_to_existing_items() {
+        let (db, clock) = db();
+        let c = db.create_container("c", "/pk").unwrap();
+        c.create_item("p", json!({"id": "a", "pk": "p"}), None)
+            .unwrap();
+        clock.advance(Duration::from_secs(60));
+        c.set_default_ttl(Some(30)).unwrap();
+        assert_eq!(c.properties().default_ttl, Some(30));
+        assert_eq!(c.read_item("p", "a").unwrap_err().status(), 404);
+        c.set_default_ttl(None).unwrap();
+        assert!(
+            c.read_item("p", "a").is_ok(),
+            "expired but not purged: back"
+        );
+    }
+
+    fn unique(db: &Database) -> crate::Container {
+        db.create_container_with(
+            ContainerProperties::new("u", "/pk").with_unique_key(["/name", "/address/zip"]),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn unique_keys_refuse_duplicates_in_a_partition_on_every_write() {
+        let (db, _) = db();
+        let c = unique(&db);
+        assert_eq!(
+            c.properties().unique_keys,
+            [UniqueKey::new(["/name", "/address/zip"])]
+        );
+        let doc = |id: &str, pk: &str, name: &str, zip: i64| json!({"id": id, "pk": pk, "name": name, "address": {"zip": zip}});
+        c.create_item("p", doc("a", "p", "x", 1), None).unwrap();
+        c.create_item("p", doc("b", "p", "x", 2), None).unwrap();
+        c.create_item("q", doc("a", "q", "x", 1), None).unwrap();
+
+        let err = c.create_item("p", doc("c", "p", "x", 1), None).unwrap_err();
+        assert_eq!(err.status(), 409);
+        let text = err.to_string();
+        assert!(text.contains("/name") && text.contains("\"a\""), "{text}");
+        let err = c
+            .replace_item("p", "b", doc("b", "p", "x", 1), None)
+            .unwrap_err();
+        assert!(matches!(err, Error::UniqueKeyConflict { .. }), "{err}");
+        let err = c.upsert_item("p", doc("d", "p", "x", 1), None).unwrap_err();
+        assert_eq!(err.status(), 409);
+        // Writing a document over itself, or renaming it, is no clash.
+        c.upsert_item("p", doc("a", "p", "x", 1), None).unwrap();
+        c.replace_item("p", "a", doc("a2", "p", "x", 1), None)
+            .unwrap();
+        // Missing paths are null: only one document may lack them.
+        c.create_item("p", json!({"id": "e", "pk": "p"}), None)
+            .unwrap();
+        assert_eq!(
+            c.create_item("p", json!({"id": "f", "pk": "p"}), None)
+                .unwrap_err()
+                .status(),
+            409
+        );
+        // Within one transaction, against its own writes; nothing applied.
+        let err = c
+            .transaction("p", |txn| {
+                txn.create_item(doc("g", "p", "y", 1))?;
+                txn.create_item(doc("h", "p", "y", 1))
+            })
+            .unwrap_err();
+        assert_eq!(err.status(), 409);
+        assert!(c.read_item("p", "g").is_err());
+        // Freed by a delete in the same transaction.
+        c.transaction("p", |txn| {
+            txn.delete_item("b", None)?;
+            txn.create_item(doc("b2", "p", "x", 2))
+        })
+        .unwrap();
+        // A script's write goes through the same check.
+        let err = c
+            .transaction("p", |txn| {
+                Collection::create(txn, doc("i", "p", "x", 2))
+                    .map_err(|e| Error::BadRequest(e.message))
+            })
+            .unwrap_err();
+        assert!(err.to_string().contains("unique key"), "{err}");
+    }
+
+    #[test]
+    fn an_expired_item_frees_its_unique_key() {
+        let (db, clock) = db();
+        let c = db
+            .create_container_with(
+                ContainerProperties::new("u", "/pk")
+                    .with_default_ttl(5)
+                    .with_unique_key(["/name"]),
+            )
+            .unwrap();
+        c.create_item("p", json!({"id": "a", "pk": "p", "name": "n"}), None)
+            .unwrap();
+        clock.advance(Duration::from_secs(5));
+        c.create_item("p", json!({"id": "b", "pk": "p", "name": "n"}), None)
+            .unwrap();
+    }
+
+    #[test]
+    fn bad_unique_key_policies_are_refused() {
+        let (db, _) = db();
+        let err = db
+            .create_container_with(ContainerProperties::new("u", "/pk").with_unique_key(["name"]))
+            .unwrap_err();
+        assert_eq!(err.status(), 400);
+    }
+
+    #[test]
+    fn delete_all_items_by_partition_key_is_one_transaction() {
+        let (db, _) = db();
+        let c = db.create_container("c", "/pk").unwrap();
+        for id in ["a", "b", "c"] {
+            c.create_item("p", json!({"id": id, "pk": "p"}), None)
+                .unwrap();
+        }
+        c.create_item("q", json!({"id": "a", "pk": "q"}), None)
+            .unwrap();
+        let before = c.read_changes(Lsn::ZERO, 100).unwrap().last().unwrap().lsn;
+        assert_eq!(c.delete_all_items_by_partition_key("p").unwrap(), 3);
+        let changes = c.read_changes(before, 100).unwrap();
+        assert_eq!(changes.len(), 3);
+        assert!(
+            changes
+                .iter()
+                .all(|ch| ch.kind == ChangeKind::Delete && ch.lsn == changes[0].lsn)
+        );
+        assert!(c.snapshot(&"p".into()).is_empty());
+        assert!(c.read_item("q", "a").is_ok());
+        assert_eq!(c.delete_all_items_by_partition_key("nobody").unwrap(), 0);
+        assert_eq!(c.delete_all_items_by_partition_key("p").unwrap(), 0);
+    }
+
+    #[test]
+    fn the_background_purge_deletes_expired_items() {
+        let clock = ManualClock::new(UNIX_EPOCH + Duration::from_secs(1_000_000));
+        let options = Options {
+            clock: clock.clock(),
+            purge_interval: Some(Duration::from_millis(10)),
+            ..Options::default()
+        };
+        let db = Database::with_storage(Box::new(MemoryStorage::new()), options).unwrap();
+        let c = db
+            .create_container_with(ContainerProperties::new("c", "/pk").with_default_ttl(1))
+            .unwrap();
+        c.create_item("p", json!({"id": "a", "pk": "p"}), None)
+            .unwrap();
+        clock.advance(Duration::from_secs(1));
+        // Polls with a ceiling, never a timing assertion.
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while !c.snapshot(&"p".into()).is_empty() {
+            assert!(std::time::Instant::now() < deadline, "never purged");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let changes = c.read_changes(Lsn(1), 10).unwrap();
+        assert_eq!(
+            (changes[0].id.as_str(), changes[0].kind),
+            ("a", ChangeKind::Delete)
+        );
+    }
+
+    #[test]
+    fn settings_survive_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let db = Database::open(dir.path()).unwrap();
+            let c = db
+                .create_container_with(
+                    ContainerProperties::new("c", "/pk")
+                        .with_default_ttl(60)
+                        .with_unique_key(["/name"]),
+                )
+                .unwrap();
+            c.set_default_ttl(Some(-1)).unwrap();
+        }
+        let db = Database::open(dir.path()).unwrap();
+        let props = db.container("c").unwrap().properties();
+        assert_eq!(props.default_ttl, Some(-1));
+        assert_eq!(props.unique_keys, [UniqueKey::new(["/name"])]);
+    }
+}
