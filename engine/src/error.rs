@@ -145,6 +145,20 @@ pub enum Error {
     /// acknowledged, and the store is now read-only.
     #[error("storage failure: {0}")]
     Storage(String),
+    /// A point operation or transaction names a prefix of a hierarchical
+    /// partition key: it needs one logical partition, the full key.
+    #[error(
+        "partition key {partition_key} gives {} of the {levels} levels of container {container:?}'s hierarchical partition key: a point operation, transaction or script needs the full key (a prefix scopes only queries and feeds)",
+        partition_key.components().len()
+    )]
+    IncompletePartitionKey {
+        /// The container.
+        container: String,
+        /// The prefix that was given.
+        partition_key: PartitionKey,
+        /// The number of levels of the container's key.
+        levels: usize,
+    },
     /// Another process holds the data directory.
     #[error("data directory {} is in use by another process (lock file {})", .path.display(), .path.join(crate::database::LOCK_FILE).display())]
     Locked {
@@ -160,9 +174,10 @@ impl Error {
     /// The status code of the shared table.
     pub fn code(&self) -> ErrorCode {
         match self {
-            Error::BadRequest(_) | Error::CrossPartition { .. } | Error::Query(_) => {
-                ErrorCode::BAD_REQUEST
-            }
+            Error::BadRequest(_)
+            | Error::CrossPartition { .. }
+            | Error::Query(_)
+            | Error::IncompletePartitionKey { .. } => ErrorCode::BAD_REQUEST,
             Error::NotFound { .. } | Error::ContainerNotFound(_) | Error::ScriptNotFound { .. } => {
                 ErrorCode::NOT_FOUND
             }
@@ -180,6 +195,15 @@ impl Error {
     /// The numeric status code (HTTP status, as Cosmos DB returns it).
     pub fn status(&self) -> u16 {
         self.code().as_u16()
+    }
+
+    /// Cosmos DB's substatus for this error, when it has one: 1001
+    /// (partition-key mismatch) for an incomplete hierarchical key.
+    pub fn substatus(&self) -> Option<u16> {
+        match self {
+            Error::IncompletePartitionKey { .. } => Some(1001),
+            _ => None,
+        }
     }
 
     /// Whether retrying the same request unchanged can succeed.

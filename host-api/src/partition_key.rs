@@ -481,7 +481,15 @@ mod tests {
         );
         assert_eq!(PartitionKey::parse("1.0").unwrap(), PartitionKey::from(1));
         assert_eq!(PartitionKey::parse("-0").unwrap(), PartitionKey::from(0));
-        for bad in ["", "[", "[[1]]", r#"[{"a":1}]"#, "[1,[2]]", "[]", "{\"a\":1}"] {
+        for bad in [
+            "",
+            "[",
+            "[[1]]",
+            r#"[{"a":1}]"#,
+            "[1,[2]]",
+            "[]",
+            "{\"a\":1}",
+        ] {
             assert!(PartitionKey::parse(bad).is_err(), "{bad:?} parsed");
         }
     }
@@ -545,7 +553,10 @@ mod tests {
         assert!(!full.starts_with(&PartitionKey::multi(["t1", "u2"])));
         assert!(!prefix.starts_with(&full));
         assert_eq!(full.components().len(), 3);
-        assert_eq!(PartitionKey::from("p").components(), [PartitionKey::from("p")]);
+        assert_eq!(
+            PartitionKey::from("p").components(),
+            [PartitionKey::from("p")]
+        );
         // Everything under a prefix sorts between the prefix and its successor.
         let mut keys = [
             PartitionKey::multi(["t2", "a"]),
@@ -569,7 +580,10 @@ mod tests {
         let path = PartitionKeyPath::parse(r#"["/state","/city","/zip"]"#).unwrap();
         assert!(path.is_hierarchical());
         assert_eq!(path.levels(), 3);
-        assert_eq!(path.paths().collect::<Vec<_>>(), ["/state", "/city", "/zip"]);
+        assert_eq!(
+            path.paths().collect::<Vec<_>>(),
+            ["/state", "/city", "/zip"]
+        );
         assert_eq!(
             path.extract(&json!({"state": "WA", "city": null})).unwrap(),
             PartitionKey::multi([
@@ -587,7 +601,10 @@ mod tests {
         assert_eq!(one.as_str(), "/a");
         assert!(!one.is_hierarchical());
         let err = PartitionKeyPath::parse(r#"["/a","/b","/c","/d"]"#).unwrap_err();
-        assert!(err.to_string().contains("Too many partition key paths"), "{err}");
+        assert!(
+            err.to_string().contains("Too many partition key paths"),
+            "{err}"
+        );
         for bad in ["[]", r#"["/a","b"]"#, "[1]", "[/a]"] {
             assert!(PartitionKeyPath::parse(bad).is_err(), "{bad:?} parsed");
         }

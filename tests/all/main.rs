@@ -17,6 +17,7 @@ mod crash;
 mod engine;
 mod fuzz;
 mod fuzz_targets;
+mod hierarchical;
 mod isolation;
 mod model;
 mod parity;
