@@ -9,6 +9,7 @@ use crate::json::{METADATA_CHARGE, charged};
 /// The `--help` examples of `partita container`.
 pub(crate) const EXAMPLES: &str = "Examples:
   partita container create posts --pk /postId --physical-partitions 8
+  partita container create sessions --pk /tenantId --pk /userId --pk /sessionId
   partita container list";
 
 #[derive(Subcommand)]
@@ -18,9 +19,10 @@ pub(crate) enum ContainerCommand {
     Create {
         /// The container id.
         name: String,
-        /// The partition-key path.
-        #[arg(long)]
-        pk: String,
+        /// The partition-key path; two or three (repeated, or one
+        /// comma-separated list) make a hierarchical key (MultiHash).
+        #[arg(long, required = true, value_delimiter = ',')]
+        pk: Vec<String>,
         /// Physical partitions to hash logical partitions onto.
         #[arg(long, default_value_t = 4)]
         physical_partitions: u32,
@@ -38,7 +40,7 @@ pub(crate) fn run(db: &Database, command: ContainerCommand) -> anyhow::Result<Va
             pk,
             physical_partitions,
         } => {
-            let mut props = ContainerProperties::new(name, pk);
+            let mut props = ContainerProperties::hierarchical(name, pk);
             props.physical_partitions = physical_partitions;
             let container = db.create_container_with(props)?;
             charged(container_json(&container.properties()), METADATA_CHARGE)
@@ -55,9 +57,15 @@ pub(crate) fn run(db: &Database, command: ContainerCommand) -> anyhow::Result<Va
 }
 
 fn container_json(props: &ContainerProperties) -> Value {
+    let paths = props.partition_key_paths();
+    let partition_key = if paths.len() > 1 {
+        json!({"paths": paths, "kind": "MultiHash", "version": 2})
+    } else {
+        json!({"paths": paths, "kind": "Hash"})
+    };
     json!({
         "id": props.id,
-        "partitionKey": {"paths": [props.partition_key_path], "kind": "Hash"},
+        "partitionKey": partition_key,
         "physicalPartitions": props.physical_partitions,
     })
 }

@@ -420,6 +420,16 @@ impl PartitionKeyPath {
         self.paths.iter().map(|p| p.text.as_str())
     }
 
+    /// The property names along the (first) path.
+    pub fn segments(&self) -> &[String] {
+        &self.paths[0].segments
+    }
+
+    /// The property names along each path, outermost level first.
+    pub fn level_segments(&self) -> impl ExactSizeIterator<Item = &[String]> {
+        self.paths.iter().map(|p| p.segments.as_slice())
+    }
+
     /// Whether this is a hierarchical (`MultiHash`) key of several paths.
     pub fn is_hierarchical(&self) -> bool {
         self.paths.len() > 1
