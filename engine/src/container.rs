@@ -229,10 +229,10 @@ impl ContainerInner {
             )));
         }
         Ok(match key {
-            PartitionKey::Multi(mut components) if levels == 1 => components.remove(0),
+            PartitionKey::Multi(components) if levels == 1 => components.into_vec().remove(0),
             key if levels == 1 => key,
             key @ PartitionKey::Multi(_) => key,
-            scalar => PartitionKey::Multi(vec![scalar]),
+            scalar => PartitionKey::Multi(Box::new([scalar])),
         })
     }
 

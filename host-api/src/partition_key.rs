@@ -41,7 +41,8 @@ pub enum PartitionKey {
     String(String),
     /// A hierarchical key: one component per level, each one of the
     /// variants above (never `Multi`). Build it with [`PartitionKey::multi`].
-    Multi(Vec<PartitionKey>),
+    /// (A boxed slice, not a `Vec`, keeps the key 24 bytes.)
+    Multi(Box<[PartitionKey]>),
 }
 
 /// Why a value cannot be a partition key.
@@ -93,11 +94,11 @@ impl PartitionKey {
         let mut flat = Vec::new();
         for component in components {
             match component.into() {
-                PartitionKey::Multi(inner) => flat.extend(inner),
+                PartitionKey::Multi(inner) => flat.extend(inner.into_vec()),
                 scalar => flat.push(scalar),
             }
         }
-        PartitionKey::Multi(flat)
+        PartitionKey::Multi(flat.into())
     }
 
     /// Parses the canonical text form (`["p1"]`, `[{}]`, `["t1","u1"]`), or a
@@ -120,7 +121,7 @@ impl PartitionKey {
             Value::Array(items) if items.len() > 1 => items
                 .iter()
                 .map(PartitionKey::from_value)
-                .collect::<Option<Vec<_>>>()
+                .collect::<Option<Box<[_]>>>()
                 .map(PartitionKey::Multi),
             Value::Array(_) => None,
             other => PartitionKey::from_value(other),
@@ -583,6 +584,12 @@ mod tests {
             PartitionKey::multi([PartitionKey::multi(["a"]), PartitionKey::from("b")]),
             PartitionKey::multi(["a", "b"])
         );
+    }
+
+    #[test]
+    fn a_key_stays_three_words() {
+        // Engine errors carry a key; a larger key makes every Result larger.
+        assert_eq!(std::mem::size_of::<PartitionKey>(), 24);
     }
 
     #[test]

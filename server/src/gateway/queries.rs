@@ -78,7 +78,7 @@ impl Gateway {
             common.truncate(n);
         }
         let scope = if coll.container.partition_key_path().is_hierarchical() {
-            PartitionKey::Multi(common)
+            PartitionKey::Multi(common.into())
         } else {
             (*first).clone()
         };
