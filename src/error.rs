@@ -40,7 +40,7 @@ impl Error {
     /// The `x-ms-substatus` Cosmos DB would return, if any.
     pub fn substatus(&self) -> Option<u16> {
         match self {
-            Error::Engine(_) => None,
+            Error::Engine(e) => e.substatus(),
             Error::Script(failure) => failure.error.substatus(),
         }
     }

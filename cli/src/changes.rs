@@ -6,6 +6,8 @@ use partita::charge::Work;
 use partita::{Database, Lsn};
 use serde_json::{Value, json};
 
+use crate::pk::OptionalPk;
+
 /// Arguments of `partita changes`.
 #[derive(Args)]
 pub(crate) struct ChangesArgs {
@@ -17,6 +19,10 @@ pub(crate) struct ChangesArgs {
     /// The most changes (whole transactions are never split).
     #[arg(long, default_value_t = 1000)]
     max_items: usize,
+    /// Only the changes of this logical partition, or of the partitions
+    /// under a prefix of a hierarchical key.
+    #[command(flatten)]
+    pk: OptionalPk,
 }
 
 /// Runs `partita changes`: the changes, the last LSN read (to resume
@@ -26,11 +32,18 @@ pub(crate) fn run(db: &Database, args: ChangesArgs) -> anyhow::Result<Value> {
         container,
         from_lsn,
         max_items,
+        pk,
     } = args;
-    let changes = db
+    let key = pk.key()?;
+    let mut changes = db
         .container(&container)?
         .read_changes(Lsn(from_lsn), max_items)?;
+    // The last LSN read, so a page whose changes are all filtered out still
+    // moves the caller on.
     let last = changes.last().map_or(from_lsn, |c| c.lsn.0);
+    if let Some(key) = &key {
+        changes.retain(|c| c.partition_key.starts_with(key));
+    }
     // Charged like a query page that scanned and returned the changes.
     let bytes: u64 = changes
         .iter()

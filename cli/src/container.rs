@@ -13,6 +13,7 @@ pub(crate) const EXAMPLES: &str = "Examples:
   partita container create sessions --pk /userId --default-ttl 3600
   partita container create users --pk /tenant --unique-key /email
   partita container set-ttl sessions --default-ttl off
+  partita container create sessions --pk /tenantId --pk /userId --pk /sessionId
   partita container list";
 
 #[derive(Subcommand)]
@@ -22,9 +23,10 @@ pub(crate) enum ContainerCommand {
     Create {
         /// The container id.
         name: String,
-        /// The partition-key path.
-        #[arg(long)]
-        pk: String,
+        /// The partition-key path; two or three (repeated, or one
+        /// comma-separated list) make a hierarchical key (MultiHash).
+        #[arg(long, required = true, value_delimiter = ',')]
+        pk: Vec<String>,
         /// Physical partitions to hash logical partitions onto.
         #[arg(long, default_value_t = 4)]
         physical_partitions: u32,
@@ -62,7 +64,7 @@ pub(crate) fn run(db: &Database, command: ContainerCommand) -> anyhow::Result<Va
             default_ttl,
             unique_key,
         } => {
-            let mut props = ContainerProperties::new(name, pk);
+            let mut props = ContainerProperties::hierarchical(name, pk);
             props.physical_partitions = physical_partitions;
             props.default_ttl = default_ttl;
             props.unique_keys = unique_key
@@ -97,9 +99,15 @@ pub(crate) fn run(db: &Database, command: ContainerCommand) -> anyhow::Result<Va
 }
 
 fn container_json(props: &ContainerProperties) -> Value {
+    let paths = props.partition_key_paths();
+    let partition_key = if paths.len() > 1 {
+        json!({"paths": paths, "kind": "MultiHash", "version": 2})
+    } else {
+        json!({"paths": paths, "kind": "Hash"})
+    };
     json!({
         "id": props.id,
-        "partitionKey": {"paths": [props.partition_key_path], "kind": "Hash"},
+        "partitionKey": partition_key,
         "physicalPartitions": props.physical_partitions,
         "defaultTtl": props.default_ttl,
         "uniqueKeyPolicy": {

@@ -13,7 +13,8 @@ pub(crate) struct Pk {
     /// The partition-key value, as a string.
     #[arg(long)]
     pk: Option<String>,
-    /// The partition-key value as JSON (a number, boolean, null or string).
+    /// The partition-key value as JSON (a number, boolean, null or
+    /// string), or a hierarchical key's levels as an array (`["t1","u1"]`).
     #[arg(long, value_name = "JSON")]
     pk_json: Option<String>,
     /// The partition of documents that lack the key property.
@@ -28,7 +29,8 @@ pub(crate) struct OptionalPk {
     /// Run in the logical partition with this string key.
     #[arg(long)]
     pk: Option<String>,
-    /// Run in the logical partition with this JSON key.
+    /// Run in the logical partition with this JSON key (`["t1","u1"]`: a
+    /// hierarchical key or a prefix of one, covering every partition under it).
     #[arg(long, value_name = "JSON")]
     pk_json: Option<String>,
     /// Run in the partition of documents that lack the key property.

@@ -33,7 +33,9 @@ use crate::txn::{ItemOptions, Txn, Writer};
 /// Options of [`Container::query_items`].
 #[derive(Clone, Debug, Default)]
 pub struct QueryItemsOptions {
-    /// Run in this logical partition only; all partitions when `None`.
+    /// Run in this logical partition only (or, for a prefix of a
+    /// hierarchical key, in the partitions under it); all partitions when
+    /// `None`.
     pub partition_key: Option<PartitionKey>,
     /// The most items per page (all when `None`).
     pub max_item_count: Option<usize>,
@@ -138,7 +140,16 @@ impl Container {
     ) -> Result<QueryPage> {
         let parsed = query::parse(sql)?;
         let keys = match &options.partition_key {
-            Some(key) => vec![key.clone()],
+            // A full key is one partition (listed even when empty); a prefix
+            // of a hierarchical key is every partition under it.
+            Some(key) => {
+                let key = self.inner.scoped_key(key.clone())?;
+                if key.components().len() == self.inner.path.levels() {
+                    vec![key]
+                } else {
+                    self.partition_keys_under(key)?
+                }
+            }
             None => self.partition_keys(),
         };
         let source = Snapshots(

@@ -40,7 +40,9 @@ const DATABASE_RID: [u8; 4] = *b"Part";
 pub struct ContainerProperties {
     /// The container id (1–255 characters, none of `/ \ ? #`).
     pub id: String,
-    /// The partition-key path, such as `/postId` or `/a/b`.
+    /// The partition-key path, such as `/postId` or `/a/b`; for a
+    /// hierarchical key, the JSON array of its paths,
+    /// `["/tenantId","/userId"]` (see [`ContainerProperties::hierarchical`]).
     pub partition_key_path: String,
     /// The number of physical partitions (default 4).
     pub physical_partitions: u32,
@@ -85,6 +87,44 @@ impl ContainerProperties {
     ) -> ContainerProperties {
         self.unique_keys.push(UniqueKey::new(paths));
         self
+    }
+
+    /// Properties of a container with a hierarchical partition key (Cosmos
+    /// DB's `MultiHash`): up to three paths, outermost level first. One
+    /// path is an ordinary container.
+    ///
+    /// ```
+    /// # use engine::{ContainerProperties, Database, PartitionKey};
+    /// # use serde_json::json;
+    /// let db = Database::in_memory();
+    /// let sessions = db.create_container_with(ContainerProperties::hierarchical(
+    ///     "sessions",
+    ///     ["/tenantId", "/userId", "/sessionId"],
+    /// ))?;
+    /// let key = PartitionKey::multi(["t1", "u1", "s1"]);
+    /// sessions.create_item(
+    ///     key.clone(),
+    ///     json!({"id": "a", "tenantId": "t1", "userId": "u1", "sessionId": "s1"}),
+    ///     None,
+    /// )?;
+    /// assert_eq!(sessions.read_item(key, "a")?.id(), "a");
+    /// # Ok::<(), engine::Error>(())
+    /// ```
+    pub fn hierarchical<P: AsRef<str>>(
+        id: impl Into<String>,
+        paths: impl IntoIterator<Item = P>,
+    ) -> ContainerProperties {
+        let paths: Vec<P> = paths.into_iter().collect();
+        ContainerProperties::new(id, PartitionKeyPath::text_of(&paths).unwrap_or_default())
+    }
+
+    /// The partition-key paths, outermost level first (one for an ordinary
+    /// container); the stored text as is if it does not parse.
+    pub fn partition_key_paths(&self) -> Vec<String> {
+        match PartitionKeyPath::parse(&self.partition_key_path) {
+            Ok(path) => path.paths().map(str::to_owned).collect(),
+            Err(_) => vec![self.partition_key_path.clone()],
+        }
     }
 }
 
@@ -226,6 +266,52 @@ impl ContainerInner {
         let bytes: [u8; 16] = bytes.try_into().ok()?;
         (bytes[..8] == self.rid_prefix)
             .then(|| u64::from_be_bytes(bytes[8..].try_into().expect("8 bytes")))
+    }
+
+    /// `key` as this container's partitions are keyed, full or a prefix: a
+    /// hierarchical container's keys are always [`PartitionKey::Multi`]
+    /// (a scalar is a one-level prefix), an ordinary container's never.
+    ///
+    /// # Errors
+    /// [`Error::BadRequest`] for more components than the container has
+    /// levels.
+    pub(crate) fn scoped_key(&self, key: PartitionKey) -> Result<PartitionKey> {
+        let levels = self.path.levels();
+        let n = key.components().len();
+        if n > levels || (levels == 1 && n != 1) {
+            return Err(Error::BadRequest(format!(
+                "partition key {key} has {n} components, but container {:?} has {levels} \
+                 partition-key path{} ({})",
+                self.meta.id,
+                if levels == 1 { "" } else { "s" },
+                self.path
+            )));
+        }
+        Ok(match key {
+            PartitionKey::Multi(components) if levels == 1 => components.into_vec().remove(0),
+            key if levels == 1 => key,
+            key @ PartitionKey::Multi(_) => key,
+            scalar => PartitionKey::Multi(Box::new([scalar])),
+        })
+    }
+
+    /// `key` as [`ContainerInner::scoped_key`] gives it, which must be a full
+    /// key: the key of one logical partition.
+    ///
+    /// # Errors
+    /// As [`ContainerInner::scoped_key`], and
+    /// [`Error::IncompletePartitionKey`] for a prefix.
+    pub(crate) fn full_key(&self, key: PartitionKey) -> Result<PartitionKey> {
+        let key = self.scoped_key(key)?;
+        let levels = self.path.levels();
+        if key.components().len() < levels {
+            return Err(Error::IncompletePartitionKey {
+                container: self.meta.id.clone(),
+                partition_key: key,
+                levels,
+            });
+        }
+        Ok(key)
     }
 
     fn physical_index(&self, key: &PartitionKey) -> usize {
@@ -592,7 +678,8 @@ impl Container {
     ///
     /// # Errors
     /// [`Error::LockTimeout`] when another transaction holds the partition
-    /// for longer than the lock timeout.
+    /// for longer than the lock timeout; [`Error::IncompletePartitionKey`]
+    /// for a prefix of a hierarchical key.
     pub fn begin(&self, partition_key: impl Into<PartitionKey>) -> Result<Txn> {
         Txn::begin(self.db.clone(), self.inner.clone(), partition_key.into())
     }
@@ -664,9 +751,10 @@ impl Container {
     /// Reads a document from the committed state.
     ///
     /// # Errors
-    /// [`Error::NotFound`].
+    /// [`Error::NotFound`]; [`Error::IncompletePartitionKey`] for a prefix of
+    /// a hierarchical key.
     pub fn read_item(&self, partition_key: impl Into<PartitionKey>, id: &str) -> Result<Document> {
-        let key = partition_key.into();
+        let key = self.inner.full_key(partition_key.into())?;
         let expiry = self.inner.expiry(|| self.db.now_secs());
         self.snapshot(&key)
             .get(id)
@@ -722,16 +810,32 @@ impl Container {
     }
 
     /// The committed documents of one logical partition, in insertion order,
-    /// a page at a time.
+    /// a page at a time. A prefix of a hierarchical key reads every logical
+    /// partition under it, in insertion order across them.
     ///
     /// # Errors
-    /// [`Error::BadRequest`] for a continuation token this feed did not issue.
+    /// [`Error::BadRequest`] for a continuation token this feed did not issue
+    /// or a key with too many components.
     pub fn read_feed(
         &self,
         partition_key: impl Into<PartitionKey>,
         options: &FeedOptions,
     ) -> Result<FeedPage> {
-        let snapshot = self.snapshot(&partition_key.into());
+        let key = self.inner.scoped_key(partition_key.into())?;
+        let snapshot = if key.components().len() < self.inner.path.levels() {
+            // Rids are unique in the container, so the partitions under the
+            // prefix merge into one state in rid order, and the feed's rid
+            // continuation works unchanged.
+            let mut merged = PartitionState::default();
+            for partition in self.partitions_under(&key) {
+                for slot in partition.scan_after(None) {
+                    merged.put(Arc::from(slot.document.id()), slot.clone());
+                }
+            }
+            Arc::new(merged)
+        } else {
+            self.snapshot(&key)
+        };
         let expiry = self.inner.expiry(|| self.db.now_secs());
         let (items, continuation, _bytes) = feed_page(
             &snapshot,
@@ -743,6 +847,34 @@ impl Container {
             items,
             continuation,
         })
+    }
+
+    /// Snapshots of the logical partitions whose key starts with `prefix`
+    /// (as [`ContainerInner::scoped_key`] spells it), in key order.
+    pub(crate) fn partitions_under(&self, prefix: &PartitionKey) -> Vec<Arc<PartitionState>> {
+        self.partition_keys()
+            .into_iter()
+            .filter(|k| k.starts_with(prefix))
+            .map(|k| self.snapshot(&k))
+            .collect()
+    }
+
+    /// The keys of the logical partitions holding at least one document
+    /// whose key starts with `partition_key` (a full key or a prefix of a
+    /// hierarchical key), in ascending order.
+    ///
+    /// # Errors
+    /// [`Error::BadRequest`] for a key with too many components.
+    pub fn partition_keys_under(
+        &self,
+        partition_key: impl Into<PartitionKey>,
+    ) -> Result<Vec<PartitionKey>> {
+        let prefix = self.inner.scoped_key(partition_key.into())?;
+        Ok(self
+            .partition_keys()
+            .into_iter()
+            .filter(|k| k.starts_with(&prefix))
+            .collect())
     }
 
     /// A consistent snapshot of one logical partition's committed documents.

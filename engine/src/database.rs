@@ -25,6 +25,8 @@ use std::time::Duration;
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::clock::Clock;
+use host_api::PartitionKeyPath;
+
 use crate::container::{Container, ContainerInner, ContainerProperties};
 use crate::document::validate_id;
 use crate::error::{Error, Result};
@@ -242,6 +244,11 @@ impl Database {
         }
         crate::settings::validate_default_ttl(&props.id, props.default_ttl)?;
         crate::settings::validate_unique_keys(&props.id, &props.unique_keys)?;
+        // The definition's canonical text: `["/a"]` is `/a`, and a
+        // hierarchical key's paths are one compact JSON array.
+        let path = PartitionKeyPath::parse(&props.partition_key_path)
+            .map_err(|e| Error::BadRequest(format!("container {:?}: {e}", props.id)))?;
+        let partition_key_path = path.as_str().to_owned();
         self.inner.check_writable()?;
         let mut containers = self.inner.containers.write();
         if containers.contains_key(&props.id) {
@@ -255,7 +262,7 @@ impl Database {
                 .unwrap_or(0)
                 + 1,
             id: props.id,
-            partition_key_path: props.partition_key_path,
+            partition_key_path,
             physical_partitions: props.physical_partitions,
             default_ttl: props.default_ttl,
             unique_keys: props.unique_keys,
@@ -288,7 +295,9 @@ impl Database {
         match self.create_container(id, partition_key_path) {
             Err(Error::ContainerExists(_)) => {
                 let container = self.container(id)?;
-                if container.inner.meta.partition_key_path != partition_key_path {
+                let same = PartitionKeyPath::parse(partition_key_path)
+                    .is_ok_and(|p| p.as_str() == container.inner.meta.partition_key_path);
+                if !same {
                     return Err(Error::BadRequest(format!(
                         "container {id:?} exists with partition key path {}, not {partition_key_path}",
                         container.inner.meta.partition_key_path

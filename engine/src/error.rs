@@ -176,6 +176,20 @@ pub enum Error {
     /// acknowledged, and the store is now read-only.
     #[error("storage failure: {0}")]
     Storage(String),
+    /// A point operation or transaction names a prefix of a hierarchical
+    /// partition key: it needs one logical partition, the full key.
+    #[error(
+        "partition key {partition_key} gives {} of the {levels} levels of container {container:?}'s hierarchical partition key: a point operation, transaction or script needs the full key (a prefix scopes only queries and feeds)",
+        partition_key.components().len()
+    )]
+    IncompletePartitionKey {
+        /// The container.
+        container: String,
+        /// The prefix that was given.
+        partition_key: PartitionKey,
+        /// The number of levels of the container's key.
+        levels: usize,
+    },
     /// Another process holds the data directory.
     #[error("data directory {} is in use by another process (lock file {})", .path.display(), .path.join(crate::database::LOCK_FILE).display())]
     Locked {
@@ -191,9 +205,10 @@ impl Error {
     /// The status code of the shared table.
     pub fn code(&self) -> ErrorCode {
         match self {
-            Error::BadRequest(_) | Error::CrossPartition { .. } | Error::Query(_) => {
-                ErrorCode::BAD_REQUEST
-            }
+            Error::BadRequest(_)
+            | Error::CrossPartition { .. }
+            | Error::Query(_)
+            | Error::IncompletePartitionKey { .. } => ErrorCode::BAD_REQUEST,
             Error::NotFound { .. } | Error::ContainerNotFound(_) | Error::ScriptNotFound { .. } => {
                 ErrorCode::NOT_FOUND
             }
@@ -216,11 +231,12 @@ impl Error {
         self.code().as_u16()
     }
 
-    /// The substatus Cosmos DB sends with this error, if any: 1001 for a
-    /// document whose partition key is not the request's.
+    /// Cosmos DB's substatus for this error, when it has one: 1001
+    /// (partition-key mismatch) for a document whose key is not the
+    /// request's and for an incomplete hierarchical key.
     pub fn substatus(&self) -> Option<u16> {
         match self {
-            Error::CrossPartition { .. } => Some(1001),
+            Error::CrossPartition { .. } | Error::IncompletePartitionKey { .. } => Some(1001),
             _ => None,
         }
     }

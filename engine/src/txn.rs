@@ -132,15 +132,18 @@ impl Txn {
         container: Arc<ContainerInner>,
         key: PartitionKey,
     ) -> Result<Txn> {
-        if let PartitionKey::String(s) = &key
-            && s.len() > crate::MAX_PARTITION_KEY_SIZE
-        {
-            return Err(Error::BadRequest(format!(
-                "partition key of container {:?} is {} bytes, over the {}-byte limit",
-                container.meta.id,
-                s.len(),
-                crate::MAX_PARTITION_KEY_SIZE
-            )));
+        let key = container.full_key(key)?;
+        for component in key.components() {
+            if let PartitionKey::String(s) = component
+                && s.len() > crate::MAX_PARTITION_KEY_SIZE
+            {
+                return Err(Error::BadRequest(format!(
+                    "partition key of container {:?} is {} bytes, over the {}-byte limit",
+                    container.meta.id,
+                    s.len(),
+                    crate::MAX_PARTITION_KEY_SIZE
+                )));
+            }
         }
         let partition = container.partition(key);
         let timeout = db.options.lock_timeout;
@@ -612,7 +615,10 @@ impl Txn {
         if self.expiry.is_some() {
             crate::settings::validate_item_ttl(container, id, &doc)?;
         }
-        let keyless_script_write = key == PartitionKey::None && writer == Writer::Script;
+        // A script's document without the key property (at any level of a
+        // hierarchical key) lands in the call's partition.
+        let keyless_script_write =
+            writer == Writer::Script && key.components().iter().all(|c| *c == PartitionKey::None);
         if key != self.partition.key && !keyless_script_write {
             return Err(Error::CrossPartition {
                 container: container.clone(),

@@ -31,5 +31,5 @@ mod script;
 pub use collection::{Collection, Page, QueryRequest, Statistics, WriteOptions};
 pub use document::{Document, member, type_name};
 pub use error::{ErrorCode, HostError};
-pub use partition_key::{PartitionKey, PartitionKeyError, PartitionKeyPath};
+pub use partition_key::{MAX_PATHS, PartitionKey, PartitionKeyError, PartitionKeyPath};
 pub use script::{ParseScriptEnumError, ScriptKind, ScriptLanguage, TriggerOperation, TriggerType};

@@ -11,12 +11,23 @@
 //! 2, true 3, number 5 + f64 little endian, string 8 + UTF-8 + 0xFF); the 16
 //! hash bytes reversed, the top two bits cleared, upper-case hex. Pinned
 //! against the Python SDK's own `_get_epk_range_for_partition_key`.
+//!
+//! A hierarchical (MultiHash) key hashes each component on its own and
+//! concatenates the 32-digit EPKs, so the EPK of a prefix is a prefix of the
+//! EPK of every key under it, and the range `[EPK(prefix), EPK(prefix)+"FF")`
+//! holds exactly those keys.
 
 use engine::PartitionKey;
 
-/// The Hash V2 effective partition key of a single-path key, as 32
-/// upper-case hex digits.
-pub(crate) fn effective_partition_key(key: &PartitionKey) -> String {
+/// The effective partition key: for a single-path key its Hash V2 EPK, 32
+/// upper-case hex digits; for a hierarchical key the concatenation of its
+/// components' EPKs.
+pub fn effective_partition_key(key: &PartitionKey) -> String {
+    key.components().iter().map(component_epk).collect()
+}
+
+/// The Hash V2 EPK of one key value.
+fn component_epk(key: &PartitionKey) -> String {
     let mut bytes = Vec::new();
     match key {
         PartitionKey::None => bytes.push(0x00),
@@ -32,6 +43,8 @@ pub(crate) fn effective_partition_key(key: &PartitionKey) -> String {
             bytes.extend_from_slice(s.as_bytes());
             bytes.push(0xFF);
         }
+        // `components` never yields a hierarchical key.
+        PartitionKey::Multi(_) => {}
     }
     let (h1, h2) = murmur3_x64_128(&bytes, 0);
     let mut hash = [0u8; 16];
@@ -144,6 +157,35 @@ mod tests {
         for (key, epk) in cases {
             assert_eq!(effective_partition_key(&key), epk, "{key}");
         }
+    }
+
+    #[test]
+    fn hierarchical_epks_match_the_python_sdk() {
+        // From azure-cosmos 4.17.1 (cosmos-wire-2.md, section 3.3):
+        // PartitionKey(path=["/a","/b","/c"], kind="MultiHash")._get_epk_range_for_partition_key(v).min
+        let t1 = "3D48BB14DA9D090D22112C96695028B6";
+        let u1 = "2A947C94F6E254B945CEBC3196C9897C";
+        let s1 = "2924A879AFFF52A411F93F1A83532751";
+        assert_eq!(effective_partition_key(&PartitionKey::multi(["t1"])), t1);
+        assert_eq!(effective_partition_key(&PartitionKey::from("t1")), t1);
+        assert_eq!(
+            effective_partition_key(&PartitionKey::multi(["t1", "u1"])),
+            format!("{t1}{u1}")
+        );
+        assert_eq!(
+            effective_partition_key(&PartitionKey::multi(["t1", "u1", "s1"])),
+            format!("{t1}{u1}{s1}")
+        );
+        // A prefix's range holds every key under it, and nothing else.
+        let full = effective_partition_key(&PartitionKey::multi(["t1", "u1", "s1"]));
+        assert!(in_range(&full, t1, &format!("{t1}FF")));
+        assert!(in_range(
+            &full,
+            &format!("{t1}{u1}"),
+            &format!("{t1}{u1}FF")
+        ));
+        let other = effective_partition_key(&PartitionKey::multi(["t2", "u1", "s1"]));
+        assert!(!in_range(&other, t1, &format!("{t1}FF")));
     }
 
     #[test]

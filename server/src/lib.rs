@@ -26,6 +26,7 @@ mod tls;
 mod wire;
 
 pub use auth::{BadKey, EMULATOR_KEY, MAX_CLOCK_SKEW, MasterKey, resource_of};
+pub use epk::effective_partition_key;
 pub use gateway::{Gateway, GatewayLimits};
 pub use http::{ServeOptions, Server, ServerError};
 pub use registry::SYSTEM_CONTAINER;

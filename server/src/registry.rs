@@ -404,11 +404,12 @@ impl Registry {
     }
 }
 
-/// The one partition-key path of a container definition
-/// (`"partitionKey": {"paths": ["/pk"], "kind": "Hash", "version": 2}`).
+/// The partition-key definition of a container, in the engine's text form:
+/// one path (`"partitionKey": {"paths": ["/pk"], "kind": "Hash"}`), or up
+/// to three (`"kind": "MultiHash", "version": 2`), stored as a JSON array.
 fn partition_key_path(definition: &Map<String, Value>) -> Result<String, WireError> {
-    let paths = definition
-        .get("partitionKey")
+    let pk = definition.get("partitionKey");
+    let paths = pk
         .and_then(|pk| pk.get("paths"))
         .and_then(Value::as_array)
         .ok_or_else(|| {
@@ -416,17 +417,32 @@ fn partition_key_path(definition: &Map<String, Value>) -> Result<String, WireErr
                 "the container needs a partitionKey with paths, such as {\"paths\": [\"/pk\"]}",
             )
         })?;
-    match paths.as_slice() {
-        [Value::String(path)] => {
-            host_api::PartitionKeyPath::parse(path)
-                .map_err(|e| WireError::bad_request(e.to_string()))?;
-            Ok(path.clone())
-        }
-        _ => Err(WireError::bad_request(format!(
-            "partitionKey.paths must hold exactly one path (hierarchical keys are not supported), not {}",
-            Value::Array(paths.clone())
-        ))),
+    let paths = paths
+        .iter()
+        .map(|p| {
+            p.as_str().ok_or_else(|| {
+                WireError::bad_request(format!(
+                    "partitionKey.paths must hold strings, not {}",
+                    Value::Array(paths.clone())
+                ))
+            })
+        })
+        .collect::<Result<Vec<&str>, _>>()?;
+    let kind = pk.and_then(|pk| pk.get("kind")).and_then(Value::as_str);
+    let hierarchical = kind.is_some_and(|k| k.eq_ignore_ascii_case("MultiHash"));
+    if paths.len() > 1 && !hierarchical {
+        // The service's words (the SDK's tests look for them).
+        return Err(WireError::bad_request(format!(
+            "Too many partition key paths: {} paths with kind {:?}; several paths need \
+             \"kind\": \"MultiHash\" (at most {})",
+            paths.len(),
+            kind.unwrap_or("Hash"),
+            host_api::MAX_PATHS
+        )));
     }
+    let path = host_api::PartitionKeyPath::from_paths(&paths)
+        .map_err(|e| WireError::bad_request(e.to_string()))?;
+    Ok(path.as_str().to_owned())
 }
 
 /// The `defaultTtl` and `uniqueKeyPolicy` of a container definition

@@ -153,7 +153,10 @@ impl WireError {
 
 impl From<engine::Error> for WireError {
     fn from(e: engine::Error) -> WireError {
-        WireError::new(e.status(), e.to_string())
+        WireError {
+            substatus: e.substatus(),
+            ..WireError::new(e.status(), e.to_string())
+        }
     }
 }
 

@@ -18,6 +18,7 @@ mod crash;
 mod engine;
 mod fuzz;
 mod fuzz_targets;
+mod hierarchical;
 mod isolation;
 mod model;
 mod parity;

@@ -276,7 +276,47 @@ parts.delete_all_items_by_partition_key(None)
 assert [d["id"] for d in parts.read_all_items()] == ["o"]
 check("delete_all_items_by_partition_key")
 
+# --- hierarchical partition keys (MultiHash) ---------------------------------------------
+hpk = db.create_container("hpk", PartitionKey(path=["/state", "/city", "/zipcode"], kind="MultiHash"))
+definition = hpk.read()["partitionKey"]
+assert definition["paths"] == ["/state", "/city", "/zipcode"], definition
+assert definition["kind"] == "MultiHash" and definition["version"] == 2, definition
+places = [
+    ("1", "CA", "Oxnard", "93033"),
+    ("2", "CA", "Oxnard", "93030"),
+    ("3", "CA", "Ojai", "93023"),
+    ("4", "WA", "Seattle", "98101"),
+    ("5", "WA", "Bellevue", "98004"),
+]
+for i, state, city, zipcode in places:
+    hpk.create_item({"id": i, "state": state, "city": city, "zipcode": zipcode})
+assert hpk.read_item("1", partition_key=["CA", "Oxnard", "93033"])["city"] == "Oxnard"
+full = list(hpk.query_items("SELECT * FROM c", partition_key=["CA", "Oxnard", "93033"]))
+assert [d["id"] for d in full] == ["1"], full
+wa = list(hpk.query_items("SELECT * FROM c", partition_key=["WA"]))
+assert sorted(d["id"] for d in wa) == ["4", "5"], wa
+oxnard = list(hpk.query_items("SELECT * FROM c", partition_key=["CA", "Oxnard"]))
+assert sorted(d["id"] for d in oxnard) == ["1", "2"], oxnard
+paged = hpk.query_items("SELECT c.id FROM c ORDER BY c.id", partition_key=["CA"], max_item_count=2)
+assert [d["id"] for d in paged] == ["1", "2", "3"]
+assert list(hpk.query_items("SELECT * FROM c", partition_key=["NV"])) == []
+everything = list(hpk.query_items("SELECT * FROM c", enable_cross_partition_query=True))
+assert len(everything) == 5
+assert len(list(hpk.read_all_items())) == 5
+# A missing level is sent as null, which is not the document's undefined: 400/1001.
+expect_status(400, lambda: hpk.create_item({"id": "v", "city": "Vancouver"}), substatus=1001)
+# A point read with a prefix: 400/1001.
+expect_status(400, lambda: hpk.read_item("1", partition_key=["CA"]), substatus=1001)
+# An empty prefix names nothing: the service's cross-partition refusal.
+refused = expect_status(400, lambda: list(hpk.query_items("SELECT * FROM c", partition_key=[])))
+assert "Cross partition query is required but disabled" in refused.message, refused.message
+hpk.delete_item("2", partition_key=["CA", "Oxnard", "93030"])
+changes = list(hpk.query_items_change_feed(start_time="Beginning", partition_key=["CA", "Oxnard", "93033"]))
+assert [c["id"] for c in changes] == ["1"], changes
+check("hierarchical partition keys: full keys, prefix queries, 400/1001")
+
 # --- deletes ------------------------------------------------------------------------------
+db.delete_container("hpk")
 db.delete_container("cf")
 expect_status(404, lambda: cf.read())
 client.delete_database("blog")

@@ -35,6 +35,56 @@ impl Query {
     pub(crate) fn is_aggregate(&self) -> bool {
         !self.aggregates.is_empty() || !self.group_by.is_empty()
     }
+
+    /// The document property paths the WHERE clause pins to one value: the
+    /// `c.a.b = literal-or-parameter` terms joined by AND at its top level
+    /// (either side of the `=`), as property names from the document root.
+    /// A gateway uses it to tell a query confined to one partition key
+    /// from one that fans out.
+    pub fn equality_paths(&self) -> Vec<Vec<String>> {
+        let mut paths = Vec::new();
+        let rooted = self
+            .from
+            .as_ref()
+            .is_none_or(|f| f.root_path.is_empty() && f.joins.is_empty());
+        if let (true, Some(filter)) = (rooted, &self.filter) {
+            collect_equalities(filter, &mut paths);
+        }
+        paths
+    }
+}
+
+fn collect_equalities(expr: &Expr, out: &mut Vec<Vec<String>>) {
+    match expr {
+        Expr::Binary(BinOp::And, a, b) => {
+            collect_equalities(a, out);
+            collect_equalities(b, out);
+        }
+        Expr::Binary(BinOp::Eq, a, b) => {
+            let constant = |e: &Expr| matches!(e, Expr::Lit(_) | Expr::Param(_));
+            let path = match (&**a, &**b) {
+                (p, c) | (c, p) if constant(c) => document_path(p),
+                _ => None,
+            };
+            out.extend(path);
+        }
+        _ => {}
+    }
+}
+
+/// `c.a.b` (or `c["a"]`) as `["a", "b"]`; `None` for anything else.
+fn document_path(expr: &Expr) -> Option<Vec<String>> {
+    match expr {
+        Expr::Prop(base, name) => {
+            let mut path = match &**base {
+                Expr::Slot(0) => Vec::new(),
+                other => document_path(other)?,
+            };
+            path.push(name.clone());
+            Some(path)
+        }
+        _ => None,
+    }
 }
 
 /// `TOP`, `OFFSET` and `LIMIT` operands: a literal or a parameter.

@@ -1012,3 +1012,19 @@ fn strings_compare_by_utf16_code_units() {
         }
     }
 }
+
+#[test]
+fn equality_paths_are_the_top_level_and_terms() {
+    let paths = |sql: &str| crate::query::parse(sql).unwrap().equality_paths();
+    assert_eq!(
+        paths("SELECT * FROM r WHERE r.city = 'x' AND @z = r.a.zip AND r.n > 1"),
+        [
+            vec!["city".to_owned()],
+            vec!["a".to_owned(), "zip".to_owned()]
+        ]
+    );
+    assert!(paths("SELECT * FROM r WHERE r.city = 'x' OR r.zip = 'y'").is_empty());
+    assert!(paths("SELECT * FROM r WHERE r.city = r.zip").is_empty());
+    assert!(paths("SELECT * FROM r").is_empty());
+    assert!(paths("SELECT * FROM r.children c WHERE c.city = 'x'").is_empty());
+}

@@ -103,11 +103,16 @@ fn collection_json(coll: &CollEntry) -> Value {
         .and_then(Value::as_object)
         .cloned()
         .unwrap_or_default();
+    let path = coll.container.partition_key_path();
     pk.insert(
         "paths".into(),
-        json!([coll.container.partition_key_path().as_str()]),
+        Value::from(path.paths().collect::<Vec<_>>()),
     );
-    pk.entry("kind").or_insert(json!("Hash"));
+    pk.entry("kind").or_insert(json!(if path.is_hierarchical() {
+        "MultiHash"
+    } else {
+        "Hash"
+    }));
     pk.entry("version").or_insert(json!(2));
     v.insert("partitionKey".into(), Value::Object(pk));
     v.entry("indexingPolicy").or_insert(json!({

@@ -38,18 +38,7 @@ impl Gateway {
         }
         let key = self.partition_key(coll, req)?;
         // The Python SDK scopes a per-partition-key feed by EPK range.
-        let epk_range = match (
-            header(&req.headers, "x-ms-start-epk")?,
-            header(&req.headers, "x-ms-end-epk")?,
-        ) {
-            (Some(start), Some(end)) => Some((start.to_owned(), end.to_owned())),
-            (None, None) => None,
-            _ => {
-                return Err(WireError::bad_request(
-                    "x-ms-start-epk and x-ms-end-epk come together",
-                ));
-            }
-        };
+        let epk_range = super::queries::epk_range(req)?;
         let since = match header(&req.headers, "if-modified-since")? {
             Some(date) => Some(
                 httpdate::parse_http_date(date)
@@ -97,7 +86,10 @@ impl Gateway {
                 let mut txn_docs = Vec::new();
                 let mut txn_bytes = 0;
                 for change in &changes[i..end] {
-                    if key.as_ref().is_some_and(|k| *k != change.partition_key) {
+                    if key
+                        .as_ref()
+                        .is_some_and(|k| !change.partition_key.starts_with(k))
+                    {
                         continue;
                     }
                     if let Some((start, end)) = &epk_range

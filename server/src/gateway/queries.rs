@@ -19,8 +19,9 @@ use serde_json::{Value, json};
 use super::Gateway;
 use super::requests::object_body;
 use super::responses::{charge, feed_body};
+use crate::epk;
 use crate::registry::CollEntry;
-use crate::wire::{WireError, WireRequest, WireResponse, header, max_item_count};
+use crate::wire::{WireError, WireRequest, WireResponse, flag, header, max_item_count};
 
 impl Gateway {
     pub(super) fn query(
@@ -29,7 +30,7 @@ impl Gateway {
         req: &WireRequest,
     ) -> Result<WireResponse, WireError> {
         let (sql, params) = query_spec(req)?;
-        self.query_page(coll, req, &sql, &params)
+        self.query_page(coll, req, &sql, &params, true)
     }
 
     /// The read feed (GET docs): every document, a page at a time.
@@ -38,7 +39,57 @@ impl Gateway {
         coll: &CollEntry,
         req: &WireRequest,
     ) -> Result<WireResponse, WireError> {
-        self.query_page(coll, req, "SELECT * FROM c", &Params::new())
+        self.query_page(coll, req, "SELECT * FROM c", &Params::new(), false)
+    }
+
+    /// The partitions a request without a partition-key header is scoped
+    /// to by `x-ms-start-epk`/`x-ms-end-epk` (the Python SDK's prefix
+    /// queries on a hierarchical key, and feed ranges): `None` for the whole
+    /// ring or no range, else the key or prefix whose partitions are exactly
+    /// those with an EPK in the range (a key no partition has when none is).
+    fn epk_scope(
+        &self,
+        coll: &CollEntry,
+        req: &WireRequest,
+    ) -> Result<Option<PartitionKey>, WireError> {
+        let Some((start, end)) = epk_range(req)? else {
+            return Ok(None);
+        };
+        if start.is_empty() && end.eq_ignore_ascii_case("FF") {
+            return Ok(None);
+        }
+        let all = coll.container.partition_keys();
+        let keys: Vec<&PartitionKey> = all
+            .iter()
+            .filter(|k| epk::in_range(&epk::effective_partition_key(k), &start, &end))
+            .collect();
+        let Some(first) = keys.first() else {
+            return Ok(Some(absent_key(coll, &all)));
+        };
+        // The longest common prefix of the keys in the range, which is the
+        // scope if nothing else is under it.
+        let mut common = first.components().to_vec();
+        for key in &keys[1..] {
+            let n = common
+                .iter()
+                .zip(key.components())
+                .take_while(|(a, b)| a == b)
+                .count();
+            common.truncate(n);
+        }
+        let scope = if coll.container.partition_key_path().is_hierarchical() {
+            PartitionKey::Multi(common.into())
+        } else {
+            (*first).clone()
+        };
+        if all.iter().filter(|k| k.starts_with(&scope)).count() != keys.len() {
+            return Err(WireError::bad_request(format!(
+                "the effective partition-key range [{start}, {end}) covers part of the \
+                 partitions under {scope}: Partita serves ranges that are one partition key, a \
+                 prefix of a hierarchical key, or the whole ring"
+            )));
+        }
+        Ok(Some(scope))
     }
 
     /// Runs one page of a query, cut to the response limit.
@@ -48,9 +99,17 @@ impl Gateway {
         req: &WireRequest,
         sql: &str,
         params: &Params,
+        is_query: bool,
     ) -> Result<WireResponse, WireError> {
+        let partition_key = match self.partition_key(coll, req)? {
+            Some(key) => Some(key),
+            None => self.epk_scope(coll, req)?,
+        };
+        if is_query && partition_key.is_none() {
+            refuse_fan_out(coll, req, sql)?;
+        }
         let mut options = QueryOptions {
-            partition_key: self.partition_key(coll, req)?,
+            partition_key,
             max_item_count: max_item_count(&req.headers)?,
             continuation: header(&req.headers, "x-ms-continuation")?
                 .filter(|c| !c.is_empty())
@@ -87,6 +146,71 @@ impl Gateway {
             return Ok(out);
         }
     }
+}
+
+/// `x-ms-start-epk` and `x-ms-end-epk`, which come together.
+pub(super) fn epk_range(req: &WireRequest) -> Result<Option<(String, String)>, WireError> {
+    match (
+        header(&req.headers, "x-ms-start-epk")?,
+        header(&req.headers, "x-ms-end-epk")?,
+    ) {
+        (Some(start), Some(end)) => Ok(Some((start.to_owned(), end.to_owned()))),
+        (None, None) => Ok(None),
+        _ => Err(WireError::bad_request(
+            "x-ms-start-epk and x-ms-end-epk come together",
+        )),
+    }
+}
+
+/// A full key of the container that no partition has, to scope a query to
+/// nothing.
+fn absent_key(coll: &CollEntry, all: &[PartitionKey]) -> PartitionKey {
+    let levels = coll.container.partition_key_path().levels();
+    (0u64..)
+        .map(|i| {
+            let component = PartitionKey::from(format!("\u{0}partita-no-partition-{i}"));
+            if levels == 1 {
+                component
+            } else {
+                PartitionKey::multi(vec![component; levels])
+            }
+        })
+        .find(|key| !all.contains(key))
+        .unwrap_or(PartitionKey::None)
+}
+
+/// Refuses a query on a hierarchical container that names no partition key,
+/// range or feed range and does not enable cross-partition queries, unless
+/// its WHERE clause pins every level of the key (the service routes such a
+/// query itself). The Python SDK sends such a query for an empty prefix,
+/// `partition_key=[]`, and its tests expect the service's 400. Ordinary
+/// containers keep serving them: this server has one range.
+fn refuse_fan_out(coll: &CollEntry, req: &WireRequest, sql: &str) -> Result<(), WireError> {
+    let path = coll.container.partition_key_path();
+    if !path.is_hierarchical()
+        || flag(&req.headers, "x-ms-documentdb-query-enablecrosspartition")?
+        || header(&req.headers, "x-ms-documentdb-partitionkeyrangeid")?.is_some()
+    {
+        return Ok(());
+    }
+    // A syntax error is the query's own 400, reported when it runs.
+    let Ok(parsed) = query::parse(sql) else {
+        return Ok(());
+    };
+    let pinned = parsed.equality_paths();
+    if path
+        .level_segments()
+        .all(|level| pinned.iter().any(|p| p.as_slice() == level))
+    {
+        return Ok(());
+    }
+    Err(WireError::bad_request(format!(
+        "Cross partition query is required but disabled. Please set \
+         x-ms-documentdb-query-enablecrosspartition to true, specify \
+         x-ms-documentdb-partitionkey, or revise your query to avoid this exception \
+         (container {:?} has the hierarchical partition key {})",
+        coll.name, path
+    )))
 }
 
 /// `{"query": "...", "parameters": [{"name": "@x", "value": ...}]}`.

@@ -33,13 +33,14 @@ impl Gateway {
         let invalid = || {
             WireError::bad_request(format!(
                 "the x-ms-documentdb-partitionkey header {text:?} must be a JSON array with one \
-                 string, number, boolean or null, or [{{}}] for a document without the key"
+                 string, number, boolean or null, or [{{}}] for a document without the key, or \
+                 one of them per level of a hierarchical key"
             ))
         };
         match serde_json::from_str::<Value>(text).map_err(|_| invalid())? {
-            Value::Array(items) if items.len() == 1 => {
-                PartitionKey::from_value(&items[0]).ok_or_else(invalid)
-            }
+            // One value, or one per level of a hierarchical key (the engine
+            // checks the count against the container's paths).
+            value @ Value::Array(_) => PartitionKey::from_json_array(&value).ok_or_else(invalid),
             _ => Err(invalid()),
         }
     }
