@@ -241,3 +241,50 @@ fn batches_give_the_same_results_in_memory_and_durably() {
     let reopened = Database::open(dir.path()).unwrap();
     assert_eq!(documents(&reopened), in_memory.1);
 }
+
+#[test]
+fn a_batch_on_a_hierarchical_container_needs_the_full_key() {
+    let db = Database::in_memory();
+    let sessions = db
+        .create_container_with(partita::ContainerProperties::hierarchical(
+            "sessions",
+            ["/tenantId", "/userId"],
+        ))
+        .unwrap();
+    let key = PartitionKey::multi(["t1", "u1"]);
+    let response = sessions
+        .execute_batch(
+            key.clone(),
+            vec![
+                BatchOperation::create(
+                    json!({"id": "a", "tenantId": "t1", "userId": "u1", "n": 1}),
+                ),
+                BatchOperation::patch(
+                    "a",
+                    patch(json!([{"op": "incr", "path": "/n", "value": 1}])),
+                ),
+                BatchOperation::create(json!({"id": "b", "tenantId": "t1", "userId": "u2"})),
+            ],
+        )
+        .unwrap();
+    assert_eq!(
+        response.failed,
+        Some(2),
+        "another user's document is another partition"
+    );
+    assert_eq!(response.results[2].substatus, Some(1001));
+    let err = sessions
+        .execute_batch(PartitionKey::multi(["t1"]), vec![BatchOperation::read("a")])
+        .unwrap_err();
+    assert_eq!((err.status(), err.substatus()), (400, Some(1001)), "{err}");
+    let response = sessions
+        .execute_batch(
+            key.clone(),
+            vec![BatchOperation::create(
+                json!({"id": "a", "tenantId": "t1", "userId": "u1"}),
+            )],
+        )
+        .unwrap();
+    assert!(response.is_success());
+    assert_eq!(sessions.read_item(key, "a").unwrap().id(), "a");
+}
