@@ -1888,6 +1888,43 @@ fn the_python_sdk_runs_batches_and_patches() {
     );
 }
 
+/// `tests/js` with its `node_modules` (`npm ci` on first use; `.ci/run`
+/// installs it in CI).
+fn js_sdk() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/js");
+    if !dir.join("node_modules/@azure/cosmos").exists() {
+        let status = Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund", "--silent"])
+            .current_dir(&dir)
+            .status()
+            .expect("npm (Node.js) is needed for the JavaScript SDK acceptance test");
+        assert!(status.success(), "npm ci in tests/js failed");
+    }
+    dir
+}
+
+#[test]
+fn the_javascript_sdk_runs_batches_bulk_and_patches() {
+    let dir = js_sdk();
+    let server = ServerProcess::start(&["--in-memory", "--tls"]);
+    let output = Command::new("node")
+        .arg(dir.join("cosmos_batch.mjs"))
+        .arg(server.endpoint())
+        .arg(EMULATOR_KEY)
+        .env(
+            "NODE_EXTRA_CA_CERTS",
+            server.ready["certificate"].as_str().unwrap(),
+        )
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && stdout.contains("ALL OK"),
+        "the JavaScript SDK script failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
+    );
+}
+
 #[test]
 fn the_python_sdk_works_over_https() {
     let python = python_venv();
