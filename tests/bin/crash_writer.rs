@@ -9,19 +9,23 @@
 //! numbering after the highest transaction it finds, so it can be killed and
 //! restarted on the same directory any number of times.
 //!
-//! Transactions take turns in three forms with the same effect: a native
-//! Rust transaction (`N % 3 == 0`), the JavaScript stored procedure
-//! `writeTxn` (`N % 3 == 1`), and an upsert of `t{N}-0` whose JavaScript
+//! Transactions take turns in five forms with the same effect: a native
+//! Rust transaction (`N % 5 == 0`), the JavaScript stored procedure
+//! `writeTxn` (`N % 5 == 1`), an upsert of `t{N}-0` whose JavaScript
 //! post-trigger `completeTxn` creates the other two documents and increments
-//! the counter (`N % 3 == 2`). So kills land while procedures and triggers
-//! run and commit, too.
+//! the counter (`N % 5 == 2`), a transactional batch of the three creates
+//! and a patch that increments the counter (`N % 5 == 3`), and the same
+//! batch followed by a read of the counter (`N % 5 == 4`). So kills
+//! land while procedures, triggers and batches run and commit, too. The
+//! batches need the counter to exist: the writer creates it (count 0) in
+//! each partition at start when it is missing.
 
 use std::io::Write;
 
 use anyhow::Context;
 use partita::{
-    Database, FeedOptions, ScriptKind, ScriptProperties, TriggerOperation, TriggerType,
-    WriteOptions,
+    BatchOperation, Database, FeedOptions, Patch, ScriptKind, ScriptProperties, TriggerOperation,
+    TriggerType, WriteOptions,
 };
 use serde_json::json;
 
@@ -63,6 +67,18 @@ pub const DOCS_PER_TXN: usize = 3;
 /// Partitions the transactions rotate over.
 pub const PARTITIONS: u64 = 4;
 
+/// Runs a batch that must succeed.
+fn batch(container: &partita::Container, pk: &str, ops: Vec<BatchOperation>) -> anyhow::Result<()> {
+    let response = container.execute_batch(pk, ops)?;
+    if let Some(i) = response.failed {
+        anyhow::bail!(
+            "batch operation {i} failed: {:?}",
+            response.results[i].message
+        );
+    }
+    Ok(())
+}
+
 fn main() -> anyhow::Result<()> {
     let dir = std::env::args().nth(1).context("usage: crash-writer DIR")?;
     let db = Database::open(&dir)?;
@@ -99,11 +115,27 @@ fn main() -> anyhow::Result<()> {
             }
         }
     }
+    for p in 0..PARTITIONS {
+        let pk = format!("p{p}");
+        if container.read_item(pk.as_str(), "counter").is_err() {
+            container.create_item(
+                pk.as_str(),
+                json!({"id": "counter", "pk": pk, "count": 0}),
+                None,
+            )?;
+        }
+    }
+    let increment = Patch::from_json(&json!([{"op": "incr", "path": "/count", "value": 1}]))?;
     let stdout = std::io::stdout();
     loop {
         let pk = format!("p{}", next % PARTITIONS);
         let payload = "x".repeat(200);
-        match next % 3 {
+        let creates = || -> Vec<BatchOperation> {
+            (0..DOCS_PER_TXN)
+                .map(|j| BatchOperation::create(json!({"id": format!("t{next}-{j}"), "pk": pk, "txn": next, "payload": payload})))
+                .collect()
+        };
+        match next % 5 {
             0 => container.transaction(pk.as_str(), |txn| {
                 for j in 0..DOCS_PER_TXN {
                     txn.create_item(json!({"id": format!("t{next}-{j}"), "pk": pk, "txn": next, "payload": payload}))?;
@@ -119,10 +151,23 @@ fn main() -> anyhow::Result<()> {
                     vec![json!(next), json!(pk), json!(payload)], None,
                 )?;
             }
-            _ => {
+            2 => {
                 container.upsert_item(
                     pk.as_str(),
                     json!({"id": format!("t{next}-0"), "pk": pk, "txn": next, "payload": payload}), Some(&with_trigger))?;
+            }
+            3 => {
+                let mut ops = creates();
+                ops.push(BatchOperation::patch("counter", increment.clone()));
+                batch(&container, &pk, ops)?;
+            }
+            _ => {
+                // A patch, then a read, of the same document in one batch:
+                // the read sees the patch.
+                let mut ops = creates();
+                ops.push(BatchOperation::patch("counter", increment.clone()));
+                ops.push(BatchOperation::read("counter"));
+                batch(&container, &pk, ops)?;
             }
         }
         let mut out = stdout.lock();
