@@ -1,8 +1,8 @@
 //! Model-based test: random sequences of creates, replaces, upserts,
 //! deletes, queries, stored-procedure calls that throw at random points,
 //! writes with triggers (that sometimes throw), patches, transactional
-//! batches (that fail at random operations), restarts and crashes at
-//! commit, checked after every step against a simple in-memory model (a
+//! batches (that fail at random operations), documents with a time to live
+//! on a clock the test moves, purges, restarts and crashes at commit, checked after every step against a simple in-memory model (a
 //! map from (partition, id) to the document's user properties).
 //!
 //! proptest generates and shrinks the sequences. `PARTITA_MODEL_CASES`
@@ -18,7 +18,7 @@ use partita::{
     BatchOperation, Container, FeedOptions, Patch, QueryOptions, ScriptProperties,
     TriggerOperation, TriggerType, WriteOptions,
 };
-use partita::{Database, Durability, Options};
+use partita::{ContainerProperties, Database, Durability, ManualClock, Options};
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 
@@ -68,6 +68,12 @@ enum Step {
     Patch(usize, usize, i64),
     /// A transactional batch of (operation, id, value) in one partition.
     Batch(usize, Vec<(BatchKind, usize, i64)>),
+    /// Upserts a document that expires `ttl` seconds after its last write.
+    Expiring(usize, usize, i64, u64),
+    /// Moves the clock forward by whole seconds.
+    Advance(u64),
+    /// Deletes the expired documents now (the background purge is off).
+    Purge,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -95,8 +101,11 @@ fn step() -> impl Strategy<Value = Step> {
         1 => Just(Step::Restart),
         1 => (pk.clone(), id.clone(), v.clone(), any::<bool>()).prop_map(|(p, i, v, a)| Step::CrashedWrite(p, i, v, a)),
         2 => (pk.clone(), id.clone(), v.clone()).prop_map(|(p, i, v)| Step::Patch(p, i, v)),
-        3 => (pk, proptest::collection::vec((batch_kind(), id, v), 1..5))
+        3 => (pk.clone(), proptest::collection::vec((batch_kind(), id.clone(), v.clone()), 1..5))
             .prop_map(|(p, ops)| Step::Batch(p, ops)),
+        2 => (pk, id, v, 1u64..4).prop_map(|(p, i, v, t)| Step::Expiring(p, i, v, t)),
+        2 => (0u64..3).prop_map(Step::Advance),
+        1 => Just(Step::Purge),
     ]
 }
 
@@ -147,7 +156,7 @@ fn model_batch(
 
 /// Opens the database in `dir` over SQLite storage whose commits fail when
 /// `crashes` says (the plan outlives each reopen).
-fn open(dir: &Path, crashes: &Faults) -> (Database, Container) {
+fn open(dir: &Path, crashes: &Faults, clock: &ManualClock) -> (Database, Container) {
     let storage = FaultyStorage::with_faults(
         SqliteStorage::open(&dir.join(engine::DATA_FILE), Durability::None).expect("open"),
         crashes.clone(),
@@ -156,6 +165,8 @@ fn open(dir: &Path, crashes: &Faults) -> (Database, Container) {
         Box::new(storage),
         Options {
             durability: Durability::None,
+            clock: clock.clock(),
+            purge_interval: None,
             ..Options::default()
         },
     )
@@ -163,7 +174,9 @@ fn open(dir: &Path, crashes: &Faults) -> (Database, Container) {
     let c = match db.container("m") {
         Ok(c) => c,
         Err(_) => {
-            let c = db.create_container("m", "/pk").expect("container");
+            // Time to live on: documents live until their own `ttl` says.
+            let props = ContainerProperties::new("m", "/pk").with_default_ttl(-1);
+            let c = db.create_container_with(props).expect("container");
             c.create_script(ScriptProperties::stored_procedure("writeMany", WRITE_MANY))
                 .expect("sproc");
             c.create_script(ScriptProperties::trigger(
@@ -180,6 +193,17 @@ fn open(dir: &Path, crashes: &Faults) -> (Database, Container) {
 }
 
 type Model = BTreeMap<(usize, String), Value>;
+
+/// When each document with a `ttl` expires (seconds on the test's clock).
+type Deadlines = BTreeMap<(usize, String), u64>;
+
+/// The clock in whole seconds, as `_ts` and expiry count.
+fn now(clock: &ManualClock) -> u64 {
+    clock
+        .now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
 
 fn doc(p: usize, id: &str, v: i64) -> Value {
     json!({"id": id, "pk": PKS[p], "v": v})
@@ -212,9 +236,13 @@ fn check(c: &Container, model: &Model, step: usize) -> Result<(), TestCaseError>
 fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().expect("tempdir");
     let crashes = Faults::new();
-    let (mut db, mut c) = open(dir.path(), &crashes);
+    let clock =
+        ManualClock::new(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_800_000_000));
+    let (mut db, mut c) = open(dir.path(), &crashes, &clock);
     let mut model: Model = BTreeMap::new();
+    let mut deadlines: Deadlines = BTreeMap::new();
     for (n, step) in steps.into_iter().enumerate() {
+        let before = model.clone();
         match step {
             Step::Create(p, i, v) => {
                 let key = (p, IDS[i].to_owned());
@@ -355,10 +383,21 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
                     }
                 }
             }
+            Step::Expiring(p, i, v, ttl) => {
+                let mut body = doc(p, IDS[i], v);
+                body["ttl"] = json!(ttl);
+                c.upsert_item(PKS[p], body.clone(), None).expect("upsert");
+                model.insert((p, IDS[i].to_owned()), body);
+                deadlines.insert((p, IDS[i].to_owned()), now(&clock) + ttl);
+            }
+            Step::Advance(seconds) => clock.advance(std::time::Duration::from_secs(seconds)),
+            Step::Purge => {
+                db.purge_expired().expect("purge");
+            }
             Step::Restart => {
                 drop(c);
                 drop(db);
-                (db, c) = open(dir.path(), &crashes);
+                (db, c) = open(dir.path(), &crashes, &clock);
             }
             Step::CrashedWrite(p, i, v, after) => {
                 crashes.fail_next_commit(if after {
@@ -374,12 +413,38 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
                 check(&c, &model, n)?;
                 drop(c);
                 drop(db);
-                (db, c) = open(dir.path(), &crashes);
+                (db, c) = open(dir.path(), &crashes, &clock);
                 if after {
                     model.insert((p, IDS[i].to_owned()), doc(p, IDS[i], v));
                 }
             }
         }
+        // A document rewritten whole loses its `ttl`; a patched one keeps
+        // it and lives `ttl` seconds from the patch.
+        let t = now(&clock);
+        for (key, doc) in &model {
+            if before.get(key) == Some(doc) {
+                continue;
+            }
+            match doc.get("ttl").and_then(Value::as_u64) {
+                Some(ttl) => {
+                    deadlines.insert(key.clone(), t + ttl);
+                }
+                None => {
+                    deadlines.remove(key);
+                }
+            }
+        }
+        deadlines.retain(|key, _| model.contains_key(key));
+        // An expired document is gone for every read and write, purged or
+        // not: the model forgets it.
+        deadlines.retain(|key, deadline| {
+            let alive = *deadline > t;
+            if !alive {
+                model.remove(key);
+            }
+            alive
+        });
         check(&c, &model, n)?;
     }
     Ok(())
