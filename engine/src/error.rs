@@ -179,7 +179,7 @@ pub enum Error {
     /// A point operation or transaction names a prefix of a hierarchical
     /// partition key: it needs one logical partition, the full key.
     #[error(
-        "partition key {partition_key} gives {} of the {levels} levels of container {container:?}'s hierarchical partition key: a point operation, transaction or script needs the full key (a prefix scopes only queries and feeds)",
+        "Partition key provided either doesn't correspond to definition in the collection or doesn't match partition key field values specified in the document. (Partition key {partition_key} gives {} of the {levels} levels of container {container:?}'s hierarchical partition key: a point operation, batch, transaction or script needs the full key; a prefix scopes only queries and feeds.)",
         partition_key.components().len()
     )]
     IncompletePartitionKey {

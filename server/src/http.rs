@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
@@ -281,6 +281,34 @@ async fn serve_request(
     Ok(into_hyper(response))
 }
 
+/// How far over the body limit a request is still read (and dropped) to
+/// answer it with a 413 rather than a reset connection.
+const DRAIN_FACTOR: usize = 2;
+
+/// Reads a body of at most `limit` bytes; `None` when it is longer, after
+/// reading and dropping up to `drain_limit` bytes of it.
+async fn collect_body(
+    mut body: Incoming,
+    limit: usize,
+    drain_limit: usize,
+) -> Result<Option<Bytes>, hyper::Error> {
+    let mut kept = Vec::new();
+    let mut total = 0usize;
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame?.into_data() else {
+            continue;
+        };
+        total = total.saturating_add(data.len());
+        if total > drain_limit {
+            return Ok(None);
+        }
+        if total <= limit {
+            kept.extend_from_slice(&data);
+        }
+    }
+    Ok((total <= limit).then(|| Bytes::from(kept)))
+}
+
 async fn read_request(
     options: &ServeOptions,
     req: Request<Incoming>,
@@ -295,18 +323,23 @@ async fn read_request(
             ),
         )
     };
+    // A body a little over the limit is read and dropped before the 413,
+    // because the SDKs write the whole body before they read the answer
+    // and see a reset connection, not the 413, when the server stops
+    // reading; a body far over it is refused at once.
+    let drain_limit = options.max_request_bytes.saturating_mul(DRAIN_FACTOR);
     if let Some(length) = parts.headers.get(hyper::header::CONTENT_LENGTH)
         && length
             .to_str()
             .ok()
             .and_then(|l| l.parse::<usize>().ok())
-            .is_some_and(|l| l > options.max_request_bytes)
+            .is_some_and(|l| l > drain_limit)
     {
         return Err(too_large());
     }
     let collected = tokio::time::timeout(
         options.body_timeout,
-        Limited::new(body, options.max_request_bytes).collect(),
+        collect_body(body, options.max_request_bytes, drain_limit),
     )
     .await
     .map_err(|_| {
@@ -319,8 +352,8 @@ async fn read_request(
         )
     })?;
     let body = match collected {
-        Ok(collected) => collected.to_bytes(),
-        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => return Err(too_large()),
+        Ok(Some(body)) => body,
+        Ok(None) => return Err(too_large()),
         Err(e) => {
             return Err(WireError::bad_request(format!(
                 "the request body could not be read: {e}"

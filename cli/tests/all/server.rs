@@ -1512,6 +1512,15 @@ fn the_binary_serves_http_with_limits_and_shuts_down_gracefully() {
     );
     assert!(response.starts_with("HTTP/1.1 413"), "{response}");
     assert!(response.contains("RequestEntityTooLarge"), "{response}");
+    // One a little over the limit, sent whole, is read and answered with a
+    // 413 too (a client that writes its whole body first sees the answer,
+    // not a reset).
+    let mut request =
+        b"POST /dbs HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-length: 2500000\r\n\r\n"
+            .to_vec();
+    request.resize(request.len() + 2_500_000, b'x');
+    let response = server.raw(&request);
+    assert!(response.starts_with("HTTP/1.1 413"), "{response}");
     // Not HTTP at all: hyper answers 400 and closes.
     let response = server.raw(b"\x00\x01garbage\r\n\r\n");
     assert!(

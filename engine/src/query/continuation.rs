@@ -3,7 +3,7 @@
 //! A token is URL-safe base64 (no padding) of a small JSON object:
 //!
 //! ```text
-//! {"v":1, "m":"s"|"o"|"i", "h":"<hash>", "i":<rows before>,
+//! {"pv":1, "m":"s"|"o"|"i", "h":"<hash>", "i":<rows before>,
 //!  "p":"[\"pk\"]", "r":<rid>, "j":<join row>, "k":[[v],[]…]}
 //! ```
 //!
@@ -17,6 +17,10 @@
 //!   RID and the ordinal of the row within that document's JOIN cross product.
 //!   In mode `s` it is the *next* row to return; in mode `o` it is the *last*
 //!   row returned, and `k` holds its sort keys (`[]` for undefined).
+//!
+//! The version field is `pv`, not `v`: the Python SDK decodes any
+//! continuation it is handed as base64 JSON and takes an object with a `v`
+//! for its own feed-range token (then fails on its missing fields).
 //!
 //! Decoding validates everything and maps every problem to
 //! [`QueryError::InvalidContinuation`]; it never panics.
@@ -78,7 +82,7 @@ impl Token {
     /// The opaque string form.
     pub(crate) fn encode(&self) -> String {
         let mut obj = Map::new();
-        obj.insert("v".into(), json!(1));
+        obj.insert("pv".into(), json!(1));
         obj.insert("m".into(), json!(self.mode.tag()));
         obj.insert("h".into(), json!(format!("{:016x}", self.hash)));
         obj.insert("i".into(), json!(self.index));
@@ -118,7 +122,7 @@ impl Token {
         let obj = value
             .as_object()
             .ok_or_else(|| bad("not a continuation token"))?;
-        if obj.get("v") != Some(&json!(1)) {
+        if obj.get("pv") != Some(&json!(1)) {
             return Err(bad("unsupported token version"));
         }
         if obj.get("m").and_then(Value::as_str) != Some(mode.tag()) {
