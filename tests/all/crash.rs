@@ -8,9 +8,13 @@
 //!   counter increment, or none of them);
 //! * the change log holds every present transaction whole, in LSN order;
 //! * the directory's lock died with the child;
-//! * the writer's procedure and trigger survived (a third of its
-//!   transactions are a JavaScript stored procedure, a third a write with a
-//!   JavaScript post-trigger, so kills land inside those too).
+//! * the writer's procedure and trigger survived (its transactions take
+//!   turns as native transactions, a JavaScript stored procedure, a write
+//!   with a JavaScript post-trigger and transactional batches with patches,
+//!   so kills land inside each of those too);
+//! * no document is visible after its time to live ran out (the writer
+//!   keeps documents that expire a second after their write, and the
+//!   background purge deletes them while kills land).
 //!
 //! `PARTITA_CRASH_ITERATIONS` (default 200) sets the number of kills and
 //! `PARTITA_CRASH_SEED` the random delays; a failure prints the seed.
@@ -24,6 +28,7 @@ use engine::{Database, FeedOptions, Lsn, ScriptKind};
 
 const DOCS_PER_TXN: usize = 3;
 const PARTITIONS: u64 = 4;
+const EPHEMERAL: &str = "eph";
 
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -54,6 +59,7 @@ fn sigkill_never_loses_acknowledged_or_leaves_partial_transactions() -> anyhow::
     let dir = tempfile::tempdir()?;
     let mut acked: BTreeSet<u64> = BTreeSet::new();
     let mut kills_mid_run = 0;
+    let mut purged = 0;
     for iteration in 0..iterations {
         let mut child = Command::new(env!("CARGO_BIN_EXE_crash-writer"))
             .arg(dir.path())
@@ -93,9 +99,10 @@ fn sigkill_never_loses_acknowledged_or_leaves_partial_transactions() -> anyhow::
         if acked.len() > before {
             kills_mid_run += 1;
         }
-        check(dir.path(), &acked)
+        purged = check(dir.path(), &acked)
             .map_err(|e| anyhow::anyhow!("iteration {iteration} (seed {seed}): {e}"))?;
     }
+    assert!(purged > 0, "the writer never purged an expired document");
     assert!(
         kills_mid_run >= iterations / 2,
         "only {kills_mid_run} of {iterations} kills hit a running writer"
@@ -115,14 +122,21 @@ fn sigkill_never_loses_acknowledged_or_leaves_partial_transactions() -> anyhow::
 }
 
 /// Reopens the directory and checks every invariant.
-fn check(dir: &std::path::Path, acked: &BTreeSet<u64>) -> anyhow::Result<()> {
-    let db = Database::open(dir)?; // fails if the dead child's lock survived
+/// Returns how many purge deletes the change log holds.
+fn check(dir: &std::path::Path, acked: &BTreeSet<u64>) -> anyhow::Result<usize> {
+    // Fails if the dead child's lock survived. No purge here: the writer's
+    // purges are what is checked.
+    let options = engine::Options {
+        purge_interval: None,
+        ..engine::Options::default()
+    };
+    let db = Database::open_with(dir, options)?;
     let Ok(container) = db.container("crash") else {
         anyhow::ensure!(
             acked.is_empty(),
             "container missing but transactions were acknowledged"
         );
-        return Ok(());
+        return Ok(0);
     };
     if !acked.is_empty() {
         for (kind, id) in [
@@ -172,31 +186,58 @@ fn check(dir: &std::path::Path, acked: &BTreeSet<u64>) -> anyhow::Result<()> {
     }
     // The change log holds whole transactions: one LSN per transaction, with
     // its three creates and its counter write; besides them, only the
-    // writer's creation of a partition's counter at start.
-    let mut per_lsn: BTreeMap<Lsn, Vec<&str>> = BTreeMap::new();
+    // writer's creation of a partition's counter at start, and the upserts
+    // and purges of the documents that expire.
+    let mut per_lsn: BTreeMap<Lsn, Vec<&partita::Change>> = BTreeMap::new();
     let changes = container.read_changes(Lsn::ZERO, usize::MAX)?;
     for change in &changes {
-        per_lsn.entry(change.lsn).or_default().push(&change.id);
+        per_lsn.entry(change.lsn).or_default().push(change);
     }
-    let setup = per_lsn.values().filter(|ids| **ids == ["counter"]).count();
+    let other = |changes: &Vec<&partita::Change>| {
+        let setup = changes.len() == 1 && changes[0].id == "counter";
+        let ephemeral = changes
+            .iter()
+            .all(|c| c.partition_key == partita::PartitionKey::from(EPHEMERAL));
+        setup || ephemeral
+    };
     anyhow::ensure!(
         per_lsn
             .values()
-            .all(|ids| ids.len() == DOCS_PER_TXN + 1 || *ids == ["counter"]),
+            .all(|changes| changes.len() == DOCS_PER_TXN + 1 || other(changes)),
         "a transaction is split in the change log"
     );
+    let transactions = per_lsn.values().filter(|c| !other(c)).count();
     anyhow::ensure!(
-        per_lsn.len() - setup == present.len(),
-        "{} logged transactions, {} present",
-        per_lsn.len() - setup,
+        transactions == present.len(),
+        "{transactions} logged transactions, {} present",
         present.len()
     );
+    // No expired document is visible after the restart.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_secs();
+    for doc in container
+        .read_feed(EPHEMERAL, &FeedOptions::default())?
+        .items
+    {
+        anyhow::ensure!(
+            doc.ts() + 1 > now,
+            "{} expired at {} but is visible at {now}",
+            doc.id(),
+            doc.ts() + 1
+        );
+    }
+    let purged = changes
+        .iter()
+        .filter(|c| c.partition_key == partita::PartitionKey::from(EPHEMERAL))
+        .filter(|c| c.kind == engine::ChangeKind::Delete)
+        .count();
     let lsns: Vec<u64> = per_lsn.keys().map(|l| l.0).collect();
     anyhow::ensure!(
         lsns.iter().copied().eq(1..=lsns.len() as u64),
         "LSNs have gaps: {lsns:?}"
     );
-    Ok(())
+    Ok(purged)
 }
 
 #[test]

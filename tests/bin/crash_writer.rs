@@ -19,13 +19,19 @@
 //! land while procedures, triggers and batches run and commit, too. The
 //! batches need the counter to exist: the writer creates it (count 0) in
 //! each partition at start when it is missing.
+//!
+//! The container has time to live on, and before each transaction the
+//! writer upserts one of eight documents of partition `eph` that expire a
+//! second after their write; every sixteenth transaction it purges the
+//! expired ones (deletes in transactions of their own), so kills land in
+//! purges, too.
 
 use std::io::Write;
 
 use anyhow::Context;
 use partita::{
-    BatchOperation, Database, FeedOptions, Patch, ScriptKind, ScriptProperties, TriggerOperation,
-    TriggerType, WriteOptions,
+    BatchOperation, ContainerProperties, Database, FeedOptions, Patch, ScriptKind,
+    ScriptProperties, TriggerOperation, TriggerType, WriteOptions,
 };
 use serde_json::json;
 
@@ -66,6 +72,8 @@ const TRIGGER: &str = r#"function completeTxn() {
 pub const DOCS_PER_TXN: usize = 3;
 /// Partitions the transactions rotate over.
 pub const PARTITIONS: u64 = 4;
+/// The partition of the documents that expire.
+pub const EPHEMERAL: &str = "eph";
 
 /// Runs a batch that must succeed.
 fn batch(container: &partita::Container, pk: &str, ops: Vec<BatchOperation>) -> anyhow::Result<()> {
@@ -82,7 +90,12 @@ fn batch(container: &partita::Container, pk: &str, ops: Vec<BatchOperation>) -> 
 fn main() -> anyhow::Result<()> {
     let dir = std::env::args().nth(1).context("usage: crash-writer DIR")?;
     let db = Database::open(&dir)?;
-    let container = db.create_container_if_not_exists("crash", "/pk")?;
+    let container = match db.container("crash") {
+        Ok(container) => container,
+        Err(_) => {
+            db.create_container_with(ContainerProperties::new("crash", "/pk").with_default_ttl(-1))?
+        }
+    };
     if container
         .read_script(ScriptKind::StoredProcedure, "writeTxn")
         .is_err()
@@ -128,6 +141,15 @@ fn main() -> anyhow::Result<()> {
     let increment = Patch::from_json(&json!([{"op": "incr", "path": "/count", "value": 1}]))?;
     let stdout = std::io::stdout();
     loop {
+        // Purges run in the writer, so kills land in them too.
+        if next % 16 == 0 {
+            db.purge_expired()?;
+        }
+        container.upsert_item(
+            EPHEMERAL,
+            json!({"id": format!("e{}", next % 8), "pk": EPHEMERAL, "ttl": 1}),
+            None,
+        )?;
         let pk = format!("p{}", next % PARTITIONS);
         let payload = "x".repeat(200);
         let creates = || -> Vec<BatchOperation> {
