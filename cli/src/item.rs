@@ -249,20 +249,7 @@ pub(crate) fn run(db: &Database, command: ItemCommand, limits: &Limits) -> anyho
 /// Runs a transactional batch: the results as the SDKs get them, or the
 /// failing operation's error.
 fn batch(db: &Database, container: &str, pk: Pk, ops: &str) -> anyhow::Result<Value> {
-    let Value::Array(items) = json_argument("--ops", ops)? else {
-        return Err(EngineError::BadRequest(
-            "--ops must be a JSON array of batch operations".to_owned(),
-        )
-        .into());
-    };
-    let operations = items
-        .iter()
-        .enumerate()
-        .map(|(i, item)| {
-            BatchOperation::from_json(item)
-                .map_err(|e| EngineError::BadRequest(format!("batch operation {i}: {e}")))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let operations = BatchOperation::list_from_json(&json_argument("--ops", ops)?)?;
     let response = db
         .container(container)?
         .execute_batch(pk.key()?, operations)?;

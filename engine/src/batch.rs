@@ -125,6 +125,29 @@ impl BatchOperation {
         self
     }
 
+    /// Reads a batch as the SDKs send it: a JSON array of operations.
+    ///
+    /// # Errors
+    /// 400 when it is not an array, or naming the first malformed operation
+    /// by its index.
+    pub fn list_from_json(body: &Value) -> Result<Vec<BatchOperation>> {
+        let Value::Array(items) = body else {
+            return Err(Error::BadRequest(format!(
+                "a batch must be a JSON array of operations, not {}",
+                host_api::type_name(body)
+            )));
+        };
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| {
+                BatchOperation::from_json(item).map_err(|e| {
+                    Error::BadRequest(format!("batch operation {i}: {}", crate::patch::bare(e)))
+                })
+            })
+            .collect()
+    }
+
     /// Reads an operation as the SDKs send it:
     /// `{"operationType": "Create", "resourceBody": {...}}`, with `id` for
     /// read, replace, delete and patch, and optional `ifMatch` /

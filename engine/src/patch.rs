@@ -287,7 +287,7 @@ fn check_count(n: usize) -> Result<()> {
 }
 
 /// An error's message without the "bad request: " of its display.
-fn bare(err: Error) -> String {
+pub(crate) fn bare(err: Error) -> String {
     match err {
         Error::BadRequest(message) => message,
         other => other.to_string(),
@@ -439,16 +439,10 @@ fn parent<'a>(doc: &'a mut Value, path: &Pointer) -> std::result::Result<&'a mut
                 let len = items.len();
                 let i = index(segment)
                     .filter(|&i| i < len)
-                    .ok_or_else(|| format!("{} is not an index of an array of {len}", here()))?;
+                    .ok_or_else(|| not_an_index(&here(), len))?;
                 &mut items[i]
             }
-            other => {
-                return Err(format!(
-                    "{} goes through {}, which has no members",
-                    here(),
-                    host_api::type_name(other)
-                ));
-            }
+            other => return Err(no_members(&here(), other)),
         };
     }
     Ok(at)
@@ -465,17 +459,10 @@ fn target<'a>(doc: &'a mut Value, path: &Pointer) -> std::result::Result<&'a mut
             let len = items.len();
             match index(last).filter(|&i| i < len) {
                 Some(i) => Ok(&mut items[i]),
-                None => Err(format!(
-                    "{} is not an index of an array of {len}",
-                    path.text
-                )),
+                None => Err(not_an_index(&path.text, len)),
             }
         }
-        other => Err(format!(
-            "{} goes through {}, which has no members",
-            path.text,
-            host_api::type_name(other)
-        )),
+        other => Err(no_members(&path.text, other)),
     }
 }
 
@@ -501,20 +488,11 @@ fn insert(
                 (Some(i), Mode::Add) if i <= len => items.insert(i, value),
                 (Some(i), Mode::Set) if i < len => items[i] = value,
                 (Some(i), Mode::Set) if i == len => items.push(value),
-                _ => {
-                    return Err(format!(
-                        "{} is not an index of an array of {len}",
-                        path.text
-                    ));
-                }
+                _ => return Err(not_an_index(&path.text, len)),
             }
             Ok(())
         }
-        other => Err(format!(
-            "{} goes through {}, which has no members",
-            path.text,
-            host_api::type_name(other)
-        )),
+        other => Err(no_members(&path.text, other)),
     }
 }
 
@@ -528,17 +506,10 @@ fn remove(doc: &mut Value, path: &Pointer) -> std::result::Result<Value, String>
             let len = items.len();
             match index(last).filter(|&i| i < len) {
                 Some(i) => Ok(items.remove(i)),
-                None => Err(format!(
-                    "{} is not an index of an array of {len}",
-                    path.text
-                )),
+                None => Err(not_an_index(&path.text, len)),
             }
         }
-        other => Err(format!(
-            "{} goes through {}, which has no members",
-            path.text,
-            host_api::type_name(other)
-        )),
+        other => Err(no_members(&path.text, other)),
     }
 }
 
@@ -573,6 +544,17 @@ fn increment(
     };
     *current = Value::Number(sum);
     Ok(())
+}
+
+fn no_members(path: &str, value: &Value) -> String {
+    format!(
+        "{path} goes through {}, which has no members",
+        host_api::type_name(value)
+    )
+}
+
+fn not_an_index(path: &str, len: usize) -> String {
+    format!("{path} is not an index of an array of {len}")
 }
 
 /// An array index: decimal digits without a leading zero.

@@ -1058,10 +1058,7 @@ fn clean_run(config: &FuzzConfig, call: &Call) -> Result<CleanRun, FuzzError> {
 /// status when given. Its results as a procedure's body, so the rest of
 /// the fuzzer treats both alike.
 fn run_batch(txn: &mut Txn, params: &[Value], fault: Option<OpFault>) -> CallResult {
-    let operations = params
-        .iter()
-        .map(engine::BatchOperation::from_json)
-        .collect::<Result<Vec<_>, _>>()?;
+    let operations = engine::BatchOperation::list_from_json(&Value::Array(params.to_vec()))?;
     let inject = |i: usize| match fault {
         Some(f) if f.op as usize == i + 1 => Err(host_api::HostError::new(
             f.code,

@@ -25,22 +25,12 @@ impl Gateway {
         coll: &CollEntry,
         req: &WireRequest,
     ) -> Result<WireResponse, WireError> {
-        let Value::Array(items) = json_body(&req.body, "batch request")? else {
-            return Err(WireError::bad_request(
-                "a batch request's body must be a JSON array of operations",
-            ));
-        };
+        let body = json_body(&req.body, "batch request")?;
+        let operations = BatchOperation::list_from_json(&body)?;
+        let items = body.as_array().map(Vec::as_slice).unwrap_or_default();
         // Python sends `True`, JS `true`; a batch without the header is atomic.
         let atomic = header(&req.headers, "x-ms-cosmos-batch-atomic")?.is_none()
             || flag(&req.headers, "x-ms-cosmos-batch-atomic")?;
-        let operations = items
-            .iter()
-            .enumerate()
-            .map(|(i, item)| {
-                BatchOperation::from_json(item)
-                    .map_err(|e| WireError::bad_request(format!("batch operation {i}: {e}")))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
         let minimal = return_minimal(req)?;
         let (results, committed) = if atomic {
             let key = self.required_key(coll, req, "a transactional batch")?;
