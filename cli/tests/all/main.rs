@@ -6,3 +6,4 @@
 mod cli;
 mod fuzz;
 mod server;
+mod support;
