@@ -5,7 +5,7 @@ Usage:
                 [--fetch-only] [TEST ...]
 
 TEST is a file of the suite (test_ttl.py), a pytest node id (test_ttl.py::TestTimeToLive::test_x),
-or @LIST, a file naming one TEST per line (# comments). Without TEST, the files in emulator_files.txt
+or @LIST, a file naming one TEST per line (lines starting with # are comments). Without TEST, the files in emulator_files.txt
 run: the full measurement. Without --endpoint, the script starts `BIN --in-memory serve --tls` on a
 free port (BIN: target/release/partita, else target/debug/partita) and stops it at the end.
 
@@ -80,7 +80,8 @@ def selection(tests):
     for test in tests:
         if test.startswith("@"):
             lines = Path(test[1:]).read_text().splitlines()
-            out += [line.split("#")[0].strip() for line in lines if line.split("#")[0].strip()]
+            # Whole-line comments only: parametrized node ids may hold a '#'.
+            out += [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
         else:
             out.append(test)
     return out
