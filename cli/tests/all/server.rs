@@ -4,10 +4,10 @@
 //! shutdown), a fuzz test of request handling, and the acceptance test with
 //! the official Python SDK (`azure-cosmos` 4.17.1) against the real binary.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
@@ -18,6 +18,8 @@ use partita_server::{
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
+
+use crate::support::{ServerProcess, python_venv};
 
 fn gateway(db: Database) -> Gateway {
     Gateway::new(
@@ -1405,49 +1407,7 @@ proptest! {
 
 // --- the real binary over TCP --------------------------------------------------------------
 
-/// A `partita serve` child process on a free port; killed when dropped.
-struct ServerProcess {
-    child: Child,
-    addr: String,
-    /// The startup line (endpoint, key, and with TLS the certificate).
-    ready: Value,
-}
-
 impl ServerProcess {
-    /// Starts `partita <global args> serve --bind 127.0.0.1:0 [serve args]`:
-    /// `args` are global arguments up to the first `--client-timeout-ms` or
-    /// `--tls*`, serve arguments from there.
-    fn start(args: &[&str]) -> ServerProcess {
-        let split = args
-            .iter()
-            .position(|a| *a == "--client-timeout-ms" || a.starts_with("--tls"))
-            .unwrap_or(args.len());
-        let mut child = Command::new(env!("CARGO_BIN_EXE_partita"))
-            .args(&args[..split])
-            .args(["serve", "--bind", "127.0.0.1:0"])
-            .args(&args[split..])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start partita serve");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let ready: Value = serde_json::from_str(&line).expect("serve prints its endpoint as JSON");
-        let endpoint = ready["endpoint"].as_str().unwrap();
-        let addr = endpoint
-            .trim_start_matches("http://")
-            .trim_start_matches("https://")
-            .trim_end_matches('/')
-            .to_owned();
-        ServerProcess { child, addr, ready }
-    }
-
-    fn endpoint(&self) -> String {
-        self.ready["endpoint"].as_str().unwrap().to_owned()
-    }
-
     /// Sends raw bytes and returns the raw response (the server closes the
     /// connection: requests say `connection: close`).
     fn raw(&self, request: &[u8]) -> String {
@@ -1484,13 +1444,6 @@ impl ServerProcess {
             .status()
             .unwrap();
         assert!(status.success());
-    }
-}
-
-impl Drop for ServerProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -1824,38 +1777,6 @@ fn a_tls_client_that_never_finishes_its_handshake_is_cut_off() {
         "{}",
         exchange.response
     );
-}
-
-/// The virtual environment with `azure-cosmos` 4.17.1: `PARTITA_PY_VENV`, or
-/// `target/py-venv`, created on first use (`.ci/run` creates it in CI).
-fn python_venv() -> PathBuf {
-    let venv = std::env::var_os("PARTITA_PY_VENV").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/py-venv"),
-        PathBuf::from,
-    );
-    let python = venv.join("bin/python");
-    let installed = python.exists()
-        && Command::new(&python)
-            .args([
-                "-c",
-                "import azure.cosmos, sys; sys.exit(azure.cosmos.__version__ != '4.17.1')",
-            ])
-            .status()
-            .is_ok_and(|s| s.success());
-    if !installed {
-        let status = Command::new("python3")
-            .args(["-m", "venv"])
-            .arg(&venv)
-            .status()
-            .expect("python3 is needed for the Python SDK acceptance test");
-        assert!(status.success());
-        let status = Command::new(venv.join("bin/pip"))
-            .args(["install", "--quiet", "azure-cosmos==4.17.1"])
-            .status()
-            .unwrap();
-        assert!(status.success(), "pip install azure-cosmos==4.17.1 failed");
-    }
-    python
 }
 
 #[test]

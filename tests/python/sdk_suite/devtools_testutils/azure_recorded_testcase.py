@@ -1,0 +1,1 @@
+from . import get_credential  # noqa: F401

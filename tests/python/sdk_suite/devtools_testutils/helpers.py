@@ -1,0 +1,1 @@
+from . import is_live  # noqa: F401
