@@ -2464,6 +2464,11 @@ fn batches_bulk_and_patches_over_the_wire() {
     );
     assert_error(&r, &body, 400, "BadRequest", "/nope does not exist");
     let (r, body) = patch(
+        &[pk, json_patch],
+        json!({"condition": "from c where (", "operations": [{"op": "set", "path": "/n", "value": 1}]}),
+    );
+    assert_error(&r, &body, 400, "BadRequest", "patch condition");
+    let (r, body) = patch(
         &[pk, json_patch, ("prefer", "return=minimal")],
         json!({"operations": [{"op": "incr", "path": "/n", "value": 1}]}),
     );
