@@ -19,7 +19,7 @@ use partita_server::{
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
-fn gateway(db: Database) -> Gateway {
+pub(crate) fn gateway(db: Database) -> Gateway {
     Gateway::new(
         db,
         MasterKey::from_base64(EMULATOR_KEY).unwrap(),
@@ -40,7 +40,12 @@ fn segments(path: &str) -> Vec<String> {
 }
 
 /// A request signed with the emulator key, dated now.
-fn signed(method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> WireRequest {
+pub(crate) fn signed(
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> WireRequest {
     signed_at(method, path, headers, body, SystemTime::now())
 }
 
@@ -77,7 +82,7 @@ fn signed_at(
     }
 }
 
-fn call(gw: &Gateway, req: WireRequest) -> (WireResponse, Value) {
+pub(crate) fn call(gw: &Gateway, req: WireRequest) -> (WireResponse, Value) {
     let response = gw.handle(&req, SystemTime::now());
     let body = if response.body.is_empty() {
         Value::Null
@@ -88,12 +93,12 @@ fn call(gw: &Gateway, req: WireRequest) -> (WireResponse, Value) {
 }
 
 /// A gateway with database `d` and container `c` (partition key `/pk`).
-fn setup() -> Gateway {
+pub(crate) fn setup() -> Gateway {
     setup_on(gateway(Database::in_memory()))
 }
 
 /// [`setup`] on a gateway of the caller's.
-fn setup_on(gw: Gateway) -> Gateway {
+pub(crate) fn setup_on(gw: Gateway) -> Gateway {
     let (r, _) = call(&gw, signed("POST", "/dbs", &[], br#"{"id":"d"}"#));
     assert_eq!(r.status, 201);
     let (r, body) = call(
@@ -109,7 +114,13 @@ fn setup_on(gw: Gateway) -> Gateway {
     gw
 }
 
-fn assert_error(response: &WireResponse, body: &Value, status: u16, code: &str, needle: &str) {
+pub(crate) fn assert_error(
+    response: &WireResponse,
+    body: &Value,
+    status: u16,
+    code: &str,
+    needle: &str,
+) {
     assert_eq!(response.status, status, "{body}");
     assert_eq!(body["code"], code, "{body}");
     let message = body["message"].as_str().unwrap();

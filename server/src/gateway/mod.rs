@@ -317,9 +317,8 @@ impl Gateway {
     /// 404 naming the rid nothing has; 400 for a document rid without a
     /// partition-key header.
     fn resolve_rids(&self, segments: &mut [String], req: &WireRequest) -> Result<(), WireError> {
-        let db = self.registry.database_by_rid(&segments[1])?;
         if !matches!(segments.get(2).map(String::as_str), Some("colls")) || segments.len() < 4 {
-            segments[1] = db.name;
+            segments[1] = self.registry.database_by_rid(&segments[1])?.name;
             return Ok(());
         }
         let (db_name, coll) = self
