@@ -31,8 +31,9 @@ use crate::txn::{ItemOptions, Txn};
 /// The database name in name-based links (`dbs/partita/colls/posts`).
 pub const DATABASE_ID: &str = "partita";
 
-/// The database part of every `_rid` and `_self` (Cosmos DB has one database
-/// rid per account database; Partita's database is the whole store).
+/// The database part of every `_rid` and `_self` unless the container's
+/// properties name another (Cosmos DB has one database rid per account
+/// database; Partita's database is the whole store).
 const DATABASE_RID: [u8; 4] = *b"Part";
 
 /// A container's definition, as given to [`crate::Database::create_container_with`].
@@ -54,6 +55,11 @@ pub struct ContainerProperties {
     /// The unique keys (`uniqueKeyPolicy`), unique within each logical
     /// partition; fixed at creation.
     pub unique_keys: Vec<UniqueKey>,
+    /// The first 4 bytes of every `_rid` in the container and the database
+    /// segment of its `_self` links: the rid of the database holding it
+    /// (`partita serve` gives each of its databases one). `None` is the
+    /// store's own, `Part`. Fixed at creation.
+    pub database_rid: Option<[u8; 4]>,
 }
 
 impl ContainerProperties {
@@ -68,6 +74,7 @@ impl ContainerProperties {
             physical_partitions: crate::DEFAULT_PHYSICAL_PARTITIONS,
             default_ttl: None,
             unique_keys: Vec::new(),
+            database_rid: None,
         }
     }
 
@@ -178,12 +185,13 @@ impl ContainerInner {
     pub(crate) fn new(meta: ContainerMeta, max_seq: u64) -> Result<ContainerInner> {
         let path = PartitionKeyPath::parse(&meta.partition_key_path)
             .map_err(|e| Error::BadRequest(e.to_string()))?;
+        let database_rid = meta.database_rid.unwrap_or(DATABASE_RID);
         let mut rid_prefix = [0; 8];
-        rid_prefix[..4].copy_from_slice(&DATABASE_RID);
+        rid_prefix[..4].copy_from_slice(&database_rid);
         rid_prefix[4..].copy_from_slice(&meta.ordinal.to_be_bytes());
         let self_prefix = format!(
             "dbs/{}/colls/{}/docs/",
-            encode_rid(&DATABASE_RID),
+            encode_rid(&database_rid),
             encode_rid(&rid_prefix)
         );
         let physical = (0..meta.physical_partitions.max(1))
@@ -562,6 +570,7 @@ impl Container {
             physical_partitions: self.inner.meta.physical_partitions,
             default_ttl: self.inner.default_ttl(),
             unique_keys: self.inner.meta.unique_keys.clone(),
+            database_rid: self.inner.meta.database_rid,
         }
     }
 
@@ -765,6 +774,27 @@ impl Container {
                 partition_key: key,
                 id: id.to_owned(),
             })
+    }
+
+    /// The id of the document whose `_rid` is `rid` in the logical
+    /// partition `partition_key` (a `_self` link's last segment), or `None`
+    /// when there is none or `rid` is not a document rid of this container.
+    ///
+    /// # Errors
+    /// [`Error::BadRequest`] for a key of the wrong shape.
+    pub fn id_of_rid(
+        &self,
+        partition_key: impl Into<PartitionKey>,
+        rid: &str,
+    ) -> Result<Option<String>> {
+        let key = self.inner.full_key(partition_key.into())?;
+        let Some(rid) = self.inner.decode_document_rid(rid) else {
+            return Ok(None);
+        };
+        Ok(self
+            .snapshot(&key)
+            .get_by_rid(rid)
+            .map(|slot| slot.document.id().to_owned()))
     }
 
     /// Replaces the document `id`.

@@ -266,6 +266,7 @@ impl Database {
             physical_partitions: props.physical_partitions,
             default_ttl: props.default_ttl,
             unique_keys: props.unique_keys,
+            database_rid: props.database_rid,
         };
         let container = Arc::new(ContainerInner::new(meta, 0)?);
         self.inner

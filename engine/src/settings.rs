@@ -29,6 +29,8 @@
 //! partition) per write to a container that has unique keys, and nothing
 //! for one that has none.
 
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
@@ -244,27 +246,34 @@ impl Expiry {
 }
 
 /// The `settings` column of a container: `{"defaultTtl": n,
-/// "uniqueKeyPolicy": {"uniqueKeys": [{"paths": [...]}]}}`, members left
-/// out when unset.
-pub(crate) fn settings_json(default_ttl: Option<i32>, unique_keys: &[UniqueKey]) -> String {
+/// "uniqueKeyPolicy": {"uniqueKeys": [{"paths": [...]}]}, "databaseRid":
+/// "AAAAAQ=="}`, members left out when unset.
+pub(crate) fn settings_json(meta: &crate::storage::ContainerMeta) -> String {
     let mut settings = serde_json::Map::new();
-    if let Some(ttl) = default_ttl {
+    if let Some(ttl) = meta.default_ttl {
         settings.insert("defaultTtl".into(), json!(ttl));
     }
-    if !unique_keys.is_empty() {
+    if !meta.unique_keys.is_empty() {
         settings.insert(
             "uniqueKeyPolicy".into(),
-            json!({ "uniqueKeys": unique_keys.iter().map(|k| json!({"paths": k.paths})).collect::<Vec<_>>() }),
+            json!({ "uniqueKeys": meta.unique_keys.iter().map(|k| json!({"paths": k.paths})).collect::<Vec<_>>() }),
         );
+    }
+    if let Some(rid) = meta.database_rid {
+        settings.insert("databaseRid".into(), json!(STANDARD.encode(rid)));
     }
     Value::Object(settings).to_string()
 }
+
+/// The settings [`settings_json`] wrote: time to live, unique keys,
+/// database rid.
+pub(crate) type Settings = (Option<i32>, Vec<UniqueKey>, Option<[u8; 4]>);
 
 /// Parses [`settings_json`]'s text.
 ///
 /// # Errors
 /// A message naming what is wrong.
-pub(crate) fn parse_settings(text: &str) -> Result<(Option<i32>, Vec<UniqueKey>), String> {
+pub(crate) fn parse_settings(text: &str) -> Result<Settings, String> {
     let value: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
     let default_ttl = match value.get("defaultTtl") {
         None | Some(Value::Null) => None,
@@ -278,7 +287,16 @@ pub(crate) fn parse_settings(text: &str) -> Result<(Option<i32>, Vec<UniqueKey>)
         None | Some(Value::Null) => Vec::new(),
         Some(keys) => parse_unique_keys(keys)?,
     };
-    Ok((default_ttl, unique_keys))
+    let database_rid = match value.get("databaseRid") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(
+            v.as_str()
+                .and_then(|text| STANDARD.decode(text).ok())
+                .and_then(|bytes| <[u8; 4]>::try_from(bytes).ok())
+                .ok_or_else(|| format!("databaseRid {v} is not 4 bytes in base64"))?,
+        ),
+    };
+    Ok((default_ttl, unique_keys, database_rid))
 }
 
 /// Parses the `uniqueKeys` array of a `uniqueKeyPolicy`
@@ -390,11 +408,30 @@ mod tests {
     #[test]
     fn settings_round_trip() {
         let keys = vec![UniqueKey::new(["/name"])];
-        let text = settings_json(Some(10), &keys);
-        assert_eq!(parse_settings(&text).unwrap(), (Some(10), keys));
-        assert_eq!(settings_json(None, &[]), "{}");
-        assert_eq!(parse_settings("{}").unwrap(), (None, Vec::new()));
+        let meta = crate::storage::ContainerMeta {
+            id: "c".into(),
+            ordinal: 1,
+            partition_key_path: "/pk".into(),
+            physical_partitions: 1,
+            default_ttl: Some(10),
+            unique_keys: keys.clone(),
+            database_rid: Some([0, 0, 0, 1]),
+        };
+        let text = settings_json(&meta);
+        assert_eq!(
+            parse_settings(&text).unwrap(),
+            (Some(10), keys, Some([0, 0, 0, 1]))
+        );
+        let plain = crate::storage::ContainerMeta {
+            default_ttl: None,
+            unique_keys: Vec::new(),
+            database_rid: None,
+            ..meta
+        };
+        assert_eq!(settings_json(&plain), "{}");
+        assert_eq!(parse_settings("{}").unwrap(), (None, Vec::new(), None));
         assert!(parse_settings("{\"defaultTtl\": \"x\"}").is_err());
+        assert!(parse_settings("{\"databaseRid\": \"AAAA\"}").is_err());
     }
 }
 

@@ -11,14 +11,15 @@
 //! The resource type and link come from the path: a feed (`/dbs/d/colls`,
 //! odd segment count) is signed as its last segment under the parent's link;
 //! a resource (`/dbs/d`, even count) as its second-to-last segment under its
-//! own link. The server recomputes the signature from what it received and
+//! own link; a rid-based path (`dbs/{dbRid}/colls/{collRid}/docs/{docRid}`)
+//! under only its last rid, lower-cased. The server recomputes the signature from what it received and
 //! compares in constant time; a date more than 15 minutes from the server's
 //! clock is refused too, so a captured request cannot be replayed later.
 
 use std::time::{Duration, SystemTime};
 
 use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
+use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, STANDARD};
 use hmac::{Hmac, Mac};
 use hyper::HeaderMap;
 use sha2::Sha256;
@@ -117,7 +118,22 @@ fn update_lowercase(mac: &mut Hmac<Sha256>, text: &str) {
 }
 
 /// The resource type and link a client signs for a path's (decoded) segments.
+///
+/// A rid-based path (see [`is_rid_based`]) is signed under only its last
+/// rid, lower-cased: the leaf's for a resource (`docs`, `ugfydaaaaas...`),
+/// the parent's for a feed, create or query (`POST dbs/{rid}/colls/{rid}/docs`
+/// signs the container's rid), as the Python SDK computes it
+/// (`_base.py: GetResourceIdOrFullNameFromLink`).
 pub fn resource_of(segments: &[String]) -> (String, String) {
+    let (kind, link) = name_resource_of(segments);
+    if is_rid_based(segments) {
+        let rid = link.rsplit('/').next().unwrap_or_default();
+        return (kind, rid.to_ascii_lowercase());
+    }
+    (kind, link)
+}
+
+fn name_resource_of(segments: &[String]) -> (String, String) {
     // `dbs/d/colls/c/operations/partitionkeydelete` is signed as the
     // collection (the SDKs rewrite its resource type to `colls`).
     if let [dbs, _, colls, _, operations, _] = segments
@@ -132,6 +148,27 @@ pub fn resource_of(segments: &[String]) -> (String, String) {
         n if n % 2 == 1 => (segments[n - 1].clone(), segments[..n - 1].join("/")),
         n => (segments[n - 2].clone(), segments.join("/")),
     }
+}
+
+/// Whether a path addresses its resources by rid (`dbs/{dbRid}/...`) rather
+/// than by name, as the Python SDK decides (`_base.py: IsNameBased`): its
+/// database segment is 8 characters that decode as base64 (with `-` read as
+/// `/`) to exactly 4 bytes.
+pub fn is_rid_based(segments: &[String]) -> bool {
+    matches!(segments, [dbs, db, ..] if dbs == "dbs" && is_database_rid(db))
+}
+
+/// Whether one path segment reads as a database rid (see [`is_rid_based`]).
+pub(crate) fn is_database_rid(segment: &str) -> bool {
+    // Python's decoder accepts nonzero bits after the last byte.
+    const LENIENT: GeneralPurpose = GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        GeneralPurposeConfig::new().with_decode_allow_trailing_bits(true),
+    );
+    segment.len() == 8
+        && LENIENT
+            .decode(segment.replace('-', "/"))
+            .is_ok_and(|bytes| bytes.len() == 4)
 }
 
 /// Checks a request's signature and date.
@@ -237,6 +274,33 @@ mod tests {
                 "colls",
                 "dbs/d/colls/c",
             ),
+            // Rid-based: the last rid, lower-cased.
+            ("/dbs/AAAAAQ==", "dbs", "aaaaaq=="),
+            ("/dbs/AAAAAQ==/colls", "colls", "aaaaaq=="),
+            ("/dbs/AAAAAQ==/colls/AAAAAQAAAAI=", "colls", "aaaaaqaaaai="),
+            (
+                "/dbs/AAAAAQ==/colls/AAAAAQAAAAI=/docs/",
+                "docs",
+                "aaaaaqaaaai=",
+            ),
+            (
+                "/dbs/UGFydA==/colls/UGFydAAAAAs=/docs/UGFydAAAAAsAAAAAAAAAAw==/",
+                "docs",
+                "ugfydaaaaasaaaaaaaaaaw==",
+            ),
+            (
+                "/dbs/AAAAAQ==/colls/AAAAAQAAAAI=/sprocs/AAAAAQAAAAIBAAAAAAAAgA==",
+                "sprocs",
+                "aaaaaqaaaaibaaaaaaaaga==",
+            ),
+            (
+                "/dbs/AAAAAQ==/colls/AAAAAQAAAAI=/operations/partitionkeydelete",
+                "colls",
+                "aaaaaqaaaai=",
+            ),
+            // Names of 8 characters that are not 4 bytes of base64 stay names.
+            ("/dbs/partitas/colls/c", "colls", "dbs/partitas/colls/c"),
+            ("/dbs/AAAAAA%3D/colls", "colls", "dbs/AAAAAA%3D"),
         ];
         for (path, kind, link) in cases {
             assert_eq!(
@@ -256,6 +320,23 @@ mod tests {
         );
         headers.insert("x-ms-date", date.parse().unwrap());
         headers
+    }
+
+    #[test]
+    fn databases_rids_are_8_characters_of_4_bytes() {
+        for rid in ["AAAAAQ==", "UGFydA==", "ab-cdA==", "AAAAAR=="] {
+            assert!(is_database_rid(rid), "{rid}");
+        }
+        for name in [
+            "partitas",
+            "AAAAAQ=",
+            "AAAAAAA=",
+            "AAAAAQ===",
+            "blog",
+            "AAAA AA=",
+        ] {
+            assert!(!is_database_rid(name), "{name}");
+        }
     }
 
     #[test]

@@ -25,7 +25,7 @@ mod registry;
 mod tls;
 mod wire;
 
-pub use auth::{BadKey, EMULATOR_KEY, MAX_CLOCK_SKEW, MasterKey, resource_of};
+pub use auth::{BadKey, EMULATOR_KEY, MAX_CLOCK_SKEW, MasterKey, is_rid_based, resource_of};
 pub use epk::effective_partition_key;
 pub use gateway::{Gateway, GatewayLimits};
 pub use http::{ServeOptions, Server, ServerError};

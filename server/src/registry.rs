@@ -30,11 +30,14 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
 use engine::{ContainerProperties, Database, FeedOptions, UniqueKey, validate_id};
 use parking_lot::{Mutex, RwLock};
 use partita::Container;
 use serde_json::{Map, Value, json};
 
+use super::auth::is_database_rid;
 use super::wire::WireError;
 
 /// The engine container holding the registry.
@@ -46,6 +49,10 @@ const PARTITION: &str = "v1";
 pub(crate) struct DbEntry {
     pub(crate) name: String,
     pub(crate) doc_id: String,
+    /// The database's `_rid`: its registry ordinal in 4 bytes (see
+    /// [`database_rid`]).
+    pub(crate) rid: String,
+    pub(crate) rid_bytes: [u8; 4],
     pub(crate) etag: String,
     pub(crate) ts: u64,
     pub(crate) colls: BTreeMap<String, Arc<CollEntry>>,
@@ -62,7 +69,11 @@ pub(crate) struct CollEntry {
     pub(crate) definition: Map<String, Value>,
     pub(crate) etag: String,
     pub(crate) ts: u64,
+    /// The container's `_rid` (8 bytes: its database's 4, then the engine
+    /// container's ordinal), the prefix of its documents' rids.
     pub(crate) rid: String,
+    /// `dbs/{dbRid}/colls/{collRid}/`, the database part taken from `rid`.
+    pub(crate) self_link: String,
 }
 
 /// The registry: every database and container the server knows.
@@ -103,11 +114,14 @@ impl Registry {
             let name = value["name"].as_str().unwrap_or_default().to_owned();
             match value["type"].as_str() {
                 Some("database") => {
+                    let rid_bytes = database_rid(ordinal);
                     dbs.insert(
                         name.clone(),
                         DbEntry {
                             name,
                             doc_id: doc.id().to_owned(),
+                            rid: encode_rid(&rid_bytes),
+                            rid_bytes,
                             etag: doc.etag().to_owned(),
                             ts: doc.ts(),
                             colls: BTreeMap::new(),
@@ -130,10 +144,12 @@ impl Registry {
             let Some(entry) = dbs.get_mut(db_name) else {
                 continue;
             };
+            let rid = container.resource_id();
             let coll = CollEntry {
                 name: value["name"].as_str().unwrap_or_default().to_owned(),
                 doc_id: doc.id().to_owned(),
-                rid: container.resource_id(),
+                self_link: collection_self_link(&rid),
+                rid,
                 container,
                 definition: value["definition"].as_object().cloned().unwrap_or_default(),
                 etag: doc.etag().to_owned(),
@@ -216,9 +232,48 @@ impl Registry {
         })
     }
 
+    /// The database whose `_rid` is `rid` (compared exactly).
+    pub(crate) fn database_by_rid(&self, rid: &str) -> Result<DbEntry, WireError> {
+        self.state
+            .read()
+            .values()
+            .find(|entry| entry.rid == rid)
+            .cloned()
+            .ok_or_else(|| WireError::not_found(format!("no database has the _rid {rid:?}")))
+    }
+
+    /// The container whose `_rid` is `rid` in the database whose `_rid` is
+    /// `db_rid`, with that database's name. A container from before
+    /// databases had rids of their own carries Partita's old database part
+    /// (`UGFydA==`) in its rid and links; it is found under that too.
+    pub(crate) fn collection_by_rid(
+        &self,
+        db_rid: &str,
+        rid: &str,
+    ) -> Result<(String, Arc<CollEntry>), WireError> {
+        let state = self.state.read();
+        state
+            .values()
+            .find_map(|entry| {
+                let coll = entry.colls.values().find(|coll| coll.rid == rid)?;
+                (entry.rid == db_rid || coll.self_link.starts_with(&format!("dbs/{db_rid}/")))
+                    .then(|| (entry.name.clone(), coll.clone()))
+            })
+            .ok_or_else(|| {
+                WireError::not_found(format!(
+                    "no container has the _rid {rid:?} in the database with the _rid {db_rid:?}"
+                ))
+            })
+    }
+
     /// Creates a database.
     pub(crate) fn create_database(&self, name: &str) -> Result<DbEntry, WireError> {
         validate_id(name).map_err(|e| WireError::bad_request(format!("database {e}")))?;
+        if is_database_rid(name) {
+            return Err(WireError::bad_request(format!(
+                "the database id {name:?} reads as a resource id (8 base64 characters of 4 bytes),                  so links naming it would be taken for rid-based links; choose another id"
+            )));
+        }
         let mut ordinal = self.writer.lock();
         if self.state.read().contains_key(name) {
             return Err(WireError::conflict(format!(
@@ -235,9 +290,12 @@ impl Registry {
                 None,
             )
             .map_err(registry_error)?;
+        let rid_bytes = database_rid(*ordinal);
         let entry = DbEntry {
             name: name.to_owned(),
             doc_id,
+            rid: encode_rid(&rid_bytes),
+            rid_bytes,
             etag: doc.etag().to_owned(),
             ts: doc.ts(),
             colls: BTreeMap::new(),
@@ -305,6 +363,7 @@ impl Registry {
         let container = Container::from(self.db.create_container_with(ContainerProperties {
             default_ttl,
             unique_keys: unique_keys.unwrap_or_default(),
+            database_rid: Some(entry.rid_bytes),
             ..ContainerProperties::new(&engine_id, &path)
         })?);
         let doc_id = format!("coll-{ordinal}");
@@ -317,10 +376,12 @@ impl Registry {
                 None,
             )
             .map_err(registry_error)?;
+        let rid = container.resource_id();
         let coll = Arc::new(CollEntry {
             name: name.clone(),
             doc_id,
-            rid: container.resource_id(),
+            self_link: collection_self_link(&rid),
+            rid,
             container,
             definition,
             etag: doc.etag().to_owned(),
@@ -380,6 +441,7 @@ impl Registry {
             etag: doc.etag().to_owned(),
             ts: doc.ts(),
             rid: old.rid.clone(),
+            self_link: old.self_link.clone(),
         });
         if let Some(entry) = self.state.write().get_mut(db) {
             entry.colls.insert(name.to_owned(), coll.clone());
@@ -402,6 +464,26 @@ impl Registry {
         self.drop_engine_container(&tombstone, coll.container.id())
             .map_err(registry_error)
     }
+}
+
+/// The 4 bytes of a database's `_rid`: its registry ordinal, big-endian
+/// (`AAAAAQ==` for the first), so a store opened again gives every
+/// database the rid it had.
+fn database_rid(ordinal: u64) -> [u8; 4] {
+    u32::try_from(ordinal).unwrap_or(u32::MAX).to_be_bytes()
+}
+
+/// Resource ids are base64 with `-` in place of `/` (a path segment).
+fn encode_rid(bytes: &[u8]) -> String {
+    STANDARD.encode(bytes).replace('/', "-")
+}
+
+/// `dbs/{dbRid}/colls/{collRid}/`, the database rid being the first 4 bytes
+/// of the container's.
+fn collection_self_link(rid: &str) -> String {
+    let bytes = STANDARD.decode(rid.replace('-', "/")).unwrap_or_default();
+    let db = encode_rid(bytes.get(..4).unwrap_or_default());
+    format!("dbs/{db}/colls/{rid}/")
 }
 
 /// The partition-key definition of a container, in the engine's text form:

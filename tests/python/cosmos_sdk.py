@@ -106,6 +106,23 @@ assert charge is not None, "every response carries x-ms-request-charge"
 assert len(list(items.read_all_items())) == 4
 check("item CRUD, etags, none partition")
 
+# --- by _self: a dict passed as the item addresses it by rid -----------------------------
+# The SDK then sends dbs/{dbRid}/colls/{collRid}/docs/{docRid}/ and signs only the lower-cased rid.
+r = items.create_item({"id": "r", "pk": "p1", "n": 1})
+db_rid, coll_rid = db.read()["_rid"], items.read()["_rid"]
+assert r["_self"] == f"dbs/{db_rid}/colls/{coll_rid}/docs/{r['_rid']}/", (r["_self"], db_rid, coll_rid)
+assert items.read_item(item=r, partition_key="p1")["n"] == 1
+r2 = items.replace_item(item=r, body={"id": "r", "pk": "p1", "n": 2})
+assert r2["n"] == 2 and r2["_rid"] == r["_rid"], r2
+assert items.read_item("r", partition_key="p1")["n"] == 2
+items.delete_item(item=r2, partition_key="p1")
+expect_status(404, lambda: items.read_item("r", partition_key="p1"))
+expect_status(404, lambda: items.read_item(item=r, partition_key="p1"))
+other = client.create_database_if_not_exists("blog2")
+assert other.read()["_rid"] != db_rid, "every database has its own rid"
+client.delete_database("blog2")
+check("items by _self")
+
 # --- queries ---------------------------------------------------------------------------
 for i in range(10):
     items.create_item({"id": f"q{i}", "pk": f"k{i % 3}", "n": 100 + i})

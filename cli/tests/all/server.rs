@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 
 use crate::support::{ServerProcess, python_venv};
 
-fn gateway(db: Database) -> Gateway {
+pub(crate) fn gateway(db: Database) -> Gateway {
     Gateway::new(
         db,
         MasterKey::from_base64(EMULATOR_KEY).unwrap(),
@@ -42,7 +42,12 @@ fn segments(path: &str) -> Vec<String> {
 }
 
 /// A request signed with the emulator key, dated now.
-fn signed(method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> WireRequest {
+pub(crate) fn signed(
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> WireRequest {
     signed_at(method, path, headers, body, SystemTime::now())
 }
 
@@ -79,7 +84,7 @@ fn signed_at(
     }
 }
 
-fn call(gw: &Gateway, req: WireRequest) -> (WireResponse, Value) {
+pub(crate) fn call(gw: &Gateway, req: WireRequest) -> (WireResponse, Value) {
     let response = gw.handle(&req, SystemTime::now());
     let body = if response.body.is_empty() {
         Value::Null
@@ -90,12 +95,12 @@ fn call(gw: &Gateway, req: WireRequest) -> (WireResponse, Value) {
 }
 
 /// A gateway with database `d` and container `c` (partition key `/pk`).
-fn setup() -> Gateway {
+pub(crate) fn setup() -> Gateway {
     setup_on(gateway(Database::in_memory()))
 }
 
 /// [`setup`] on a gateway of the caller's.
-fn setup_on(gw: Gateway) -> Gateway {
+pub(crate) fn setup_on(gw: Gateway) -> Gateway {
     let (r, _) = call(&gw, signed("POST", "/dbs", &[], br#"{"id":"d"}"#));
     assert_eq!(r.status, 201);
     let (r, body) = call(
@@ -111,7 +116,13 @@ fn setup_on(gw: Gateway) -> Gateway {
     gw
 }
 
-fn assert_error(response: &WireResponse, body: &Value, status: u16, code: &str, needle: &str) {
+pub(crate) fn assert_error(
+    response: &WireResponse,
+    body: &Value,
+    status: u16,
+    code: &str,
+    needle: &str,
+) {
     assert_eq!(response.status, status, "{body}");
     assert_eq!(body["code"], code, "{body}");
     let message = body["message"].as_str().unwrap();

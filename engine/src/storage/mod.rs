@@ -85,6 +85,9 @@ pub struct ContainerMeta {
     pub default_ttl: Option<i32>,
     /// The unique keys, fixed at creation.
     pub unique_keys: Vec<crate::UniqueKey>,
+    /// The database part of the container's rids (`None`: `Part`), fixed
+    /// at creation.
+    pub database_rid: Option<[u8; 4]>,
 }
 
 /// What a transaction did to one document, as the change log records it.

@@ -499,6 +499,7 @@ impl Storage for SqliteStorage {
                         physical_partitions: row.get(3)?,
                         default_ttl: None,
                         unique_keys: Vec::new(),
+                        database_rid: None,
                         id,
                     },
                     settings,
@@ -507,7 +508,7 @@ impl Storage for SqliteStorage {
             .map_err(bad)?
             .map(|row| {
                 let (mut meta, settings) = row.map_err(bad)?;
-                (meta.default_ttl, meta.unique_keys) =
+                (meta.default_ttl, meta.unique_keys, meta.database_rid) =
                     parse_settings(&settings).map_err(|e| {
                         Error::Storage(format!(
                             "corrupt settings of container {:?}: {e}",
@@ -1019,14 +1020,14 @@ fn write_meta(tx: &rusqlite::Transaction<'_>, op: &MetaOp) -> rusqlite::Result<(
                     meta.ordinal,
                     meta.partition_key_path,
                     meta.physical_partitions,
-                    settings_json(meta.default_ttl, &meta.unique_keys)
+                    settings_json(meta)
                 ],
             )?;
         }
         MetaOp::UpdateContainer(meta) => {
             tx.execute(
                 "UPDATE containers SET settings = ?2 WHERE id = ?1",
-                params![meta.id, settings_json(meta.default_ttl, &meta.unique_keys)],
+                params![meta.id, settings_json(meta)],
             )?;
         }
         MetaOp::DeleteContainer(id) => {
@@ -1273,6 +1274,7 @@ mod tests {
             physical_partitions: 1,
             default_ttl: None,
             unique_keys: Vec::new(),
+            database_rid: None,
         }
     }
 
@@ -1488,6 +1490,7 @@ mod tests {
         let mut meta = ContainerMeta {
             default_ttl: Some(30),
             unique_keys: vec![crate::UniqueKey::new(["/name", "/address/zip"])],
+            database_rid: Some(*b"\0\0\0\x07"),
             ..meta()
         };
         {

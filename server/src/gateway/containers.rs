@@ -9,10 +9,10 @@ use serde_json::{Value, json};
 
 use partita::charge::Work;
 
+use super::Gateway;
 use super::queries::metadata_feed;
 use super::requests::object_body;
 use super::responses::charge;
-use super::{DATABASE_RID, Gateway};
 use crate::registry::CollEntry;
 use crate::wire::{WireError, WireRequest, WireResponse};
 
@@ -24,7 +24,7 @@ impl Gateway {
     ) -> Result<WireResponse, WireError> {
         let entry = self.registry.database(db)?;
         let items = entry.colls.values().map(|c| collection_json(c)).collect();
-        metadata_feed(DATABASE_RID, "DocumentCollections", items, query)
+        metadata_feed(&entry.rid, "DocumentCollections", items, query)
     }
 
     pub(super) fn create_collection(
@@ -138,10 +138,7 @@ fn collection_json(coll: &CollEntry) -> Value {
     );
     v.insert("_rid".into(), json!(coll.rid));
     v.insert("_ts".into(), json!(coll.ts));
-    v.insert(
-        "_self".into(),
-        json!(format!("dbs/{DATABASE_RID}/colls/{}/", coll.rid)),
-    );
+    v.insert("_self".into(), json!(coll.self_link));
     v.insert("_etag".into(), json!(coll.etag));
     for (k, link) in [
         ("_docs", "docs/"),

@@ -3,9 +3,9 @@
 
 use serde_json::{Value, json};
 
+use super::Gateway;
 use super::queries::metadata_feed;
 use super::requests::object_body;
-use super::{DATABASE_RID, Gateway};
 use crate::registry::DbEntry;
 use crate::wire::{WireError, WireRequest, WireResponse};
 
@@ -49,7 +49,7 @@ impl Gateway {
 
 fn database_json(entry: &DbEntry) -> Value {
     json!({
-        "id": entry.name, "_rid": DATABASE_RID, "_self": format!("dbs/{DATABASE_RID}/"),
+        "id": entry.name, "_rid": entry.rid, "_self": format!("dbs/{}/", entry.rid),
         "_etag": entry.etag, "_colls": "colls/", "_users": "users/", "_ts": entry.ts
     })
 }

@@ -12,8 +12,8 @@ use engine::{ChangeKind, Document, Lsn, PartitionKey};
 use partita::charge::Work;
 use serde_json::{Value, json};
 
+use super::Gateway;
 use super::responses::{charge, child_rid, feed_body};
-use super::{DATABASE_RID, Gateway};
 use crate::epk;
 use crate::registry::CollEntry;
 use crate::wire::{WireError, WireRequest, WireResponse, header, max_item_count};
@@ -182,7 +182,7 @@ pub(super) fn pkranges(coll: &CollEntry, req: &WireRequest) -> Result<WireRespon
     }
     let rid = child_rid(&coll.rid, 0x5, 0);
     let range = json!({
-        "id": "0", "_rid": rid, "_self": format!("dbs/{DATABASE_RID}/colls/{}/pkranges/{rid}/", coll.rid),
+        "id": "0", "_rid": rid, "_self": format!("{}pkranges/{rid}/", coll.self_link),
         "_etag": PKRANGES_ETAG, "_ts": coll.ts,
         "minInclusive": "", "maxExclusive": "FF", "ridPrefix": 0, "throughputFraction": 1.0,
         "status": "online", "parents": []

@@ -4,7 +4,7 @@
 //! calls it on a blocking thread, tests and the fuzz test call it directly.
 //!
 //! ```text
-//!   handle ─► decode path ─► verify signature/date (401) ─► route by (method, segments)
+//!   handle ─► decode path ─► verify signature/date (401) ─► rids to names ─► route by (method, segments)
 //!     /                               account
 //!     /dbs[/{db}]                      registry (databases)
 //!     /dbs/{db}/colls[/{c}]            registry (containers)
@@ -14,6 +14,11 @@
 //!     /dbs/{db}/colls/{c}/operations/partitionkeydelete   POST: delete one logical partition
 //!   ─► common headers: activity id, request charge, session token, version
 //! ```
+//!
+//! A path whose database segment is a rid (`dbs/AAAAAQ==/colls/
+//! AAAAAQAAAAI=/docs/{docRid}`, the documents' `_self` links) is signed
+//! under its last rid, then its rids are replaced by the names they stand
+//! for, so every route is reachable both ways.
 //!
 //! The server has one partition-key range, so it always evaluates queries
 //! whole (ORDER BY, TOP, aggregates across every logical partition) and
@@ -51,10 +56,8 @@ use partita::charge::MIN_CHARGE;
 use partita::{Database, Limits};
 use queries::query_plan;
 use requests::is_query;
-use scripts::script_kind;
+use scripts::{script_kind, script_rid};
 
-/// The database part of every `_rid` (the engine's, base64 of `Part`).
-const DATABASE_RID: &str = "UGFydA==";
 /// The protocol version the gateway speaks.
 const API_VERSION: &str = "2020-07-15";
 /// Characters `encodeURIComponent` leaves alone (the script-log header).
@@ -197,8 +200,11 @@ impl Gateway {
     }
 
     fn route(&self, req: &WireRequest, now: SystemTime) -> Result<WireResponse, WireError> {
-        let segments = decode_path(&req.path)?;
+        let mut segments = decode_path(&req.path)?;
         auth::verify(&self.key, &req.method, &segments, &req.headers, now)?;
+        if auth::is_rid_based(&segments) {
+            self.resolve_rids(&mut segments, req)?;
+        }
         let s: Vec<&str> = segments.iter().map(String::as_str).collect();
         let method = req.method.as_str();
         match s.as_slice() {
@@ -296,6 +302,61 @@ impl Gateway {
                 req.path
             ))),
         }
+    }
+}
+
+impl Gateway {
+    /// Replaces the rids of a rid-based path (`dbs/{dbRid}/colls/{collRid}/
+    /// docs/{docRid}`) by the names they stand for, so the request is then
+    /// served as by name. Rids compare exactly (only the signature uses
+    /// them lower-cased); a document is looked up in the logical partition
+    /// the request's header names. Segments past the resource's own (a
+    /// procedure's execution, `pkranges`) are kept.
+    ///
+    /// # Errors
+    /// 404 naming the rid nothing has; 400 for a document rid without a
+    /// partition-key header.
+    fn resolve_rids(&self, segments: &mut [String], req: &WireRequest) -> Result<(), WireError> {
+        if !matches!(segments.get(2).map(String::as_str), Some("colls")) || segments.len() < 4 {
+            segments[1] = self.registry.database_by_rid(&segments[1])?.name;
+            return Ok(());
+        }
+        let (db_name, coll) = self
+            .registry
+            .collection_by_rid(&segments[1], &segments[3])?;
+        segments[1] = db_name;
+        segments[3] = coll.name.clone();
+        let [_, _, _, _, kind, rid, ..] = segments else {
+            return Ok(());
+        };
+        if kind == "docs" {
+            let key = self.partition_key(&coll, req)?.ok_or_else(|| {
+                WireError::bad_request(format!(
+                    "a document addressed by its _rid {rid:?} needs the \
+                     x-ms-documentdb-partitionkey header"
+                ))
+            })?;
+            *rid = coll.container.raw().id_of_rid(key, rid)?.ok_or_else(|| {
+                WireError::not_found(format!(
+                    "no document has the _rid {rid:?} in that logical partition of container {:?}",
+                    coll.name
+                ))
+            })?;
+        } else if let Some(script_kind) = script_kind(kind) {
+            *rid = coll
+                .container
+                .list_scripts(script_kind)
+                .iter()
+                .find(|script| script_rid(&coll, script) == *rid)
+                .map(|script| script.id.clone())
+                .ok_or_else(|| {
+                    WireError::not_found(format!(
+                        "no {kind} has the _rid {rid:?} in container {:?}",
+                        coll.name
+                    ))
+                })?;
+        }
+        Ok(())
     }
 }
 

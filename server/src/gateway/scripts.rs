@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::queries::metadata_feed;
 use super::requests::object_body;
 use super::responses::{charge, child_rid};
-use super::{DATABASE_RID, Gateway, URI_COMPONENT};
+use super::{Gateway, URI_COMPONENT};
 use crate::registry::CollEntry;
 use crate::wire::{WireError, WireRequest, WireResponse, flag, json_body};
 
@@ -175,22 +175,32 @@ pub(super) fn script_kind(segment: &str) -> Option<ScriptKind> {
     }
 }
 
-fn script_json(coll: &CollEntry, script: &engine::Script) -> Value {
-    let (kind, segment) = match script.kind {
-        ScriptKind::StoredProcedure => (0x8, "sprocs"),
-        ScriptKind::Trigger => (0x7, "triggers"),
-        ScriptKind::UserDefinedFunction => (0x6, "udfs"),
+/// A script's `_rid`: its container's rid, then a stable number per id
+/// (FNV-1a), so the rid survives replaces, with the kind's type nibble.
+pub(super) fn script_rid(coll: &CollEntry, script: &engine::Script) -> String {
+    let kind = match script.kind {
+        ScriptKind::StoredProcedure => 0x8,
+        ScriptKind::Trigger => 0x7,
+        ScriptKind::UserDefinedFunction => 0x6,
     };
-    // A stable number per id (FNV-1a), so the rid survives replaces.
     let n = script.id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     });
-    let rid = child_rid(&coll.rid, kind, n);
+    child_rid(&coll.rid, kind, n)
+}
+
+fn script_json(coll: &CollEntry, script: &engine::Script) -> Value {
+    let segment = match script.kind {
+        ScriptKind::StoredProcedure => "sprocs",
+        ScriptKind::Trigger => "triggers",
+        ScriptKind::UserDefinedFunction => "udfs",
+    };
+    let rid = script_rid(coll, script);
     let mut v = json!({
         "id": script.id,
         "body": String::from_utf8_lossy(&script.body),
         "_rid": rid,
-        "_self": format!("dbs/{DATABASE_RID}/colls/{}/{segment}/{rid}/", coll.rid),
+        "_self": format!("{}{segment}/{rid}/", coll.self_link),
         "_etag": format!("\"{}\"", script.version),
         "_ts": script.ts,
     });
