@@ -429,8 +429,7 @@ fn create_coll_with(gw: &Gateway, name: &str, headers: &[(&str, &str)]) -> (Wire
     call(gw, signed("POST", "/dbs/d/colls", headers, body.as_bytes()))
 }
 
-const AUTOSCALE_7000: &str =
-    r#"{"maxThroughput": 7000, "autoUpgradePolicy": {"throughputPolicy": {"incrementPercent": 0}}}"#;
+const AUTOSCALE_7000: &str = r#"{"maxThroughput": 7000, "autoUpgradePolicy": {"throughputPolicy": {"incrementPercent": 0}}}"#;
 
 #[test]
 fn offers_are_provisioned_at_creation_read_queried_and_replaced() {
@@ -494,7 +493,9 @@ fn offers_are_provisioned_at_creation_read_queried_and_replaced() {
         let key = MasterKey::from_base64(EMULATOR_KEY).unwrap();
         req.headers.insert(
             "authorization",
-            key.authorization("GET", "offers", rid, &date).parse().unwrap(),
+            key.authorization("GET", "offers", rid, &date)
+                .parse()
+                .unwrap(),
         );
         req.headers.insert("x-ms-date", date.parse().unwrap());
         assert_eq!(call(&gw, req).0.status, 401);
@@ -525,9 +526,24 @@ fn offers_are_provisioned_at_creation_read_queried_and_replaced() {
 
     // Invalid replaces change nothing.
     let bad = [
-        (json!({"content": {"offerThroughput": 300}}), 400, "BadRequest", "less than required minimum throughput 400"),
-        (json!({"content": {"offerAutopilotSettings": {"maxThroughput": 4000}}}), 400, "BadRequest", "manual and autoscale"),
-        (json!({"_rid": "other", "content": {"offerThroughput": 400}}), 400, "BadRequest", "_rid"),
+        (
+            json!({"content": {"offerThroughput": 300}}),
+            400,
+            "BadRequest",
+            "less than required minimum throughput 400",
+        ),
+        (
+            json!({"content": {"offerAutopilotSettings": {"maxThroughput": 4000}}}),
+            400,
+            "BadRequest",
+            "manual and autoscale",
+        ),
+        (
+            json!({"_rid": "other", "content": {"offerThroughput": 400}}),
+            400,
+            "BadRequest",
+            "_rid",
+        ),
         (json!({"id": rid}), 400, "BadRequest", "content"),
     ];
     for (body, status, code, needle) in bad {
@@ -557,11 +573,20 @@ fn invalid_throughput_at_creation_is_400_and_creates_nothing() {
     let gw = setup();
     let cases = [
         (
-            ("x-ms-cosmos-offer-autopilot-settings", r#"{"maxThroughput": -200, "autoUpgradePolicy": {"throughputPolicy": {"incrementPercent": 0}}}"#),
+            (
+                "x-ms-cosmos-offer-autopilot-settings",
+                r#"{"maxThroughput": -200, "autoUpgradePolicy": {"throughputPolicy": {"incrementPercent": 0}}}"#,
+            ),
             "Requested throughput -200 is less than required minimum throughput 1000",
         ),
-        (("x-ms-cosmos-offer-autopilot-settings", "max"), "must be JSON"),
-        (("x-ms-offer-throughput", "300"), "Requested throughput 300 is less than required minimum throughput 400"),
+        (
+            ("x-ms-cosmos-offer-autopilot-settings", "max"),
+            "must be JSON",
+        ),
+        (
+            ("x-ms-offer-throughput", "300"),
+            "Requested throughput 300 is less than required minimum throughput 400",
+        ),
         (("x-ms-offer-throughput", "450"), "multiple of 100"),
         (("x-ms-offer-throughput", "lots"), "whole number"),
     ];
@@ -580,7 +605,12 @@ fn invalid_throughput_at_creation_is_400_and_creates_nothing() {
         ],
     );
     assert_error(&r, &err, 400, "BadRequest", "cannot both");
-    assert_eq!(call(&gw, signed("GET", "/dbs/d/colls/x", &[], b"")).0.status, 404);
+    assert_eq!(
+        call(&gw, signed("GET", "/dbs/d/colls/x", &[], b""))
+            .0
+            .status,
+        404
+    );
     assert_eq!(call(&gw, signed("GET", "/dbs/x", &[], b"")).0.status, 404);
     let (_, feed) = call(&gw, signed("GET", "/offers", &[], b""));
     assert_eq!(feed["_count"], 0, "{feed}");
@@ -599,7 +629,12 @@ fn offers_survive_a_restart() {
         let rid = offer["id"].as_str().unwrap().to_owned();
         let (r, _) = call(
             &gw,
-            signed("PUT", &format!("/offers/{rid}"), &[], offer.to_string().as_bytes()),
+            signed(
+                "PUT",
+                &format!("/offers/{rid}"),
+                &[],
+                offer.to_string().as_bytes(),
+            ),
         );
         assert_eq!(r.status, 200);
         (rid, coll_self)

@@ -35,7 +35,9 @@ impl Gateway {
     ) -> Result<WireResponse, WireError> {
         let definition = object_body(req, "container")?;
         let throughput = requested_throughput(req)?;
-        let coll = self.registry.create_collection(db, definition, throughput)?;
+        let coll = self
+            .registry
+            .create_collection(db, definition, throughput)?;
         Ok(in_database(
             WireResponse::json(201, &collection_json(&coll)),
             db,

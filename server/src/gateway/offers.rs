@@ -35,7 +35,10 @@ const MIN_AUTOSCALE: i64 = 1000;
 
 impl Gateway {
     /// `GET /offers` (the read feed) and `POST /offers` (a query).
-    pub(super) fn list_offers(&self, query: Option<&WireRequest>) -> Result<WireResponse, WireError> {
+    pub(super) fn list_offers(
+        &self,
+        query: Option<&WireRequest>,
+    ) -> Result<WireResponse, WireError> {
         let items = self
             .registry
             .offers()
@@ -231,17 +234,30 @@ mod tests {
             ),
         ];
         for (content, throughput) in ok {
-            assert_eq!(content_throughput(&content).unwrap(), throughput, "{content}");
+            assert_eq!(
+                content_throughput(&content).unwrap(),
+                throughput,
+                "{content}"
+            );
         }
         let bad = [
-            (json!({"offerThroughput": 300}), "less than required minimum throughput 400"),
+            (
+                json!({"offerThroughput": 300}),
+                "less than required minimum throughput 400",
+            ),
             (json!({"offerThroughput": 450}), "multiple of 100"),
-            (json!({"offerThroughput": "400"}), "needs a whole offerThroughput"),
+            (
+                json!({"offerThroughput": "400"}),
+                "needs a whole offerThroughput",
+            ),
             (
                 json!({"offerAutopilotSettings": {"maxThroughput": -200}}),
                 "Requested throughput -200 is less than required minimum throughput 1000",
             ),
-            (json!({"offerAutopilotSettings": {"maxThroughput": 1500}}), "multiple of 1000"),
+            (
+                json!({"offerAutopilotSettings": {"maxThroughput": 1500}}),
+                "multiple of 1000",
+            ),
             (
                 json!({"offerAutopilotSettings": {"maxThroughput": 4000,
                   "autoUpgradePolicy": {"throughputPolicy": {"incrementPercent": -1}}}}),
