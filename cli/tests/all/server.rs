@@ -1593,8 +1593,8 @@ fn malformed_requests_are_400_with_a_reason() {
     assert_error(&r, &body, 413, "RequestEntityTooLarge", "big");
     let (r, body) = call(&gw, signed("PATCH", "/dbs/d", &[], b""));
     assert_error(&r, &body, 405, "MethodNotAllowed", "PATCH");
-    let (r, body) = call(&gw, signed("GET", "/offers", &[], b""));
-    assert_error(&r, &body, 404, "NotFound", "/offers");
+    let (r, body) = call(&gw, signed("GET", "/media", &[], b""));
+    assert_error(&r, &body, 404, "NotFound", "/media");
 }
 
 proptest! {
