@@ -143,6 +143,13 @@ fn name_resource_of(segments: &[String]) -> (String, String) {
     {
         return ("colls".to_owned(), segments[..4].join("/"));
     }
+    // An offer is addressed by its resource id, which clients sign
+    // lower-cased (the feed `/offers` signs as "" like any root feed).
+    if let [offers, rid] = segments
+        && offers == "offers"
+    {
+        return ("offers".to_owned(), rid.to_lowercase());
+    }
     match segments.len() {
         0 => (String::new(), String::new()),
         n if n % 2 == 1 => (segments[n - 1].clone(), segments[..n - 1].join("/")),
@@ -301,6 +308,8 @@ mod tests {
             // Names of 8 characters that are not 4 bytes of base64 stay names.
             ("/dbs/partitas/colls/c", "colls", "dbs/partitas/colls/c"),
             ("/dbs/AAAAAA%3D/colls", "colls", "dbs/AAAAAA%3D"),
+            ("/offers", "offers", ""),
+            ("/offers/AbC+/", "offers", "abc+"),
         ];
         for (path, kind, link) in cases {
             assert_eq!(

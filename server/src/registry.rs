@@ -12,7 +12,14 @@
 //!     coll-2  {"type": "collection", "db": "blog", "name": "posts",
 //!              "engine": "c2-posts", "definition": {partitionKey, indexingPolicy, ...}}
 //!     drop-coll-3 {"type": "dropped", "engine": "c3-old"}   (only while deleting)
+//!     offer-4 {"type": "offer", "owner": "coll-2", "rid": "AAAE",
+//!              "content": {"offerThroughput": 400}}
 //! ```
+//!
+//! An offer (the throughput a client provisioned for a database or
+//! container) is written in the same transaction as its owner's document
+//! and deleted in the same transaction as its owner. Partita enforces
+//! nothing from it: it is stored and echoed.
 //!
 //! Each Cosmos container maps to an engine container named `c{n}-{name}`
 //! (`n` never reused), so two databases may hold containers of the same name.
@@ -76,12 +83,83 @@ pub(crate) struct CollEntry {
     pub(crate) self_link: String,
 }
 
+/// The throughput a client provisioned for a database or container.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Throughput {
+    /// A fixed number of request units per second.
+    Manual(u64),
+    /// Autoscale up to `max` request units per second; the increment is
+    /// kept as the client gave it (Python sends 0 too).
+    Autoscale {
+        max: u64,
+        increment_percent: Option<u64>,
+    },
+}
+
+impl Throughput {
+    /// The offer's `content` as the service shows it: `offerThroughput`
+    /// always (for autoscale the floor, a tenth of the maximum), and
+    /// `offerAutopilotSettings` for autoscale.
+    pub(crate) fn content(&self) -> Value {
+        match *self {
+            Throughput::Manual(n) => json!({ "offerThroughput": n }),
+            Throughput::Autoscale {
+                max,
+                increment_percent,
+            } => {
+                let mut settings = json!({ "maxThroughput": max });
+                if let Some(percent) = increment_percent {
+                    settings["autoUpgradePolicy"] =
+                        json!({"throughputPolicy": {"incrementPercent": percent}});
+                }
+                json!({"offerThroughput": max / 10, "offerAutopilotSettings": settings})
+            }
+        }
+    }
+
+    /// The throughput a stored `content` holds (`None` if it holds none).
+    fn from_content(content: &Value) -> Option<Throughput> {
+        match content.get("offerAutopilotSettings") {
+            Some(settings) => Some(Throughput::Autoscale {
+                max: settings.get("maxThroughput")?.as_u64()?,
+                increment_percent: settings
+                    .pointer("/autoUpgradePolicy/throughputPolicy/incrementPercent")
+                    .and_then(Value::as_u64),
+            }),
+            None => content
+                .get("offerThroughput")?
+                .as_u64()
+                .map(Throughput::Manual),
+        }
+    }
+}
+
+/// The offer of a database or container.
+#[derive(Clone, Debug)]
+pub(crate) struct Offer {
+    /// Its own resource id (`offers/{rid}/`), distinct from its owner's.
+    pub(crate) rid: String,
+    pub(crate) doc_id: String,
+    pub(crate) throughput: Throughput,
+    pub(crate) etag: String,
+    pub(crate) ts: u64,
+}
+
+/// What an offer provisions throughput for.
+#[derive(Clone, Debug)]
+pub(crate) enum OfferOwner {
+    Database(DbEntry),
+    Collection(Arc<CollEntry>),
+}
+
 /// The registry: every database and container the server knows.
 pub(crate) struct Registry {
     db: Database,
     /// The registry's own engine container (no scripts run there).
     system: engine::Container,
     state: RwLock<BTreeMap<String, DbEntry>>,
+    /// Offers by the registry document id of their owner.
+    offers: RwLock<BTreeMap<String, Offer>>,
     /// Serializes creates, replaces and deletes; the ordinal counter.
     writer: Mutex<u64>,
 }
@@ -101,6 +179,7 @@ impl Registry {
         let mut dbs: BTreeMap<String, DbEntry> = BTreeMap::new();
         let mut colls = Vec::new();
         let mut dropped = Vec::new();
+        let mut offers = BTreeMap::new();
         let mut max_ordinal = 0;
         for doc in &page.items {
             let value = doc.value();
@@ -133,6 +212,24 @@ impl Registry {
                     doc.id().to_owned(),
                     value["engine"].as_str().unwrap_or_default().to_owned(),
                 )),
+                Some("offer") => {
+                    if let (Some(owner), Some(rid), Some(throughput)) = (
+                        value["owner"].as_str(),
+                        value["rid"].as_str(),
+                        Throughput::from_content(&value["content"]),
+                    ) {
+                        offers.insert(
+                            owner.to_owned(),
+                            Offer {
+                                rid: rid.to_owned(),
+                                doc_id: doc.id().to_owned(),
+                                throughput,
+                                etag: doc.etag().to_owned(),
+                                ts: doc.ts(),
+                            },
+                        );
+                    }
+                }
                 _ => {}
             }
         }
@@ -173,6 +270,7 @@ impl Registry {
             db: db.clone(),
             system,
             state: RwLock::new(dbs),
+            offers: RwLock::new(offers),
             writer: Mutex::new(max_ordinal),
         };
         // Deletions an earlier server did not finish.
@@ -194,9 +292,10 @@ impl Registry {
 
     /// In a registry transaction: replaces a container's registry document
     /// with a tombstone; returns the tombstone's id.
-    fn bury(txn: &mut engine::Txn, coll: &CollEntry) -> Result<String, engine::Error> {
+    fn bury(&self, txn: &mut engine::Txn, coll: &CollEntry) -> Result<String, engine::Error> {
         let tombstone = format!("drop-{}", coll.doc_id);
         txn.delete_item(&coll.doc_id, None)?;
+        self.delete_offer(txn, &coll.doc_id)?;
         txn.upsert_item(
             json!({"id": tombstone, "registry": PARTITION, "type": "dropped",
                                "engine": coll.container.id()}),
@@ -266,8 +365,12 @@ impl Registry {
             })
     }
 
-    /// Creates a database.
-    pub(crate) fn create_database(&self, name: &str) -> Result<DbEntry, WireError> {
+    /// Creates a database, with an offer when `throughput` is given.
+    pub(crate) fn create_database(
+        &self,
+        name: &str,
+        throughput: Option<Throughput>,
+    ) -> Result<DbEntry, WireError> {
         validate_id(name).map_err(|e| WireError::bad_request(format!("database {e}")))?;
         if is_database_rid(name) {
             return Err(WireError::bad_request(format!(
@@ -281,16 +384,26 @@ impl Registry {
             )));
         }
         *ordinal += 1;
+        let db_ordinal = *ordinal;
         let doc_id = format!("db-{ordinal}");
-        let doc = self
+        let offer_ordinal = throughput.map(|_| {
+            *ordinal += 1;
+            *ordinal
+        });
+        let (doc, offer) = self
             .system
-            .create_item(
-                PARTITION,
-                json!({"id": doc_id, "registry": PARTITION, "type": "database", "name": name}),
-                None,
-            )
+            .transaction(PARTITION, |txn| {
+                let doc = txn.create_item(
+                    json!({"id": doc_id, "registry": PARTITION, "type": "database", "name": name}),
+                )?;
+                let offer = Registry::create_offer(txn, &doc_id, offer_ordinal, throughput)?;
+                Ok::<_, engine::Error>((doc, offer))
+            })
             .map_err(registry_error)?;
-        let rid_bytes = database_rid(*ordinal);
+        let rid_bytes = database_rid(db_ordinal);
+        if let Some(offer) = offer {
+            self.offers.write().insert(doc_id.clone(), offer);
+        }
         let entry = DbEntry {
             name: name.to_owned(),
             doc_id,
@@ -315,13 +428,21 @@ impl Registry {
                 let tombstones = entry
                     .colls
                     .values()
-                    .map(|coll| Ok((Registry::bury(txn, coll)?, coll.container.id().to_owned())))
+                    .map(|coll| Ok((self.bury(txn, coll)?, coll.container.id().to_owned())))
                     .collect::<Result<Vec<_>, engine::Error>>()?;
                 txn.delete_item(&entry.doc_id, None)?;
+                self.delete_offer(txn, &entry.doc_id)?;
                 Ok::<_, engine::Error>(tombstones)
             })
             .map_err(registry_error)?;
         self.state.write().remove(name);
+        {
+            let mut offers = self.offers.write();
+            offers.remove(&entry.doc_id);
+            for coll in entry.colls.values() {
+                offers.remove(&coll.doc_id);
+            }
+        }
         for (tombstone, engine_id) in tombstones {
             self.drop_engine_container(&tombstone, &engine_id)
                 .map_err(registry_error)?;
@@ -335,6 +456,7 @@ impl Registry {
         &self,
         db: &str,
         mut definition: Map<String, Value>,
+        throughput: Option<Throughput>,
     ) -> Result<Arc<CollEntry>, WireError> {
         let name = match definition.get("id") {
             Some(Value::String(id)) => id.clone(),
@@ -367,16 +489,25 @@ impl Registry {
             ..ContainerProperties::new(&engine_id, &path)
         })?);
         let doc_id = format!("coll-{ordinal}");
-        let doc = self
+        let offer_ordinal = throughput.map(|_| {
+            *ordinal += 1;
+            *ordinal
+        });
+        let (doc, offer) = self
             .system
-            .create_item(
-                PARTITION,
-                json!({"id": doc_id, "registry": PARTITION, "type": "collection", "db": db,
-                       "name": name, "engine": engine_id, "definition": definition}),
-                None,
-            )
+            .transaction(PARTITION, |txn| {
+                let doc = txn.create_item(
+                    json!({"id": doc_id, "registry": PARTITION, "type": "collection", "db": db,
+                           "name": name, "engine": engine_id, "definition": definition}),
+                )?;
+                let offer = Registry::create_offer(txn, &doc_id, offer_ordinal, throughput)?;
+                Ok::<_, engine::Error>((doc, offer))
+            })
             .map_err(registry_error)?;
         let rid = container.resource_id();
+        if let Some(offer) = offer {
+            self.offers.write().insert(doc_id.clone(), offer);
+        }
         let coll = Arc::new(CollEntry {
             name: name.clone(),
             doc_id,
@@ -456,11 +587,12 @@ impl Registry {
         let coll = self.collection(db, name)?;
         let tombstone = self
             .system
-            .transaction(PARTITION, |txn| Registry::bury(txn, &coll))
+            .transaction(PARTITION, |txn| self.bury(txn, &coll))
             .map_err(registry_error)?;
         if let Some(entry) = self.state.write().get_mut(db) {
             entry.colls.remove(name);
         }
+        self.offers.write().remove(&coll.doc_id);
         self.drop_engine_container(&tombstone, coll.container.id())
             .map_err(registry_error)
     }
@@ -484,6 +616,109 @@ fn collection_self_link(rid: &str) -> String {
     let bytes = STANDARD.decode(rid.replace('-', "/")).unwrap_or_default();
     let db = encode_rid(bytes.get(..4).unwrap_or_default());
     format!("dbs/{db}/colls/{rid}/")
+}
+
+impl Registry {
+    /// In a registry transaction: writes the offer of the owner document
+    /// `owner` (if it has one).
+    fn create_offer(
+        txn: &mut engine::Txn,
+        owner: &str,
+        ordinal: Option<u64>,
+        throughput: Option<Throughput>,
+    ) -> Result<Option<Offer>, engine::Error> {
+        let (Some(ordinal), Some(throughput)) = (ordinal, throughput) else {
+            return Ok(None);
+        };
+        let doc_id = format!("offer-{ordinal}");
+        let rid = offer_rid(ordinal);
+        let doc = txn.create_item(json!({"id": doc_id, "registry": PARTITION, "type": "offer",
+            "owner": owner, "rid": rid, "content": throughput.content()}))?;
+        Ok(Some(Offer {
+            rid,
+            doc_id,
+            throughput,
+            etag: doc.etag().to_owned(),
+            ts: doc.ts(),
+        }))
+    }
+
+    /// In a registry transaction: deletes the offer of the owner document
+    /// `owner`, if it has one.
+    fn delete_offer(&self, txn: &mut engine::Txn, owner: &str) -> Result<(), engine::Error> {
+        match self.offers.read().get(owner) {
+            Some(offer) => txn.delete_item(&offer.doc_id, None),
+            None => Ok(()),
+        }
+    }
+
+    /// Every offer with its owner, databases' first.
+    pub(crate) fn offers(&self) -> Vec<(Offer, OfferOwner)> {
+        let state = self.state.read();
+        let offers = self.offers.read();
+        let mut list = Vec::new();
+        for entry in state.values() {
+            if let Some(offer) = offers.get(&entry.doc_id) {
+                list.push((offer.clone(), OfferOwner::Database(entry.clone())));
+            }
+        }
+        for coll in state.values().flat_map(|entry| entry.colls.values()) {
+            if let Some(offer) = offers.get(&coll.doc_id) {
+                list.push((offer.clone(), OfferOwner::Collection(coll.clone())));
+            }
+        }
+        list
+    }
+
+    /// The offer whose resource id is `rid`, with its owner.
+    pub(crate) fn offer(&self, rid: &str) -> Result<(Offer, OfferOwner), WireError> {
+        self.offers()
+            .into_iter()
+            .find(|(offer, _)| offer.rid == rid)
+            .ok_or_else(|| WireError::not_found(format!("offer {rid:?} does not exist")))
+    }
+
+    /// Replaces the throughput of the offer `rid`.
+    pub(crate) fn replace_offer(
+        &self,
+        rid: &str,
+        throughput: Throughput,
+    ) -> Result<(Offer, OfferOwner), WireError> {
+        let _writer = self.writer.lock();
+        let (old, owner) = self.offer(rid)?;
+        let doc = self
+            .system
+            .transaction(PARTITION, |txn| {
+                let mut doc = txn.read_item(&old.doc_id)?.into_value();
+                doc["content"] = throughput.content();
+                txn.replace_item(&old.doc_id, doc, None)
+            })
+            .map_err(registry_error)?;
+        let offer = Offer {
+            throughput,
+            etag: doc.etag().to_owned(),
+            ts: doc.ts(),
+            ..old
+        };
+        let owner_doc = match &owner {
+            OfferOwner::Database(entry) => &entry.doc_id,
+            OfferOwner::Collection(coll) => &coll.doc_id,
+        };
+        self.offers.write().insert(owner_doc.clone(), offer.clone());
+        Ok((offer, owner))
+    }
+}
+
+/// An offer's resource id: its registry ordinal in 3 bytes (6 past 2^24),
+/// base64 with `/` written `-`, as the service's RIDs are.
+fn offer_rid(ordinal: u64) -> String {
+    let bytes = ordinal.to_be_bytes();
+    let bytes = if ordinal < 1 << 24 {
+        &bytes[5..]
+    } else {
+        &bytes[2..]
+    };
+    STANDARD.encode(bytes).replace('/', "-")
 }
 
 /// The partition-key definition of a container, in the engine's text form:

@@ -10,7 +10,7 @@ import time
 import urllib.parse
 
 from azure.core import MatchConditions
-from azure.cosmos import CosmosClient, PartitionKey, exceptions
+from azure.cosmos import CosmosClient, PartitionKey, ThroughputProperties, exceptions
 from azure.cosmos.partition_key import NonePartitionKeyValue
 
 endpoint, key, sprocs = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -331,6 +331,40 @@ hpk.delete_item("2", partition_key=["CA", "Oxnard", "93030"])
 changes = list(hpk.query_items_change_feed(start_time="Beginning", partition_key=["CA", "Oxnard", "93033"]))
 assert [c["id"] for c in changes] == ["1"], changes
 check("hierarchical partition keys: full keys, prefix queries, 400/1001")
+
+# --- throughput (offers): stored and echoed, never enforced ------------------------------
+busy = db.create_container("busy", PartitionKey(path="/pk"), offer_throughput=10100)
+assert busy.get_throughput().offer_throughput == 10100
+offer = busy.get_throughput().properties
+assert offer["resource"] == busy.read()["_self"] and offer["id"] in offer["_self"], offer
+assert busy.replace_throughput(10200).offer_throughput == 10200
+assert busy.get_throughput().offer_throughput == 10200
+auto = db.create_container(
+    "auto",
+    PartitionKey(path="/pk"),
+    offer_throughput=ThroughputProperties(auto_scale_max_throughput=7000, auto_scale_increment_percent=0),
+)
+t = auto.get_throughput()
+assert (t.auto_scale_max_throughput, t.auto_scale_increment_percent, t.offer_throughput) == (7000, 0, None)
+auto.replace_throughput(ThroughputProperties(auto_scale_max_throughput=9000, auto_scale_increment_percent=10))
+t = auto.get_throughput()
+assert (t.auto_scale_max_throughput, t.auto_scale_increment_percent) == (9000, 10)
+too_low = ThroughputProperties(auto_scale_max_throughput=-200, auto_scale_increment_percent=0)
+refused = expect_status(400, lambda: db.create_container("low", PartitionKey(path="/pk"), offer_throughput=too_low))
+assert "Requested throughput -200 is less than required minimum throughput 1000" in refused.message
+refused = expect_status(400, lambda: db.create_container("low", PartitionKey(path="/pk"), offer_throughput=100))
+assert "less than required minimum throughput 400" in refused.message
+shared = client.create_database("shared", offer_throughput=1000)
+assert shared.get_throughput().offer_throughput == 1000
+# create_*_if_not_exists on an existing database leaves its throughput alone.
+again = client.create_database_if_not_exists("shared", offer_throughput=6000)
+assert again.get_throughput().offer_throughput == 1000
+assert shared.replace_throughput(2000).offer_throughput == 2000
+db.delete_container("busy")
+client.delete_database("shared")
+resources = [o["resource"] for o in client.client_connection.ReadOffers()]
+assert resources == [auto.read()["_self"]], resources
+check("throughput: manual and autoscale offers, get and replace")
 
 # --- deletes ------------------------------------------------------------------------------
 db.delete_container("hpk")

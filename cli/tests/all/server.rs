@@ -416,6 +416,260 @@ fn a_deletion_cut_short_is_finished_at_the_next_start() {
     assert_eq!(r.status, 200);
 }
 
+/// The offers whose `resource` is `link`, by the query the SDKs send.
+fn offers_of(gw: &Gateway, link: &str) -> Vec<Value> {
+    let query = json!({"query": "SELECT * FROM root r WHERE r.resource=@link",
+                       "parameters": [{"name": "@link", "value": link}]});
+    let (r, body) = call(
+        gw,
+        signed(
+            "POST",
+            "/offers",
+            &[
+                ("x-ms-documentdb-isquery", "true"),
+                ("content-type", "application/query+json"),
+            ],
+            query.to_string().as_bytes(),
+        ),
+    );
+    assert_eq!(r.status, 200, "{body}");
+    assert_eq!(body["_count"], body["Offers"].as_array().unwrap().len());
+    body["Offers"].as_array().unwrap().clone()
+}
+
+fn create_coll_with(gw: &Gateway, name: &str, headers: &[(&str, &str)]) -> (WireResponse, Value) {
+    let body = format!(r#"{{"id":"{name}","partitionKey":{{"paths":["/pk"]}}}}"#);
+    call(gw, signed("POST", "/dbs/d/colls", headers, body.as_bytes()))
+}
+
+const AUTOSCALE_7000: &str = r#"{"maxThroughput": 7000, "autoUpgradePolicy": {"throughputPolicy": {"incrementPercent": 0}}}"#;
+
+#[test]
+fn offers_are_provisioned_at_creation_read_queried_and_replaced() {
+    let gw = setup();
+    let (r, manual) = create_coll_with(&gw, "m", &[("x-ms-offer-throughput", "10100")]);
+    assert_eq!(r.status, 201, "{manual}");
+    let (r, auto) = create_coll_with(
+        &gw,
+        "a",
+        &[("x-ms-cosmos-offer-autopilot-settings", AUTOSCALE_7000)],
+    );
+    assert_eq!(r.status, 201, "{auto}");
+    let (r, db) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs",
+            &[("x-ms-offer-throughput", "1000")],
+            br#"{"id":"shared"}"#,
+        ),
+    );
+    assert_eq!(r.status, 201, "{db}");
+
+    // The offer has the service's shape and names its owner by `_self`.
+    let found = offers_of(&gw, manual["_self"].as_str().unwrap());
+    let [offer] = found.as_slice() else {
+        panic!("one offer for m: {found:?}")
+    };
+    let rid = offer["id"].as_str().unwrap();
+    assert_eq!(offer["_rid"], rid);
+    assert_eq!(offer["_self"], format!("offers/{rid}/"));
+    assert_eq!(offer["offerVersion"], "V2");
+    assert_eq!(offer["resource"], manual["_self"]);
+    assert_eq!(offer["offerResourceId"], manual["_rid"]);
+    assert_eq!(offer["content"], json!({"offerThroughput": 10100}));
+    // Autoscale offers carry offerThroughput too (the SDKs read it).
+    let found = offers_of(&gw, auto["_self"].as_str().unwrap());
+    assert_eq!(
+        found[0]["content"],
+        json!({"offerThroughput": 700, "offerAutopilotSettings": serde_json::from_str::<Value>(AUTOSCALE_7000).unwrap()})
+    );
+    assert_eq!(
+        offers_of(&gw, db["_self"].as_str().unwrap())[0]["content"],
+        json!({"offerThroughput": 1000})
+    );
+    // A container created without a throughput header has no offer.
+    let (_, plain) = call(&gw, signed("GET", "/dbs/d/colls/c", &[], b""));
+    assert!(offers_of(&gw, plain["_self"].as_str().unwrap()).is_empty());
+    let (r, feed) = call(&gw, signed("GET", "/offers", &[], b""));
+    assert_eq!(r.status, 200);
+    assert_eq!(feed["_count"], 3, "{feed}");
+
+    // A point read is signed with the offer's rid lower-cased.
+    let path = format!("/offers/{rid}/");
+    let (r, read) = call(&gw, signed("GET", &path, &[], b""));
+    assert_eq!(r.status, 200, "{read}");
+    assert_eq!(&read, offer);
+    if rid != rid.to_lowercase() {
+        let date = httpdate::fmt_http_date(SystemTime::now());
+        let mut req = signed("GET", &path, &[], b"");
+        let key = MasterKey::from_base64(EMULATOR_KEY).unwrap();
+        req.headers.insert(
+            "authorization",
+            key.authorization("GET", "offers", rid, &date)
+                .parse()
+                .unwrap(),
+        );
+        req.headers.insert("x-ms-date", date.parse().unwrap());
+        assert_eq!(call(&gw, req).0.status, 401);
+    }
+
+    // A replace sends the offer back with a new content.
+    let mut new = offer.clone();
+    new["content"]["offerThroughput"] = json!(10200);
+    let (r, replaced) = call(&gw, signed("PUT", &path, &[], new.to_string().as_bytes()));
+    assert_eq!(r.status, 200, "{replaced}");
+    assert_eq!(replaced["content"], json!({"offerThroughput": 10200}));
+    assert_eq!(replaced["resource"], manual["_self"]);
+    let (_, read) = call(&gw, signed("GET", &path, &[], b""));
+    assert_eq!(read["content"]["offerThroughput"], 10200);
+    let mut auto_offer = offers_of(&gw, auto["_self"].as_str().unwrap())[0].clone();
+    auto_offer["content"]["offerAutopilotSettings"]["maxThroughput"] = json!(9000);
+    let auto_path = format!("/offers/{}", auto_offer["id"].as_str().unwrap());
+    let (r, replaced) = call(
+        &gw,
+        signed("PUT", &auto_path, &[], auto_offer.to_string().as_bytes()),
+    );
+    assert_eq!(r.status, 200, "{replaced}");
+    assert_eq!(replaced["content"]["offerThroughput"], 900);
+    assert_eq!(
+        replaced["content"]["offerAutopilotSettings"]["maxThroughput"],
+        9000
+    );
+
+    // Invalid replaces change nothing.
+    let bad = [
+        (
+            json!({"content": {"offerThroughput": 300}}),
+            400,
+            "BadRequest",
+            "less than required minimum throughput 400",
+        ),
+        (
+            json!({"content": {"offerAutopilotSettings": {"maxThroughput": 4000}}}),
+            400,
+            "BadRequest",
+            "manual and autoscale",
+        ),
+        (
+            json!({"_rid": "other", "content": {"offerThroughput": 400}}),
+            400,
+            "BadRequest",
+            "_rid",
+        ),
+        (json!({"id": rid}), 400, "BadRequest", "content"),
+    ];
+    for (body, status, code, needle) in bad {
+        let (r, err) = call(&gw, signed("PUT", &path, &[], body.to_string().as_bytes()));
+        assert_error(&r, &err, status, code, needle);
+    }
+    let (_, read) = call(&gw, signed("GET", &path, &[], b""));
+    assert_eq!(read["content"]["offerThroughput"], 10200);
+    let body = json!({"content": {"offerThroughput": 400}}).to_string();
+    let (r, err) = call(&gw, signed("PUT", "/offers/nope", &[], body.as_bytes()));
+    assert_error(&r, &err, 404, "NotFound", "nope");
+    let (r, err) = call(&gw, signed("DELETE", &path, &[], b""));
+    assert_error(&r, &err, 405, "MethodNotAllowed", "DELETE");
+
+    // Deleting the owner deletes its offer.
+    let (r, _) = call(&gw, signed("DELETE", "/dbs/d/colls/m", &[], b""));
+    assert_eq!(r.status, 204);
+    assert_eq!(call(&gw, signed("GET", &path, &[], b"")).0.status, 404);
+    let (r, _) = call(&gw, signed("DELETE", "/dbs/shared", &[], b""));
+    assert_eq!(r.status, 204);
+    let (_, feed) = call(&gw, signed("GET", "/offers", &[], b""));
+    assert_eq!(feed["_count"], 1, "{feed}");
+}
+
+#[test]
+fn invalid_throughput_at_creation_is_400_and_creates_nothing() {
+    let gw = setup();
+    let cases = [
+        (
+            (
+                "x-ms-cosmos-offer-autopilot-settings",
+                r#"{"maxThroughput": -200, "autoUpgradePolicy": {"throughputPolicy": {"incrementPercent": 0}}}"#,
+            ),
+            "Requested throughput -200 is less than required minimum throughput 1000",
+        ),
+        (
+            ("x-ms-cosmos-offer-autopilot-settings", "max"),
+            "must be JSON",
+        ),
+        (
+            ("x-ms-offer-throughput", "300"),
+            "Requested throughput 300 is less than required minimum throughput 400",
+        ),
+        (("x-ms-offer-throughput", "450"), "multiple of 100"),
+        (("x-ms-offer-throughput", "lots"), "whole number"),
+    ];
+    for (header, needle) in cases {
+        let (r, err) = create_coll_with(&gw, "x", &[header]);
+        assert_error(&r, &err, 400, "BadRequest", needle);
+        let (r, err) = call(&gw, signed("POST", "/dbs", &[header], br#"{"id":"x"}"#));
+        assert_error(&r, &err, 400, "BadRequest", needle);
+    }
+    let (r, err) = create_coll_with(
+        &gw,
+        "x",
+        &[
+            ("x-ms-offer-throughput", "400"),
+            ("x-ms-cosmos-offer-autopilot-settings", AUTOSCALE_7000),
+        ],
+    );
+    assert_error(&r, &err, 400, "BadRequest", "cannot both");
+    assert_eq!(
+        call(&gw, signed("GET", "/dbs/d/colls/x", &[], b""))
+            .0
+            .status,
+        404
+    );
+    assert_eq!(call(&gw, signed("GET", "/dbs/x", &[], b"")).0.status, 404);
+    let (_, feed) = call(&gw, signed("GET", "/offers", &[], b""));
+    assert_eq!(feed["_count"], 0, "{feed}");
+}
+
+#[test]
+fn offers_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (rid, coll_self) = {
+        let gw = setup_on(gateway(Database::open(dir.path()).unwrap()));
+        let (r, coll) = create_coll_with(&gw, "m", &[("x-ms-offer-throughput", "400")]);
+        assert_eq!(r.status, 201, "{coll}");
+        let coll_self = coll["_self"].as_str().unwrap().to_owned();
+        let mut offer = offers_of(&gw, &coll_self)[0].clone();
+        offer["content"]["offerThroughput"] = json!(800);
+        let rid = offer["id"].as_str().unwrap().to_owned();
+        let (r, _) = call(
+            &gw,
+            signed(
+                "PUT",
+                &format!("/offers/{rid}"),
+                &[],
+                offer.to_string().as_bytes(),
+            ),
+        );
+        assert_eq!(r.status, 200);
+        (rid, coll_self)
+    };
+    let gw = gateway(Database::open(dir.path()).unwrap());
+    let (r, offer) = call(&gw, signed("GET", &format!("/offers/{rid}"), &[], b""));
+    assert_eq!(r.status, 200, "{offer}");
+    assert_eq!(offer["resource"], coll_self.as_str());
+    assert_eq!(offer["content"], json!({"offerThroughput": 800}));
+    // A new offer after the restart gets a new rid.
+    let (r, _) = create_coll_with(&gw, "n", &[("x-ms-offer-throughput", "400")]);
+    assert_eq!(r.status, 201);
+    let (_, feed) = call(&gw, signed("GET", "/offers", &[], b""));
+    let rids: std::collections::BTreeSet<&str> = feed["Offers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(rids.len(), 2, "{feed}");
+}
+
 #[test]
 fn items_carry_etags_and_partition_key_rules() {
     let gw = setup();
@@ -1352,8 +1606,8 @@ fn malformed_requests_are_400_with_a_reason() {
     assert_error(&r, &body, 413, "RequestEntityTooLarge", "big");
     let (r, body) = call(&gw, signed("PATCH", "/dbs/d", &[], b""));
     assert_error(&r, &body, 405, "MethodNotAllowed", "PATCH");
-    let (r, body) = call(&gw, signed("GET", "/offers", &[], b""));
-    assert_error(&r, &body, 404, "NotFound", "/offers");
+    let (r, body) = call(&gw, signed("GET", "/media", &[], b""));
+    assert_error(&r, &body, 404, "NotFound", "/media");
 }
 
 proptest! {

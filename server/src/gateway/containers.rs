@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use partita::charge::Work;
 
 use super::Gateway;
+use super::offers::requested_throughput;
 use super::queries::metadata_feed;
 use super::requests::object_body;
 use super::responses::charge;
@@ -33,7 +34,10 @@ impl Gateway {
         req: &WireRequest,
     ) -> Result<WireResponse, WireError> {
         let definition = object_body(req, "container")?;
-        let coll = self.registry.create_collection(db, definition)?;
+        let throughput = requested_throughput(req)?;
+        let coll = self
+            .registry
+            .create_collection(db, definition, throughput)?;
         Ok(in_database(
             WireResponse::json(201, &collection_json(&coll)),
             db,
@@ -95,7 +99,7 @@ fn in_database(response: WireResponse, db: &str) -> WireResponse {
     response.with("x-ms-alt-content-path", format!("dbs/{db}"))
 }
 
-fn collection_json(coll: &CollEntry) -> Value {
+pub(super) fn collection_json(coll: &CollEntry) -> Value {
     let mut v = coll.definition.clone();
     v.insert("id".into(), json!(coll.name));
     let mut pk = v

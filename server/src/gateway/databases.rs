@@ -4,6 +4,7 @@
 use serde_json::{Value, json};
 
 use super::Gateway;
+use super::offers::requested_throughput;
 use super::queries::metadata_feed;
 use super::requests::object_body;
 use crate::registry::DbEntry;
@@ -17,7 +18,8 @@ impl Gateway {
                 "the database body needs a string id",
             ));
         };
-        let entry = self.registry.create_database(name)?;
+        let throughput = requested_throughput(req)?;
+        let entry = self.registry.create_database(name, throughput)?;
         Ok(WireResponse::json(201, &database_json(&entry)))
     }
 
@@ -47,7 +49,7 @@ impl Gateway {
     }
 }
 
-fn database_json(entry: &DbEntry) -> Value {
+pub(super) fn database_json(entry: &DbEntry) -> Value {
     json!({
         "id": entry.name, "_rid": entry.rid, "_self": format!("dbs/{}/", entry.rid),
         "_etag": entry.etag, "_colls": "colls/", "_users": "users/", "_ts": entry.ts

@@ -12,6 +12,7 @@
 //!     /dbs/{db}/colls/{c}/pkranges     one range "" .. "FF" (304 on a matching If-None-Match)
 //!     /dbs/{db}/colls/{c}/{sprocs,triggers,udfs}[/{id}]   scripts; POST sprocs/{id} executes
 //!     /dbs/{db}/colls/{c}/operations/partitionkeydelete   POST: delete one logical partition
+//!     /offers[/{rid}]                  registry (throughput: stored and echoed, not enforced)
 //!   ─► common headers: activity id, request charge, session token, version
 //! ```
 //!
@@ -28,7 +29,8 @@
 //! One file per resource, each adding its handlers to [`Gateway`]:
 //! `account.rs`, `databases.rs`, `containers.rs`, `documents.rs` (point
 //! reads and writes), `queries.rs` (queries, plans, the read feed),
-//! `feeds.rs` (the change feed and `/pkranges`) and `scripts.rs`; what
+//! `feeds.rs` (the change feed and `/pkranges`), `scripts.rs` and
+//! `offers.rs` (throughput of databases and containers); what
 //! they all read from a request is in `requests.rs`, what they write into
 //! a response in `responses.rs`.
 
@@ -38,6 +40,7 @@ mod containers;
 mod databases;
 mod documents;
 mod feeds;
+mod offers;
 mod queries;
 mod requests;
 mod responses;
@@ -240,9 +243,19 @@ impl Gateway {
                 let response = self.collection_route(method, &coll, rest, req)?;
                 Ok(with_owner_path(response, method, rest, db, c))
             }
+            ["offers"] => match method {
+                "GET" => self.list_offers(None),
+                "POST" if is_query(req)? => self.list_offers(Some(req)),
+                _ => Err(not_allowed(method, &req.path)),
+            },
+            ["offers", rid] => match method {
+                "GET" => self.read_offer(rid),
+                "PUT" => self.replace_offer(rid, req),
+                _ => Err(not_allowed(method, &req.path)),
+            },
             _ => Err(WireError::not_found(format!(
                 "Partita serves no resource at {:?} (supported: databases, containers, \
-                 documents, pkranges, sprocs, triggers, udfs)",
+                 documents, pkranges, sprocs, triggers, udfs, offers)",
                 req.path
             ))),
         }
