@@ -15,7 +15,7 @@ use partita::batch_json::result_json;
 use serde_json::Value;
 
 use super::Gateway;
-use super::responses::charge;
+use super::responses::{charge, return_minimal};
 use crate::registry::CollEntry;
 use crate::wire::{WireError, WireRequest, WireResponse, flag, header, json_body};
 
@@ -93,36 +93,4 @@ impl Gateway {
         let doc = response.resource.map_or(Value::Null, Document::into_value);
         self.written(200, doc, request_charge, req)
     }
-
-    /// A write's response: the document (or nothing, when the request says
-    /// `Prefer: return=minimal`), its etag, charge and session token.
-    pub(super) fn written(
-        &self,
-        status: u16,
-        doc: Value,
-        request_charge: f64,
-        req: &WireRequest,
-    ) -> Result<WireResponse, WireError> {
-        let mut out = if return_minimal(req)? {
-            WireResponse::empty(status)
-        } else {
-            WireResponse::json(status, &doc)
-        };
-        out = out
-            .with("x-ms-request-charge", charge(request_charge))
-            .with("x-ms-session-token", self.write_token());
-        if let Some(etag) = doc.get("_etag").and_then(Value::as_str) {
-            out = out.with("etag", etag);
-        }
-        Ok(out)
-    }
-}
-
-/// Whether the request asks for no resource in the response
-/// (`Prefer: return=minimal`, sent by the SDKs' `no_response` options).
-pub(super) fn return_minimal(req: &WireRequest) -> Result<bool, WireError> {
-    Ok(header(&req.headers, "prefer")?.is_some_and(|p| {
-        p.split([',', ';'])
-            .any(|t| t.trim().eq_ignore_ascii_case("return=minimal"))
-    }))
 }

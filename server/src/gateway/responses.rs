@@ -1,16 +1,40 @@
 //! What every resource writes into a response: request charges, session
-//! tokens of writes, feed bodies cut to a size, and the rids of a
-//! container's child resources.
+//! tokens and bodies of writes (`Prefer: return=minimal`), feed bodies cut
+//! to a size, and the rids of a container's child resources.
 
 use std::sync::atomic::Ordering;
 
 use serde_json::{Value, json};
 
 use super::Gateway;
+use crate::wire::{WireError, WireRequest, WireResponse, header};
 
 impl Gateway {
     pub(super) fn write_token(&self) -> String {
         format!("0:-1#{}", self.session.fetch_add(1, Ordering::Relaxed) + 1)
+    }
+
+    /// A write's response: the document (or nothing, when the request says
+    /// `Prefer: return=minimal`), its etag, charge and session token.
+    pub(super) fn written(
+        &self,
+        status: u16,
+        doc: Value,
+        request_charge: f64,
+        req: &WireRequest,
+    ) -> Result<WireResponse, WireError> {
+        let mut out = if return_minimal(req)? {
+            WireResponse::empty(status)
+        } else {
+            WireResponse::json(status, &doc)
+        };
+        out = out
+            .with("x-ms-request-charge", charge(request_charge))
+            .with("x-ms-session-token", self.write_token());
+        if let Some(etag) = doc.get("_etag").and_then(Value::as_str) {
+            out = out.with("etag", etag);
+        }
+        Ok(out)
     }
 }
 
@@ -56,6 +80,15 @@ pub(super) fn feed_body(
     }
     out.extend_from_slice(format!("],\"_count\":{count}}}").as_bytes());
     (out, count)
+}
+
+/// Whether the request asks for no resource in the response
+/// (`Prefer: return=minimal`, sent by the SDKs' `no_response` options).
+pub(super) fn return_minimal(req: &WireRequest) -> Result<bool, WireError> {
+    Ok(header(&req.headers, "prefer")?.is_some_and(|p| {
+        p.split([',', ';'])
+            .any(|t| t.trim().eq_ignore_ascii_case("return=minimal"))
+    }))
 }
 
 #[cfg(test)]
