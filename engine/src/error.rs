@@ -10,6 +10,10 @@ use std::time::Duration;
 
 use host_api::{ErrorCode, HostError, PartitionKey};
 
+/// Cosmos DB's substatus of a partition key that does not match the
+/// document's, or does not name one logical partition.
+pub const SUBSTATUS_PARTITION_KEY_MISMATCH: u16 = 1001;
+
 /// Errors returned by the engine.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -236,7 +240,9 @@ impl Error {
     /// request's and for an incomplete hierarchical key.
     pub fn substatus(&self) -> Option<u16> {
         match self {
-            Error::CrossPartition { .. } | Error::IncompletePartitionKey { .. } => Some(1001),
+            Error::CrossPartition { .. } | Error::IncompletePartitionKey { .. } => {
+                Some(SUBSTATUS_PARTITION_KEY_MISMATCH)
+            }
             _ => None,
         }
     }

@@ -58,7 +58,7 @@ pub use collection::QueryItemsOptions;
 pub use container::{Container, ContainerProperties, DATABASE_ID, FeedOptions, FeedPage};
 pub use database::{DATA_FILE, Database, LOCK_FILE, Options};
 pub use document::{Document, MAX_DOCUMENT_SIZE, MAX_ID_LEN, MAX_NESTING, validate_id};
-pub use error::{Error, Result};
+pub use error::{Error, Result, SUBSTATUS_PARTITION_KEY_MISMATCH};
 pub use host_api::{Collection, ErrorCode, PartitionKey};
 pub use host_api::{ScriptKind, ScriptLanguage, TriggerOperation, TriggerType};
 pub use partition::{PartitionState, physical_partition};

@@ -14,8 +14,9 @@ use serde_json::{Value, json};
 use partita::Error;
 
 /// Substatus of a partition-key header that does not match the document's
-/// key (Cosmos DB: "PartitionKey extracted from document doesn't match").
-pub const SUBSTATUS_PARTITION_KEY_MISMATCH: u16 = 1001;
+/// key (Cosmos DB: "PartitionKey extracted from document doesn't match"),
+/// the engine's for the same case.
+pub use engine::SUBSTATUS_PARTITION_KEY_MISMATCH;
 
 /// One HTTP request, with its body already read.
 #[derive(Clone, Debug, Default)]
