@@ -292,7 +292,10 @@ async fn collect_body(
     limit: usize,
     drain_limit: usize,
 ) -> Result<Option<Bytes>, hyper::Error> {
-    let mut kept = Vec::new();
+    // Sized from the declared length (at most the limit), so a body is
+    // copied once rather than regrown frame by frame.
+    let hint = usize::try_from(hyper::body::Body::size_hint(&body).lower()).unwrap_or(limit);
+    let mut kept = Vec::with_capacity(hint.min(limit));
     let mut total = 0usize;
     while let Some(frame) = body.frame().await {
         let Ok(data) = frame?.into_data() else {
