@@ -334,7 +334,7 @@ pub fn check(operations: &[BatchOperation]) -> Result<()> {
     let size: usize = operations.iter().map(BatchOperation::body_len).sum();
     if size > MAX_BATCH_SIZE {
         return Err(Error::RequestTooLarge {
-            what: "the batch's documents".to_owned(),
+            what: "the batch (its documents together)".to_owned(),
             size,
             limit: MAX_BATCH_SIZE,
         });
