@@ -93,6 +93,27 @@ fn scenario(limits: &Limits) -> Result<(Vec<Value>, Vec<Value>)> {
                 });
         }"#,
     )?;
+    // A `_self` the worker learned from a write resolves without a round
+    // trip, until the document is deleted.
+    procedure(
+        &posts,
+        "selfAfterDelete",
+        r#"function () {
+            var c = getContext().getCollection();
+            c.createDocument(c.getSelfLink(), {id: "tmp", postId: "p1"}, function (err, d) {
+                if (err) throw err;
+                c.readDocument(d._self, function (err, again) {
+                    if (err) throw err;
+                    c.deleteDocument(again._self, function (err) {
+                        if (err) throw err;
+                        c.readDocument(d._self, function (err) {
+                            getContext().getResponse().setBody(err ? err.number : "found");
+                        });
+                    });
+                });
+            });
+        }"#,
+    )?;
     posts.create_script(ScriptProperties::trigger(
         "stamp",
         "function () { var r = getContext().getRequest(); var d = r.getBody(); d.stamped = true; r.setBody(d); }",
@@ -132,6 +153,7 @@ fn scenario(limits: &Limits) -> Result<(Vec<Value>, Vec<Value>)> {
         call("createComment", vec![json!("p1"), json!({"id": "c1"})]),
         call("createComment", vec![json!("p9"), json!({"id": "c2"})]),
         call("bySelfLink", vec![json!("p1")]),
+        call("selfAfterDelete", vec![]),
     ];
     let options = WriteOptions {
         pre_triggers: vec!["stamp".into()],
@@ -179,8 +201,9 @@ fn a_worker_gives_the_same_responses_and_state_as_in_process() -> Result {
     assert_eq!(in_process[1]["substatus"], 409, "{}", in_process[1]);
     assert_eq!(in_process[2]["substatus"], 404, "{}", in_process[2]);
     assert_eq!(in_process[3]["body"], 1, "{}", in_process[3]);
-    assert_eq!(in_process[4]["stamped"], true, "{}", in_process[4]);
-    assert_eq!(in_process[5], json!([2]));
+    assert_eq!(in_process[4]["body"], 404, "{}", in_process[4]);
+    assert_eq!(in_process[5]["stamped"], true, "{}", in_process[5]);
+    assert_eq!(in_process[6], json!([2]));
     assert_eq!(pool.stats().lost, 0);
     assert_eq!(pool.stats().started, 1, "one call at a time: one worker");
     Ok(())

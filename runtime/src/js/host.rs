@@ -144,6 +144,15 @@ pub(crate) struct CallState {
 }
 
 impl CallState {
+    /// Whether the body the call returns is still the JSON it came as,
+    /// so turning it into the output runs no script code.
+    pub(crate) fn body_is_json(&self) -> bool {
+        match self.kind {
+            Kind::Pre => matches!(self.request, Body::Json(_)),
+            _ => !matches!(self.response, Some(Body::Js(_))),
+        }
+    }
+
     pub(crate) fn new() -> CallState {
         CallState {
             shared: None,

@@ -19,4 +19,4 @@ mod sandbox;
 
 pub(crate) use host::generate_id;
 pub(crate) use host::seed_ids;
-pub(crate) use run::{RED_ZONE, run, run_udf};
+pub(crate) use run::{RED_ZONE, result_unobserved, run, run_udf, unhandled};

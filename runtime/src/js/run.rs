@@ -9,6 +9,7 @@
 //! Operations run in the order they were accepted, each after the turn
 //! that queued it, against the `&mut dyn Collection` this module owns.
 
+use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Instant;
 
@@ -331,9 +332,69 @@ fn drain(sandbox: &mut Sandbox, collection: &mut dyn Collection) -> Result<(), E
             check(sandbox)?;
         }
         check(sandbox)?;
-        let next = sandbox.host.borrow_mut().queue.pop_front();
+        let (next, unobserved) = {
+            let mut s = sandbox.host.borrow_mut();
+            let next = s.queue.pop_front();
+            // The call's last act: no callback, no other operation queued
+            // (and no promise job: the loop above ran them all), and a
+            // body that is plain JSON, so no getter can run script code
+            // after it.
+            let last = next.as_ref().is_some_and(|p| p.callback.is_none())
+                && s.queue.is_empty()
+                && s.body_is_json();
+            (next, last)
+        };
         let Some(pending) = next else { return Ok(()) };
+        let _last = Unobserved::mark(unobserved);
         perform(sandbox, collection, pending)?;
+    }
+}
+
+thread_local! {
+    static UNOBSERVED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether the operation being performed on this thread is the call's last
+/// act and no script code will see its result: then only its failure
+/// matters, and that fails the call as [`unhandled`] says. A script
+/// worker uses this to send such an operation without waiting for its
+/// reply (see `worker::child`).
+pub(crate) fn result_unobserved() -> bool {
+    UNOBSERVED.get()
+}
+
+/// Sets [`result_unobserved`] for one operation; cleared on drop, also
+/// when the operation panics.
+struct Unobserved;
+
+impl Unobserved {
+    fn mark(last: bool) -> Option<Unobserved> {
+        last.then(|| {
+            UNOBSERVED.set(true);
+            Unobserved
+        })
+    }
+}
+
+impl Drop for Unobserved {
+    fn drop(&mut self) {
+        UNOBSERVED.set(false);
+    }
+}
+
+/// How an operation's error fails the call when no callback handles it.
+pub(crate) fn unhandled(e: HostError) -> Error {
+    if e.ends_call() {
+        // Storage failures and fatal host errors: the script never sees
+        // them, so it cannot catch them.
+        return Error::Host(e);
+    }
+    // Without a callback the error is thrown in the completion context:
+    // nothing can catch it.
+    Error::Script {
+        message: e.message,
+        number: e.code.as_u16(),
+        stack: None,
     }
 }
 
@@ -428,18 +489,10 @@ fn perform(
     let undefined = JsValue::undefined();
     let done = match res {
         Ok(done) => done,
-        // Storage failures and fatal host errors end the call: the script
-        // never sees them, so it cannot catch them.
-        Err(e) if e.ends_call() => return Err(Error::Host(e)),
+        Err(e) if e.ends_call() => return Err(unhandled(e)),
         Err(e) => {
-            // Without a callback the error is thrown in the completion
-            // context: nothing can catch it.
             let Some(callback) = callback else {
-                return Err(Error::Script {
-                    message: e.message,
-                    number: e.code.as_u16(),
-                    stack: None,
-                });
+                return Err(unhandled(e));
             };
             let err = host::make_error(context, e.code.as_u16(), &e.message)
                 .map_err(|x| classify(x, &host, context))?;

@@ -3,6 +3,7 @@
 //! the host, write the result, repeat until the host closes the pipe.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::io::{self, BufReader, BufWriter};
 use std::time::Duration;
 
@@ -42,6 +43,7 @@ pub(super) fn serve() -> i32 {
                             partition_key,
                             spin,
                             pipes: RefCell::new((&mut input, &mut output)),
+                            links: RefCell::new(HashMap::new()),
                         };
                         crate::js::run(
                             &script.as_script(),
@@ -88,6 +90,10 @@ struct Proxy<'a> {
     /// Standard input and output. In a cell because one operation
     /// (`resolve_document_link`) takes `&self` and still needs the host.
     pipes: RefCell<(&'a mut Input, &'a mut Output)>,
+    /// The `_self` link of every document a point operation of this call
+    /// returned, and its id: what the host would resolve that link to
+    /// while the document exists, so resolving it costs no round trip.
+    links: RefCell<HashMap<String, String>>,
 }
 
 type Input = BufReader<io::StdinLock<'static>>;
@@ -103,6 +109,24 @@ impl Proxy<'_> {
         };
         let mut pipes = self.pipes.borrow_mut();
         let (input, output) = &mut *pipes;
+        if crate::js::result_unobserved() {
+            // Nothing will look at the result: send the operation with
+            // the call's `Done`, one message, and let the host judge it.
+            let placeholder = match call {
+                HostCall::Create { .. }
+                | HostCall::Replace { .. }
+                | HostCall::Upsert { .. }
+                | HostCall::Read { .. } => Some(ReplyWire::Document(Value::Null)),
+                HostCall::Delete { .. } => Some(ReplyWire::Done),
+                HostCall::ResolveLink { .. } | HostCall::ReadFeed { .. } | HostCall::Query { .. } => {
+                    None
+                }
+            };
+            if let Some(placeholder) = placeholder {
+                wire::send_unflushed(&mut **output, &FromWorker::Post(call)).map_err(lost)?;
+                return Ok(placeholder);
+            }
+        }
         wire::send(&mut **output, &FromWorker::Call(call)).map_err(lost)?;
         if input.buffer().is_empty() {
             super::spin_until_readable(io::stdin(), self.spin);
@@ -115,8 +139,31 @@ impl Proxy<'_> {
 
     fn document(&self, call: HostCall) -> Result<Document, HostError> {
         match self.call(call)? {
-            ReplyWire::Document(value) => Ok(Document::new(value)),
+            ReplyWire::Document(value) => {
+                if let (Some(Value::String(link)), Some(Value::String(id))) =
+                    (value.get("_self"), value.get("id"))
+                {
+                    self.links.borrow_mut().insert(link.clone(), id.clone());
+                }
+                Ok(Document::new(value))
+            }
             _ => Err(unexpected()),
+        }
+    }
+
+    /// The id `link` names, when the answer is known here: the container's
+    /// name-based link and an id (exactly as the host's collection accepts
+    /// it), or the `_self` of a document this call was given and has not
+    /// deleted.
+    fn known_link(&self, link: &str) -> Option<String> {
+        let name = link
+            .strip_prefix(self.facts.alt_link.as_str())
+            .and_then(|rest| rest.strip_prefix("/docs/"))
+            .map(|id| id.strip_suffix('/').unwrap_or(id))
+            .filter(|id| !id.is_empty() && !id.contains('/'));
+        match name {
+            Some(id) => Some(id.to_owned()),
+            None => self.links.borrow().get(link).cloned(),
         }
     }
 
@@ -165,6 +212,9 @@ impl Collection for Proxy<'_> {
     /// A round trip: the host's collection resolves links (a `_self` link
     /// means looking the document up).
     fn resolve_document_link(&self, link: &str) -> Result<String, HostError> {
+        if let Some(id) = self.known_link(link) {
+            return Ok(id);
+        }
         match self.call(HostCall::ResolveLink {
             link: link.to_owned(),
         })? {
@@ -217,7 +267,12 @@ impl Collection for Proxy<'_> {
             id: id.to_owned(),
             if_match: if_match(options),
         })? {
-            ReplyWire::Done => Ok(()),
+            ReplyWire::Done => {
+                // Its `_self` names no document any more (a new one with
+                // this id gets a new rid).
+                self.links.get_mut().retain(|_, known| known != id);
+                Ok(())
+            }
             _ => Err(unexpected()),
         }
     }

@@ -70,7 +70,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use host_api::{Collection, QueryRequest, WriteOptions};
+use host_api::{Collection, HostError, QueryRequest, WriteOptions};
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use rustix::process::{Pid, Resource, Rlimit, prlimit};
 use serde_json::Value;
@@ -534,6 +534,9 @@ pub(crate) fn run(
             alt_link: collection.alt_link(),
         },
     };
+    // The failure of an operation the worker posted without waiting for
+    // its reply: the call's outcome, as it would have been in process.
+    let mut posted: Option<HostError> = None;
     let result = converse(
         pool,
         &request,
@@ -546,15 +549,36 @@ pub(crate) fn run(
                 worker.send(&ToWorker::Reply(reply))?;
                 Ok(None)
             }
+            FromWorker::Post(call) => {
+                if posted.is_none() {
+                    posted = perform(&mut *collection, call).err().map(HostError::from);
+                }
+                Ok(None)
+            }
             FromWorker::Done(done) => Ok(Some(done)),
             FromWorker::UdfDone(_) => Err(protocol("a function's result for a procedure call")),
         },
     );
     let stats = collection.stats();
-    let result = match result {
-        Ok(Ok(output)) => Ok(Output::from(output)),
-        Ok(Err(failure)) => Err(Failure::from(failure)),
-        Err(failure) => Err(failure),
+    let result = match (result, posted) {
+        (Ok(Ok(output)), None) => Ok(Output::from(output)),
+        (Ok(Ok(output)), Some(error)) => {
+            let output = Output::from(output);
+            Err(Failure {
+                error: crate::js::unhandled(error),
+                logs: output.logs,
+                stats: output.stats,
+            })
+        }
+        (Ok(Err(failure)), None) => Err(Failure::from(failure)),
+        (Ok(Err(failure)), Some(error)) => {
+            let failure = Failure::from(failure);
+            Err(Failure {
+                error: crate::js::unhandled(error),
+                ..failure
+            })
+        }
+        (Err(failure), _) => Err(failure),
     };
     result
         .map(|mut output| {
@@ -590,7 +614,7 @@ pub(crate) fn run_udf(
         limits,
         |_, message| match message {
             FromWorker::UdfDone(done) => Ok(Some(done)),
-            FromWorker::Call(_) | FromWorker::Done(_) => {
+            FromWorker::Call(_) | FromWorker::Post(_) | FromWorker::Done(_) => {
                 Err(protocol("a collection operation from a function"))
             }
         },

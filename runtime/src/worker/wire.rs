@@ -58,6 +58,10 @@ pub(super) enum ToWorker {
 pub(super) enum FromWorker {
     /// A collection operation for the host to perform.
     Call(HostCall),
+    /// The call's last operation, whose result no script code sees: the
+    /// host performs it and sends no reply; if it fails, the call fails
+    /// with its error (whatever the `Done` that follows says).
+    Post(HostCall),
     /// A procedure or trigger finished.
     Done(Result<OutputWire, FailureWire>),
     /// A user-defined function finished.
@@ -519,6 +523,12 @@ impl From<FailureWire> for Failure {
 /// Writes one frame and flushes it, in one write: a length written apart
 /// would wake the reader for four bytes, then again for the rest.
 pub(super) fn send(out: &mut impl Write, message: &impl Serialize) -> io::Result<()> {
+    send_unflushed(out, message)?;
+    out.flush()
+}
+
+/// Writes one frame into `out`'s buffer, to go with the next flushed one.
+pub(super) fn send_unflushed(out: &mut impl Write, message: &impl Serialize) -> io::Result<()> {
     let mut frame = vec![0u8; 4];
     serde_json::to_writer(&mut frame, message).map_err(invalid)?;
     let len = frame.len() - 4;
@@ -529,8 +539,7 @@ pub(super) fn send(out: &mut impl Write, message: &impl Serialize) -> io::Result
     }
     let len = u32::try_from(len).map_err(invalid)?;
     frame[..4].copy_from_slice(&len.to_le_bytes());
-    out.write_all(&frame)?;
-    out.flush()
+    out.write_all(&frame)
 }
 
 /// Reads one frame; `None` at a clean end of input (the peer closed it
