@@ -70,6 +70,7 @@ struct Cli {
     /// (this binary, under an address-space limit and a hard wall clock)
     /// instead of in this process: slower, but a script that exhausts
     /// memory or the native stack fails its call instead of the process.
+    /// `serve` always does, unless given `--scripts-in-process`.
     #[arg(long, global = true)]
     isolate_scripts: bool,
     #[command(subcommand)]
@@ -170,7 +171,10 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     if let Command::Serve(args) = cli.command {
-        let db = script_limits(cli.isolate_scripts)
+        // The server runs untrusted scripts: in worker processes unless the
+        // operator says they are trusted.
+        let isolate = cli.isolate_scripts || !args.scripts_in_process;
+        let db = script_limits(isolate)
             .and_then(|limits| Ok((open(cli.data, cli.in_memory)?, limits)));
         return serve::main(db, &args);
     }

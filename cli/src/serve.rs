@@ -56,6 +56,12 @@ pub(crate) struct ServeArgs {
     /// The PEM private key of --tls-cert.
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// Run scripts in the server's process instead of in worker processes:
+    /// faster, for trusted scripts only. In process, a script stuck in a
+    /// native built-in or exhausting memory can stall or abort the server
+    /// (docs/scripts.md lists what only a worker bounds).
+    #[arg(long, conflicts_with = "isolate_scripts")]
+    pub(crate) scripts_in_process: bool,
 }
 
 /// Runs the server; returns when it has shut down.
@@ -73,6 +79,7 @@ pub(crate) fn main(db: anyhow::Result<(Database, Limits)>, args: &ServeArgs) -> 
 fn serve(db: anyhow::Result<(Database, Limits)>, args: &ServeArgs) -> anyhow::Result<()> {
     let key = MasterKey::from_base64(&args.key)?;
     let (db, script_limits) = db?;
+    let isolated = script_limits.workers.is_some();
     // Kept until the server stops: the generated certificate of an
     // in-memory server lives in it.
     let mut temp_dir = None;
@@ -90,7 +97,7 @@ fn serve(db: anyhow::Result<(Database, Limits)>, args: &ServeArgs) -> anyhow::Re
     };
     let server = Server::bind(Arc::new(gateway), options)?;
     let addr = server.local_addr()?;
-    let ready = match &tls {
+    let mut ready = match &tls {
         None => json!({"endpoint": format!("http://{addr}/"), "key": args.key}),
         Some((_, certificate)) => json!({
             "endpoint": format!("https://{addr}/"),
@@ -98,6 +105,11 @@ fn serve(db: anyhow::Result<(Database, Limits)>, args: &ServeArgs) -> anyhow::Re
             "certificate": certificate.display().to_string(),
         }),
     };
+    ready["scripts"] = json!(if isolated {
+        "worker processes"
+    } else {
+        "in process"
+    });
     server.run_until(shutdown_signal(), move || {
         // Printed once SIGINT/SIGTERM handlers are in place. A closed
         // stdout is no reason not to serve.
