@@ -7,6 +7,7 @@
 
 mod cli;
 mod fuzz;
+mod hostile;
 mod rid;
 mod sdk_suite;
 mod server;

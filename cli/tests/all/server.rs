@@ -1674,16 +1674,23 @@ proptest! {
 
 impl ServerProcess {
     /// Sends raw bytes and returns the raw response (the server closes the
-    /// connection: requests say `connection: close`).
-    fn raw(&self, request: &[u8]) -> String {
+    /// connection: requests say `connection: close`). A server that has not
+    /// answered within minutes is wedged: the read gives up and the test
+    /// fails on the empty response.
+    pub(crate) fn raw(&self, request: &[u8]) -> String {
         let mut stream = TcpStream::connect(&self.addr).unwrap();
+        stream
+            .set_read_timeout(Some(std::time::Duration::from_secs(180)))
+            .unwrap();
         stream.write_all(request).unwrap();
         let mut out = Vec::new();
         let _ = stream.read_to_end(&mut out);
         String::from_utf8_lossy(&out).into_owned()
     }
 
-    fn signed_raw(&self, method: &str, path: &str, extra: &str, body: &[u8]) -> String {
+    /// A request signed with the emulator key, `extra` header lines
+    /// (each ending in `\r\n`) and `body`: the raw response.
+    pub(crate) fn signed_raw(&self, method: &str, path: &str, extra: &str, body: &[u8]) -> String {
         let req = signed(method, path, &[], b"");
         let mut text = format!(
             "{method} {path} HTTP/1.1\r\nhost: {}\r\nconnection: close\r\n",

@@ -18,12 +18,15 @@ pub(crate) struct ServerProcess {
 
 impl ServerProcess {
     /// Starts `partita <global args> serve --bind 127.0.0.1:0 [serve args]`:
-    /// `args` are global arguments up to the first `--client-timeout-ms` or
-    /// `--tls*`, serve arguments from there.
+    /// `args` are global arguments up to the first `--client-timeout-ms`,
+    /// `--scripts-in-process` or `--tls*`, serve arguments from there.
     pub(crate) fn start(args: &[&str]) -> ServerProcess {
         let split = args
             .iter()
-            .position(|a| *a == "--client-timeout-ms" || a.starts_with("--tls"))
+            .position(|a| {
+                ["--client-timeout-ms", "--scripts-in-process"].contains(a)
+                    || a.starts_with("--tls")
+            })
             .unwrap_or(args.len());
         let mut child = Command::new(env!("CARGO_BIN_EXE_partita"))
             .args(&args[..split])
