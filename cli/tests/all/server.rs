@@ -1675,7 +1675,7 @@ proptest! {
 impl ServerProcess {
     /// Sends raw bytes and returns the raw response (the server closes the
     /// connection: requests say `connection: close`).
-    fn raw(&self, request: &[u8]) -> String {
+    pub(crate) fn raw(&self, request: &[u8]) -> String {
         let mut stream = TcpStream::connect(&self.addr).unwrap();
         stream.write_all(request).unwrap();
         let mut out = Vec::new();
@@ -1683,7 +1683,7 @@ impl ServerProcess {
         String::from_utf8_lossy(&out).into_owned()
     }
 
-    fn signed_raw(&self, method: &str, path: &str, extra: &str, body: &[u8]) -> String {
+    pub(crate) fn signed_raw(&self, method: &str, path: &str, extra: &str, body: &[u8]) -> String {
         let req = signed(method, path, &[], b"");
         let mut text = format!(
             "{method} {path} HTTP/1.1\r\nhost: {}\r\nconnection: close\r\n",
@@ -1703,7 +1703,7 @@ impl ServerProcess {
     }
 
     /// Sends SIGTERM (by pid): the server's graceful shutdown path.
-    fn terminate(&mut self) {
+    pub(crate) fn terminate(&mut self) {
         let status = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status()

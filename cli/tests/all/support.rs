@@ -18,12 +18,19 @@ pub(crate) struct ServerProcess {
 
 impl ServerProcess {
     /// Starts `partita <global args> serve --bind 127.0.0.1:0 [serve args]`:
-    /// `args` are global arguments up to the first `--client-timeout-ms` or
-    /// `--tls*`, serve arguments from there.
+    /// `args` are global arguments up to the first of `serve`'s own flags
+    /// (`--client-timeout-ms`, `--tls*`, the limits), serve arguments from there.
     pub(crate) fn start(args: &[&str]) -> ServerProcess {
+        const SERVE_FLAGS: [&str; 5] = [
+            "--client-timeout-ms",
+            "--idle-timeout-ms",
+            "--max-connections",
+            "--max-buffered-bytes",
+            "--call-deadline-ms",
+        ];
         let split = args
             .iter()
-            .position(|a| *a == "--client-timeout-ms" || a.starts_with("--tls"))
+            .position(|a| SERVE_FLAGS.contains(a) || a.starts_with("--tls"))
             .unwrap_or(args.len());
         let mut child = Command::new(env!("CARGO_BIN_EXE_partita"))
             .args(&args[..split])
