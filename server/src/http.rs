@@ -55,7 +55,7 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 use super::gateway::Gateway;
 use super::tls::TlsConfig;
@@ -412,6 +412,9 @@ struct ConnState {
     /// Whether a request has been served (idle, rather than first-byte,
     /// timeout).
     served: AtomicBool,
+    /// Wakes the watchdog when the deadline may have moved: the first byte
+    /// of an idle period was read, or the last request in progress ended.
+    changed: Notify,
 }
 
 /// A request in progress on its connection; ends it when dropped.
@@ -423,6 +426,7 @@ impl Drop for Busy {
         if state.in_progress.fetch_sub(1, Ordering::AcqRel) == 1 {
             state.first_byte.store(0, Ordering::Release);
             state.idle_since.store(state.now(), Ordering::Release);
+            state.changed.notify_one();
         }
     }
 }
@@ -435,6 +439,7 @@ impl ConnState {
             idle_since: AtomicU64::new(0),
             first_byte: AtomicU64::new(0),
             served: AtomicBool::new(false),
+            changed: Notify::new(),
         }
     }
 
@@ -449,13 +454,13 @@ impl ConnState {
     }
 
     fn saw_bytes(&self) {
-        if self.first_byte.load(Ordering::Acquire) == 0 {
-            let _ = self.first_byte.compare_exchange(
-                0,
-                self.now() + 1,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            );
+        if self.first_byte.load(Ordering::Acquire) == 0
+            && self
+                .first_byte
+                .compare_exchange(0, self.now() + 1, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        {
+            self.changed.notify_one();
         }
     }
 
@@ -483,21 +488,18 @@ impl ConnState {
     }
 
     /// Completes when the connection has been idle or slow past its
-    /// deadline. A deadline that moves earlier (a byte read, with a header
-    /// timeout shorter than the silence allowed before it) is noticed when
-    /// the earlier one passes, so the connection is closed at most that
-    /// difference late.
+    /// deadline.
     async fn watchdog(&self, options: &ServeOptions) {
-        let busy_check = options
-            .header_timeout
-            .min(options.idle_timeout)
-            .min(options.first_byte_timeout)
-            .max(Duration::from_millis(10));
         loop {
             match self.deadline(options) {
-                None => tokio::time::sleep(busy_check).await,
+                None => self.changed.notified().await,
                 Some(deadline) if deadline <= Instant::now() => return,
-                Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
+                Some(deadline) => {
+                    tokio::select! {
+                        () = tokio::time::sleep_until(deadline.into()) => {}
+                        () = self.changed.notified() => {}
+                    }
+                }
             }
         }
     }

@@ -119,12 +119,17 @@ fn rss_of(pid: u32) -> u64 {
     kb * 1024
 }
 
+/// The HTTP/2 connection preface and an empty SETTINGS frame.
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00";
+
 #[test]
 fn silent_and_idle_connections_are_closed() {
+    // Headers may take ten minutes (longer than the test's ceiling), so
+    // only the silence deadline can close these connections.
     let server = ServerProcess::start(&[
         "--in-memory",
         "--client-timeout-ms",
-        "300",
+        "600000",
         "--idle-timeout-ms",
         "300",
     ]);
@@ -138,19 +143,49 @@ fn silent_and_idle_connections_are_closed() {
     let (status, response) = read_response(&mut idle);
     assert_eq!(status, 200, "{response}");
     assert!(read_until_closed(&mut idle).is_empty());
-    // HTTP/2 with prior knowledge: the preface and settings, then nothing.
+    assert_serves(&server);
+}
+
+#[test]
+fn headers_that_never_end_are_cut_off() {
+    // Silence is allowed for ten minutes (longer than the test's ceiling),
+    // so only the header deadline can close these connections.
+    let server = ServerProcess::start(&[
+        "--in-memory",
+        "--client-timeout-ms",
+        "300",
+        "--idle-timeout-ms",
+        "600000",
+    ]);
+    let mut h1 = connect(&server);
+    h1.write_all(b"GET / HTTP/1.1\r\nhost: x\r\n").unwrap();
+    read_until_closed(&mut h1);
+    // HTTP/2 with prior knowledge: only the preface and settings (bytes,
+    // but never a request head).
     let mut h2 = connect(&server);
-    h2.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
-        .unwrap();
+    h2.write_all(H2_PREFACE).unwrap();
     read_until_closed(&mut h2);
     // HTTP/2: a header block that never ends (HEADERS without END_HEADERS).
     let mut h2 = connect(&server);
-    h2.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
-        .unwrap();
+    h2.write_all(H2_PREFACE).unwrap();
     h2.write_all(b"\x00\x00\x01\x01\x00\x00\x00\x00\x01\x83")
         .unwrap();
     read_until_closed(&mut h2);
     assert_serves(&server);
+    // TLS: the start of a ClientHello, then nothing (the handshake counts
+    // as the first request's head).
+    let server = ServerProcess::start(&[
+        "--in-memory",
+        "--client-timeout-ms",
+        "300",
+        "--idle-timeout-ms",
+        "600000",
+        "--tls",
+    ]);
+    let mut tls = connect(&server);
+    tls.write_all(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")
+        .unwrap();
+    read_until_closed(&mut tls);
 }
 
 #[test]
