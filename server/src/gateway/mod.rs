@@ -484,4 +484,54 @@ mod tests {
         assert_eq!(decode_path("/dbs//colls").unwrap_err().status, 400);
         assert_eq!(decode_path("/dbs/%ff").unwrap_err().status, 400);
     }
+
+    /// A request head `authorize` refuses gets the response `handle` gives
+    /// the whole request; one it lets through, `handle` authenticates too.
+    #[test]
+    fn authorize_answers_from_the_head_as_handle_does() {
+        let key = MasterKey::from_base64(auth::EMULATOR_KEY).unwrap();
+        let gw =
+            Gateway::new(Database::in_memory(), key.clone(), GatewayLimits::default()).unwrap();
+        let now = SystemTime::now();
+        let date = httpdate::fmt_http_date(now);
+        let head = |path: &str, signed_as: &str, date: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert("x-ms-date", date.parse().unwrap());
+            headers.insert("x-ms-activity-id", "a".parse().unwrap());
+            if !signed_as.is_empty() {
+                let segments = decode_path(signed_as).unwrap();
+                let (kind, link) = auth::resource_of(&segments);
+                let token = key.authorization("GET", &kind, &link, date);
+                headers.insert("authorization", token.parse().unwrap());
+            }
+            WireRequest {
+                method: "GET".to_owned(),
+                path: path.to_owned(),
+                headers,
+                body: bytes::Bytes::new(),
+            }
+        };
+        let stale = httpdate::fmt_http_date(now - Duration::from_secs(3600));
+        let refused = [
+            head("/dbs", "", &date),
+            head("/dbs/other", "/dbs/d", &date),
+            head("/dbs/d", "/dbs/d", &stale),
+            head("/dbs//x", "", &date),
+        ];
+        for req in refused {
+            let early = gw
+                .authorize(&req.method, &req.path, &req.headers, now)
+                .unwrap_err();
+            let late = gw.handle(&req, now);
+            assert!(matches!(early.status, 400 | 401), "{}", early.status);
+            assert_eq!(
+                (early.status, &early.headers, &early.body),
+                (late.status, &late.headers, &late.body)
+            );
+        }
+        let req = head("/dbs", "/dbs", &date);
+        gw.authorize(&req.method, &req.path, &req.headers, now)
+            .unwrap();
+        assert_eq!(gw.handle(&req, now).status, 200);
+    }
 }
