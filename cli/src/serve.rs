@@ -45,6 +45,20 @@ pub(crate) struct ServeArgs {
     /// How long a client may take to send a request's headers, and then its body (milliseconds).
     #[arg(long, default_value_t = 30_000, value_name = "MS")]
     client_timeout_ms: u64,
+    /// How long a new connection may stay silent, and then silent between requests (milliseconds).
+    #[arg(long, value_name = "MS")]
+    idle_timeout_ms: Option<u64>,
+    /// The most connections served at once; more are answered 503 and closed.
+    #[arg(long, default_value_t = ServeOptions::default().max_connections, value_name = "N")]
+    max_connections: usize,
+    /// The most bytes of request bodies held at once, over all connections;
+    /// a request that cannot get its share within two seconds is answered 503.
+    #[arg(long, default_value_t = ServeOptions::default().max_buffered_bytes, value_name = "BYTES")]
+    max_buffered_bytes: usize,
+    /// How long a request may run before it is answered 408 (milliseconds; by
+    /// default the scripts' wall clock plus 5 s).
+    #[arg(long, value_name = "MS")]
+    call_deadline_ms: Option<u64>,
     /// Serve HTTPS (HTTP/1.1 and h2 by ALPN) with a self-signed certificate
     /// generated at start for localhost, 127.0.0.1 and ::1; its PEM file is
     /// named in the startup line.
@@ -88,12 +102,19 @@ fn serve(db: anyhow::Result<(Database, Limits)>, args: &ServeArgs) -> anyhow::Re
         .map_err(|e| WireError::new(e.status(), e.to_string()))?
         .with_https(tls.is_some())
         .with_script_limits(script_limits);
+    let defaults = ServeOptions::default();
+    let idle = args.idle_timeout_ms.map(Duration::from_millis);
     let options = ServeOptions {
         bind: args.bind,
         header_timeout: Duration::from_millis(args.client_timeout_ms),
         body_timeout: Duration::from_millis(args.client_timeout_ms),
+        first_byte_timeout: idle.unwrap_or(defaults.first_byte_timeout),
+        idle_timeout: idle.unwrap_or(defaults.idle_timeout),
+        max_connections: args.max_connections.max(1),
+        max_buffered_bytes: args.max_buffered_bytes,
+        call_deadline: args.call_deadline_ms.map(Duration::from_millis),
         tls: tls.as_ref().map(|(config, _)| config.clone()),
-        ..ServeOptions::default()
+        ..defaults
     };
     let server = Server::bind(Arc::new(gateway), options)?;
     let addr = server.local_addr()?;

@@ -3,7 +3,9 @@
 //! a local stand-in, stored procedures and triggers included.
 //!
 //! ```text
-//!   TCP ─► hyper (HTTP/1.1, header timeout) ─► read body (size limit, timeout)
+//!   TCP ─► connection cap ─► hyper (HTTP/1.1, h2c; idle and header deadlines)
+//!       ─► signature from the head (401) ─► read body (size limit, shared
+//!          byte budget, timeout)
 //!       ─► spawn_blocking ─► Gateway::handle (sync: auth, routing, engine calls)
 //!       ─► response
 //! ```
@@ -27,7 +29,7 @@ mod wire;
 
 pub use auth::{BadKey, EMULATOR_KEY, MAX_CLOCK_SKEW, MasterKey, is_rid_based, resource_of};
 pub use epk::effective_partition_key;
-pub use gateway::{Gateway, GatewayLimits};
+pub use gateway::{CALL_MARGIN, Gateway, GatewayLimits};
 pub use http::{ServeOptions, Server, ServerError};
 pub use registry::SYSTEM_CONTAINER;
 pub use tls::{SELF_SIGNED_NAMES, TlsConfig, TlsError};

@@ -1710,7 +1710,7 @@ impl ServerProcess {
     }
 
     /// Sends SIGTERM (by pid): the server's graceful shutdown path.
-    fn terminate(&mut self) {
+    pub(crate) fn terminate(&mut self) {
         let status = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status()
@@ -1812,11 +1812,16 @@ fn slow_clients_are_cut_off() {
         text.is_empty() || text.starts_with("HTTP/1.1 408"),
         "{text}"
     );
-    // A body that never ends: 408 with the Cosmos body.
+    // A body that never ends: 408 with the Cosmos body. (Signed: an
+    // unsigned request is refused from its head, body unread.)
+    let req = signed("POST", "/dbs", &[], b"");
     let mut stream = TcpStream::connect(&server.addr).unwrap();
-    stream
-        .write_all(b"POST /dbs HTTP/1.1\r\nhost: x\r\ncontent-length: 100\r\n\r\n{")
-        .unwrap();
+    let head = format!(
+        "POST /dbs HTTP/1.1\r\nhost: x\r\nauthorization: {}\r\nx-ms-date: {}\r\ncontent-length: 100\r\n\r\n{{",
+        req.headers["authorization"].to_str().unwrap(),
+        req.headers["x-ms-date"].to_str().unwrap(),
+    );
+    stream.write_all(head.as_bytes()).unwrap();
     let mut out = Vec::new();
     let _ = stream.read_to_end(&mut out);
     let text = String::from_utf8_lossy(&out);

@@ -18,15 +18,21 @@ pub(crate) struct ServerProcess {
 
 impl ServerProcess {
     /// Starts `partita <global args> serve --bind 127.0.0.1:0 [serve args]`:
-    /// `args` are global arguments up to the first `--client-timeout-ms`,
-    /// `--scripts-in-process` or `--tls*`, serve arguments from there.
+    /// `args` are global arguments up to the first of `serve`'s own flags
+    /// (`--client-timeout-ms`, `--tls*`, the limits, `--scripts-in-process`),
+    /// serve arguments from there.
     pub(crate) fn start(args: &[&str]) -> ServerProcess {
+        const SERVE_FLAGS: [&str; 6] = [
+            "--client-timeout-ms",
+            "--scripts-in-process",
+            "--idle-timeout-ms",
+            "--max-connections",
+            "--max-buffered-bytes",
+            "--call-deadline-ms",
+        ];
         let split = args
             .iter()
-            .position(|a| {
-                ["--client-timeout-ms", "--scripts-in-process"].contains(a)
-                    || a.starts_with("--tls")
-            })
+            .position(|a| SERVE_FLAGS.contains(a) || a.starts_with("--tls"))
             .unwrap_or(args.len());
         let mut child = Command::new(env!("CARGO_BIN_EXE_partita"))
             .args(&args[..split])

@@ -16,6 +16,10 @@
 //!   ─► common headers: activity id, request charge, session token, version
 //! ```
 //!
+//! [`Gateway::authorize`] is the same path decoding and signature check on
+//! a request's head alone: the transport calls it before reading a body,
+//! so an unsigned request never gets one buffered.
+//!
 //! A path whose database segment is a rid (`dbs/AAAAAQ==/colls/
 //! AAAAAQAAAAI=/docs/{docRid}`, the documents' `_self` links) is signed
 //! under its last rid, then its rids are replaced by the names they stand
@@ -47,8 +51,9 @@ mod responses;
 mod scripts;
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
+use hyper::HeaderMap;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 
 use super::auth::{self, MasterKey};
@@ -63,6 +68,8 @@ use scripts::{script_kind, script_rid};
 
 /// The protocol version the gateway speaks.
 const API_VERSION: &str = "2020-07-15";
+/// What [`Gateway::call_deadline`] adds to the scripts' wall clock.
+pub const CALL_MARGIN: Duration = Duration::from_secs(5);
 /// Characters `encodeURIComponent` leaves alone (the script-log header).
 const URI_COMPONENT: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'-')
@@ -158,12 +165,52 @@ impl Gateway {
     /// Answers one request; `now` is the clock the request date is checked
     /// against. Never panics on any input.
     pub fn handle(&self, req: &WireRequest, now: SystemTime) -> WireResponse {
-        let mut response = match self.route(req, now) {
+        let routed = self.route(req, now);
+        self.finish(&req.headers, routed)
+    }
+
+    /// Checks a request's path and signature from its head alone (the
+    /// master-key signature covers the verb, the path and the date, not the
+    /// body), so the transport can refuse a request before reading its
+    /// body. `Err` is the response [`Gateway::handle`] would give the whole
+    /// request: 400 for a malformed path, 401 for a missing or wrong
+    /// signature or date.
+    ///
+    /// # Errors
+    /// The 400 or 401 response.
+    pub fn authorize(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &HeaderMap,
+        now: SystemTime,
+    ) -> Result<(), WireResponse> {
+        decode_path(path)
+            .and_then(|segments| auth::verify(&self.key, method, &segments, headers, now))
+            .map_err(|err| self.finish(headers, Err(err)))
+    }
+
+    /// How long the transport lets one request's handler run before it
+    /// answers 408 in its place: the scripts' wall clock plus
+    /// [`CALL_MARGIN`] for the engine work around a script and the wait for
+    /// a handler thread. A handler past it is stuck (a script in process
+    /// can run a native loop the wall clock does not reach).
+    pub fn call_deadline(&self) -> Duration {
+        self.script_limits
+            .wall_time
+            .max(self.script_limits.accept_wall_time)
+            + CALL_MARGIN
+    }
+
+    /// The response for a routed request: its error rendered, and the
+    /// headers every response carries.
+    fn finish(&self, headers: &HeaderMap, routed: Result<WireResponse, WireError>) -> WireResponse {
+        let mut response = match routed {
             Ok(response) => response,
             Err(err) => {
                 let mut response = err.response();
                 if let Some(logs) = &err.logs
-                    && flag(&req.headers, "x-ms-documentdb-script-enable-logging").unwrap_or(false)
+                    && flag(headers, "x-ms-documentdb-script-enable-logging").unwrap_or(false)
                 {
                     response = response.with(
                         "x-ms-documentdb-script-log-results",
@@ -173,7 +220,7 @@ impl Gateway {
                 response
             }
         };
-        let activity = match header(&req.headers, "x-ms-activity-id") {
+        let activity = match header(headers, "x-ms-activity-id") {
             Ok(Some(id)) if !id.is_empty() => id.to_owned(),
             _ => format!(
                 "00000000-0000-4000-8000-{:012x}",
@@ -436,5 +483,55 @@ mod tests {
         );
         assert_eq!(decode_path("/dbs//colls").unwrap_err().status, 400);
         assert_eq!(decode_path("/dbs/%ff").unwrap_err().status, 400);
+    }
+
+    /// A request head `authorize` refuses gets the response `handle` gives
+    /// the whole request; one it lets through, `handle` authenticates too.
+    #[test]
+    fn authorize_answers_from_the_head_as_handle_does() {
+        let key = MasterKey::from_base64(auth::EMULATOR_KEY).unwrap();
+        let gw =
+            Gateway::new(Database::in_memory(), key.clone(), GatewayLimits::default()).unwrap();
+        let now = SystemTime::now();
+        let date = httpdate::fmt_http_date(now);
+        let head = |path: &str, signed_as: &str, date: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert("x-ms-date", date.parse().unwrap());
+            headers.insert("x-ms-activity-id", "a".parse().unwrap());
+            if !signed_as.is_empty() {
+                let segments = decode_path(signed_as).unwrap();
+                let (kind, link) = auth::resource_of(&segments);
+                let token = key.authorization("GET", &kind, &link, date);
+                headers.insert("authorization", token.parse().unwrap());
+            }
+            WireRequest {
+                method: "GET".to_owned(),
+                path: path.to_owned(),
+                headers,
+                body: bytes::Bytes::new(),
+            }
+        };
+        let stale = httpdate::fmt_http_date(now - Duration::from_secs(3600));
+        let refused = [
+            head("/dbs", "", &date),
+            head("/dbs/other", "/dbs/d", &date),
+            head("/dbs/d", "/dbs/d", &stale),
+            head("/dbs//x", "", &date),
+        ];
+        for req in refused {
+            let early = gw
+                .authorize(&req.method, &req.path, &req.headers, now)
+                .unwrap_err();
+            let late = gw.handle(&req, now);
+            assert!(matches!(early.status, 400 | 401), "{}", early.status);
+            assert_eq!(
+                (early.status, &early.headers, &early.body),
+                (late.status, &late.headers, &late.body)
+            );
+        }
+        let req = head("/dbs", "/dbs", &date);
+        gw.authorize(&req.method, &req.path, &req.headers, now)
+            .unwrap();
+        assert_eq!(gw.handle(&req, now).status, 200);
     }
 }
