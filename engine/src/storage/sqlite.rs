@@ -375,7 +375,10 @@ fn why_unwritable(path: &Path, failure: &OpenFailure) -> Option<String> {
     let full =
         |what: &dyn std::fmt::Display| format!("the disk is full ({what}); free space and restart");
     if failure.code == Some(rusqlite::ErrorCode::DiskFull) {
-        return Some(full(&failure.error));
+        return Some(match &failure.error {
+            Error::Storage(message) => full(message),
+            other => full(other),
+        });
     }
     let explain = |file: &Path, e: std::io::Error| match e.kind() {
         ErrorKind::StorageFull | ErrorKind::QuotaExceeded => Some(full(&e)),
@@ -1525,6 +1528,69 @@ mod tests {
         storage.delete_container("c").unwrap();
         assert!(storage.load().unwrap().is_empty());
         assert_eq!(storage.commit(record("again")).unwrap(), Lsn(1));
+    }
+
+    #[test]
+    fn file_uris_escape_what_a_uri_gives_meaning_to() {
+        assert_eq!(
+            file_uri(Path::new("/a b/c?d#e%f.sqlite"), "immutable=1"),
+            "file:/a%20b/c%3Fd%23e%25f.sqlite?immutable=1"
+        );
+    }
+
+    #[test]
+    fn a_store_on_a_full_disk_opens_read_only_with_its_log() {
+        let tmp = tempfile::tempdir().unwrap();
+        let live = tmp.path().join("live.sqlite");
+        // A directory name with characters a URI escapes.
+        let dir = tmp.path().join("data ?#%");
+        std::fs::create_dir(&dir).unwrap();
+        let path = dir.join("db.sqlite");
+        let storage = SqliteStorage::open(&live, Durability::Full).unwrap();
+        history(&storage);
+        // A document over a page: folding it needs new pages.
+        let mut big = write("big", Some(9));
+        let doc = Document::new(
+            serde_json::json!({"id": "big", "pk": "a", "n": 9, "pad": "x".repeat(20_000), "_etag": "\"1\"", "_ts": 1}),
+        );
+        big.changes[0].text = Some(Arc::from(doc.value().to_string()));
+        big.changes[0].document = Some(doc);
+        storage.commit(big).unwrap();
+        let mut state = history_state();
+        state.insert("big".to_owned(), 9);
+        // A crash: every commit is in the log, none folded into docs.
+        for suffix in ["", "-wal"] {
+            std::fs::copy(
+                format!("{}{suffix}", live.display()),
+                format!("{}{suffix}", path.display()),
+            )
+            .unwrap();
+        }
+        // On a full disk: no room to fold them at open.
+        let storage = SqliteStorage::open_limited(&path, Durability::Full, 100, Some(1)).unwrap();
+        let reason = storage.read_only().expect("read-only");
+        assert!(
+            reason.starts_with(&format!(
+                "the store at {} is read-only: the disk is full",
+                dir.display()
+            )),
+            "{reason}"
+        );
+        assert_eq!(loaded(&storage), state);
+        assert!(
+            matches!(storage.commit(write("d", Some(1))), Err(Error::ReadOnly(r)) if r == reason)
+        );
+        assert!(matches!(
+            storage.create_container(&meta()),
+            Err(Error::ReadOnly(_))
+        ));
+        assert_eq!(storage.read_changes("c", Lsn::ZERO, 100).unwrap().len(), 7);
+        drop(storage);
+        // With space: writable, nothing lost, the log continues.
+        let storage = SqliteStorage::open(&path, Durability::Full).unwrap();
+        assert_eq!(storage.read_only(), None);
+        assert_eq!(loaded(&storage), state);
+        assert_eq!(storage.commit(write("d", Some(1))).unwrap(), Lsn(8));
     }
 
     fn meta() -> ContainerMeta {
