@@ -346,7 +346,7 @@ struct ReadOnly {
 /// Why opening a store for writing failed: the error, and SQLite's code
 /// when SQLite failed (`SQLITE_FULL` is a full disk).
 struct OpenFailure {
-    error: Error,
+    error: Box<Error>,
     code: Option<rusqlite::ErrorCode>,
 }
 
@@ -354,14 +354,17 @@ impl OpenFailure {
     fn sqlite(context: &'static str) -> impl Fn(rusqlite::Error) -> OpenFailure {
         move |e| OpenFailure {
             code: e.sqlite_error_code(),
-            error: Error::storage(context, e),
+            error: Box::new(Error::storage(context, e)),
         }
     }
 }
 
 impl From<Error> for OpenFailure {
     fn from(error: Error) -> OpenFailure {
-        OpenFailure { error, code: None }
+        OpenFailure {
+            error: Box::new(error),
+            code: None,
+        }
     }
 }
 
@@ -375,7 +378,7 @@ fn why_unwritable(path: &Path, failure: &OpenFailure) -> Option<String> {
     let full =
         |what: &dyn std::fmt::Display| format!("the disk is full ({what}); free space and restart");
     if failure.code == Some(rusqlite::ErrorCode::DiskFull) {
-        return Some(match &failure.error {
+        return Some(match &*failure.error {
             Error::Storage(message) => full(message),
             other => full(other),
         });
@@ -480,7 +483,7 @@ impl SqliteStorage {
                 Err(failure) => failure,
             };
         let Some(cause) = why_unwritable(path, &failure) else {
-            return Err(failure.error);
+            return Err(*failure.error);
         };
         let dir = path
             .parent()
