@@ -10,7 +10,8 @@
 //! with 200 and every acknowledged document, and every write with a 503
 //! naming the data directory and the full disk. Then the tmpfs is
 //! remounted larger (space freed) and a restart writes again, with nothing
-//! lost.
+//! lost. A store on a read-only bind mount (killed, so its log holds
+//! commits not yet copied into the file) serves reads the same way.
 //!
 //! `PARTITA_DISK_FILL_WRITES` (default 1,000) bounds the writes that fill
 //! the disk (32 KB each on a 4 MB disk: it fills after about 100). Each
@@ -334,4 +335,90 @@ fn a_full_disk_leaves_the_server_readable_and_a_restart_with_space_writable() {
     assert_eq!(status, 201, "a write after space was freed: {body}");
     acked.push(format!("c{}", max + 2));
     server.check_documents(&acked);
+}
+
+/// A read-only bind mount of a directory, unmounted when dropped.
+struct ReadOnlyMount {
+    path: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl ReadOnlyMount {
+    fn new(source: &Path) -> ReadOnlyMount {
+        let dir = tempfile::tempdir().expect("a directory for the mount point");
+        let path = dir.path().join("ro");
+        std::fs::create_dir(&path).unwrap();
+        let mount = |args: &[&std::ffi::OsStr]| {
+            let out = Command::new("mount")
+                .args(args)
+                .output()
+                .expect("run mount");
+            assert!(
+                out.status.success(),
+                "this test needs a read-only bind mount and cannot make one (mounting needs root, as in CI): {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        };
+        mount(&["--bind".as_ref(), source.as_os_str(), path.as_os_str()]);
+        let guard = ReadOnlyMount { path, _dir: dir };
+        mount(&[
+            "-o".as_ref(),
+            "remount,ro,bind".as_ref(),
+            guard.path.as_os_str(),
+        ]);
+        guard
+    }
+}
+
+impl Drop for ReadOnlyMount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.path).status();
+    }
+}
+
+#[test]
+fn a_read_only_file_system_leaves_the_server_readable() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let acked: Vec<String> = (0..5).map(|i| format!("c{i}")).collect();
+    {
+        let server = Server::start(&data);
+        let (status, body) = server.request("POST", "/dbs", &[], br#"{"id":"d"}"#);
+        assert_eq!(status, 201, "{body}");
+        let (status, body) = server.request(
+            "POST",
+            "/dbs/d/colls",
+            &[],
+            br#"{"id":"c","partitionKey":{"paths":["/pk"],"kind":"Hash","version":2}}"#,
+        );
+        assert_eq!(status, 201, "{body}");
+        for i in 0..acked.len() {
+            let (status, body) = server.create(&comment(i));
+            assert_eq!(status, 201, "{body}");
+        }
+    } // Killed: the log holds what was not yet copied into the file.
+    let mount = ReadOnlyMount::new(&data);
+    let server = Server::start(&mount.path);
+    let warning = server
+        .wait_stderr("is read-only")
+        .unwrap_or_else(|seen| panic!("no warning at start; stderr: {seen:?}"));
+    assert!(
+        warning.contains("the file system is read-only"),
+        "{warning}"
+    );
+    server.check_documents(&acked);
+    let (status, body) = server.create(&comment(99));
+    assert_eq!(status, 503, "a write on the read-only file system: {body}");
+    let message = body["message"].as_str().unwrap_or_default();
+    let expected = format!(
+        "the store at {} is read-only: the file system is read-only",
+        mount.path.display()
+    );
+    assert!(message.contains(&expected), "{message}");
+    drop(server);
+    drop(mount);
+    // Writable again where it is writable.
+    let server = Server::start(&data);
+    let (status, body) = server.create(&comment(99));
+    assert_eq!(status, 201, "{body}");
 }
