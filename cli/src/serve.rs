@@ -3,7 +3,10 @@
 //! Opens the database (durable by default), binds, prints one JSON line
 //! with the endpoint and key on stdout (so scripts and tests can read where
 //! to connect), then serves until SIGINT or SIGTERM and shuts down
-//! gracefully.
+//! gracefully. A store that cannot write (a full disk, a read-only file
+//! system, no permission) opens read-only: the server starts, prints a
+//! `{"warning": …}` line on stderr naming the directory and the cause,
+//! serves reads, and answers writes with 503.
 //!
 //! With `--tls` it serves HTTPS with a self-signed certificate generated at
 //! start, written as PEM to `tls-cert.pem` in the data directory (in a
@@ -94,6 +97,11 @@ fn serve(db: anyhow::Result<(Database, Limits)>, args: &ServeArgs) -> anyhow::Re
     let key = MasterKey::from_base64(&args.key)?;
     let (db, script_limits) = db?;
     let isolated = script_limits.workers.is_some();
+    // A store that could not write at open serves reads; say so at once.
+    if let Some(reason) = db.raw().read_only() {
+        let warning = json!({"warning": format!("{reason}; serving reads, writes answer 503")});
+        let _ = writeln!(std::io::stderr(), "{warning}");
+    }
     // Kept until the server stops: the generated certificate of an
     // in-memory server lives in it.
     let mut temp_dir = None;

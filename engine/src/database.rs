@@ -4,7 +4,9 @@
 //!   Database (Arc<DbInner>, cheap to clone and share between threads)
 //!     ├─ storage: Box<dyn Storage>        SQLite file or memory
 //!     ├─ containers: RwLock<id ──► Arc<ContainerInner>>
-//!     ├─ failed: set after a storage error; every later write is refused
+//!     ├─ failed: set after a storage error, or at open when the store
+//!     │          cannot write (full disk, read-only file system, no
+//!     │          permission); every write is refused with 503, reads go on
 //!     └─ lock: the data directory's LOCK file, held for the process's life
 //! ```
 //!
@@ -106,9 +108,19 @@ impl DbInner {
     }
 
     pub(crate) fn mark_failed(&self, err: &Error) {
+        let reason = match err {
+            Error::ReadOnly(reason) => reason.clone(),
+            err => Error::after_failure(err).to_string(),
+        };
+        self.refuse_writes(reason);
+    }
+
+    /// Refuses every later write with 503 and `reason` (the first reason
+    /// given is kept).
+    fn refuse_writes(&self, reason: String) {
         let mut failure = self.failure.lock();
         if failure.is_none() {
-            *failure = Some(err.to_string());
+            *failure = Some(reason);
         }
         self.failed.store(true, Ordering::Release);
     }
@@ -124,6 +136,13 @@ pub struct Database {
 impl Database {
     /// Opens (creating if needed) a durable database in `dir` with default
     /// options (`Durability::Full`).
+    ///
+    /// A store that cannot write (the disk is full, the file system is
+    /// read-only, no permission to write the directory or its files) opens
+    /// read-only: everything committed is readable, and every write fails
+    /// with [`Error::ReadOnly`] (503), naming the directory, the cause and
+    /// the remedy ([`Database::read_only`]). Opened again once it can
+    /// write, it is writable, with nothing lost.
     ///
     /// # Errors
     /// [`Error::Locked`] when another process has the directory open;
@@ -180,7 +199,7 @@ impl Database {
     fn build(
         storage: Box<dyn Storage>,
         options: Options,
-        dir: Option<(PathBuf, File)>,
+        dir: Option<(PathBuf, Option<File>)>,
     ) -> Result<Database> {
         let (dir, lock) = dir.unzip();
         let mut containers = HashMap::new();
@@ -205,8 +224,11 @@ impl Database {
             failure: Mutex::new(None),
             dir,
             purger: OnceLock::new(),
-            _lock: lock,
+            _lock: lock.flatten(),
         };
+        if let Some(reason) = inner.storage.read_only() {
+            inner.refuse_writes(reason);
+        }
         let inner = Arc::new(inner);
         if inner
             .containers
@@ -249,11 +271,13 @@ impl Database {
         let path = PartitionKeyPath::parse(&props.partition_key_path)
             .map_err(|e| Error::BadRequest(format!("container {:?}: {e}", props.id)))?;
         let partition_key_path = path.as_str().to_owned();
-        self.inner.check_writable()?;
         let mut containers = self.inner.containers.write();
+        // Existence first: `create_container_if_not_exists` finds an
+        // existing container on a read-only store.
         if containers.contains_key(&props.id) {
             return Err(Error::ContainerExists(props.id));
         }
+        self.inner.check_writable()?;
         let meta = ContainerMeta {
             ordinal: containers
                 .values()
@@ -383,6 +407,7 @@ impl Database {
     /// # Errors
     /// [`Error::LockTimeout`], [`Error::ReadOnly`], storage errors.
     pub fn purge_expired(&self) -> Result<usize> {
+        self.inner.check_writable()?;
         let containers: Vec<Arc<ContainerInner>> =
             self.inner.containers.read().values().cloned().collect();
         let mut purged = 0;
@@ -401,10 +426,29 @@ impl Database {
         Ok(purged)
     }
 
-    /// Whether an earlier storage failure made the database refuse writes,
-    /// and why.
+    /// Why the database refuses writes, if it does: the message of the
+    /// 503 every write gets, after a storage failure or since it was
+    /// opened on a store that could not write ([`Database::read_only`]).
     pub fn failure(&self) -> Option<String> {
         self.inner.failure.lock().clone()
+    }
+
+    /// Why the store opened read-only, if it did: it could not write when
+    /// it was opened (a full disk, a read-only file system, no permission).
+    /// The message names the data directory, the cause and the remedy,
+    /// such as "the store at DIR is read-only: the disk is full (…); free
+    /// space and restart". Reads, queries and feeds work; every write
+    /// fails with it (503) until the database is opened again once it can
+    /// write.
+    pub fn read_only(&self) -> Option<String> {
+        self.inner.storage.read_only()
+    }
+
+    /// Whether every write is refused (503): the store opened read-only,
+    /// or a storage failure since made it so ([`Database::failure`] says
+    /// why).
+    pub fn is_read_only(&self) -> bool {
+        self.inner.failed.load(Ordering::Acquire)
     }
 }
 
@@ -459,17 +503,43 @@ fn run_purger(db: &Weak<DbInner>, stop: &(Mutex<bool>, Condvar), interval: Durat
     }
 }
 
-/// Takes the data directory's lock, or says who holds it.
-fn lock_dir(dir: &Path) -> Result<File> {
+/// Takes the data directory's lock, or says who holds it. A lock file
+/// that cannot be opened for writing (a read-only file system, no
+/// permission) is locked through a read-only handle: `flock` needs none,
+/// and the store then opens read-only. On a read-only file system without
+/// a lock file there is nothing to lock, and no need: nobody can write
+/// there.
+fn lock_dir(dir: &Path) -> Result<Option<File>> {
+    use std::io::ErrorKind;
     let path = dir.join(LOCK_FILE);
-    let file = File::options()
+    let file = match File::options()
         .create(true)
         .truncate(false)
         .write(true)
         .open(&path)
-        .map_err(|e| Error::storage(&format!("open {}", path.display()), e))?;
+    {
+        Ok(file) => file,
+        Err(e)
+            if matches!(
+                e.kind(),
+                ErrorKind::ReadOnlyFilesystem | ErrorKind::PermissionDenied
+            ) =>
+        {
+            match File::open(&path) {
+                Ok(file) => file,
+                Err(missing)
+                    if missing.kind() == ErrorKind::NotFound
+                        && e.kind() == ErrorKind::ReadOnlyFilesystem =>
+                {
+                    return Ok(None);
+                }
+                Err(_) => return Err(Error::storage(&format!("open {}", path.display()), e)),
+            }
+        }
+        Err(e) => return Err(Error::storage(&format!("open {}", path.display()), e)),
+    };
     match file.try_lock() {
-        Ok(()) => Ok(file),
+        Ok(()) => Ok(Some(file)),
         Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked {
             path: PathBuf::from(dir),
         }),

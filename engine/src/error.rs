@@ -172,9 +172,13 @@ pub enum Error {
     /// parameter, bad continuation token).
     #[error("bad query: {0}")]
     Query(#[from] crate::query::QueryError),
-    /// An earlier storage failure made the store read-only: it refuses writes
-    /// rather than retrying an fsync whose outcome is unknown.
-    #[error("the store refuses writes after an earlier storage failure: {0}")]
+    /// The store refuses writes, and the message says why: an earlier
+    /// storage failure made it read-only (it refuses writes rather than
+    /// retrying an fsync whose outcome is unknown), or it could not write
+    /// when it was opened
+    /// (a full disk, a read-only file system, no permission; the message
+    /// names the data directory, the cause and the remedy). Reads go on.
+    #[error("{0}")]
     ReadOnly(String),
     /// The durable store failed (I/O, fsync, SQLite). The write was not
     /// acknowledged, and the store is now read-only.
@@ -250,6 +254,13 @@ impl Error {
     /// Whether retrying the same request unchanged can succeed.
     pub fn is_retryable(&self) -> bool {
         matches!(self, Error::LockTimeout { .. })
+    }
+
+    /// The refusal of every write after the storage failure `cause`.
+    pub(crate) fn after_failure(cause: impl std::fmt::Display) -> Error {
+        Error::ReadOnly(format!(
+            "the store refuses writes after an earlier storage failure: {cause}"
+        ))
     }
 
     pub(crate) fn storage(context: &str, err: impl std::fmt::Display) -> Error {

@@ -31,6 +31,10 @@
 //! Compiled for the engine's own tests and with the `testing` feature: the
 //! integration tests and the facade (for its fuzzer) enable it.
 //!
+//! [`sqlite_on_small_disk`] is the other fault: the real SQLite storage on
+//! a disk that fills up (SQLite's page limit), for the tests of a full
+//! disk at run time and at open.
+//!
 //! Non-goals: faults in the other `Storage` calls (container and script
 //! writes, loading), torn or corrupted files.
 
@@ -43,7 +47,7 @@ use host_api::ScriptKind;
 
 use crate::error::{Error, Result};
 use crate::storage::{
-    Change, CommitRecord, ContainerMeta, LoadedContainer, Lsn, ScriptRecord, Storage,
+    Change, CommitRecord, ContainerMeta, LoadedContainer, Lsn, ScriptRecord, SqliteStorage, Storage,
 };
 
 /// Where an injected commit failure happens.
@@ -261,6 +265,29 @@ impl<S: Storage> Storage for FaultyStorage<S> {
     fn wants_text(&self) -> bool {
         self.inner.wants_text()
     }
+
+    fn read_only(&self) -> Option<String> {
+        self.inner.read_only()
+    }
+}
+
+/// SQLite storage in the file at `path` (durable, the default checkpoint
+/// interval) on a disk that holds `max_pages` pages of 4 KB of it: a write
+/// that would grow the file past them fails with `SQLITE_FULL`, exactly as
+/// on a full disk, and a reopen with the same limit finds the disk still
+/// full. SQLite's `max_page_count`, so it is deterministic and needs no
+/// small file system. A reopen with a larger limit (or through
+/// [`SqliteStorage::open`]) is the restart after space was freed.
+///
+/// # Errors
+/// As [`SqliteStorage::open`].
+pub fn sqlite_on_small_disk(path: &std::path::Path, max_pages: u32) -> Result<SqliteStorage> {
+    SqliteStorage::open_limited(
+        path,
+        crate::storage::Durability::Full,
+        crate::storage::CHECKPOINT_PAGES,
+        Some(max_pages),
+    )
 }
 
 #[cfg(test)]

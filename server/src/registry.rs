@@ -165,8 +165,14 @@ pub(crate) struct Registry {
 }
 
 fn registry_error(e: engine::Error) -> WireError {
+    // A store that refuses writes refuses the registry's with the same 503
+    // as any other write.
+    let status = match e {
+        engine::Error::ReadOnly(_) => 503,
+        _ => 500,
+    };
     WireError::new(
-        500,
+        status,
         format!("the server's registry could not be updated: {e}"),
     )
 }

@@ -1,15 +1,17 @@
 //! The `partita` binary end to end, in one test binary: the command line
 //! (`cli`), `partita fuzz` (`fuzz`), `partita serve` with the official
 //! SDKs (`server`, rid-addressed links in `rid`, clients that try to hold
-//! it in `hostile_http`, the hostile script corpus in `hostile`), and the
-//! Python SDK's own emulator tests against it (`sdk_suite`), with what the
-//! server tests share in `support`. They live in this package because only it can name
+//! it in `hostile_http`, the hostile script corpus in `hostile`, a disk
+//! that fills up in `hostile_disk`), and the Python SDK's own emulator
+//! tests against it (`sdk_suite`), with what the server tests share in
+//! `support`. They live in this package because only it can name
 //! its binary (`CARGO_BIN_EXE_partita`).
 
 mod cli;
 mod fuzz;
 mod hostile;
 mod hostile_http;
+mod hostile_disk;
 mod rid;
 mod sdk_suite;
 mod server;

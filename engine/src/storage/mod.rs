@@ -27,7 +27,13 @@
 //! * `read_changes` never returns a record that `commit` has not acknowledged
 //!   as durable, and never a part of a record;
 //! * an `Err` from `commit` means the record may or may not be durable; the
-//!   engine then refuses all further writes (it never retries).
+//!   engine then refuses all further writes (it never retries);
+//! * a store that cannot write when it is opened (a full disk, a read-only
+//!   file system, no permission) opens read-only rather than not at all,
+//!   with everything committed readable, and says why in
+//!   [`Storage::read_only`]; the engine then refuses writes from the start,
+//!   as after a failure. Nothing written to it is lost: a reopen once it
+//!   can write again finds everything.
 
 mod memory;
 mod sqlite;
@@ -314,4 +320,14 @@ pub trait Storage: Send + Sync {
     /// Whether [`RecordChange::text`] should be filled in (the caller
     /// serializes documents anyway to check their size).
     fn wants_text(&self) -> bool;
+
+    /// Why the store refuses every write since it was opened, if it does:
+    /// it could not write then (a full disk, a read-only file system, no
+    /// permission), so it opened read-only. Loading, reading the change
+    /// log and [`Storage::load`] work; every write returns
+    /// [`crate::Error::ReadOnly`] with this reason, which names the store's
+    /// location, the cause and the remedy.
+    fn read_only(&self) -> Option<String> {
+        None
+    }
 }

@@ -78,7 +78,7 @@ use std::time::Duration;
 
 use host_api::{PartitionKey, ScriptKind};
 use parking_lot::Mutex;
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, OpenFlags, params};
 
 use super::{
     Change, ChangeKind, CommitRecord, ContainerMeta, Durability, LoadedContainer, LoadedDocument,
@@ -331,6 +331,115 @@ pub struct SqliteStorage {
     committer: Option<JoinHandle<()>>,
     reader: Mutex<Connection>,
     shared: Arc<Shared>,
+    /// Set when the store opened read-only.
+    read_only: Option<ReadOnly>,
+}
+
+/// A store opened read-only: why, and the documents its log holds past
+/// the folded marks, which `load` lays over `docs` (folding them would
+/// write).
+struct ReadOnly {
+    reason: String,
+    unfolded: PendingDocs,
+}
+
+/// Why opening a store for writing failed: the error, and SQLite's code
+/// when SQLite failed (`SQLITE_FULL` is a full disk).
+struct OpenFailure {
+    error: Box<Error>,
+    code: Option<rusqlite::ErrorCode>,
+}
+
+impl OpenFailure {
+    fn sqlite(context: &'static str) -> impl Fn(rusqlite::Error) -> OpenFailure {
+        move |e| OpenFailure {
+            code: e.sqlite_error_code(),
+            error: Box::new(Error::storage(context, e)),
+        }
+    }
+}
+
+impl From<Error> for OpenFailure {
+    fn from(error: Error) -> OpenFailure {
+        OpenFailure {
+            error: Box::new(error),
+            code: None,
+        }
+    }
+}
+
+/// Why the store at `path` cannot be written, as "the cause (the error);
+/// the remedy", when that is why opening it for writing failed; `None` for
+/// any other failure (a corrupt file), which opening read-only would not
+/// mend. Files that exist are opened for writing (nothing is written), and
+/// a probe file is written, synced and removed in the directory.
+fn why_unwritable(path: &Path, failure: &OpenFailure) -> Option<String> {
+    use std::io::ErrorKind;
+    let full =
+        |what: &dyn std::fmt::Display| format!("the disk is full ({what}); free space and restart");
+    if failure.code == Some(rusqlite::ErrorCode::DiskFull) {
+        return Some(match &*failure.error {
+            Error::Storage(message) => full(message),
+            other => full(other),
+        });
+    }
+    let explain = |file: &Path, e: std::io::Error| match e.kind() {
+        ErrorKind::StorageFull | ErrorKind::QuotaExceeded => Some(full(&e)),
+        ErrorKind::ReadOnlyFilesystem => Some(format!(
+            "the file system is read-only ({}: {e}); remount it read-write and restart",
+            file.display()
+        )),
+        ErrorKind::PermissionDenied => Some(format!(
+            "no permission to write {} ({e}); give the server's user write access to the directory and its files, and restart",
+            file.display()
+        )),
+        _ => None,
+    };
+    for suffix in ["", "-wal", "-shm"] {
+        let mut file = path.as_os_str().to_owned();
+        file.push(suffix);
+        let file = PathBuf::from(file);
+        if !file.exists() {
+            continue;
+        }
+        if let Err(e) = File::options().write(true).open(&file) {
+            return explain(&file, e);
+        }
+    }
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let probe = dir.join(".partita-write-probe");
+    let written = File::options()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&probe)
+        .and_then(|mut file| {
+            std::io::Write::write_all(&mut file, &[0; 4096])?;
+            file.sync_all()
+        });
+    // A probe that was not created is not there to remove.
+    let _ = std::fs::remove_file(&probe);
+    written.err().and_then(|e| explain(dir, e))
+}
+
+/// `path` as an SQLite URI with `query`: `file:` and the path, with the
+/// characters a URI gives meaning to percent-encoded.
+fn file_uri(path: &Path, query: &str) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut uri = String::from("file:");
+    for &b in path.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
+            uri.push(char::from(b));
+        } else {
+            uri.push_str(&format!("%{b:02X}"));
+        }
+    }
+    uri.push('?');
+    uri.push_str(query);
+    uri
 }
 
 impl SqliteStorage {
@@ -345,6 +454,10 @@ impl SqliteStorage {
     /// Opens the database file at `path`, checkpointing the log every
     /// `checkpoint_pages` pages (at least 100).
     ///
+    /// A store that cannot be written (the disk is full, the file system
+    /// is read-only, no permission to write the directory or its files)
+    /// opens read-only: see [`Storage::read_only`].
+    ///
     /// # Errors
     /// As [`SqliteStorage::open`].
     pub fn open_with(
@@ -352,8 +465,59 @@ impl SqliteStorage {
         durability: Durability,
         checkpoint_pages: u32,
     ) -> Result<SqliteStorage> {
+        SqliteStorage::open_limited(path, durability, checkpoint_pages, None)
+    }
+
+    /// [`SqliteStorage::open_with`], with the file limited to `max_pages`
+    /// pages of 4 KB (SQLite's `max_page_count`): growing past them fails
+    /// as a full disk does. For tests ([`crate::testing`]).
+    pub(crate) fn open_limited(
+        path: &Path,
+        durability: Durability,
+        checkpoint_pages: u32,
+        max_pages: Option<u32>,
+    ) -> Result<SqliteStorage> {
+        let failure =
+            match SqliteStorage::open_writable(path, durability, checkpoint_pages, max_pages) {
+                Ok(storage) => return Ok(storage),
+                Err(failure) => failure,
+            };
+        let Some(cause) = why_unwritable(path, &failure) else {
+            return Err(*failure.error);
+        };
+        let dir = path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let reason = format!("the store at {} is read-only: {cause}", dir.display());
+        SqliteStorage::open_read_only(path, reason).map_err(|e| {
+            Error::Storage(format!(
+                "{}; opening it read-only failed too: {e}",
+                failure.error
+            ))
+        })
+    }
+
+    /// Opens the store for writing: recovers what a crash left unfolded
+    /// and proves that a write reaches the disk.
+    fn open_writable(
+        path: &Path,
+        durability: Durability,
+        checkpoint_pages: u32,
+        max_pages: Option<u32>,
+    ) -> std::result::Result<SqliteStorage, OpenFailure> {
         let checkpoint_pages = checkpoint_pages.max(100);
-        let mut writer = Connection::open(path).map_err(|e| Error::storage("open sqlite", e))?;
+        let mut writer = Connection::open(path).map_err(OpenFailure::sqlite("open sqlite"))?;
+        // Syncs stay on until the store is open: closing the connection on
+        // a failure below checkpoints the log into the file, which must sync.
+        writer
+            .execute_batch("PRAGMA synchronous = FULL")
+            .map_err(OpenFailure::sqlite("initialize sqlite"))?;
+        if let Some(max_pages) = max_pages {
+            writer
+                .execute_batch(&format!("PRAGMA max_page_count = {max_pages}"))
+                .map_err(OpenFailure::sqlite("initialize sqlite"))?;
+        }
         // A store written before `docs` became a fold of the log has every
         // document in `docs`: it is folded up to its last LSN.
         let unfolded_store = writer
@@ -362,16 +526,14 @@ impl SqliteStorage {
                 [],
                 |row| row.get::<_, bool>(0),
             )
-            .map_err(|e| Error::storage("initialize sqlite", e))?;
-        // Commits never sync in SQLite itself: under `Full` the syncer does
-        // it (see the module docs); `None` promises no more.
+            .map_err(OpenFailure::sqlite("initialize sqlite"))?;
         writer
             .execute_batch(&format!(
-                "PRAGMA journal_mode = WAL; PRAGMA synchronous = OFF; PRAGMA wal_autocheckpoint = {checkpoint_pages};"
+                "PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = {checkpoint_pages};"
             ))
-            .map_err(|e| Error::storage("initialize sqlite", e))?;
+            .map_err(OpenFailure::sqlite("initialize sqlite"))?;
         create_schema(&mut writer, unfolded_store)
-            .map_err(|e| Error::storage("initialize sqlite", e))?;
+            .map_err(OpenFailure::sqlite("initialize sqlite"))?;
         let wal_pages = Arc::new(AtomicI64::new(0));
         if durability == Durability::Full {
             // Replaces SQLite's automatic checkpoints, which would run with
@@ -391,7 +553,22 @@ impl SqliteStorage {
             &writer,
             "SELECT container, MAX(lsn) FROM changes GROUP BY container",
         )?;
-        recover(&mut writer, &next_lsn)?;
+        // Folds into `docs` what the log holds past each container's mark:
+        // the commits a crash left unfolded.
+        let mut unfolded = unfolded(&writer, &next_lsn)?;
+        fold(&mut writer, &mut unfolded, &next_lsn).map_err(OpenFailure::sqlite("recover"))?;
+        // A write that reaches the disk, or the store opens read-only: an
+        // unchanged header page still appends a frame to the log (a log
+        // that has room from before is room to write in).
+        let version: i64 = writer
+            .query_row("PRAGMA user_version", [], |row| row.get(0))
+            .map_err(OpenFailure::sqlite("write at open"))?;
+        writer
+            .execute_batch(&format!("PRAGMA user_version = {version}"))
+            .map_err(OpenFailure::sqlite("write at open"))?;
+        writer
+            .execute_batch("PRAGMA synchronous = OFF")
+            .map_err(OpenFailure::sqlite("configure sqlite"))?;
 
         let reader = Connection::open(path).map_err(|e| Error::storage("open sqlite", e))?;
         reader
@@ -445,10 +622,59 @@ impl SqliteStorage {
             committer: Some(committer),
             reader: Mutex::new(reader),
             shared,
+            read_only: None,
+        })
+    }
+
+    /// Opens the store read-only, for `reason`: nothing is written, not
+    /// even SQLite's shared-memory index or a recovery of its log.
+    ///
+    /// When the log (`-wal`) holds commits not yet copied into the file,
+    /// they are read through it as a writer would: SQLite's `unix-none`
+    /// file system (no file locks: the data directory's LOCK keeps other
+    /// writers out) in exclusive locking mode, which builds the log's index
+    /// in memory instead of in a `-shm` file that may not exist and cannot
+    /// be created. Without a log the file is the whole store and is opened
+    /// `immutable` (in WAL mode, a read-only connection would otherwise
+    /// need to create the log).
+    fn open_read_only(path: &Path, reason: String) -> Result<SqliteStorage> {
+        let bad = |e: rusqlite::Error| Error::storage("open sqlite read-only", e);
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let mut wal = path.as_os_str().to_owned();
+        wal.push("-wal");
+        let has_log = std::fs::metadata(&wal).is_ok_and(|m| m.len() > 0);
+        let reader = if has_log {
+            let conn =
+                Connection::open_with_flags_and_vfs(path, flags, c"unix-none").map_err(bad)?;
+            conn.execute_batch("PRAGMA locking_mode = EXCLUSIVE")
+                .map_err(bad)?;
+            conn
+        } else {
+            Connection::open_with_flags(file_uri(path, "immutable=1"), flags).map_err(bad)?
+        };
+        let next_lsn = max_per_container(
+            &reader,
+            "SELECT container, MAX(lsn) FROM changes GROUP BY container",
+        )?;
+        let unfolded = unfolded(&reader, &next_lsn)?;
+        Ok(SqliteStorage {
+            sender: None,
+            committer: None,
+            reader: Mutex::new(reader),
+            shared: Arc::new(Shared {
+                failed: Mutex::new(None),
+                durable: Mutex::new(next_lsn),
+            }),
+            read_only: Some(ReadOnly { reason, unfolded }),
         })
     }
 
     fn meta(&self, op: MetaOp) -> Result<()> {
+        if let Some(read_only) = &self.read_only {
+            return Err(Error::ReadOnly(read_only.reason.clone()));
+        }
         let (reply, receive) = mpsc::sync_channel(1);
         self.send(Request::Meta(op, reply));
         wait(receive)
@@ -536,6 +762,8 @@ impl Storage for SqliteStorage {
             c.max_seq = max_seq.get(&c.meta.id).copied().unwrap_or(0);
         }
         load_scripts(&conn, &index, &mut containers)?;
+        // Read-only, the log's unfolded documents replace their rows.
+        let unfolded = self.read_only.as_ref().map(|r| &r.unfolded);
         let mut stmt = conn
             .prepare("SELECT container, pk, id, rid, body FROM docs")
             .map_err(bad)?;
@@ -544,6 +772,16 @@ impl Storage for SqliteStorage {
             let container: String = row.get(0).map_err(bad)?;
             let pk: String = row.get(1).map_err(bad)?;
             let id: String = row.get(2).map_err(bad)?;
+            if let Some(unfolded) = unfolded {
+                let key = (
+                    Arc::from(container.as_str()),
+                    pk.clone(),
+                    Arc::from(id.as_str()),
+                );
+                if unfolded.contains_key(&key) {
+                    continue;
+                }
+            }
             let rid: i64 = row.get(3).map_err(bad)?;
             let body: String = row.get(4).map_err(bad)?;
             let corrupt = |what: &str| {
@@ -564,6 +802,27 @@ impl Storage for SqliteStorage {
                 rid: rid as u64,
                 size: body.len(),
                 document: Document::new(value),
+            });
+        }
+        for ((container, pk, id), doc) in unfolded.into_iter().flatten() {
+            let Some((document, text)) = &doc.document else {
+                continue;
+            };
+            let corrupt = |what: &str| {
+                Error::Storage(format!(
+                    "corrupt change log entry: container {container:?}, pk {pk}, id {id:?}: {what}"
+                ))
+            };
+            let &i = index
+                .get(&**container)
+                .ok_or_else(|| corrupt("unknown container"))?;
+            let c = &mut containers[i];
+            c.max_seq = c.max_seq.max(doc.rid);
+            c.documents.push(LoadedDocument {
+                partition_key: PartitionKey::parse(pk).map_err(|e| corrupt(&e.to_string()))?,
+                rid: doc.rid,
+                size: text.len(),
+                document: document.clone(),
             });
         }
         Ok(containers)
@@ -594,6 +853,9 @@ impl Storage for SqliteStorage {
     }
 
     fn commit(&self, record: CommitRecord) -> Result<Lsn> {
+        if let Some(read_only) = &self.read_only {
+            return Err(Error::ReadOnly(read_only.reason.clone()));
+        }
         let (reply, receive) = mpsc::sync_channel(1);
         self.send(Request::Commit(record, reply));
         wait(receive)
@@ -654,11 +916,16 @@ impl Storage for SqliteStorage {
     fn wants_text(&self) -> bool {
         true
     }
+
+    fn read_only(&self) -> Option<String> {
+        self.read_only.as_ref().map(|r| r.reason.clone())
+    }
 }
 
-/// Folds into `docs` what the log holds past each container's mark: the
-/// commits a crash left unfolded. Runs at open, before anything is loaded.
-fn recover(conn: &mut Connection, next_lsn: &HashMap<String, u64>) -> Result<()> {
+/// The latest state of each document the log holds past its container's
+/// mark: the commits a crash left unfolded. Read at open, before anything
+/// is loaded.
+fn unfolded(conn: &Connection, next_lsn: &HashMap<String, u64>) -> Result<PendingDocs> {
     let bad = |e: rusqlite::Error| Error::storage("recover", e);
     let folded = max_per_container(conn, "SELECT container, lsn FROM folded")?;
     let mut pending = PendingDocs::new();
@@ -696,7 +963,7 @@ fn recover(conn: &mut Connection, next_lsn: &HashMap<String, u64>) -> Result<()>
             }
         }
     }
-    fold(conn, &mut pending, next_lsn).map_err(bad)
+    Ok(pending)
 }
 
 /// Adds every stored script to its container.
@@ -801,7 +1068,7 @@ fn run_committer(
         let refused = shared.failed.lock().clone();
         if let Some(reason) = refused {
             for request in batch {
-                request.fail(|| Error::ReadOnly(reason.clone()));
+                request.fail(|| Error::after_failure(&reason));
             }
             continue;
         }
@@ -1264,6 +1531,69 @@ mod tests {
         storage.delete_container("c").unwrap();
         assert!(storage.load().unwrap().is_empty());
         assert_eq!(storage.commit(record("again")).unwrap(), Lsn(1));
+    }
+
+    #[test]
+    fn file_uris_escape_what_a_uri_gives_meaning_to() {
+        assert_eq!(
+            file_uri(Path::new("/a b/c?d#e%f.sqlite"), "immutable=1"),
+            "file:/a%20b/c%3Fd%23e%25f.sqlite?immutable=1"
+        );
+    }
+
+    #[test]
+    fn a_store_on_a_full_disk_opens_read_only_with_its_log() {
+        let tmp = tempfile::tempdir().unwrap();
+        let live = tmp.path().join("live.sqlite");
+        // A directory name with characters a URI escapes.
+        let dir = tmp.path().join("data ?#%");
+        std::fs::create_dir(&dir).unwrap();
+        let path = dir.join("db.sqlite");
+        let storage = SqliteStorage::open(&live, Durability::Full).unwrap();
+        history(&storage);
+        // A document over a page: folding it needs new pages.
+        let mut big = write("big", Some(9));
+        let doc = Document::new(
+            serde_json::json!({"id": "big", "pk": "a", "n": 9, "pad": "x".repeat(20_000), "_etag": "\"1\"", "_ts": 1}),
+        );
+        big.changes[0].text = Some(Arc::from(doc.value().to_string()));
+        big.changes[0].document = Some(doc);
+        storage.commit(big).unwrap();
+        let mut state = history_state();
+        state.insert("big".to_owned(), 9);
+        // A crash: every commit is in the log, none folded into docs.
+        for suffix in ["", "-wal"] {
+            std::fs::copy(
+                format!("{}{suffix}", live.display()),
+                format!("{}{suffix}", path.display()),
+            )
+            .unwrap();
+        }
+        // On a full disk: no room to fold them at open.
+        let storage = SqliteStorage::open_limited(&path, Durability::Full, 100, Some(1)).unwrap();
+        let reason = storage.read_only().expect("read-only");
+        assert!(
+            reason.starts_with(&format!(
+                "the store at {} is read-only: the disk is full",
+                dir.display()
+            )),
+            "{reason}"
+        );
+        assert_eq!(loaded(&storage), state);
+        assert!(
+            matches!(storage.commit(write("d", Some(1))), Err(Error::ReadOnly(r)) if r == reason)
+        );
+        assert!(matches!(
+            storage.create_container(&meta()),
+            Err(Error::ReadOnly(_))
+        ));
+        assert_eq!(storage.read_changes("c", Lsn::ZERO, 100).unwrap().len(), 7);
+        drop(storage);
+        // With space: writable, nothing lost, the log continues.
+        let storage = SqliteStorage::open(&path, Durability::Full).unwrap();
+        assert_eq!(storage.read_only(), None);
+        assert_eq!(loaded(&storage), state);
+        assert_eq!(storage.commit(write("d", Some(1))).unwrap(), Lsn(8));
     }
 
     fn meta() -> ContainerMeta {
