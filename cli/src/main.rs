@@ -174,8 +174,8 @@ fn main() -> ExitCode {
         // The server runs untrusted scripts: in worker processes unless the
         // operator says they are trusted.
         let isolate = cli.isolate_scripts || !args.scripts_in_process;
-        let db = script_limits(isolate)
-            .and_then(|limits| Ok((open(cli.data, cli.in_memory)?, limits)));
+        let db =
+            script_limits(isolate).and_then(|limits| Ok((open(cli.data, cli.in_memory)?, limits)));
         return serve::main(db, &args);
     }
     if let Command::Batch = cli.command {

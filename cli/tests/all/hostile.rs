@@ -39,9 +39,7 @@ fn expand(text: &str) -> String {
         out.push_str(&rest[..start]);
         let directive = &rest[start + "{{REPEAT:".len()..];
         let end = directive.find("}}").expect("an unclosed {{REPEAT:");
-        let (count, unit) = directive[..end]
-            .split_once(':')
-            .expect("{{REPEAT:N:TEXT}}");
+        let (count, unit) = directive[..end].split_once(':').expect("{{REPEAT:N:TEXT}}");
         out.push_str(&unit.repeat(count.parse().expect("a repeat count")));
         rest = &directive[end + 2..];
     }
@@ -166,7 +164,11 @@ impl Server {
             &format!("{PK}x-ms-documentdb-is-upsert: true\r\n"),
             &canary(),
         );
-        assert_eq!(status, 200, "{}: the partition refuses a write: {body}", case.name);
+        assert_eq!(
+            status, 200,
+            "{}: the partition refuses a write: {body}",
+            case.name
+        );
     }
 
     /// Uploads and runs `case`, expecting `exec` (`None`: not run).
@@ -225,7 +227,11 @@ fn the_corpus_parses_and_covers_both_modes() {
                 case.name
             );
         } else {
-            assert!(case.isolated.is_some(), "{}: uploaded, so it runs", case.name);
+            assert!(
+                case.isolated.is_some(),
+                "{}: uploaded, so it runs",
+                case.name
+            );
         }
     }
     assert_eq!(expand("a{{REPEAT:3:!(}}b"), "a!(!(!(b");
@@ -244,9 +250,16 @@ fn the_default_server_survives_the_corpus() {
 #[test]
 fn scripts_in_process_survive_what_can_be_guarded_there() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(&["--data", dir.path().to_str().unwrap(), "--scripts-in-process"]);
+    let server = Server::start(&[
+        "--data",
+        dir.path().to_str().unwrap(),
+        "--scripts-in-process",
+    ]);
     assert_eq!(server.0.ready["scripts"], "in process");
-    for case in corpus().iter().filter(|c| c.upload != 201 || c.in_process.is_some()) {
+    for case in corpus()
+        .iter()
+        .filter(|c| c.upload != 201 || c.in_process.is_some())
+    {
         server.run(case, case.in_process, "scripts in process");
     }
 }

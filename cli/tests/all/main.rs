@@ -10,8 +10,8 @@
 mod cli;
 mod fuzz;
 mod hostile;
-mod hostile_http;
 mod hostile_disk;
+mod hostile_http;
 mod rid;
 mod sdk_suite;
 mod server;

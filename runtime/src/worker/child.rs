@@ -118,9 +118,9 @@ impl Proxy<'_> {
                 | HostCall::Upsert { .. }
                 | HostCall::Read { .. } => Some(ReplyWire::Document(Value::Null)),
                 HostCall::Delete { .. } => Some(ReplyWire::Done),
-                HostCall::ResolveLink { .. } | HostCall::ReadFeed { .. } | HostCall::Query { .. } => {
-                    None
-                }
+                HostCall::ResolveLink { .. }
+                | HostCall::ReadFeed { .. }
+                | HostCall::Query { .. } => None,
             };
             if let Some(placeholder) = placeholder {
                 wire::send_unflushed(&mut **output, &FromWorker::Post(call)).map_err(lost)?;
