@@ -130,4 +130,16 @@ mod tests {
         );
         assert_eq!(replies[4], json!({"ok": true, "response": ["b"]}));
     }
+
+    #[test]
+    fn a_document_argument_with_duplicate_members_is_refused() {
+        let replies = lines("[\"item\",\"create\",{\"id\":\"a\",\"id\":\"b\"}]");
+        assert_eq!(replies[0]["ok"], false, "{}", replies[0]);
+        assert_eq!(replies[0]["error"]["status"], 400);
+        let message = replies[0]["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("line 1 is refused: the member /2/id appears more than once"),
+            "{message}"
+        );
+    }
 }

@@ -85,3 +85,25 @@ pub(crate) fn error_json(err: &anyhow::Error) -> Value {
     }
     report
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_arguments_with_duplicate_members_are_a_400_naming_the_member() {
+        let err = parse_json("--body", r#"{"id": "a", "pk": "p", "id": "b"}"#).unwrap_err();
+        assert_eq!(err.status(), 400);
+        assert!(
+            err.to_string()
+                .contains("--body is refused: the member /id appears more than once"),
+            "{err}"
+        );
+        let err = parse_json("--body", "{").unwrap_err();
+        assert!(err.to_string().contains("--body is not valid JSON"), "{err}");
+        assert_eq!(
+            parse_json("--params", r#"[{"k": 1}, {"k": 2}]"#).unwrap(),
+            json!([{"k": 1}, {"k": 2}])
+        );
+    }
+}
