@@ -147,22 +147,23 @@ fn match_lists_and_sort_buffers_are_reserved_while_they_run() {
     let limits = Limits {
         instructions: 20_000_000,
         accept_instructions: 15_000_000,
+        max_memory_bytes: 4 << 20,
         ..tight()
     };
-    // 1M characters: 64 MB of matches at most, over the 32 MB limit.
+    // 128K characters: 8 MB of matches at most, over the 4 MB limit.
     stopped_with(
         &c,
-        "'a'.repeat(1 << 20).replace(/a/g, 'b');",
+        "'a'.repeat(1 << 17).replace(/a/g, 'b');",
         memory,
         &limits,
     );
-    stopped_with(&c, "'a'.repeat(1 << 20).split(/(a)/);", memory, &limits);
+    stopped_with(&c, "'a'.repeat(1 << 17).split(/(a)/);", memory, &limits);
     // One match, or a smaller subject, is fine; so are many sorts whose
-    // buffers together exceed the limit, one at a time.
-    let body = "function () { var s = 'a'.repeat(1 << 20); var a = new Array(100000); for (var i = 0; i < 30; i++) a.sort(); getContext().getResponse().setBody([s.replace(/a/, 'b').length, 'a'.repeat(1 << 16).replace(/a/g, 'bb').length]); }";
+    // buffers together (30 x 320 KB) exceed the limit, one at a time.
+    let body = "function () { var s = 'a'.repeat(1 << 17); var a = new Array(20000); for (var i = 0; i < 30; i++) a.sort(); getContext().getResponse().setBody([s.replace(/a/, 'b').length, 'a'.repeat(1 << 10).replace(/a/g, 'bb').length]); }";
     assert_eq!(
         ok_body(run_with(&c, body, &limits)),
-        json!([1 << 20, 1 << 17])
+        json!([1 << 17, 1 << 11])
     );
 }
 
