@@ -100,7 +100,10 @@ mod tests {
             "{err}"
         );
         let err = parse_json("--body", "{").unwrap_err();
-        assert!(err.to_string().contains("--body is not valid JSON"), "{err}");
+        assert!(
+            err.to_string().contains("--body is not valid JSON"),
+            "{err}"
+        );
         assert_eq!(
             parse_json("--params", r#"[{"k": 1}, {"k": 2}]"#).unwrap(),
             json!([{"k": 1}, {"k": 2}])
