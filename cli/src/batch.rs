@@ -66,7 +66,9 @@ fn bad_line(number: u64, what: String) -> Value {
 /// A line's arguments: a JSON array; strings as they are, anything else as
 /// its JSON text.
 fn arguments(number: u64, text: &str) -> Result<Vec<String>, Value> {
-    match serde_json::from_str::<Value>(text) {
+    // Strict: a document argument is re-serialized here, so a duplicate
+    // member dropped now could not be refused later.
+    match host_api::strict::parse_str(text) {
         Ok(Value::Array(items)) => Ok(items
             .into_iter()
             .map(|item| match item {
@@ -78,7 +80,10 @@ fn arguments(number: u64, text: &str) -> Result<Vec<String>, Value> {
             number,
             format!("must be a JSON array of arguments, not {other}"),
         )),
-        Err(e) => Err(bad_line(number, format!("is not valid JSON: {e}"))),
+        Err(host_api::strict::StrictError::Syntax(e)) => {
+            Err(bad_line(number, format!("is not valid JSON: {e}")))
+        }
+        Err(duplicate) => Err(bad_line(number, format!("is refused: {duplicate}"))),
     }
 }
 
@@ -124,5 +129,17 @@ mod tests {
             replies[1]
         );
         assert_eq!(replies[4], json!({"ok": true, "response": ["b"]}));
+    }
+
+    #[test]
+    fn a_document_argument_with_duplicate_members_is_refused() {
+        let replies = lines("[\"item\",\"create\",{\"id\":\"a\",\"id\":\"b\"}]");
+        assert_eq!(replies[0]["ok"], false, "{}", replies[0]);
+        assert_eq!(replies[0]["error"]["status"], 400);
+        let message = replies[0]["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("line 1 is refused: the member /2/id appears more than once"),
+            "{message}"
+        );
     }
 }

@@ -32,9 +32,16 @@ pub(crate) fn stats_json(stats: &Statistics) -> Value {
     })
 }
 
+/// Parses a JSON argument; malformed JSON and an object with two members
+/// of the same name (which would otherwise keep the last) are a 400.
 pub(crate) fn parse_json(what: &str, text: &str) -> Result<Value, Error> {
-    serde_json::from_str(text)
-        .map_err(|e| EngineError::BadRequest(format!("{what} is not valid JSON: {e}")).into())
+    host_api::strict::parse_str(text).map_err(|e| {
+        let message = match e {
+            host_api::strict::StrictError::Syntax(e) => format!("{what} is not valid JSON: {e}"),
+            duplicate => format!("{what} is refused: {duplicate}"),
+        };
+        EngineError::BadRequest(message).into()
+    })
 }
 
 /// A usage error as the JSON error shape, with clap's explanation.
@@ -77,4 +84,29 @@ pub(crate) fn error_json(err: &anyhow::Error) -> Value {
         report["failedOperation"] = operation.to_json();
     }
     report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_arguments_with_duplicate_members_are_a_400_naming_the_member() {
+        let err = parse_json("--body", r#"{"id": "a", "pk": "p", "id": "b"}"#).unwrap_err();
+        assert_eq!(err.status(), 400);
+        assert!(
+            err.to_string()
+                .contains("--body is refused: the member /id appears more than once"),
+            "{err}"
+        );
+        let err = parse_json("--body", "{").unwrap_err();
+        assert!(
+            err.to_string().contains("--body is not valid JSON"),
+            "{err}"
+        );
+        assert_eq!(
+            parse_json("--params", r#"[{"k": 1}, {"k": 2}]"#).unwrap(),
+            json!([{"k": 1}, {"k": 2}])
+        );
+    }
 }

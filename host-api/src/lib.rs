@@ -16,6 +16,7 @@
 //! - [`abi`]: the WebAssembly ABI (`partita_v1`), its imports and exports.
 //! - [`json`]: a document's compact JSON text and its length, counted the
 //!   same way on both sides of the boundary.
+//! - [`strict`]: JSON text to a document, refusing duplicate member names.
 //!
 //! Non-goals: no I/O, no storage, no script engine types (`JsValue`, guest
 //! pointers) ever appear here.
@@ -27,6 +28,7 @@ mod error;
 pub mod json;
 mod partition_key;
 mod script;
+pub mod strict;
 
 pub use collection::{Collection, Page, QueryRequest, Statistics, WriteOptions};
 pub use document::{Document, member, type_name};

@@ -238,8 +238,8 @@ pub(crate) fn max_item_count(headers: &HeaderMap) -> Result<Option<usize>, WireE
     }
 }
 
-/// Parses a JSON body; Cosmos DB's binary encoding and malformed JSON are a
-/// 400 that says so.
+/// Parses a JSON body; Cosmos DB's binary encoding, malformed JSON and an
+/// object with two members of the same name are a 400 that says so.
 pub(crate) fn json_body(body: &[u8], what: &str) -> Result<Value, WireError> {
     if body.first() == Some(&0x80) {
         return Err(WireError::bad_request(format!(
@@ -247,8 +247,12 @@ pub(crate) fn json_body(body: &[u8], what: &str) -> Result<Value, WireError> {
              send JSON text (Rust SDK: AZURE_COSMOS_BINARY_ENCODING_ENABLED=false)"
         )));
     }
-    serde_json::from_slice(body)
-        .map_err(|e| WireError::bad_request(format!("the {what} is not valid JSON: {e}")))
+    host_api::strict::parse(body).map_err(|e| match e {
+        host_api::strict::StrictError::Syntax(e) => {
+            WireError::bad_request(format!("the {what} is not valid JSON: {e}"))
+        }
+        duplicate => WireError::bad_request(format!("the {what} is refused: {duplicate}")),
+    })
 }
 
 #[cfg(test)]
@@ -267,10 +271,18 @@ mod tests {
     }
 
     #[test]
-    fn binary_bodies_are_refused_with_a_reason() {
+    fn binary_malformed_and_duplicate_bodies_are_refused_with_a_reason() {
         let err = json_body(&[0x80, 0xed, 0x0e], "document").unwrap_err();
         assert_eq!(err.status, 400);
         assert!(err.message.contains("binary encoding"), "{}", err.message);
+        let err = json_body(br#"{"id": "a", "n": {"k": 1, "k": 2}}"#, "document").unwrap_err();
+        assert_eq!(err.status, 400);
+        assert!(
+            err.message
+                .contains("the document is refused: the member /n/k appears more than once"),
+            "{}",
+            err.message
+        );
         let err = json_body(b"{\"id\":", "document").unwrap_err();
         assert!(err.message.contains("not valid JSON"), "{}", err.message);
     }

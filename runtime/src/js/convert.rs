@@ -10,6 +10,15 @@
 //! `null`, integral numbers as integers; it stops at [`MAX_DEPTH`] levels
 //! and when the estimated output exceeds a byte budget.
 //!
+//! A lone UTF-16 surrogate (JavaScript strings are UTF-16; JSON text and
+//! `String` are UTF-8 and cannot hold one) is refused with a `TypeError`
+//! naming the property's path, so a document or response body is stored
+//! and sent as written or not at all (serde_json, for the same reason,
+//! refuses `"\udc00"` escapes in request bodies and in the string documents
+//! a script passes, which is what `JSON.stringify` writes for one).
+//! [`to_json_escaping`] keeps the six characters `\uDC00` instead, for
+//! measuring what `JSON.stringify` will write.
+//!
 //! The other direction uses boa's `JsValue::from_json`, whose input comes
 //! from serde_json (parsed with its 128-level recursion limit) or the engine.
 
@@ -62,12 +71,104 @@ impl From<JsError> for ConvertError {
 /// Converts `value` as `JSON.stringify` would, spending at most `*budget`
 /// bytes of estimated output (the remainder is left in `*budget`). `None`
 /// for values JSON cannot represent at top level (`undefined`, functions).
+/// A string or property name holding a lone surrogate is a `TypeError`
+/// naming its path.
 pub(crate) fn to_json(
     value: &JsValue,
     budget: &mut usize,
     context: &mut Context,
 ) -> Result<Option<Value>, ConvertError> {
-    convert(value, 0, budget, context)
+    let mut walk = Walk {
+        budget,
+        strict: true,
+        lone: None,
+    };
+    let res = convert(value, 0, &mut walk, context);
+    match walk.lone {
+        Some(lone) if res.is_err() => Err(ConvertError::Js(lone.error())),
+        _ => res,
+    }
+}
+
+/// [`to_json`], but a lone surrogate becomes the six characters `\uXXXX`.
+pub(crate) fn to_json_escaping(
+    value: &JsValue,
+    budget: &mut usize,
+    context: &mut Context,
+) -> Result<Option<Value>, ConvertError> {
+    let mut walk = Walk {
+        budget,
+        strict: false,
+        lone: None,
+    };
+    convert(value, 0, &mut walk, context)
+}
+
+struct Walk<'a> {
+    budget: &'a mut usize,
+    /// Refuse lone surrogates (else escape them).
+    strict: bool,
+    /// The lone surrogate found, and its path (filled in on the way out).
+    lone: Option<Lone>,
+}
+
+struct Lone {
+    unit: u16,
+    in_name: bool,
+    reversed_path: Vec<String>,
+}
+
+impl Lone {
+    fn error(&self) -> JsError {
+        let mut path = String::new();
+        for segment in self.reversed_path.iter().rev() {
+            path.push('/');
+            path.push_str(&segment.replace('~', "~0").replace('/', "~1"));
+        }
+        let what = match (path.is_empty(), self.in_name) {
+            (true, _) => "the value".to_owned(),
+            (false, true) => format!("the name of the property {path}"),
+            (false, false) => format!("the property {path}"),
+        };
+        boa_engine::JsNativeError::typ()
+            .with_message(format!(
+                "{what} holds a lone UTF-16 surrogate (\\u{:04X}), which JSON text cannot carry",
+                self.unit
+            ))
+            .into()
+    }
+}
+
+/// `s` as a `String`; with `strict`, the first lone surrogate instead.
+fn text(s: &JsString, strict: bool) -> Result<String, u16> {
+    if let JsStrVariant::Utf16(units) = s.variant()
+        && strict
+    {
+        return match String::from_utf16(units) {
+            Ok(text) => Ok(text),
+            Err(_) => Err(char::decode_utf16(units.iter().copied())
+                .find_map(Result::err)
+                .map_or(0, |e| e.unpaired_surrogate())),
+        };
+    }
+    Ok(s.to_std())
+}
+
+fn lone(walk: &mut Walk<'_>, unit: u16, in_name: bool) -> ConvertError {
+    walk.lone = Some(Lone {
+        unit,
+        in_name,
+        reversed_path: Vec::new(),
+    });
+    // Replaced by the named error in `to_json`.
+    ConvertError::TooDeep
+}
+
+/// Adds `segment` to the path of a lone surrogate found below it.
+fn within(walk: &mut Walk<'_>, segment: impl FnOnce() -> String) {
+    if let Some(lone) = walk.lone.as_mut() {
+        lone.reversed_path.push(segment());
+    }
 }
 
 fn spend(budget: &mut usize, bytes: usize) -> Result<(), ConvertError> {
@@ -78,29 +179,32 @@ fn spend(budget: &mut usize, bytes: usize) -> Result<(), ConvertError> {
 fn convert(
     value: &JsValue,
     depth: usize,
-    budget: &mut usize,
+    walk: &mut Walk<'_>,
     context: &mut Context,
 ) -> Result<Option<Value>, ConvertError> {
     match value.variant() {
         JsVariant::Null => {
-            spend(budget, 4)?;
+            spend(walk.budget, 4)?;
             Ok(Some(Value::Null))
         }
         JsVariant::Undefined | JsVariant::Symbol(_) => Ok(None),
         JsVariant::Boolean(b) => {
-            spend(budget, 5)?;
+            spend(walk.budget, 5)?;
             Ok(Some(Value::Bool(b)))
         }
         JsVariant::String(s) => {
-            spend(budget, s.len() + 2)?;
-            Ok(Some(Value::String(s.to_std())))
+            spend(walk.budget, s.len() + 2)?;
+            match text(&s, walk.strict) {
+                Ok(text) => Ok(Some(Value::String(text))),
+                Err(unit) => Err(lone(walk, unit, false)),
+            }
         }
         JsVariant::Float64(n) => {
-            spend(budget, 8)?;
+            spend(walk.budget, 8)?;
             Ok(Some(crate::number::json_number(n)))
         }
         JsVariant::Integer32(n) => {
-            spend(budget, 8)?;
+            spend(walk.budget, 8)?;
             Ok(Some(Value::from(n)))
         }
         JsVariant::BigInt(_) => Err(ConvertError::Js(
@@ -108,14 +212,14 @@ fn convert(
                 .with_message("BigInt value can't be serialized in JSON")
                 .into(),
         )),
-        JsVariant::Object(obj) => convert_object(&obj, depth, budget, context),
+        JsVariant::Object(obj) => convert_object(&obj, depth, walk, context),
     }
 }
 
 fn convert_object(
     obj: &JsObject,
     depth: usize,
-    budget: &mut usize,
+    walk: &mut Walk<'_>,
     context: &mut Context,
 ) -> Result<Option<Value>, ConvertError> {
     if depth >= MAX_DEPTH {
@@ -127,38 +231,48 @@ fn convert_object(
         if replaced.as_object().is_some_and(|o| &o == obj) {
             // A toJSON returning itself: convert the plain properties.
         } else {
-            return convert(&replaced, depth + 1, budget, context);
+            return convert(&replaced, depth + 1, walk, context);
         }
     }
     if obj.is_callable() {
         return Ok(None);
     }
-    spend(budget, 2)?;
+    spend(walk.budget, 2)?;
     if obj.is_array() {
         let len = obj.get(js_string!("length"), context)?.to_length(context)?;
         // Every element costs at least one byte, so a length over the
         // budget cannot fit: refuse before allocating.
-        if len > *budget as u64 {
+        if len > *walk.budget as u64 {
             return Err(ConvertError::TooLarge);
         }
         #[allow(clippy::cast_possible_truncation)]
         let mut items = Vec::with_capacity(len as usize);
         for i in 0..len {
             let item = obj.get(i, context)?;
-            spend(budget, 1)?;
-            items.push(convert(&item, depth + 1, budget, context)?.unwrap_or(Value::Null));
+            spend(walk.budget, 1)?;
+            let item = convert(&item, depth + 1, walk, context).inspect_err(|_| {
+                within(walk, || i.to_string());
+            })?;
+            items.push(item.unwrap_or(Value::Null));
         }
         return Ok(Some(Value::Array(items)));
     }
     // Boxed primitives serialize as their primitive.
     if let Some(primitive) = unbox(obj) {
-        return convert(&primitive, depth, budget, context);
+        return convert(&primitive, depth, walk, context);
     }
     let keys = obj.own_property_keys(context)?;
     let mut map = Map::new();
     for key in keys {
         let name = match &key {
-            PropertyKey::String(s) => s.to_std(),
+            PropertyKey::String(s) => match text(s, walk.strict) {
+                Ok(name) => name,
+                Err(unit) => {
+                    let err = lone(walk, unit, true);
+                    within(walk, || s.to_std());
+                    return Err(err);
+                }
+            },
             PropertyKey::Index(i) => i.get().to_string(),
             PropertyKey::Symbol(_) => continue,
         };
@@ -173,8 +287,11 @@ fn convert_object(
             // outside the property map.
             None => obj.get(key.clone(), context)?,
         };
-        if let Some(v) = convert(&value, depth + 1, budget, context)? {
-            spend(budget, name.len() + 3)?;
+        let converted = convert(&value, depth + 1, walk, context).inspect_err(|_| {
+            within(walk, || name.clone());
+        })?;
+        if let Some(v) = converted {
+            spend(walk.budget, name.len() + 3)?;
             map.insert(name, v);
         }
     }

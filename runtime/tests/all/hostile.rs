@@ -139,8 +139,13 @@ fn recursion_is_bounded() {
         "function () { var o = { get x() { return this.x; } }; o.x; }",
     ] {
         let b = expect_budget(&c, body);
+        // The forEach loop reads the wall clock at each call (guards.rs), so
+        // on a loaded machine the clock may stop it first.
         assert!(
-            matches!(b, Budget::Recursion { .. } | Budget::Instructions { .. }),
+            matches!(
+                b,
+                Budget::Recursion { .. } | Budget::Instructions { .. } | Budget::WallTime { .. }
+            ),
             "{body}: {b}"
         );
     }

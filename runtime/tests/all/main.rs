@@ -11,7 +11,9 @@
 mod support;
 
 mod api;
+mod builtins;
 mod hostile;
+mod json_text;
 mod sprocs;
 mod udf;
 mod wasm_abi;
