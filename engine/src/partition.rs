@@ -8,7 +8,7 @@
 //!
 //! ```text
 //!   LogicalPartition
-//!     writer:    Arc<Mutex<()>>           held by the one open Txn
+//!     writer:    Arc<WriterLock>          held by the one open Txn
 //!     committed: RwLock<Arc<PartitionState>>
 //!                    │   readers clone the Arc and let go of the lock at once;
 //!                    │   a commit swaps in the new state under the write lock
@@ -25,13 +25,52 @@
 //! would double the count and move the logical partitions whose hash modulo
 //! the new count differs; the hash is part of the durable format and must
 //! never change.
+//!
+//! WRITER LOCK
+//! ===========
+//!
+//! The writer lock is not a plain mutex, because a holder can be stuck: a
+//! script run in process may sit in a native built-in (a catastrophic
+//! regex) where neither its instruction budget nor its wall clock is
+//! checked, and its thread cannot be interrupted. A transaction may
+//! therefore carry a deadline, and a writer waiting for a holder past its
+//! deadline takes the lock over: the old holder is revoked and can never
+//! commit. A transaction without a deadline (native transactions, unless
+//! their caller asks) is never revoked.
+//!
+//! ```text
+//!   WriterLock = parking_lot::Mutex<Holder> + Condvar
+//!     Holder.current: None | Some { generation, deadline, committing }
+//!
+//!   acquire    free, or held past its deadline and not committing
+//!                ──► generation += 1, current = us (the old holder is revoked)
+//!              otherwise wait on the condvar until a release, the holder's
+//!                deadline or our lock timeout, whichever comes first
+//!   commit     start_commit(generation): still current? ──► committing = true
+//!                (from then on nobody can revoke it); revoked ──► 408
+//!   release    current is still our generation? ──► None, notify one waiter
+//!                (a revoked transaction's release leaves its successor alone)
+//! ```
+//!
+//! Revocation and commit exclude each other because both are decided under
+//! the same small mutex: a commit marks itself `committing` before it
+//! touches storage, and a waiter revokes only a holder that is not. Only the
+//! monotonic `Instant` is read, and only on contention: the uncontended
+//! path is one lock/unlock of the state mutex to acquire and one to
+//! release, like the `Mutex<()>` it replaces, and a transaction without a
+//! deadline skips the commit-time check (nothing can revoke it). The state
+//! mutex is held for a few instructions at a time, never across a commit.
+//! A `Mutex` + generation counter was considered instead, but taking a
+//! mutex over from a live guard needs `force_unlock` and a guard that must
+//! not unlock on drop: more unsafe code for no speed.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use host_api::PartitionKey;
 use imbl::shared_ptr::DefaultSharedPtr;
 use imbl::{GenericHashMap, OrdMap};
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::document::Document;
 
@@ -119,8 +158,9 @@ impl PartitionState {
 /// One logical partition: its key, its writer lock and its committed state.
 pub(crate) struct LogicalPartition {
     pub(crate) key: PartitionKey,
-    /// Held by the open read-write transaction, for its whole life.
-    pub(crate) writer: Arc<Mutex<()>>,
+    /// Held by the open read-write transaction, for its whole life (or
+    /// until a writer takes it over from a transaction past its deadline).
+    pub(crate) writer: Arc<WriterLock>,
     /// The last committed state.
     pub(crate) committed: RwLock<Arc<PartitionState>>,
 }
@@ -129,7 +169,7 @@ impl LogicalPartition {
     pub(crate) fn new(key: PartitionKey) -> LogicalPartition {
         LogicalPartition {
             key,
-            writer: Arc::new(Mutex::new(())),
+            writer: Arc::new(WriterLock::default()),
             committed: RwLock::new(Arc::default()),
         }
     }
@@ -137,6 +177,106 @@ impl LogicalPartition {
     /// The current committed snapshot.
     pub(crate) fn snapshot(&self) -> Arc<PartitionState> {
         self.committed.read().clone()
+    }
+}
+
+/// A logical partition's writer lock, which a holder past its deadline
+/// loses to the next writer (see the module docs).
+#[derive(Default)]
+pub(crate) struct WriterLock {
+    holder: Mutex<Holder>,
+    released: Condvar,
+}
+
+#[derive(Default)]
+struct Holder {
+    /// The last generation handed out; each acquisition gets the next.
+    generation: u64,
+    /// The current holder, if any.
+    current: Option<Held>,
+}
+
+#[derive(Clone, Copy)]
+struct Held {
+    generation: u64,
+    deadline: Option<Instant>,
+    /// The holder's commit has started: it can no longer be revoked.
+    committing: bool,
+}
+
+impl Held {
+    /// Whether a waiter may take the lock over (reads the clock only when
+    /// there is a deadline).
+    fn revocable(&self) -> bool {
+        !self.committing && self.deadline.is_some_and(|d| Instant::now() >= d)
+    }
+}
+
+impl WriterLock {
+    /// Takes the lock for a holder with `deadline`, waiting up to `timeout`
+    /// for the current holder to release it or to run past its own
+    /// deadline (then it is revoked). Returns the new holder's generation,
+    /// or `None` when `timeout` passed first.
+    pub(crate) fn acquire(&self, timeout: Duration, deadline: Option<Instant>) -> Option<u64> {
+        let mut holder = self.holder.lock();
+        let mut give_up = None;
+        while let Some(held) = holder.current {
+            if held.revocable() {
+                break;
+            }
+            let now = Instant::now();
+            let give_up = *give_up.get_or_insert_with(|| now + timeout);
+            if now >= give_up {
+                return None;
+            }
+            let wake = match held.deadline {
+                Some(d) if !held.committing => d.min(give_up),
+                _ => give_up,
+            };
+            self.released.wait_until(&mut holder, wake);
+        }
+        holder.generation += 1;
+        let generation = holder.generation;
+        holder.current = Some(Held {
+            generation,
+            deadline,
+            committing: false,
+        });
+        Some(generation)
+    }
+
+    /// Whether `generation` still holds the lock (was not revoked).
+    pub(crate) fn holds(&self, generation: u64) -> bool {
+        self.holder
+            .lock()
+            .current
+            .is_some_and(|held| held.generation == generation)
+    }
+
+    /// Marks `generation`'s commit as started, so that nobody can revoke it
+    /// any more; `false` when it was revoked already.
+    pub(crate) fn start_commit(&self, generation: u64) -> bool {
+        match &mut self.holder.lock().current {
+            Some(held) if held.generation == generation => {
+                held.committing = true;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Releases the lock if `generation` still holds it; a revoked holder's
+    /// release changes nothing.
+    pub(crate) fn release(&self, generation: u64) {
+        let mut holder = self.holder.lock();
+        if holder
+            .current
+            .is_some_and(|held| held.generation == generation)
+        {
+            holder.current = None;
+            drop(holder);
+            self.released.notify_one();
+        }
     }
 }
 
