@@ -235,8 +235,9 @@ fn a_commit_under_way_is_not_taken_over() -> Result {
 }
 
 /// How long the catastrophic regex's input is: `/(a+)+$/` on `n` a's and a
-/// `!` backtracks through 2^n ways, ~5-10 s at 22 in a debug build on a
-/// loaded 2-core machine. Raise it for a release build.
+/// `!` backtracks through 2^n ways: at 22, ~10 s in a debug build on a
+/// loaded 2-core machine (load average 12), a few seconds idle. It must
+/// outlast the lock timeout below; raise it for a release build.
 fn regex_len() -> u64 {
     std::env::var("PARTITA_DEADLINE_REGEX_LEN")
         .ok()
@@ -244,10 +245,31 @@ fn regex_len() -> u64 {
         .unwrap_or(22)
 }
 
-#[test]
-fn a_procedure_stuck_in_a_native_regex_loses_its_partition_at_its_deadline() -> Result {
-    // The clock tells the test when the procedure's write is being made,
-    // in its transaction, right before the regex: `_ts` is read there.
+/// The stuck script's body: writes `stuck` in its transaction, then runs
+/// the catastrophic regex.
+fn stuck_body(name: &str) -> String {
+    format!(
+        "function {name}() {{
+            var c = getContext().getCollection();
+            c.createDocument(c.getSelfLink(), {{id: 'stuck', postId: 'p1'}}, function (err) {{
+                if (err) throw err;
+                /(a+)+$/.test('a'.repeat({}) + '!');
+            }});
+        }}",
+        regex_len()
+    )
+}
+
+/// Runs `call` (a script call that writes `stuck` and then sits in a native
+/// regex) on another thread, and checks that a point write to the same
+/// partition takes it over at the call's deadline while the regex still
+/// runs, and that the call then fails with 408, nothing of it committed.
+fn a_stuck_call_loses_its_partition(
+    setup: impl FnOnce(&partita::Container) -> Result,
+    call: impl FnOnce(partita::Container, partita::Limits) -> partita::Result<()> + Send + 'static,
+) -> Result {
+    // The clock tells the test when the script's write is being made, in
+    // its transaction, right before the regex: `_ts` is read there.
     let armed = Arc::new(AtomicBool::new(false));
     let (writing_tx, writing) = mpsc::channel();
     let writing_tx = Mutex::new(writing_tx);
@@ -264,51 +286,91 @@ fn a_procedure_stuck_in_a_native_regex_loses_its_partition_at_its_deadline() -> 
         Box::new(MemoryStorage::new()),
         Options {
             clock,
-            lock_timeout: Duration::from_secs(60),
+            // Past the call's deadline (0.7 s) and short of the regex (~5 s
+            // and up): a waiter that did not take over would time out.
+            lock_timeout: Duration::from_secs(2),
             ..Options::default()
         },
     )?;
     let posts = db.create_container("posts", "/postId")?;
-    posts.create_script(partita::ScriptProperties::stored_procedure(
-        "stuck",
-        "function stuck(n) {
-            var c = getContext().getCollection();
-            c.createDocument(c.getSelfLink(), {id: 'stuck', postId: 'p1'}, function (err) {
-                if (err) throw err;
-                /(a+)+$/.test('a'.repeat(n) + '!');
-            });
-        }",
-    ))?;
+    setup(&posts)?;
     let limits = partita::Limits {
         wall_time: Duration::from_millis(200),
         accept_wall_time: Duration::from_millis(150),
         ..partita::Limits::default()
     };
     armed.store(true, Ordering::SeqCst);
-    let call = {
+    let stuck = {
         let posts = posts.clone();
-        std::thread::spawn(move || {
-            posts.execute_stored_procedure(
-                "stuck",
-                "p1",
-                vec![json!(regex_len())],
-                Some(&partita::ProcedureOptions {
-                    limits: Some(limits),
-                }),
-            )
-        })
+        std::thread::spawn(move || call(posts, limits))
     };
     writing.recv_timeout(CEILING)?;
-    // Waits for the call's deadline (its wall time plus the grace), then
-    // takes the partition over while the regex still runs.
+    // Waits for the call's deadline (its 200 ms wall time plus the 500 ms
+    // grace), then takes the partition over while the regex still runs.
     posts.create_item("p1", json!({"id": "winner", "postId": "p1"}), None)?;
     assert!(
-        !call.is_finished(),
+        !stuck.is_finished(),
         "the regex ended before the deadline: raise PARTITA_DEADLINE_REGEX_LEN"
     );
-    let err = call.join().expect("the procedure's thread").unwrap_err();
+    let err = stuck.join().expect("the script's thread").unwrap_err();
     assert_eq!(err.status(), 408, "{err}");
     assert!(posts.read_item("p1", "winner").is_ok());
-    assert_eq!(posts.read_item("p1", "stuck").unwrap_err().status(), 404);
+    for id in ["stuck", "written"] {
+        assert_eq!(posts.read_item("p1", id).unwrap_err().status(), 404, "{id}");
+    }
     Ok(())
+}
+
+#[test]
+fn a_procedure_stuck_in_a_native_regex_loses_its_partition_at_its_deadline() -> Result {
+    a_stuck_call_loses_its_partition(
+        |posts| {
+            posts.create_script(partita::ScriptProperties::stored_procedure(
+                "stuck",
+                stuck_body("stuck"),
+            ))?;
+            Ok(())
+        },
+        |posts, limits| {
+            posts
+                .execute_stored_procedure(
+                    "stuck",
+                    "p1",
+                    vec![],
+                    Some(&partita::ProcedureOptions {
+                        limits: Some(limits),
+                    }),
+                )
+                .map(drop)
+        },
+    )
+}
+
+#[test]
+fn a_pre_trigger_stuck_in_a_native_regex_loses_its_partition_at_its_deadline() -> Result {
+    a_stuck_call_loses_its_partition(
+        |posts| {
+            posts.create_script(partita::ScriptProperties::trigger(
+                "stuck",
+                stuck_body("stuck"),
+                partita::TriggerType::Pre,
+                partita::TriggerOperation::All,
+            ))?;
+            Ok(())
+        },
+        |posts, limits| {
+            let options = partita::WriteOptions {
+                pre_triggers: vec!["stuck".into()],
+                limits: Some(limits),
+                ..partita::WriteOptions::default()
+            };
+            posts
+                .create_item(
+                    "p1",
+                    json!({"id": "written", "postId": "p1"}),
+                    Some(&options),
+                )
+                .map(drop)
+        },
+    )
 }
