@@ -345,6 +345,32 @@ mod tests {
         }
     }
 
+    /// The writer lock's rules, on one thread: only an expired holder that
+    /// has not started to commit is taken over, and a revoked holder can
+    /// neither commit nor release its successor's lock.
+    #[test]
+    fn the_writer_lock_is_taken_over_only_past_the_deadline_and_before_commit() {
+        let lock = WriterLock::default();
+        let now = Instant::now();
+        let none = Duration::ZERO;
+        let first = lock.acquire(none, Some(now)).expect("a free lock");
+        let second = lock.acquire(none, None).expect("past its deadline");
+        assert!(!lock.holds(first) && lock.holds(second));
+        assert!(!lock.start_commit(first), "a revoked holder cannot commit");
+        lock.release(first);
+        assert!(lock.holds(second), "a revoked holder's release is a no-op");
+        assert_eq!(lock.acquire(none, None), None, "no deadline: no takeover");
+        lock.release(second);
+        let third = lock.acquire(none, Some(now)).expect("released");
+        assert!(lock.start_commit(third));
+        assert_eq!(lock.acquire(none, None), None, "a commit under way");
+        lock.release(third);
+        let far = now + Duration::from_secs(3600);
+        let fourth = lock.acquire(none, Some(far)).expect("released");
+        assert_eq!(lock.acquire(none, None), None, "not yet past its deadline");
+        assert!(lock.holds(fourth));
+    }
+
     #[test]
     fn streamed_hash_equals_hash_of_the_canonical_text() {
         let fnv = |text: &str| {
