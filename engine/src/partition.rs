@@ -42,10 +42,13 @@
 //!   WriterLock = parking_lot::Mutex<Holder> + Condvar
 //!     Holder.current: None | Some { generation, deadline, committing }
 //!
-//!   acquire    free, or held past its deadline and not committing
-//!                ──► generation += 1, current = us (the old holder is revoked)
+//!   acquire    free with nobody waiting, or held past its deadline and not
+//!                committing ──► generation += 1, current = us (the old
+//!                holder is revoked)
 //!              otherwise wait on the condvar until a release, the holder's
-//!                deadline or our lock timeout, whichever comes first
+//!                deadline or our lock timeout, whichever comes first; a
+//!                lock freed while others wait goes to one of them (the
+//!                condvar wakes them in order), not to a newcomer
 //!   commit     start_commit(generation): still current? ──► committing = true
 //!                (from then on nobody can revoke it); revoked ──► 408
 //!   release    current is still our generation? ──► None, notify one waiter
@@ -70,7 +73,7 @@ use std::time::{Duration, Instant};
 use host_api::PartitionKey;
 use imbl::shared_ptr::DefaultSharedPtr;
 use imbl::{GenericHashMap, OrdMap};
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
 
 use crate::document::Document;
 
@@ -194,6 +197,8 @@ struct Holder {
     generation: u64,
     /// The current holder, if any.
     current: Option<Held>,
+    /// Threads waiting in `acquire`.
+    waiters: usize,
 }
 
 #[derive(Clone, Copy)]
@@ -219,21 +224,13 @@ impl WriterLock {
     /// or `None` when `timeout` passed first.
     pub(crate) fn acquire(&self, timeout: Duration, deadline: Option<Instant>) -> Option<u64> {
         let mut holder = self.holder.lock();
-        let mut give_up = None;
-        while let Some(held) = holder.current {
-            if held.revocable() {
-                break;
-            }
-            let now = Instant::now();
-            let give_up = *give_up.get_or_insert_with(|| now + timeout);
-            if now >= give_up {
+        if holder.current.is_some() || holder.waiters > 0 {
+            holder.waiters += 1;
+            let acquired = self.wait(&mut holder, timeout);
+            holder.waiters -= 1;
+            if !acquired {
                 return None;
             }
-            let wake = match held.deadline {
-                Some(d) if !held.committing => d.min(give_up),
-                _ => give_up,
-            };
-            self.released.wait_until(&mut holder, wake);
         }
         holder.generation += 1;
         let generation = holder.generation;
@@ -243,6 +240,39 @@ impl WriterLock {
             committing: false,
         });
         Some(generation)
+    }
+
+    /// Waits, counted among the waiters, until the lock may be taken:
+    /// `false` when `timeout` passed first. A free lock goes to a waiter
+    /// that has waited already (the one a release woke) rather than to one
+    /// that just arrived, so a thread that releases and begins again at
+    /// once cannot starve the others.
+    fn wait(&self, holder: &mut MutexGuard<'_, Holder>, timeout: Duration) -> bool {
+        let mut give_up = None;
+        let mut waited = false;
+        loop {
+            let current = holder.current;
+            match current {
+                None if waited || holder.waiters == 1 => return true,
+                Some(held) if held.revocable() => return true,
+                _ => {}
+            }
+            let now = Instant::now();
+            let give_up = *give_up.get_or_insert_with(|| now + timeout);
+            if now >= give_up {
+                return false;
+            }
+            let wake = match current {
+                Some(Held {
+                    deadline: Some(d),
+                    committing: false,
+                    ..
+                }) => d.min(give_up),
+                _ => give_up,
+            };
+            self.released.wait_until(holder, wake);
+            waited = true;
+        }
     }
 
     /// Whether `generation` still holds the lock (was not revoked).
@@ -369,6 +399,31 @@ mod tests {
         let fourth = lock.acquire(none, Some(far)).expect("released");
         assert_eq!(lock.acquire(none, None), None, "not yet past its deadline");
         assert!(lock.holds(fourth));
+    }
+
+    /// A lock released while a writer waits goes to that writer, not to a
+    /// newcomer (the releasing thread beginning again at once).
+    #[test]
+    fn a_released_lock_goes_to_the_waiting_writer() {
+        let lock = Arc::new(WriterLock::default());
+        let first = lock.acquire(Duration::ZERO, None).expect("a free lock");
+        let waiter = {
+            let lock = lock.clone();
+            std::thread::spawn(move || lock.acquire(Duration::from_secs(120), None))
+        };
+        let ceiling = Instant::now() + Duration::from_secs(120);
+        while lock.holder.lock().waiters == 0 {
+            assert!(Instant::now() < ceiling, "the waiter never waited");
+            std::thread::yield_now();
+        }
+        lock.release(first);
+        assert_eq!(
+            lock.acquire(Duration::ZERO, None),
+            None,
+            "a newcomer took the lock from the waiter"
+        );
+        let second = waiter.join().expect("waiter").expect("handed over");
+        assert!(lock.holds(second));
     }
 
     #[test]
