@@ -372,6 +372,23 @@ impl Container {
         Ok(self.raw.begin(partition_key)?)
     }
 
+    /// Begins a native transaction that must end within `limit` of this
+    /// call (waiting for the lock counts): past its deadline, the next writer of the partition takes the partition over and this
+    /// transaction's operations and commit fail with 408, nothing it wrote
+    /// committed (a commit already under way completes). Procedures and
+    /// triggers get one by themselves; [`Container::begin`] and
+    /// [`Container::transaction`] have none.
+    ///
+    /// # Errors
+    /// 408 when the partition's lock is not free in time.
+    pub fn begin_with_deadline(
+        &self,
+        partition_key: impl Into<PartitionKey>,
+        limit: std::time::Duration,
+    ) -> Result<Txn> {
+        Ok(self.raw.begin_with_deadline(partition_key, limit)?)
+    }
+
     /// Runs `f` in a native transaction on one logical partition and
     /// commits what it wrote, or nothing if it fails.
     ///
@@ -616,8 +633,10 @@ impl Container {
     ///
     /// # Errors
     /// 404 when there is no such procedure; [`Error::Script`](crate::Error::Script) when it throws
-    /// (400), does not compile (400/65535) or exhausts a budget (408).
-    /// Nothing is committed then.
+    /// (400), does not compile (400/65535) or exhausts a budget (408);
+    /// 408 when it ran so far past its wall-time limit (stuck where the
+    /// runtime cannot stop it) that another writer took its partition
+    /// over. Nothing is committed then.
     pub fn execute_stored_procedure(
         &self,
         id: &str,

@@ -17,6 +17,13 @@
 //! `console.log` output (from both triggers too, which Cosmos DB cannot
 //! return) and statistics; a failure carries the logs up to the failure.
 //!
+//! Every script call's transaction has a deadline: its scripts' wall-time
+//! limits plus [`DEADLINE_GRACE`] after it begins. A script stuck in
+//! process where the runtime cannot stop it (inside a native built-in) then
+//! holds its logical partition only until the deadline: the next writer
+//! takes the partition over and the stuck call, whenever it returns, fails
+//! with 408 having committed nothing (see `engine::Txn`).
+//!
 //! Scripts are looked up once per request: a script replaced meanwhile takes
 //! effect for the next request, and the request finishes on the version it
 //! started with.
@@ -52,6 +59,28 @@ use serde_json::Value;
 use crate::intercept::Intercepted;
 use crate::recording::Recording;
 use crate::{Error, ItemResponse, ProcedureResponse, ScriptFailure, Statistics, WriteOptions};
+
+/// How long past its scripts' wall-time limits a call's transaction keeps
+/// its partition against other writers: the runtime notices its wall clock
+/// only at host calls, and the call still has to reach its commit, on a
+/// machine that may be loaded. Longer than the worker pool's kill grace
+/// ([`runtime::KILL_GRACE`]), so an isolated call ends before its deadline.
+pub(crate) const DEADLINE_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Begins the transaction of a call that runs `scripts` scripts, each
+/// within `limits.wall_time`, with the deadline that bounds it.
+fn begin_call(
+    container: &Container,
+    partition_key: PartitionKey,
+    limits: &Limits,
+    scripts: u32,
+) -> Result<Txn, engine::Error> {
+    let limit = limits
+        .wall_time
+        .saturating_mul(scripts)
+        .saturating_add(DEADLINE_GRACE);
+    container.begin_with_deadline(partition_key, limit)
+}
 
 /// The request's bounds, or the runtime's defaults when it gives none.
 fn or_default(limits: Option<&Limits>) -> Cow<'_, Limits> {
@@ -395,7 +424,8 @@ fn write_with_triggers(
     let if_match = options.if_match.clone().map(ItemOptions::if_match);
     let mut logs = String::new();
     let mut stats = Statistics::default();
-    let mut txn = container.begin(partition_key)?;
+    let scripts = u32::from(pre.is_some()) + u32::from(post.is_some());
+    let mut txn = begin_call(container, partition_key, limits, scripts)?;
     txn.set_udfs(Rc::new(ContainerUdfs::new(container, limits)));
 
     // What the triggers see of a delete or a replace, as on Cosmos DB: a
@@ -576,7 +606,7 @@ pub(crate) fn execute_procedure(
     let limits = or_default(limits);
     let limits = &*limits;
     let script = container.read_script(ScriptKind::StoredProcedure, id)?;
-    let mut txn = container.begin(partition_key)?;
+    let mut txn = begin_call(container, partition_key, limits, 1)?;
     attach_udfs(container, &mut txn, limits);
     let mut response = run_procedure(&script, container.data_dir(), &mut txn, params, limits)?;
     txn.commit()?;

@@ -13,6 +13,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::Duration;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
@@ -690,7 +691,36 @@ impl Container {
     /// for longer than the lock timeout; [`Error::IncompletePartitionKey`]
     /// for a prefix of a hierarchical key.
     pub fn begin(&self, partition_key: impl Into<PartitionKey>) -> Result<Txn> {
-        Txn::begin(self.db.clone(), self.inner.clone(), partition_key.into())
+        Txn::begin(
+            self.db.clone(),
+            self.inner.clone(),
+            partition_key.into(),
+            None,
+        )
+    }
+
+    /// [`Container::begin`] for a transaction that must end within `limit`
+    /// of this call (waiting for the lock counts): past its deadline, the
+    /// next writer of the partition takes the partition over, and this
+    /// transaction's operations and commit fail with [`Error::Abandoned`]
+    /// (408), nothing it wrote committed. A commit that started before the
+    /// takeover completes. For callers that may be stuck where they cannot
+    /// be interrupted (the facade gives every script call a deadline); a
+    /// transaction begun with [`Container::begin`] is never taken over.
+    ///
+    /// # Errors
+    /// As [`Container::begin`].
+    pub fn begin_with_deadline(
+        &self,
+        partition_key: impl Into<PartitionKey>,
+        limit: Duration,
+    ) -> Result<Txn> {
+        Txn::begin(
+            self.db.clone(),
+            self.inner.clone(),
+            partition_key.into(),
+            Some(limit),
+        )
     }
 
     /// Runs `f` in a transaction on one logical partition: commits if it

@@ -138,6 +138,20 @@ pub enum Error {
         /// How long it waited.
         waited: Duration,
     },
+    /// The transaction ran past its deadline and another writer took its
+    /// partition's lock over: it can never commit.
+    #[error(
+        "the transaction on partition {partition_key} of container {container:?} ran past its deadline ({} ms) and was abandoned; nothing it wrote was committed",
+        limit.as_millis()
+    )]
+    Abandoned {
+        /// The container.
+        container: String,
+        /// The logical partition.
+        partition_key: PartitionKey,
+        /// How long the transaction was given.
+        limit: Duration,
+    },
     /// No script of this kind and id exists in the container.
     #[error("{kind} {id:?} not found in container {container:?}")]
     ScriptNotFound {
@@ -228,7 +242,7 @@ impl Error {
                 ErrorCode::PRECONDITION_FAILED
             }
             Error::TooLarge { .. } | Error::RequestTooLarge { .. } => ErrorCode::TOO_LARGE,
-            Error::LockTimeout { .. } => ErrorCode::REQUEST_TIMEOUT,
+            Error::LockTimeout { .. } | Error::Abandoned { .. } => ErrorCode::REQUEST_TIMEOUT,
             Error::Storage(_) => ErrorCode::INTERNAL,
             Error::ReadOnly(_) | Error::Locked { .. } => ErrorCode::SERVICE_UNAVAILABLE,
         }

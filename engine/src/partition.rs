@@ -8,7 +8,7 @@
 //!
 //! ```text
 //!   LogicalPartition
-//!     writer:    Arc<Mutex<()>>           held by the one open Txn
+//!     writer:    Arc<WriterLock>          held by the one open Txn
 //!     committed: RwLock<Arc<PartitionState>>
 //!                    │   readers clone the Arc and let go of the lock at once;
 //!                    │   a commit swaps in the new state under the write lock
@@ -25,13 +25,55 @@
 //! would double the count and move the logical partitions whose hash modulo
 //! the new count differs; the hash is part of the durable format and must
 //! never change.
+//!
+//! WRITER LOCK
+//! ===========
+//!
+//! The writer lock is not a plain mutex, because a holder can be stuck: a
+//! script run in process may sit in a native built-in (a catastrophic
+//! regex) where neither its instruction budget nor its wall clock is
+//! checked, and its thread cannot be interrupted. A transaction may
+//! therefore carry a deadline, and a writer waiting for a holder past its
+//! deadline takes the lock over: the old holder is revoked and can never
+//! commit. A transaction without a deadline (native transactions, unless
+//! their caller asks) is never revoked.
+//!
+//! ```text
+//!   WriterLock = parking_lot::Mutex<Holder> + Condvar
+//!     Holder.current: None | Some { generation, deadline, committing }
+//!
+//!   acquire    free with nobody waiting, or held past its deadline and not
+//!                committing ──► generation += 1, current = us (the old
+//!                holder is revoked)
+//!              otherwise wait on the condvar until a release, the holder's
+//!                deadline or our lock timeout, whichever comes first; a
+//!                lock freed while others wait goes to one of them (the
+//!                condvar wakes them in order), not to a newcomer
+//!   commit     start_commit(generation): still current? ──► committing = true
+//!                (from then on nobody can revoke it); revoked ──► 408
+//!   release    current is still our generation? ──► None, notify one waiter
+//!                (a revoked transaction's release leaves its successor alone)
+//! ```
+//!
+//! Revocation and commit exclude each other because both are decided under
+//! the same small mutex: a commit marks itself `committing` before it
+//! touches storage, and a waiter revokes only a holder that is not. Only the
+//! monotonic `Instant` is read, and only on contention: the uncontended
+//! path is one lock/unlock of the state mutex to acquire and one to
+//! release, like the `Mutex<()>` it replaces, and a transaction without a
+//! deadline skips the commit-time check (nothing can revoke it). The state
+//! mutex is held for a few instructions at a time, never across a commit.
+//! A `Mutex` + generation counter was considered instead, but taking a
+//! mutex over from a live guard needs `force_unlock` and a guard that must
+//! not unlock on drop: more unsafe code for no speed.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use host_api::PartitionKey;
 use imbl::shared_ptr::DefaultSharedPtr;
 use imbl::{GenericHashMap, OrdMap};
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
 
 use crate::document::Document;
 
@@ -119,8 +161,9 @@ impl PartitionState {
 /// One logical partition: its key, its writer lock and its committed state.
 pub(crate) struct LogicalPartition {
     pub(crate) key: PartitionKey,
-    /// Held by the open read-write transaction, for its whole life.
-    pub(crate) writer: Arc<Mutex<()>>,
+    /// Held by the open read-write transaction, for its whole life (or
+    /// until a writer takes it over from a transaction past its deadline).
+    pub(crate) writer: Arc<WriterLock>,
     /// The last committed state.
     pub(crate) committed: RwLock<Arc<PartitionState>>,
 }
@@ -129,7 +172,7 @@ impl LogicalPartition {
     pub(crate) fn new(key: PartitionKey) -> LogicalPartition {
         LogicalPartition {
             key,
-            writer: Arc::new(Mutex::new(())),
+            writer: Arc::new(WriterLock::default()),
             committed: RwLock::new(Arc::default()),
         }
     }
@@ -137,6 +180,133 @@ impl LogicalPartition {
     /// The current committed snapshot.
     pub(crate) fn snapshot(&self) -> Arc<PartitionState> {
         self.committed.read().clone()
+    }
+}
+
+/// A logical partition's writer lock, which a holder past its deadline
+/// loses to the next writer (see the module docs).
+#[derive(Default)]
+pub(crate) struct WriterLock {
+    holder: Mutex<Holder>,
+    released: Condvar,
+}
+
+#[derive(Default)]
+struct Holder {
+    /// The last generation handed out; each acquisition gets the next.
+    generation: u64,
+    /// The current holder, if any.
+    current: Option<Held>,
+    /// Threads waiting in `acquire`.
+    waiters: usize,
+}
+
+#[derive(Clone, Copy)]
+struct Held {
+    generation: u64,
+    deadline: Option<Instant>,
+    /// The holder's commit has started: it can no longer be revoked.
+    committing: bool,
+}
+
+impl Held {
+    /// Whether a waiter may take the lock over (reads the clock only when
+    /// there is a deadline).
+    fn revocable(&self) -> bool {
+        !self.committing && self.deadline.is_some_and(|d| Instant::now() >= d)
+    }
+}
+
+impl WriterLock {
+    /// Takes the lock for a holder with `deadline`, waiting up to `timeout`
+    /// for the current holder to release it or to run past its own
+    /// deadline (then it is revoked). Returns the new holder's generation,
+    /// or `None` when `timeout` passed first.
+    pub(crate) fn acquire(&self, timeout: Duration, deadline: Option<Instant>) -> Option<u64> {
+        let mut holder = self.holder.lock();
+        if holder.current.is_some() || holder.waiters > 0 {
+            holder.waiters += 1;
+            let acquired = self.wait(&mut holder, timeout);
+            holder.waiters -= 1;
+            if !acquired {
+                return None;
+            }
+        }
+        holder.generation += 1;
+        let generation = holder.generation;
+        holder.current = Some(Held {
+            generation,
+            deadline,
+            committing: false,
+        });
+        Some(generation)
+    }
+
+    /// Waits, counted among the waiters, until the lock may be taken:
+    /// `false` when `timeout` passed first. A free lock goes to a waiter
+    /// that has waited already (the one a release woke) rather than to one
+    /// that just arrived, so a thread that releases and begins again at
+    /// once cannot starve the others.
+    fn wait(&self, holder: &mut MutexGuard<'_, Holder>, timeout: Duration) -> bool {
+        let mut give_up = None;
+        let mut waited = false;
+        loop {
+            let current = holder.current;
+            match current {
+                None if waited || holder.waiters == 1 => return true,
+                Some(held) if held.revocable() => return true,
+                _ => {}
+            }
+            let now = Instant::now();
+            let give_up = *give_up.get_or_insert_with(|| now + timeout);
+            if now >= give_up {
+                return false;
+            }
+            let wake = match current {
+                Some(Held {
+                    deadline: Some(d),
+                    committing: false,
+                    ..
+                }) => d.min(give_up),
+                _ => give_up,
+            };
+            self.released.wait_until(holder, wake);
+            waited = true;
+        }
+    }
+
+    /// Whether `generation` still holds the lock (was not revoked).
+    pub(crate) fn holds(&self, generation: u64) -> bool {
+        self.holder
+            .lock()
+            .current
+            .is_some_and(|held| held.generation == generation)
+    }
+
+    /// Marks `generation`'s commit as started, so that nobody can revoke it
+    /// any more; `false` when it was revoked already.
+    pub(crate) fn start_commit(&self, generation: u64) -> bool {
+        match &mut self.holder.lock().current {
+            Some(held) if held.generation == generation => {
+                held.committing = true;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Releases the lock if `generation` still holds it; a revoked holder's
+    /// release changes nothing.
+    pub(crate) fn release(&self, generation: u64) {
+        let mut holder = self.holder.lock();
+        if holder
+            .current
+            .is_some_and(|held| held.generation == generation)
+        {
+            holder.current = None;
+            drop(holder);
+            self.released.notify_one();
+        }
     }
 }
 
@@ -203,6 +373,57 @@ mod tests {
             );
             assert_eq!(state.len(), 1);
         }
+    }
+
+    /// The writer lock's rules, on one thread: only an expired holder that
+    /// has not started to commit is taken over, and a revoked holder can
+    /// neither commit nor release its successor's lock.
+    #[test]
+    fn the_writer_lock_is_taken_over_only_past_the_deadline_and_before_commit() {
+        let lock = WriterLock::default();
+        let now = Instant::now();
+        let none = Duration::ZERO;
+        let first = lock.acquire(none, Some(now)).expect("a free lock");
+        let second = lock.acquire(none, None).expect("past its deadline");
+        assert!(!lock.holds(first) && lock.holds(second));
+        assert!(!lock.start_commit(first), "a revoked holder cannot commit");
+        lock.release(first);
+        assert!(lock.holds(second), "a revoked holder's release is a no-op");
+        assert_eq!(lock.acquire(none, None), None, "no deadline: no takeover");
+        lock.release(second);
+        let third = lock.acquire(none, Some(now)).expect("released");
+        assert!(lock.start_commit(third));
+        assert_eq!(lock.acquire(none, None), None, "a commit under way");
+        lock.release(third);
+        let far = now + Duration::from_secs(3600);
+        let fourth = lock.acquire(none, Some(far)).expect("released");
+        assert_eq!(lock.acquire(none, None), None, "not yet past its deadline");
+        assert!(lock.holds(fourth));
+    }
+
+    /// A lock released while a writer waits goes to that writer, not to a
+    /// newcomer (the releasing thread beginning again at once).
+    #[test]
+    fn a_released_lock_goes_to_the_waiting_writer() {
+        let lock = Arc::new(WriterLock::default());
+        let first = lock.acquire(Duration::ZERO, None).expect("a free lock");
+        let waiter = {
+            let lock = lock.clone();
+            std::thread::spawn(move || lock.acquire(Duration::from_secs(120), None))
+        };
+        let ceiling = Instant::now() + Duration::from_secs(120);
+        while lock.holder.lock().waiters == 0 {
+            assert!(Instant::now() < ceiling, "the waiter never waited");
+            std::thread::yield_now();
+        }
+        lock.release(first);
+        assert_eq!(
+            lock.acquire(Duration::ZERO, None),
+            None,
+            "a newcomer took the lock from the waiter"
+        );
+        let second = waiter.join().expect("waiter").expect("handed over");
+        assert!(lock.holds(second));
     }
 
     #[test]

@@ -21,6 +21,18 @@
 //! storage and a failed commit leaves memory and disk as they were. A write
 //! is visible to its own transaction at once.
 //!
+//! DEADLINES
+//! =========
+//!
+//! A transaction may carry a deadline ([`crate::Container::begin_with_deadline`]:
+//! a time limit from `begin`; the facade gives every script call one). Past it, the next writer of the
+//! partition takes the writer lock over (see [`crate::partition`]): the
+//! transaction is revoked, its operations and its commit fail with
+//! [`Error::Abandoned`] (408), and none of its writes is ever published. A
+//! commit that has started is never revoked, so a transaction either
+//! commits whole or is abandoned whole. A stuck script thread that cannot be
+//! interrupted thus holds its partition only until its deadline.
+//!
 //! Non-goals: cross-partition transactions, nested transactions, multiple
 //! writers within one partition. Beginning a second transaction on the same
 //! partition from the thread that holds the first one waits for the lock
@@ -29,10 +41,9 @@
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use host_api::{PartitionKey, Statistics};
-use parking_lot::RawMutex;
-use parking_lot::lock_api::ArcMutexGuard;
 use serde_json::Value;
 
 use crate::container::ContainerInner;
@@ -41,7 +52,7 @@ use crate::document::{
     Document, MAX_DOCUMENT_SIZE, MAX_NESTING, checked_len, drop_deep, validate_id,
 };
 use crate::error::{Error, Result};
-use crate::partition::{LogicalPartition, PartitionState, Slot};
+use crate::partition::{LogicalPartition, PartitionState, Slot, WriterLock};
 use crate::patch::Patch;
 use crate::query::Udf;
 use crate::settings::Expiry;
@@ -101,6 +112,21 @@ struct Write {
     seq: u64,
 }
 
+/// A transaction's hold on its partition's writer lock; dropping it
+/// releases the lock, unless a writer has taken it over meanwhile.
+struct Lease {
+    lock: Arc<WriterLock>,
+    generation: u64,
+    /// How long the transaction was given, when it has a deadline.
+    limit: Option<Duration>,
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.lock.release(self.generation);
+    }
+}
+
 /// A read-write transaction on one logical partition. Dropping it without
 /// [`Txn::commit`] rolls it back.
 pub struct Txn {
@@ -108,7 +134,7 @@ pub struct Txn {
     container: Arc<ContainerInner>,
     partition: Arc<LogicalPartition>,
     /// The committed state when the transaction began. It cannot change while
-    /// the transaction lives, because the transaction holds the writer lock.
+    /// the transaction holds the writer lock (a revoked one cannot commit).
     base: Arc<PartitionState>,
     writes: Vec<Write>,
     /// What the call did, for [`host_api::Collection::stats`].
@@ -123,15 +149,21 @@ pub struct Txn {
     /// absent to the transaction.
     expiry: Option<Expiry>,
     /// The partition's writer lock (declared last: released after the rest).
-    _writer: ArcMutexGuard<RawMutex, ()>,
+    lease: Lease,
 }
 
 impl Txn {
+    /// Begins a transaction on `key`; one with a `limit` can be taken over
+    /// once that much time has passed since it called `begin`.
     pub(crate) fn begin(
         db: Arc<DbInner>,
         container: Arc<ContainerInner>,
         key: PartitionKey,
+        limit: Option<Duration>,
     ) -> Result<Txn> {
+        // The deadline runs from the call: waiting for the lock counts. A
+        // limit too far away for an `Instant` never expires.
+        let deadline = limit.and_then(|limit| Instant::now().checked_add(limit));
         let key = container.full_key(key)?;
         for component in key.components() {
             if let PartitionKey::String(s) = component
@@ -147,12 +179,17 @@ impl Txn {
         }
         let partition = container.partition(key);
         let timeout = db.options.lock_timeout;
-        let Some(writer) = partition.writer.try_lock_arc_for(timeout) else {
+        let Some(generation) = partition.writer.acquire(timeout, deadline) else {
             return Err(Error::LockTimeout {
                 container: container.meta.id.clone(),
                 partition_key: partition.key.clone(),
                 waited: timeout,
             });
+        };
+        let lease = Lease {
+            lock: partition.writer.clone(),
+            generation,
+            limit,
         };
         let base = partition.snapshot();
         let expiry = container.expiry(|| db.now_secs());
@@ -166,8 +203,28 @@ impl Txn {
             stats: Statistics::default(),
             udfs: None,
             index: HashMap::new(),
-            _writer: writer,
+            lease,
         })
+    }
+
+    /// Fails with [`Error::Abandoned`] when the transaction ran past its
+    /// deadline and another writer took its partition over. Free for a
+    /// transaction without a deadline, which nothing can revoke.
+    fn check_held(&self) -> Result<()> {
+        match self.lease.limit {
+            Some(limit) if !self.lease.lock.holds(self.lease.generation) => {
+                Err(self.abandoned(limit))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn abandoned(&self, limit: Duration) -> Error {
+        Error::Abandoned {
+            container: self.container.meta.id.clone(),
+            partition_key: self.partition.key.clone(),
+            limit,
+        }
     }
 
     /// The logical partition this transaction writes.
@@ -280,6 +337,7 @@ impl Txn {
     /// # Errors
     /// [`Error::NotFound`] when there is no such document.
     pub fn read_item(&self, id: &str) -> Result<Document> {
+        self.check_held()?;
         self.current(id)
             .map(|slot| slot.document.clone())
             .ok_or_else(|| self.not_found(id))
@@ -320,6 +378,7 @@ impl Txn {
 
     /// [`Txn::create_item`] for `writer`.
     pub(crate) fn create_as(&mut self, doc: Value, writer: Writer) -> Result<Document> {
+        self.check_held()?;
         let checked = self.check(doc, writer)?;
         if self.current(&checked.id).is_some() {
             return Err(self.conflict(&checked.id));
@@ -352,6 +411,7 @@ impl Txn {
         options: Option<&ItemOptions>,
         writer: Writer,
     ) -> Result<Document> {
+        self.check_held()?;
         let checked = self.check(doc, writer)?;
         let rid = match self.current(id) {
             Some(slot) => {
@@ -391,6 +451,7 @@ impl Txn {
         options: Option<&ItemOptions>,
         writer: Writer,
     ) -> Result<Document> {
+        self.check_held()?;
         let checked = self.check(doc, writer)?;
         let existing = self.current(&checked.id);
         let rid = existing.map(|slot| slot.rid);
@@ -424,6 +485,7 @@ impl Txn {
     /// # Errors
     /// As [`Txn::patch_item`], except for the checks of the write itself.
     pub fn patched(&self, id: &str, patch: &Patch, options: Option<&ItemOptions>) -> Result<Value> {
+        self.check_held()?;
         let Some(slot) = self.current(id) else {
             return Err(self.not_found(id));
         };
@@ -446,6 +508,7 @@ impl Txn {
     /// # Errors
     /// [`Error::NotFound`], [`Error::PreconditionFailed`].
     pub fn delete_item(&mut self, id: &str, options: Option<&ItemOptions>) -> Result<()> {
+        self.check_held()?;
         let Some(slot) = self.current(id) else {
             return Err(self.not_found(id));
         };
@@ -512,16 +575,25 @@ impl Txn {
     ///
     /// # Errors
     /// [`Error::Storage`] when the storage fails (the store then refuses all
-    /// writes), [`Error::ReadOnly`] after an earlier failure. Nothing is
-    /// published in either case.
+    /// writes), [`Error::ReadOnly`] after an earlier failure,
+    /// [`Error::Abandoned`] when the transaction ran past its deadline and
+    /// lost its partition to another writer. Nothing is published in any
+    /// of these cases.
     pub fn commit(self) -> Result<Option<Lsn>> {
+        // From here on the transaction cannot be revoked (a transaction
+        // without a deadline never can be).
+        if let Some(limit) = self.lease.limit
+            && !self.lease.lock.start_commit(self.lease.generation)
+        {
+            return Err(self.abandoned(limit));
+        }
         let Txn {
             db,
             container,
             partition,
             base,
             writes,
-            _writer,
+            lease: _lease,
             ..
         } = self;
         let changes: Vec<RecordChange> = writes

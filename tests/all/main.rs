@@ -15,6 +15,7 @@ mod change_feed;
 mod charge;
 mod collection;
 mod crash;
+mod deadline;
 mod disk;
 mod engine;
 mod fuzz;
