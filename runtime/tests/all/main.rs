@@ -12,6 +12,7 @@ mod support;
 
 mod api;
 mod hostile;
+mod parse_hostile;
 mod sprocs;
 mod udf;
 mod wasm_abi;
