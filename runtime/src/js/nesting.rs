@@ -717,11 +717,10 @@ impl<'a> Scanner<'a> {
                 return true;
             }
             match c {
-                '\\' => {
-                    if chars.next().is_none_or(|(_, n)| is_line_terminator(n)) {
-                        return true;
-                    }
-                }
+                '\\' => match chars.next() {
+                    Some((_, n)) if !is_line_terminator(n) => {}
+                    _ => return true,
+                },
                 '[' => class = true,
                 ']' => class = false,
                 '/' if !class => {
@@ -748,10 +747,8 @@ impl<'a> Scanner<'a> {
             }
             self.pos += c.len_utf8();
             match c {
-                '\\' => {
-                    if self.peek().is_some_and(|n| !is_line_terminator(n)) {
-                        self.bump();
-                    }
+                '\\' if self.peek().is_some_and(|n| !is_line_terminator(n)) => {
+                    self.bump();
                 }
                 '[' => class = true,
                 ']' => class = false,

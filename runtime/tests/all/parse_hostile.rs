@@ -302,6 +302,16 @@ fn real_scripts_compile() {
     assert_eq!(ok_body(run(&body)), json!([6, 10_000, -7, 3]));
 }
 
+/// boa reads `/` as the estimate does: a division after an operand, even
+/// across a line break, and a regular expression after a statement head
+/// (a different reading could hide brackets from the estimate).
+#[test]
+fn slashes_read_as_boa_reads_them() {
+    let body = "function () { var a = 8, g = 2, r = [];\n r.push(a\n/2/g);\n if (true) /'/.test(\"'\") && r.push('regex');\n var o = {}\n/2/1; r.push(typeof o);\n getContext().getResponse().setBody(r); }";
+    compile_js(body).unwrap();
+    assert_eq!(ok_body(run(body)), json!([2, "regex", "number"]));
+}
+
 /// Syntax errors are refused at upload with boa's message.
 #[test]
 fn syntax_errors_are_refused_at_upload() {
@@ -322,6 +332,70 @@ fn syntax_errors_are_refused_at_upload() {
         assert_eq!(f.error.to_string(), err.to_string(), "{body}");
     }
     compile_js("function () { getContext().getResponse().setBody(1); }").unwrap();
+}
+
+/// Expands `{{REPEAT:N:TEXT}}` in a corpus file's body.
+fn expand(body: &str) -> String {
+    let mut out = String::new();
+    let mut rest = body;
+    while let Some(start) = rest.find("{{REPEAT:") {
+        out.push_str(&rest[..start]);
+        let spec = &rest[start + "{{REPEAT:".len()..];
+        let (n, spec) = spec.split_once(':').expect("{{REPEAT:N:TEXT}}");
+        let end = spec.find("}}").expect("{{REPEAT:N:TEXT}}");
+        out.push_str(&spec[..end].repeat(n.parse().expect("a count")));
+        rest = &spec[end + 2..];
+    }
+    out + rest
+}
+
+/// The nesting files of the hostile corpus (`tests/hostile/scripts/nest-*`)
+/// get the upload status their header says, and the accepted ones run.
+#[test]
+fn corpus_uploads_as_declared() {
+    let out = in_child("child_corpus", "", 0);
+    assert!(
+        out.status.success(),
+        "the child failed ({:?}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+#[ignore = "run by corpus_uploads_as_declared in a child process"]
+fn child_corpus() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/hostile/scripts");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(dir).expect("the corpus") {
+        let path = entry.expect("a file").path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if !name.starts_with("nest-") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("a text file");
+        let upload = text
+            .lines()
+            .find_map(|l| l.strip_prefix("// upload: "))
+            .expect("an upload line");
+        let body: String = text
+            .lines()
+            .filter(|l| !l.starts_with("//"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let body = expand(&body);
+        match (upload.trim(), compile_js(&body)) {
+            ("201", Ok(())) => {
+                ok_body(run(&body));
+            }
+            ("400", Err(e)) => {
+                assert_eq!((e.status(), e.substatus()), (400, Some(65535)), "{name}")
+            }
+            (want, got) => panic!("{name}: upload {want} expected, got {got:?}"),
+        }
+        seen += 1;
+    }
+    assert!(seen > 20, "only {seen} nesting files in {dir}");
 }
 
 /// Measures how deep a shape can nest before boa overflows a stack of
