@@ -127,8 +127,12 @@ enum Prev {
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Punct {
-    /// `(`, `[`, `{` or `${`.
+    /// `(`, `[` or `${`.
     Open,
+    /// `{`.
+    OpenBrace,
+    /// `*` (before a generator method's computed key).
+    Star,
     /// `,`.
     Comma,
     /// `;`.
@@ -145,7 +149,8 @@ enum Punct {
 enum KeywordKind {
     /// `return`, `yield` (restricted: a line break ends the statement).
     Return,
-    /// `else`, `do`, `try`, `finally`, `class`: a `{` after them is a block.
+    /// `else`, `do`, `try`, `catch`, `finally`, `class`: a `{` after them
+    /// is a block.
     Block,
     /// Any other.
     Other,
@@ -270,12 +275,10 @@ fn keyword(word: &str) -> Option<Prev> {
             Prev::Value
         }
         "return" => Prev::Keyword(KeywordKind::Return),
-        "else" | "do" | "try" | "finally" | "class" => Prev::Keyword(KeywordKind::Block),
-        "case" | "catch" | "const" | "default" | "delete" | "export" | "extends" | "for"
-        | "function" | "if" | "import" | "in" | "instanceof" | "new" | "switch" | "throw"
-        | "typeof" | "var" | "void" | "while" | "with" | "enum" => {
-            Prev::Keyword(KeywordKind::Other)
-        }
+        "else" | "do" | "try" | "catch" | "finally" | "class" => Prev::Keyword(KeywordKind::Block),
+        "case" | "const" | "default" | "delete" | "export" | "extends" | "for" | "function"
+        | "if" | "import" | "in" | "instanceof" | "new" | "switch" | "throw" | "typeof" | "var"
+        | "void" | "while" | "with" | "enum" => Prev::Keyword(KeywordKind::Other),
         "yield" | "await" | "let" | "async" | "of" | "get" | "set" | "static" | "implements"
         | "package" | "protected" | "interface" | "private" | "public" => Prev::Unsure,
         _ => return None,
@@ -459,7 +462,7 @@ impl<'a> Scanner<'a> {
                     self.bump();
                 }
                 let word = &self.text[start..self.pos];
-                self.word(word, after_for, head_next);
+                self.word(word, after_for);
             }
             _ => {
                 self.boundary(Starts::Other, None);
@@ -469,7 +472,7 @@ impl<'a> Scanner<'a> {
         Ok(())
     }
 
-    fn word(&mut self, word: &'a str, after_for: bool, head_next: bool) {
+    fn word(&mut self, word: &'a str, after_for: bool) {
         let class = if self.prev == Prev::Dot || word.starts_with('#') {
             Some(Prev::Value)
         } else if word.contains('\\') {
@@ -492,7 +495,6 @@ impl<'a> Scanner<'a> {
                 }
             }
         }
-        let _ = head_next;
     }
 
     fn punctuator(&mut self) {
@@ -536,6 +538,7 @@ impl<'a> Scanner<'a> {
                     "." | "?." => Prev::Dot,
                     "++" | "--" => Prev::Unsure,
                     ":" => Prev::Punct(Punct::Colon),
+                    "*" => Prev::Punct(Punct::Star),
                     "=>" => Prev::Punct(Punct::Arrow),
                     _ => Prev::Punct(Punct::Other),
                 };
@@ -608,33 +611,40 @@ impl<'a> Scanner<'a> {
 
     fn open(&mut self, c: char, head: bool) {
         let prev = self.prev;
-        let operand_before = matches!(prev, Prev::Value);
-        let expects_operand = matches!(
-            prev,
-            Prev::Start
-                | Prev::Punct(
-                    Punct::Open | Punct::Comma | Punct::Semicolon | Punct::Arrow | Punct::Other
-                )
-                | Prev::Keyword(_)
-        );
+        let in_braces = matches!(self.top().kind, Kind::Brace { .. });
         let kind = match c {
             '(' => Kind::Paren {
                 // A call's arguments follow an operand; `(` after a
                 // keyword or contextual word is a grouping (or a head).
-                flat: operand_before,
+                flat: prev == Prev::Value,
                 head,
             },
             '[' => Kind::Bracket {
-                flat: expects_operand,
+                // An array literal where an operand is expected. In braces
+                // (a block, an object, a class body), `[` after `{`, `,`,
+                // `;` or `*` may be a computed key, which holds an
+                // expression: not flat.
+                flat: match prev {
+                    Prev::Punct(Punct::Colon | Punct::Arrow | Punct::Other) => true,
+                    Prev::Keyword(KeywordKind::Other | KeywordKind::Return) => true,
+                    Prev::Start
+                    | Prev::Punct(
+                        Punct::Open | Punct::OpenBrace | Punct::Comma | Punct::Semicolon,
+                    )
+                    | Prev::Keyword(KeywordKind::Block) => !in_braces,
+                    _ => false,
+                },
             },
             _ => {
                 let object = match prev {
-                    Prev::Punct(Punct::Open | Punct::Comma | Punct::Other) => true,
+                    // `{` after `(`, `[`, `${`, `,` or an operator.
+                    Prev::Punct(Punct::Open | Punct::Comma | Punct::Other | Punct::Star) => true,
                     Prev::Punct(Punct::Colon) => {
                         matches!(self.top().kind, Kind::Brace { object: true })
                     }
                     Prev::Keyword(KeywordKind::Other) => true,
                     Prev::Keyword(KeywordKind::Return) => !self.newline,
+                    // After `{`, `;`, `=>`, `)`, `}`, `else`, `catch`, ...
                     _ => false,
                 };
                 Kind::Brace { object }
@@ -642,7 +652,11 @@ impl<'a> Scanner<'a> {
         };
         self.top().count += 1;
         self.frames.push(Frame::new(kind));
-        self.prev = Prev::Punct(Punct::Open);
+        self.prev = Prev::Punct(if c == '{' {
+            Punct::OpenBrace
+        } else {
+            Punct::Open
+        });
     }
 
     fn close(&mut self, c: char) -> Result<(), Refusal> {
@@ -791,6 +805,15 @@ mod tests {
             format!("if (a) x;{}", " else if (a) x;".repeat(n)),
             format!("if (a) x\n{}", "else if (a) x\n".repeat(n)),
             format!("{}x;{}", "do ".repeat(n), " while (1);".repeat(n)),
+            // Comma expressions where a flat list could be mistaken.
+            format!("try {{}} catch {{ 1{} }}", ", 1".repeat(n)),
+            format!("{{ {{ 1{} }} }}", ", 1".repeat(n)),
+            format!("x = {{ [1{}]: 1 }}", ", 1".repeat(n)),
+            format!("class A {{ *[1{}]() {{}} }}", ", 1".repeat(n)),
+            format!("class A {{ x = 1; [1{}] = 2 }}", ", 1".repeat(n)),
+            format!("for (a[1{}] of b);", ", 1".repeat(n)),
+            format!("if (a) (1{})", ", 1".repeat(n)),
+            format!("return\n{{ 1{} }}", ", 1".repeat(n)),
         ] {
             assert!(depth(&shape) >= n, "{shape}: {}", depth(&shape));
         }
@@ -808,13 +831,15 @@ mod tests {
             format!("[{}]", "-1, ".repeat(n)),
             format!("x = {{{}}}", "a: -1, ".repeat(n)),
             format!("f({})", "-1, ".repeat(n)),
+            format!("x = {{a: [{}]}}", "-1, ".repeat(n)),
+            format!("x = c ? [{}] : 0", "-1, ".repeat(n)),
             format!("x = '{}'", "!(".repeat(n)),
             format!("x = /{}/", "\\(".repeat(n)),
             format!("// {}", "((".repeat(n)),
             format!("/* {} */", "((".repeat(n)),
             format!("x = `{}`", "!((".repeat(n)),
         ] {
-            assert!(depth(&flat) < 20, "{}: {}", &flat[..40], depth(&flat));
+            assert!(depth(&flat) < 40, "{}: {}", &flat[..40], depth(&flat));
         }
     }
 
