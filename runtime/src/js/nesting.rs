@@ -236,6 +236,8 @@ struct Scanner<'a> {
     head_next: bool,
     /// The previous word was `for` (for `for await (`).
     after_for: bool,
+    /// Bytes [`Scanner::readings_agree`] may still look ahead.
+    lookahead: usize,
 }
 
 const AMBIGUOUS_SLASH: &str = "A `/` here could start a regular expression or be a division, and the two readings differ: put the regular expression in parentheses or use `new RegExp(...)`.";
@@ -298,6 +300,7 @@ impl<'a> Scanner<'a> {
             pending_semicolon: false,
             head_next: false,
             after_for: false,
+            lookahead: 4 * text.len() + (64 << 10),
         }
     }
 
@@ -445,7 +448,7 @@ impl<'a> Scanner<'a> {
             '(' | '[' | '{' => {
                 self.boundary(Starts::Other, None);
                 self.pos += 1;
-                self.open(c, head_next);
+                self.open(c, head_next)?;
             }
             ')' | ']' | '}' => {
                 self.boundary(Starts::Other, None);
@@ -595,6 +598,9 @@ impl<'a> Scanner<'a> {
                     self.bump();
                 }
                 '$' if self.peek_at(0) == Some(b'{') => {
+                    if self.frames.len() > MAX_DEPTH / FRAME_WEIGHT + 1 {
+                        return Err(Refusal::TooDeep);
+                    }
                     self.pos += 1;
                     self.top().count += 1;
                     self.frames.push(Frame::new(Kind::Subst));
@@ -609,7 +615,13 @@ impl<'a> Scanner<'a> {
         Ok(())
     }
 
-    fn open(&mut self, c: char, head: bool) {
+    fn open(&mut self, c: char, head: bool) -> Result<(), Refusal> {
+        // Every open frame adds more than FRAME_WEIGHT to the estimate:
+        // past this many the text is too deep whatever follows, and the
+        // frames of 2 MB of `(` are never all held.
+        if self.frames.len() > MAX_DEPTH / FRAME_WEIGHT + 1 {
+            return Err(Refusal::TooDeep);
+        }
         let prev = self.prev;
         let in_braces = matches!(self.top().kind, Kind::Brace { .. });
         let kind = match c {
@@ -657,6 +669,7 @@ impl<'a> Scanner<'a> {
         } else {
             Punct::Open
         });
+        Ok(())
     }
 
     fn close(&mut self, c: char) -> Result<(), Refusal> {
@@ -722,32 +735,49 @@ impl<'a> Scanner<'a> {
     /// a regular expression finds the same strings, comments and brackets
     /// after it: no regular expression can end on this line, or its body
     /// holds none of them and no `/` or `*` follows it.
-    fn readings_agree(&self) -> bool {
+    ///
+    /// The look-ahead of all such `/` together is bounded by
+    /// [`Scanner::lookahead`] (a few times the text), so a text made of
+    /// them cannot make the scan quadratic: past it, they are refused.
+    fn readings_agree(&mut self) -> bool {
         let bytes = &self.text[self.pos + 1..];
         let mut class = false;
         let mut chars = bytes.char_indices();
+        let mut end = None;
+        let mut agree = true;
         while let Some((i, c)) = chars.next() {
+            if i > self.lookahead {
+                return false;
+            }
             if is_line_terminator(c) {
-                return true;
+                end = Some(i);
+                break;
             }
             match c {
                 '\\' => match chars.next() {
                     Some((_, n)) if !is_line_terminator(n) => {}
-                    _ => return true,
+                    _ => {
+                        end = Some(i);
+                        break;
+                    }
                 },
                 '[' => class = true,
                 ']' => class = false,
                 '/' if !class => {
                     let body = &bytes[..i];
                     let after = bytes[i + 1..].bytes().next();
-                    return !body.bytes().any(|b| b"`'\"/()[]{}".contains(&b))
+                    agree = !body.bytes().any(|b| b"`'\"/()[]{}".contains(&b))
                         && !body.contains("<!--")
                         && !matches!(after, Some(b'/' | b'*'));
+                    end = Some(i);
+                    break;
                 }
                 _ => {}
             }
         }
-        true
+        let scanned = end.unwrap_or(bytes.len());
+        self.lookahead = self.lookahead.saturating_sub(scanned);
+        agree
     }
 
     /// A regular expression literal: to the `/` outside a class, then its
@@ -877,6 +907,13 @@ mod tests {
         }
         // After an object literal, `/` is a division.
         assert!(Scanner::new("x = {}\n/'/ + (((1)))").run().is_ok());
+        // Many ambiguous slashes, each looking ahead over a long line, are
+        // refused rather than scanned quadratically.
+        let many = format!("{}{}", "a++/[".repeat(20_000), "]".repeat(20_000));
+        assert_eq!(
+            Scanner::new(&many).run(),
+            Err(Refusal::Ambiguous(AMBIGUOUS_SLASH))
+        );
         // Readings that agree pass.
         assert!(Scanner::new("{}\n/a+/.test(b)").run().is_ok());
         assert!(Scanner::new("x = 1\n--> closing comment").run().is_ok());
@@ -900,6 +937,17 @@ mod tests {
             println!("{file}: {depth}");
             assert!(depth < MAX_DEPTH / 4, "{file}: {depth}");
         }
+    }
+
+    #[test]
+    fn open_frames_are_bounded_early() {
+        for text in ["(".repeat(1 << 20), "`${".repeat(1 << 18)] {
+            assert_eq!(Scanner::new(&text).run(), Err(Refusal::TooDeep));
+        }
+        // Just within: the estimate decides.
+        let n = MAX_DEPTH / FRAME_WEIGHT / 2;
+        let text = "(".repeat(n) + &")".repeat(n);
+        assert!(Scanner::new(&text).run().is_ok());
     }
 
     #[test]
