@@ -41,6 +41,13 @@
 //! first call nor a restart compiles again. A module stored through the
 //! engine's container (the layer beneath) is checked when it first runs
 //! instead.
+//!
+//! JavaScript is compiled at upload too (`runtime::compile_js`, in a
+//! throwaway context): a body that would not compile, nests deeper than the
+//! runtime's bound or has a `{ __proto__: value }` literal is refused with
+//! the 400 (substatus 65535) and the message its first call would fail
+//! with, and nothing is stored. Bodies over 2 MB are left to the engine's
+//! 413 before any compiler sees them.
 
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -110,7 +117,25 @@ fn wasm<'a>(script: &'a Script, data_dir: Option<&'a Path>) -> WasmScript<'a> {
 pub(crate) fn checked(
     container: &Container,
     mut props: ScriptProperties,
-) -> Result<ScriptProperties, engine::Error> {
+) -> Result<ScriptProperties, Error> {
+    if props.body.len() > engine::MAX_SCRIPT_SIZE {
+        // The engine refuses it too (413); refused first, so that no
+        // compiler sees it.
+        return Ok(props);
+    }
+    if props.language == ScriptLanguage::JavaScript {
+        // Not UTF-8: the engine refuses it (400).
+        if let Ok(body) = std::str::from_utf8(&props.body) {
+            runtime::compile_js(body).map_err(|error| {
+                Error::Script(Box::new(ScriptFailure {
+                    error,
+                    logs: String::new(),
+                    stats: Statistics::default(),
+                    operation: None,
+                }))
+            })?;
+        }
+    }
     if props.language == ScriptLanguage::Wasm {
         let script = WasmScript {
             id: &props.id,

@@ -269,6 +269,22 @@ pub struct Failure {
     pub stats: Statistics,
 }
 
+/// The deepest nesting [`compile_js`] and calls accept, in the units of
+/// the runtime's estimate (about one per operator, keyword or bracket that
+/// nests; see docs/scripts.md).
+pub const MAX_SCRIPT_DEPTH: usize = js::MAX_DEPTH;
+
+/// Checks that a JavaScript procedure, trigger or user-defined function
+/// compiles, as its first call would compile it: within the nesting bound
+/// (no script text, of any size or shape, can overflow the native stack
+/// while boa parses or compiles it), without `{ __proto__: value }`
+/// literals, and free of syntax errors. For upload: the error is the one a
+/// call would fail with ([`Error::Compile`], 400 with substatus 65535).
+/// Builds a fresh context (about a millisecond) and keeps nothing.
+pub fn compile_js(body: &str) -> Result<(), Error> {
+    js::check(body).map_err(Error::Compile)
+}
+
 /// Runs a JavaScript stored procedure or trigger against `collection`.
 ///
 /// Never commits: the caller commits on `Ok` and drops (rolls back) the

@@ -139,17 +139,16 @@ fn logs_and_failures() -> Result {
         "rolled back"
     );
 
-    c.create_script(ScriptProperties::stored_procedure(
-        "broken",
-        "function f( {",
-    ))?;
     let err = c
-        .execute_stored_procedure("broken", "a", vec![], None)
+        .create_script(ScriptProperties::stored_procedure(
+            "broken",
+            "function f( {",
+        ))
         .unwrap_err();
     assert_eq!(
         (err.status(), err.substatus()),
         (400, Some(65535)),
-        "compile errors surface at the first call"
+        "compile errors surface at upload"
     );
 
     c.create_script(ScriptProperties::stored_procedure(
@@ -623,5 +622,72 @@ fn a_failure_names_the_operation_it_came_from() -> Result {
         err.failed_operation().is_none(),
         "a throw of its own: {err}"
     );
+    Ok(())
+}
+
+/// A JavaScript body that does not compile, nests too deeply or has a
+/// `{ __proto__: value }` literal is refused at upload, created or
+/// replaced, for every kind of script, with the message its first call
+/// would fail with; nothing is stored and a replaced script keeps its
+/// version. Bodies over 2 MB are a 413 before any compiler sees them.
+#[test]
+fn scripts_that_do_not_compile_are_refused_at_upload() -> Result {
+    let db = Database::in_memory();
+    let c = db.create_container("posts", "/postId")?;
+    let good = "function () { getContext().getResponse().setBody('v1'); }";
+    let deep = format!("function f() {{ var x = {}1; }}", "!".repeat(300_000));
+    let ifs = format!("function f() {{ {}; }}", "if (1) ".repeat(100_000));
+    let kinds = |id: &str, body: &str| {
+        [
+            ScriptProperties::stored_procedure(id, body),
+            ScriptProperties::trigger(id, body, TriggerType::Pre, TriggerOperation::All),
+            ScriptProperties::user_defined_function(id, body),
+        ]
+    };
+    for bad in [
+        "function f( {",
+        deep.as_str(),
+        ifs.as_str(),
+        "function () { var o = { __proto__: [] }; }",
+    ] {
+        for props in kinds("bad", bad) {
+            let kind = props.kind;
+            let err = c.create_script(props).unwrap_err();
+            assert_eq!((err.status(), err.substatus()), (400, Some(65535)), "{err}");
+            assert!(
+                err.to_string()
+                    .contains("Encountered exception while compiling Javascript."),
+                "{err}"
+            );
+            assert_eq!(c.read_script(kind, "bad").unwrap_err().status(), 404);
+        }
+        for (good_props, bad_props) in kinds("kept", good).into_iter().zip(kinds("kept", bad)) {
+            let kind = good_props.kind;
+            let before = c.create_script(good_props)?;
+            let err = c.replace_script(bad_props).unwrap_err();
+            assert_eq!((err.status(), err.substatus()), (400, Some(65535)), "{err}");
+            let after = c.read_script(kind, "kept")?;
+            assert_eq!(after.version, before.version);
+            assert_eq!(&*after.body, good.as_bytes());
+            c.delete_script(kind, "kept")?;
+        }
+    }
+    // The message at upload is the one the call gives.
+    let at_upload = c
+        .create_script(ScriptProperties::stored_procedure("s", "function f( {"))
+        .unwrap_err()
+        .to_string();
+    assert!(at_upload.contains("Encountered exception while compiling Javascript."));
+    // Over 2 MB: 413, even when it would not compile either.
+    let huge = format!("function f() {{ var x = {}1; }}", "!".repeat(3 << 20));
+    for props in kinds("huge", &huge) {
+        let kind = props.kind;
+        assert_eq!(c.create_script(props).unwrap_err().status(), 413);
+        assert_eq!(c.read_script(kind, "huge").unwrap_err().status(), 404);
+    }
+    // A good one is stored and runs.
+    c.create_script(ScriptProperties::stored_procedure("ok", good))?;
+    let out = c.execute_stored_procedure("ok", "p1", vec![], None)?;
+    assert_eq!(out.body, json!("v1"));
     Ok(())
 }

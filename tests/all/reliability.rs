@@ -258,12 +258,16 @@ fn bad_input() {
              var c = getContext().getCollection(); c.createDocument(c.getSelfLink(), {id: 'deep', postId: 'p1', v: v}); }",
         ))
         .expect("script");
-    posts
+    let e = posts
         .create_script(ScriptProperties::stored_procedure(
             "broken",
             "function ( { oops",
         ))
-        .expect("a script is stored as text; it fails when compiled");
+        .expect_err("a script that does not compile is refused at upload");
+    assert_eq!(
+        (e.status(), e.substatus()),
+        (400, Some(runtime_compile_substatus()))
+    );
     posts
         .create_item(
             "p1",
@@ -427,8 +431,7 @@ fn bad_input() {
     let e = posts
         .execute_stored_procedure("broken", "p1", vec![], None)
         .unwrap_err();
-    check("a script that does not compile", e.status(), &[400]);
-    assert_eq!(e.substatus(), Some(runtime_compile_substatus()));
+    check("a script refused at upload", e.status(), &[404]);
     let e = posts
         .execute_stored_procedure("missing", "p1", vec![], None)
         .unwrap_err();

@@ -6,6 +6,8 @@
 //!   one call of a user-defined function.
 //! - `host.rs`: the call state and the native functions scripts call
 //!   (`getContext()`, collection methods, request, response, console).
+//! - `nesting.rs`: the bound on a script's nesting, checked before boa
+//!   parses it.
 //! - `guards.rs`: guarded built-ins (the memory bound) and host hooks.
 //! - `convert.rs`: bounded `JsValue` → JSON conversion.
 //! - `prelude.js`: the JavaScript half of the API (JScript `Error`, the
@@ -14,9 +16,12 @@
 mod convert;
 mod guards;
 mod host;
+mod nesting;
 mod run;
 mod sandbox;
 
 pub(crate) use host::generate_id;
 pub(crate) use host::seed_ids;
+pub(crate) use nesting::MAX_DEPTH;
 pub(crate) use run::{RED_ZONE, result_unobserved, run, run_udf, unhandled};
+pub(crate) use sandbox::check;

@@ -35,8 +35,8 @@ use boa_engine::object::ObjectInitializer;
 use boa_engine::property::{Attribute, PropertyDescriptor, PropertyKey};
 use boa_engine::{Context, JsObject, JsResult, JsValue, NativeFunction, Script, Source, js_string};
 
-use super::guards;
 use super::host::{self, CallState, Host, Shared};
+use super::{guards, nesting};
 use crate::Limits;
 
 /// Instructions set aside for building a sandbox (host objects, guards,
@@ -198,27 +198,14 @@ impl Sandbox {
         {
             return Ok(c.wrapper.clone());
         }
-        let text = strip(body);
-        if nesting(text) > MAX_NESTING {
-            return Err(format!(
-                "Encountered exception while compiling Javascript. Brackets nest deeper than {MAX_NESTING} levels."
-            ));
-        }
-        let source = format!("(function () {{ return (\n{text}\n); }})");
-        if has_proto_literal(&source, &mut self.context) {
-            return Err(format!(
-                "Encountered exception while compiling Javascript. {PROTO_LITERAL}"
-            ));
-        }
-        let script = Script::parse(
-            Source::from_bytes(source.as_bytes()),
-            None,
-            &mut self.context,
-        )
-        .map_err(|e| format!("Encountered exception while compiling Javascript. {e}"))?;
-        let value = script
-            .evaluate(&mut self.context)
-            .map_err(|e| format!("Encountered exception while compiling Javascript. {e}"))?;
+        let source = wrapped(body);
+        let context = &mut self.context;
+        let value = on_compile_stack(|| {
+            let script = parse(&source, context)?;
+            script
+                .evaluate(context)
+                .map_err(|e| format!("{COMPILE_ERROR} {e}"))
+        })?;
         let wrapper = value
             .as_callable()
             .ok_or_else(|| "the script is not a function".to_owned())?;
@@ -271,49 +258,49 @@ impl Sandbox {
     }
 }
 
-/// Deepest bracket nesting accepted in a script: boa's parser recurses in
-/// Rust, dozens of frames per level, and a stack overflow aborts the process.
-const MAX_NESTING: usize = 200;
+/// The prefix of every compile error, as Cosmos DB words it.
+const COMPILE_ERROR: &str = "Encountered exception while compiling Javascript.";
 
-/// The deepest nesting of `(`, `[` and `{`, skipping string literals and
-/// comments (approximately: a bracket inside a regular expression literal
-/// counts too, which can only overestimate).
-fn nesting(text: &str) -> usize {
-    let bytes = text.as_bytes();
-    let (mut depth, mut max, mut i) = (0usize, 0usize, 0usize);
-    while i < bytes.len() {
-        match bytes[i] {
-            b'(' | b'[' | b'{' => {
-                depth += 1;
-                max = max.max(depth);
-            }
-            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
-            quote @ (b'"' | b'\'' | b'`') => {
-                i += 1;
-                while i < bytes.len() && bytes[i] != quote {
-                    if bytes[i] == b'\\' {
-                        i += 1;
-                    }
-                    i += 1;
-                }
-            }
-            b'/' if bytes.get(i + 1) == Some(&b'/') => {
-                while i < bytes.len() && bytes[i] != b'\n' {
-                    i += 1;
-                }
-            }
-            b'/' if bytes.get(i + 1) == Some(&b'*') => {
-                i += 2;
-                while i + 1 < bytes.len() && !(bytes[i] == b'*' && bytes[i + 1] == b'/') {
-                    i += 1;
-                }
-                i += 1;
-            }
-            _ => {}
-        }
-        i += 1;
+/// The source compiled for a script body: `(function () { return (BODY\n); })`.
+pub(crate) fn wrapped(body: &str) -> String {
+    format!("(function () {{ return (\n{}\n); }})", strip(body))
+}
+
+/// Runs `f` (a parse, a compilation or an evaluation that compiles) on a
+/// stack with at least [`nesting::COMPILE_STACK`] free: the bound that
+/// [`nesting::check`] puts on a script's depth was measured against it.
+/// Compiling is rare (once per script and sandbox, and at upload), so a
+/// fresh stack segment there costs little.
+pub(crate) fn on_compile_stack<T>(f: impl FnOnce() -> T) -> T {
+    stacker::maybe_grow(nesting::COMPILE_STACK, nesting::COMPILE_STACK, f)
+}
+
+/// Checks the nesting bound and the `__proto__` rule, then parses `source`
+/// (from [`wrapped`]). Call on the compile stack ([`on_compile_stack`]):
+/// the returned script holds the syntax tree, whose drop recurses too.
+pub(crate) fn parse(source: &str, context: &mut Context) -> Result<Script, String> {
+    nesting::check(source).map_err(|e| format!("{COMPILE_ERROR} {e}"))?;
+    if has_proto_literal(source, context) {
+        return Err(format!("{COMPILE_ERROR} {PROTO_LITERAL}"));
     }
-    max
+    Script::parse(Source::from_bytes(source.as_bytes()), None, context)
+        .map_err(|e| format!("{COMPILE_ERROR} {e}"))
+}
+
+/// Parses and compiles `body` as [`Sandbox::compiled`] does, in a fresh
+/// context dropped afterwards (for checks at upload: nothing is cached).
+pub(crate) fn check(body: &str) -> Result<(), String> {
+    let source = wrapped(body);
+    on_compile_stack(|| {
+        let mut context = ContextBuilder::new()
+            .build()
+            .map_err(|e| format!("cannot build a context: {e}"))?;
+        let script = parse(&source, &mut context)?;
+        script
+            .codeblock(&mut context)
+            .map(drop)
+            .map_err(|e| format!("{COMPILE_ERROR} {e}"))
+    })
 }
 
 /// Why a script with a `{ __proto__: value }` literal is refused.

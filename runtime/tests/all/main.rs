@@ -14,6 +14,7 @@ mod api;
 mod builtins;
 mod hostile;
 mod json_text;
+mod parse_hostile;
 mod sprocs;
 mod udf;
 mod wasm_abi;

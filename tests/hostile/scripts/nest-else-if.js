@@ -1,0 +1,5 @@
+// hostile: a chain of 300,000 `else if`
+// upload: 400
+// isolated: -
+// in-process: -
+function f() { var a = 1; if (a) a = 2;{{REPEAT:300000: else if (a) a = 2;}} }
