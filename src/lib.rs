@@ -46,6 +46,9 @@ pub use container::{
 };
 pub use error::{Error, Result, ScriptFailure};
 pub use host_api::Statistics;
+/// Strict JSON text: serde_json's parser, refusing duplicate member names
+/// (what every untrusted document or parameter list goes through).
+pub use host_api::strict;
 pub use partita_alloc::MiMalloc;
 pub use recording::FailedOperation;
 pub use runtime::{

@@ -68,7 +68,7 @@ fn bad_line(number: u64, what: String) -> Value {
 fn arguments(number: u64, text: &str) -> Result<Vec<String>, Value> {
     // Strict: a document argument is re-serialized here, so a duplicate
     // member dropped now could not be refused later.
-    match host_api::strict::parse_str(text) {
+    match partita::strict::parse_str(text) {
         Ok(Value::Array(items)) => Ok(items
             .into_iter()
             .map(|item| match item {
@@ -80,7 +80,7 @@ fn arguments(number: u64, text: &str) -> Result<Vec<String>, Value> {
             number,
             format!("must be a JSON array of arguments, not {other}"),
         )),
-        Err(host_api::strict::StrictError::Syntax(e)) => {
+        Err(partita::strict::StrictError::Syntax(e)) => {
             Err(bad_line(number, format!("is not valid JSON: {e}")))
         }
         Err(duplicate) => Err(bad_line(number, format!("is refused: {duplicate}"))),

@@ -35,9 +35,9 @@ pub(crate) fn stats_json(stats: &Statistics) -> Value {
 /// Parses a JSON argument; malformed JSON and an object with two members
 /// of the same name (which would otherwise keep the last) are a 400.
 pub(crate) fn parse_json(what: &str, text: &str) -> Result<Value, Error> {
-    host_api::strict::parse_str(text).map_err(|e| {
+    partita::strict::parse_str(text).map_err(|e| {
         let message = match e {
-            host_api::strict::StrictError::Syntax(e) => format!("{what} is not valid JSON: {e}"),
+            partita::strict::StrictError::Syntax(e) => format!("{what} is not valid JSON: {e}"),
             duplicate => format!("{what} is refused: {duplicate}"),
         };
         EngineError::BadRequest(message).into()
