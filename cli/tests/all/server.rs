@@ -1682,7 +1682,9 @@ impl ServerProcess {
         stream
             .set_read_timeout(Some(std::time::Duration::from_secs(180)))
             .unwrap();
-        stream.write_all(request).unwrap();
+        // A server may answer (a 413 from the declared length) and close
+        // before the whole request is written: read its answer anyway.
+        let _ = stream.write_all(request);
         let mut out = Vec::new();
         let _ = stream.read_to_end(&mut out);
         String::from_utf8_lossy(&out).into_owned()

@@ -29,6 +29,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::rc::Rc;
 
 use boa_engine::context::ContextBuilder;
+use boa_engine::optimizer::OptimizerOptions;
 use boa_engine::error::EngineError;
 use boa_engine::job::{Job, JobExecutor, PromiseJob};
 use boa_engine::object::ObjectInitializer;
@@ -151,6 +152,10 @@ impl Sandbox {
             .host_hooks(Rc::new(guards::Hooks))
             .build()
             .map_err(|e| (format!("cannot build a context: {e}"), false))?;
+        // No constant folding: it would evaluate a script's constant
+        // expressions (`7n ** 100000000n`) while compiling, outside every
+        // bound a call has, and at upload in the server's own process.
+        context.set_optimizer_options(OptimizerOptions::empty());
         let host = Rc::new(RefCell::new(CallState::new()));
         context.insert_data(Host(host.clone()));
         let (apply_stages, baseline) = setup(&mut context).map_err(|e| {
@@ -295,6 +300,7 @@ pub(crate) fn check(body: &str) -> Result<(), String> {
         let mut context = ContextBuilder::new()
             .build()
             .map_err(|e| format!("cannot build a context: {e}"))?;
+        context.set_optimizer_options(OptimizerOptions::empty());
         let script = parse(&source, &mut context)?;
         script
             .codeblock(&mut context)

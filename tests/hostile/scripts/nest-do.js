@@ -1,5 +1,5 @@
-// hostile: 300,000 nested `do ... while` statements
+// hostile: 100,000 nested `do ... while` statements
 // upload: 400
 // isolated: -
 // in-process: -
-function f() { var a; {{REPEAT:300000:do }}a = 1;{{REPEAT:300000: while (0);}} }
+function f() { var a; {{REPEAT:100000:do }}a = 1;{{REPEAT:100000: while (0);}} }

@@ -1,5 +1,5 @@
-// hostile: 300,000 nested `for` statements
+// hostile: 150,000 nested `for` statements
 // upload: 400
 // isolated: -
 // in-process: -
-function f() { {{REPEAT:300000:for (;0;) }}; }
+function f() { {{REPEAT:150000:for (;0;) }}; }

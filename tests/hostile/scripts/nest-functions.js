@@ -1,5 +1,5 @@
-// hostile: 300,000 nested function declarations
+// hostile: 80,000 nested function declarations
 // upload: 400
 // isolated: -
 // in-process: -
-function f() { {{REPEAT:300000:function g() { }}{{REPEAT:300000:} }} }
+function f() { {{REPEAT:80000:function g() { }}{{REPEAT:80000:} }} }

@@ -1,5 +1,5 @@
-// hostile: 300,000 chained `?:` conditionals
+// hostile: 180,000 chained `?:` conditionals
 // upload: 400
 // isolated: -
 // in-process: -
-function f() { var a = 1; var x = {{REPEAT:300000:a ? 1 : }}1; }
+function f() { var a = 1; var x = {{REPEAT:180000:a ? 1 : }}1; }

@@ -1,5 +1,5 @@
-// hostile: 300,000 prefix `typeof` keywords
+// hostile: 210,000 prefix `typeof` keywords
 // upload: 400
 // isolated: -
 // in-process: -
-function f() { var x = {{REPEAT:300000:typeof }}1; }
+function f() { var x = {{REPEAT:210000:typeof }}1; }

@@ -1,5 +1,5 @@
-// hostile: 300,000 nested `while` statements
+// hostile: 150,000 nested `while` statements
 // upload: 400
 // isolated: -
 // in-process: -
-function f() { {{REPEAT:300000:while (0) }}; }
+function f() { {{REPEAT:150000:while (0) }}; }

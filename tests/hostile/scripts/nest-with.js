@@ -1,5 +1,5 @@
-// hostile: 300,000 nested `with` statements
+// hostile: 160,000 nested `with` statements
 // upload: 400
 // isolated: -
 // in-process: -
-function f() { var a = {}; {{REPEAT:300000:with (a) }}; }
+function f() { var a = {}; {{REPEAT:160000:with (a) }}; }
