@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
+use crate::server::signed_raw_to;
 use crate::support::ServerProcess;
 
 /// One corpus file: its header's expectations and its expanded body.
@@ -262,4 +263,78 @@ fn scripts_in_process_survive_what_can_be_guarded_there() {
     {
         server.run(case, case.in_process, "scripts in process");
     }
+}
+
+/// The children of `pid` whose command line names a script worker.
+fn workers_of(pid: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(child) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
+        // `pid (comm) state ppid ...`: the fields after the last ')'.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        let cmdline = std::fs::read(format!("/proc/{child}/cmdline")).unwrap_or_default();
+        if ppid == Some(pid) && String::from_utf8_lossy(&cmdline).contains("script-worker") {
+            found.push(child);
+        }
+    }
+    found
+}
+
+/// Whether `pid` has exited (gone, or a zombie nobody reaped).
+fn exited(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+        stat.rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state == "Z" || state == "X")
+    })
+}
+
+#[test]
+fn a_worker_stuck_in_a_script_dies_with_a_killed_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Server::start(&["--data", dir.path().to_str().unwrap()]);
+    let stuck =
+        "function f() { getContext().getResponse().setBody(/(a+)+$/.test('a'.repeat(40) + '!')); }";
+    let (status, _) = server.request(
+        "POST",
+        "/dbs/d/colls/c/sprocs",
+        "",
+        &json!({"id": "stuck", "body": stuck}),
+    );
+    assert_eq!(status, 201);
+    let addr = server.0.addr.clone();
+    let call = std::thread::spawn(move || {
+        // Its answer is lost with the server.
+        let _ = signed_raw_to(&addr, "POST", "/dbs/d/colls/c/sprocs/stuck", PK, b"[]");
+    });
+    let pid = server.0.child.id();
+    let ceiling = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let workers = loop {
+        let workers = workers_of(pid);
+        if !workers.is_empty() {
+            break workers;
+        }
+        assert!(std::time::Instant::now() < ceiling, "no worker started");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    server.0.child.kill().unwrap();
+    server.0.child.wait().unwrap();
+    while !workers.iter().all(|&w| exited(w)) {
+        assert!(
+            std::time::Instant::now() < ceiling,
+            "workers {workers:?} outlived their server"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    call.join().unwrap();
 }

@@ -1672,43 +1672,56 @@ proptest! {
 
 // --- the real binary over TCP --------------------------------------------------------------
 
+/// Sends raw bytes and returns the raw response (the server closes the
+/// connection: requests say `connection: close`). A server that has not
+/// answered within minutes is wedged: the read gives up and the test
+/// fails on the empty response.
+pub(crate) fn raw_to(addr: &str, request: &[u8]) -> String {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(180)))
+        .unwrap();
+    // A server may answer (a 413 from the declared length) and close
+    // before the whole request is written: read its answer anyway.
+    let _ = stream.write_all(request);
+    let mut out = Vec::new();
+    let _ = stream.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A request signed with the emulator key, `extra` header lines
+/// (each ending in `\r\n`) and `body`: the raw response.
+pub(crate) fn signed_raw_to(
+    addr: &str,
+    method: &str,
+    path: &str,
+    extra: &str,
+    body: &[u8],
+) -> String {
+    let req = signed(method, path, &[], b"");
+    let mut text = format!("{method} {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n");
+    for name in ["authorization", "x-ms-date"] {
+        text.push_str(&format!(
+            "{name}: {}\r\n",
+            req.headers[name].to_str().unwrap()
+        ));
+    }
+    text.push_str(extra);
+    text.push_str(&format!("content-length: {}\r\n\r\n", body.len()));
+    let mut bytes = text.into_bytes();
+    bytes.extend_from_slice(body);
+    raw_to(addr, &bytes)
+}
+
 impl ServerProcess {
-    /// Sends raw bytes and returns the raw response (the server closes the
-    /// connection: requests say `connection: close`). A server that has not
-    /// answered within minutes is wedged: the read gives up and the test
-    /// fails on the empty response.
+    /// [`raw_to`] this server.
     pub(crate) fn raw(&self, request: &[u8]) -> String {
-        let mut stream = TcpStream::connect(&self.addr).unwrap();
-        stream
-            .set_read_timeout(Some(std::time::Duration::from_secs(180)))
-            .unwrap();
-        // A server may answer (a 413 from the declared length) and close
-        // before the whole request is written: read its answer anyway.
-        let _ = stream.write_all(request);
-        let mut out = Vec::new();
-        let _ = stream.read_to_end(&mut out);
-        String::from_utf8_lossy(&out).into_owned()
+        raw_to(&self.addr, request)
     }
 
-    /// A request signed with the emulator key, `extra` header lines
-    /// (each ending in `\r\n`) and `body`: the raw response.
+    /// [`signed_raw_to`] this server.
     pub(crate) fn signed_raw(&self, method: &str, path: &str, extra: &str, body: &[u8]) -> String {
-        let req = signed(method, path, &[], b"");
-        let mut text = format!(
-            "{method} {path} HTTP/1.1\r\nhost: {}\r\nconnection: close\r\n",
-            self.addr
-        );
-        for name in ["authorization", "x-ms-date"] {
-            text.push_str(&format!(
-                "{name}: {}\r\n",
-                req.headers[name].to_str().unwrap()
-            ));
-        }
-        text.push_str(extra);
-        text.push_str(&format!("content-length: {}\r\n\r\n", body.len()));
-        let mut bytes = text.into_bytes();
-        bytes.extend_from_slice(body);
-        self.raw(&bytes)
+        signed_raw_to(&self.addr, method, path, extra, body)
     }
 
     /// Sends SIGTERM (by pid): the server's graceful shutdown path.

@@ -29,10 +29,10 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::rc::Rc;
 
 use boa_engine::context::ContextBuilder;
-use boa_engine::optimizer::OptimizerOptions;
 use boa_engine::error::EngineError;
 use boa_engine::job::{Job, JobExecutor, PromiseJob};
 use boa_engine::object::ObjectInitializer;
+use boa_engine::optimizer::OptimizerOptions;
 use boa_engine::property::{Attribute, PropertyDescriptor, PropertyKey};
 use boa_engine::{Context, JsObject, JsResult, JsValue, NativeFunction, Script, Source, js_string};
 

@@ -262,12 +262,38 @@ pub fn worker_main() -> ! {
     // the default hook would also print it to stderr, which nobody drains
     // while the worker lives.
     std::panic::set_hook(Box::new(|_| {}));
+    exit_with_the_host();
     let code = std::thread::Builder::new()
         .name("script".into())
         .stack_size(crate::SCRIPT_THREAD_STACK)
         .spawn(child::serve)
         .map_or(3, |thread| thread.join().unwrap_or(3));
     std::process::exit(code)
+}
+
+/// Ends this worker when the host goes away, whatever its script is doing:
+/// a host killed with SIGKILL cannot kill its workers, and one stuck in a
+/// native loop would never read the end of its input. A thread waits for
+/// the host's end of stdin to close (`POLLHUP`, asked for without reading,
+/// so the script thread's reads are undisturbed) and exits the process.
+fn exit_with_the_host() {
+    let watch = || {
+        let stdin = std::io::stdin();
+        let mut fds = [PollFd::new(&stdin, PollFlags::empty())];
+        loop {
+            match poll(&mut fds, None) {
+                Ok(_) if !fds[0].revents().is_empty() => std::process::exit(0),
+                Err(rustix::io::Errno::INTR) | Ok(_) => {}
+                Err(_) => std::process::exit(0),
+            }
+        }
+    };
+    // Without the watcher a worker still serves; it only outlives a killed
+    // host, so failing to start it is no reason not to.
+    let _ = std::thread::Builder::new()
+        .name("host-watch".into())
+        .stack_size(64 * 1024)
+        .spawn(watch);
 }
 
 /// A running worker process and its pipes.
