@@ -16,7 +16,7 @@ use runtime::{Budget, Error, Invocation, Limits};
 use serde_json::json;
 
 use crate::support::js::call_with;
-use crate::support::{container, failure, ok_body};
+use crate::support::{container, failure, in_child, ok_body};
 
 /// Small bounds: 2M instructions, 32 MB, a generous wall clock.
 fn tight() -> Limits {
@@ -232,37 +232,13 @@ fn callbacks_of_native_loops_are_paced() {
     );
 }
 
-/// Runs the ignored test `name` of this module in a child process: a
-/// failed allocation aborts the child, not the test run.
-fn in_child(name: &str) -> std::process::Output {
-    let module = module_path!().split_once("::").map_or("", |(_, m)| m);
-    let test = format!("{module}::{name}");
-    let exe = std::env::current_exe().expect("test binary");
-    let out = std::process::Command::new(exe)
-        .args([
-            "--exact",
-            &test,
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .output()
-        .expect("run the child");
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains("running 1 test"),
-        "the child did not run {test}: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    out
-}
-
 /// `Math.max.apply(null, {length: 2**32 - 1})` and a sparse
 /// `Array(2**32 - 1).sort()` allocated 32 GB in one step (the process
 /// aborted); their argument list and sort buffer are charged to the
 /// memory budget first. In a child, so a regression aborts only it.
 #[test]
 fn huge_argument_lists_and_sorts_fail_cleanly() {
-    let out = in_child("child_huge_allocations");
+    let out = in_child(module_path!(), "child_huge_allocations", &[]);
     assert!(
         out.status.success(),
         "the child failed ({:?}): {}",

@@ -9,7 +9,7 @@ use runtime::{Budget, Error, Invocation, Limits};
 use serde_json::json;
 
 use crate::support::js::{call, call_with};
-use crate::support::{container, failure, ok_body};
+use crate::support::{container, failure, in_child, ok_body};
 
 /// Small bounds so that runaway scripts stop quickly.
 fn tight() -> Limits {
@@ -399,42 +399,12 @@ fn abort_and_errors_cannot_be_swallowed_by_the_host() {
     healthy(&c);
 }
 
-/// Runs the ignored test `name` of this module in a child process: a
-/// native stack overflow aborts the child, not the test run.
-///
-/// # Panics
-/// When the child did not find the test: `--exact` takes the full name,
-/// module path included, and a name that matches nothing runs nothing and
-/// succeeds.
-fn in_child(name: &str) -> std::process::Output {
-    // This module's path in the test binary, without the crate: `hostile`.
-    let module = module_path!().split_once("::").map_or("", |(_, m)| m);
-    let test = format!("{module}::{name}");
-    let exe = std::env::current_exe().expect("test binary");
-    let out = std::process::Command::new(exe)
-        .args([
-            "--exact",
-            &test,
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .output()
-        .expect("run the child");
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains("running 1 test"),
-        "the child did not run {test}: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    out
-}
-
 /// Prototype chains built with guarded means fail cleanly, in a child
 /// process so that a regression (a native stack overflow) is noticed
 /// without killing the test run.
 #[test]
 fn deep_prototype_chains_fail_cleanly() {
-    let out = in_child("child_deep_prototype_chains");
+    let out = in_child(module_path!(), "child_deep_prototype_chains", &[]);
     assert!(
         out.status.success(),
         "the child failed ({:?}): {}",
@@ -501,7 +471,7 @@ fn child_deep_prototype_chains() {
 /// `Limits`; it fails (and should be rewritten) once the hole is closed.
 #[test]
 fn unguarded_chains_overflow_when_very_deep() {
-    let out = in_child("child_unguarded_deep_chain");
+    let out = in_child(module_path!(), "child_unguarded_deep_chain", &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     // On the call's own stack segment the overflow is a plain SIGSEGV.
     let signalled = std::os::unix::process::ExitStatusExt::signal(&out.status).is_some();

@@ -9,7 +9,7 @@ use runtime::{Error, Invocation, Limits, MAX_SCRIPT_DEPTH, compile_js};
 use serde_json::json;
 
 use crate::support::js::call_with;
-use crate::support::{container, failure, ok_body, sproc};
+use crate::support::{container, failure, in_child, ok_body, sproc};
 
 /// Levels of the hostile shapes (`PARTITA_HOSTILE_LEVELS`, 100,000 unless
 /// set).
@@ -124,32 +124,6 @@ fn run(body: &str) -> Result<runtime::Output, runtime::Failure> {
     )
 }
 
-/// Runs the ignored test `child` of this module in a child process, with
-/// `shape` and `levels` in its environment.
-fn in_child(child: &str, shape: &str, levels: usize) -> std::process::Output {
-    let module = module_path!().split_once("::").map_or("", |(_, m)| m);
-    let test = format!("{module}::{child}");
-    let exe = std::env::current_exe().expect("test binary");
-    let out = std::process::Command::new(exe)
-        .args([
-            "--exact",
-            &test,
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("PARTITA_SHAPE", shape)
-        .env("PARTITA_SHAPE_LEVELS", levels.to_string())
-        .output()
-        .expect("run the child");
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains("running 1 test"),
-        "the child did not run {test}: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    out
-}
-
 /// Every shape at `levels()` levels is refused at upload and when called,
 /// each in its own child process; the failures are listed together.
 #[test]
@@ -157,7 +131,14 @@ fn deep_shapes_are_refused() {
     let levels = levels();
     let mut failed = Vec::new();
     for shape in SHAPES {
-        let out = in_child("child_shape", shape, levels);
+        let out = in_child(
+            module_path!(),
+            "child_shape",
+            &[
+                ("PARTITA_SHAPE", shape),
+                ("PARTITA_SHAPE_LEVELS", &levels.to_string()),
+            ],
+        );
         if !out.status.success() {
             failed.push(format!(
                 "{shape} ({:?}): {}",
@@ -199,7 +180,7 @@ fn child_shape() {
 /// compile stack (a debug build, the costliest); a level more is refused.
 #[test]
 fn just_under_the_bound_runs() {
-    let out = in_child("child_bound", "", 0);
+    let out = in_child(module_path!(), "child_bound", &[]);
     assert!(
         out.status.success(),
         "the child failed ({:?}): {}",
@@ -353,7 +334,7 @@ fn expand(body: &str) -> String {
 /// get the upload status their header says, and the accepted ones run.
 #[test]
 fn corpus_uploads_as_declared() {
-    let out = in_child("child_corpus", "", 0);
+    let out = in_child(module_path!(), "child_corpus", &[]);
     assert!(
         out.status.success(),
         "the child failed ({:?}): {}",

@@ -183,3 +183,35 @@ pub(crate) mod wasm {
         )
     }
 }
+
+/// Runs the ignored test `name` of the test module `module` (its
+/// `module_path!()`) in a child process with `env` set: a native stack
+/// overflow or a failed allocation aborts the child, not the test run.
+///
+/// # Panics
+/// When the child did not find the test: `--exact` takes the full name,
+/// module path included, and a name that matches nothing runs nothing and
+/// succeeds.
+pub(crate) fn in_child(module: &str, name: &str, env: &[(&str, &str)]) -> std::process::Output {
+    // The module's path in the test binary, without the crate: `hostile`.
+    let module = module.split_once("::").map_or("", |(_, m)| m);
+    let test = format!("{module}::{name}");
+    let exe = std::env::current_exe().expect("test binary");
+    let out = std::process::Command::new(exe)
+        .args([
+            "--exact",
+            &test,
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .envs(env.iter().copied())
+        .output()
+        .expect("run the child");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("running 1 test"),
+        "the child did not run {test}: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    out
+}
