@@ -3,7 +3,7 @@
 //! transaction can never commit, and a commit under way is never revoked.
 //! The stuck holder is a thread blocked on a channel (for a script stuck
 //! in a native built-in), and, through the facade, a JavaScript procedure
-//! stuck in a catastrophic regex.
+//! and a pre-trigger held inside their write by the database's clock.
 //!
 //! Nothing here asserts a timing: the tests wait past deadlines (sleeps are
 //! lower bounds) and a hang is caught by the lock timeout or a ceiling.
@@ -234,50 +234,43 @@ fn a_commit_under_way_is_not_taken_over() -> Result {
     Ok(())
 }
 
-/// How long the catastrophic regex's input is: `/(a+)+$/` on `n` a's and a
-/// `!` backtracks through 2^n ways: at 22, ~10 s in a debug build on a
-/// loaded 2-core machine (load average 12), a few seconds idle. It must
-/// outlast the lock timeout below; raise it for a release build.
-fn regex_len() -> u64 {
-    std::env::var("PARTITA_DEADLINE_REGEX_LEN")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(22)
-}
-
-/// The stuck script's body: writes `stuck` in its transaction, then runs
-/// the catastrophic regex.
+/// The stuck script's body: writes `stuck` in its transaction; the test's
+/// clock holds that write (see [`a_stuck_call_loses_its_partition`]).
 fn stuck_body(name: &str) -> String {
     format!(
         "function {name}() {{
             var c = getContext().getCollection();
             c.createDocument(c.getSelfLink(), {{id: 'stuck', postId: 'p1'}}, function (err) {{
                 if (err) throw err;
-                /(a+)+$/.test('a'.repeat({}) + '!');
             }});
-        }}",
-        regex_len()
+        }}"
     )
 }
 
-/// Runs `call` (a script call that writes `stuck` and then sits in a native
-/// regex) on another thread, and checks that a point write to the same
-/// partition takes it over at the call's deadline while the regex still
-/// runs, and that the call then fails with 408, nothing of it committed.
+/// Runs `call` (a script call that writes `stuck`) on another thread and
+/// holds it inside that write, in native code where neither the runtime's
+/// wall clock nor its instruction budget is read, as a catastrophic regex
+/// would, until a point write to the same partition has taken the
+/// partition over at the call's deadline; then lets it go and checks that
+/// it fails with 408, nothing of it committed. Holding it on a channel
+/// rather than in a real regex makes the order certain on any machine.
 fn a_stuck_call_loses_its_partition(
     setup: impl FnOnce(&partita::Container) -> Result,
     call: impl FnOnce(partita::Container, partita::Limits) -> partita::Result<()> + Send + 'static,
 ) -> Result {
     // The clock tells the test when the script's write is being made, in
-    // its transaction, right before the regex: `_ts` is read there.
+    // its transaction (`_ts` is read there), and holds it until released.
     let armed = Arc::new(AtomicBool::new(false));
     let (writing_tx, writing) = mpsc::channel();
-    let writing_tx = Mutex::new(writing_tx);
+    let (release, released) = mpsc::channel::<()>();
+    let hold = Mutex::new((writing_tx, released));
     let clock = {
         let armed = armed.clone();
         partita::Clock::from_fn(move || {
             if armed.swap(false, Ordering::SeqCst) {
-                let _ = writing_tx.lock().unwrap().send(());
+                let hold = hold.lock().unwrap();
+                let _ = hold.0.send(());
+                let _ = hold.1.recv_timeout(CEILING);
             }
             std::time::SystemTime::now()
         })
@@ -286,8 +279,8 @@ fn a_stuck_call_loses_its_partition(
         Box::new(MemoryStorage::new()),
         Options {
             clock,
-            // Past the call's deadline (0.7 s) and short of the regex (~5 s
-            // and up): a waiter that did not take over would time out.
+            // Past the call's deadline (0.7 s): a waiter that did not take
+            // over would time out, as the stuck call is held until then.
             lock_timeout: Duration::from_secs(2),
             ..Options::default()
         },
@@ -306,12 +299,10 @@ fn a_stuck_call_loses_its_partition(
     };
     writing.recv_timeout(CEILING)?;
     // Waits for the call's deadline (its 200 ms wall time plus the 500 ms
-    // grace), then takes the partition over while the regex still runs.
+    // grace), then takes the partition over while the call is still held.
     posts.create_item("p1", json!({"id": "winner", "postId": "p1"}), None)?;
-    assert!(
-        !stuck.is_finished(),
-        "the regex ended before the deadline: raise PARTITA_DEADLINE_REGEX_LEN"
-    );
+    assert!(!stuck.is_finished(), "the held call ended");
+    release.send(())?;
     let err = stuck.join().expect("the script's thread").unwrap_err();
     assert_eq!(err.status(), 408, "{err}");
     assert!(posts.read_item("p1", "winner").is_ok());
@@ -322,7 +313,7 @@ fn a_stuck_call_loses_its_partition(
 }
 
 #[test]
-fn a_procedure_stuck_in_a_native_regex_loses_its_partition_at_its_deadline() -> Result {
+fn a_procedure_stuck_in_native_code_loses_its_partition_at_its_deadline() -> Result {
     a_stuck_call_loses_its_partition(
         |posts| {
             posts.create_script(partita::ScriptProperties::stored_procedure(
@@ -347,7 +338,7 @@ fn a_procedure_stuck_in_a_native_regex_loses_its_partition_at_its_deadline() -> 
 }
 
 #[test]
-fn a_pre_trigger_stuck_in_a_native_regex_loses_its_partition_at_its_deadline() -> Result {
+fn a_pre_trigger_stuck_in_native_code_loses_its_partition_at_its_deadline() -> Result {
     a_stuck_call_loses_its_partition(
         |posts| {
             posts.create_script(partita::ScriptProperties::trigger(

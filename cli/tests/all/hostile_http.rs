@@ -450,9 +450,11 @@ fn a_stuck_call_is_answered_408_and_sigterm_still_stops_the_server() {
         if let Some(status) = server.child.try_wait().unwrap() {
             break status;
         }
+        // A ceiling that catches a server SIGTERM cannot stop, not a
+        // measure of how fast it stops (its grace is 8 s, then 1 s).
         assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "the server is still running 30 s after SIGTERM"
+            started.elapsed() < CEILING,
+            "the server is still running {CEILING:?} after SIGTERM"
         );
         std::thread::sleep(Duration::from_millis(50));
     };
