@@ -552,10 +552,14 @@ fn an_idle_worker_killed_from_outside_is_replaced_without_failing_a_call() -> Re
         .args(["-9", &idle[0].0.to_string()])
         .status()?;
     assert!(killed.success());
-    while children_running(&program)
-        .iter()
-        .any(|(_, state)| state != "Z")
-    {
+    // Wait until the pool's `try_wait` would reap it. The leader shows
+    // `Z` in /proc while the worker's other threads are still exiting,
+    // and until they are gone the kernel says it is running.
+    let pid = rustix::process::Pid::from_raw(idle[0].0 as i32).expect("a pid");
+    let exited = rustix::process::WaitIdOptions::EXITED
+        | rustix::process::WaitIdOptions::NOHANG
+        | rustix::process::WaitIdOptions::NOWAIT;
+    while rustix::process::waitid(rustix::process::WaitId::Pid(pid), exited)?.is_none() {
         std::thread::sleep(Duration::from_millis(1));
     }
     comment()?;
