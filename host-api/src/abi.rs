@@ -46,6 +46,8 @@
 //!   procedure would store them: an integral float within ±2^53 becomes an
 //!   integer (`100.0` is stored as `100`, `-0.0` as `0`), so a guest that
 //!   passes numbers through as text stores what the same script stores.
+//!   An object with two members of one name is not JSON the host accepts
+//!   (`-400`, naming the member), where older hosts kept the last.
 //! * **Traps (guest bugs):** an input range `ptr..ptr+len` or an output
 //!   range `out_ptr..out_ptr+out_cap` that does not lie inside the memory;
 //!   an import called while the module is still being instantiated (from a

@@ -29,6 +29,7 @@ use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
 use host_api::abi::{self, NOT_ACCEPTED};
+use host_api::strict::StrictError;
 use host_api::{
     Collection, Document, ErrorCode, HostError, QueryRequest, TriggerOperation, WriteOptions,
 };
@@ -576,11 +577,12 @@ fn document(import: Import, bytes: &[u8]) -> Result<Value, HostError> {
 }
 
 fn parse_json(import: Import, what: &str, bytes: &[u8], room: usize) -> Result<Value, HostError> {
-    super::json::parse(bytes, room).map_err(|e| {
-        bad(format!(
+    super::json::parse(bytes, room).map_err(|e| match e {
+        StrictError::Syntax(e) => bad(format!(
             "{}: the {what} is not valid JSON ({e})",
             import.name()
-        ))
+        )),
+        StrictError::Duplicate { .. } => bad(format!("{}: the {what}: {e}", import.name())),
     })
 }
 

@@ -13,11 +13,12 @@
 //! allocated once at its exact size, plus, for a document about to be
 //! written, room for the properties the engine adds. The result is the
 //! same [`Value`] as `serde_json`'s, through the same deserializer (same
-//! errors, same recursion limit, same handling of duplicate keys: the last
-//! value wins, at the first one's position), except that a float is stored
-//! as a JavaScript procedure would store it (`100.0` as `100`, `-0.0` as
-//! `0`: [`json_number`](crate::number::json_number)), so a guest stores
-//! what the same procedure in JavaScript stores.
+//! errors, same recursion limit), except that an object with two members
+//! of one name is refused, as [`host_api::strict`] refuses it (a document
+//! is stored as written or not at all), and a float is stored as a
+//! JavaScript procedure would store it (`100.0` as `100`, `-0.0` as `0`:
+//! [`json_number`](crate::number::json_number)), so a guest stores what the
+//! same procedure in JavaScript stores.
 //!
 //! The other way, a write returns to a guest that passed no output buffer
 //! (both createComment guests, for the replace and the create) only the
@@ -30,6 +31,7 @@
 use std::cell::RefCell;
 use std::fmt;
 
+use host_api::strict::StrictError;
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
@@ -39,6 +41,8 @@ use serde_json::{Map, Value};
 struct Stacks {
     entries: Vec<(String, Value)>,
     items: Vec<Value>,
+    /// Set when the parse failed on a repeated member name.
+    duplicate: bool,
 }
 
 thread_local! {
@@ -56,9 +60,12 @@ const KEEP: usize = 4096;
 /// perhaps an id) then does not grow its map for them.
 ///
 /// # Errors
-/// `serde_json`'s error for bytes that are not one JSON value.
-pub(crate) fn parse(bytes: &[u8], room: usize) -> serde_json::Result<Value> {
-    STACKS.with_borrow_mut(|stacks| {
+/// [`StrictError::Syntax`] (`serde_json`'s error) for bytes that are not
+/// one JSON value, [`StrictError::Duplicate`] for an object with a
+/// repeated member name.
+pub(crate) fn parse(bytes: &[u8], room: usize) -> Result<Value, StrictError> {
+    let (parsed, duplicate) = STACKS.with_borrow_mut(|stacks| {
+        stacks.duplicate = false;
         let mut de = serde_json::Deserializer::from_slice(bytes);
         let seed = ValueSeed {
             stacks: &mut *stacks,
@@ -74,7 +81,18 @@ pub(crate) fn parse(bytes: &[u8], room: usize) -> serde_json::Result<Value> {
         if stacks.items.capacity() > KEEP {
             stacks.items = Vec::new();
         }
-        parsed
+        (parsed, stacks.duplicate)
+    });
+    parsed.map_err(|e| {
+        if duplicate {
+            // Rare: parse again, strictly, for the member's path.
+            match host_api::strict::parse(bytes) {
+                Err(strict) => strict,
+                Ok(_) => StrictError::Syntax(e),
+            }
+        } else {
+            StrictError::Syntax(e)
+        }
     })
 }
 
@@ -169,13 +187,17 @@ impl<'de> Visitor<'de> for ValueSeed<'_> {
             Ok(())
         })();
         let gathered = self.stacks.entries.drain(mark..);
-        read.map(|()| {
-            let mut object = Map::with_capacity(capacity(gathered.as_slice(), self.room));
-            for (key, value) in gathered {
-                object.insert(key, value);
+        read?;
+        let mut object = Map::with_capacity(capacity(gathered.as_slice(), self.room));
+        for (key, value) in gathered {
+            if object.contains_key(&key) {
+                // `parse` explains it, path and all.
+                self.stacks.duplicate = true;
+                return Err(serde::de::Error::custom("duplicate member name"));
             }
-            Value::Object(object)
-        })
+            object.insert(key, value);
+        }
+        Ok(Value::Object(object))
     }
 }
 
@@ -225,7 +247,6 @@ mod tests {
         for text in [
             r#"{"id":"p1","n":1,"f":-2.5e3,"big":18446744073709551615,"neg":-9223372036854775808,"t":true,"z":null}"#,
             r#"{"b":1,"a":{"y":[1,[2,{"q":[]}],{}],"x":"\u00e9\"\n"},"c":[]}"#,
-            r#"{"dup":1,"other":2,"dup":3}"#,
             r#"[100.0,-0.0,2.5,1e300,-1e2]"#,
             r#"[{"a":1},{"a":2,"b":[{"c":{"d":[null]}}]}]"#,
             r#"  "just a string"  "#,
@@ -266,6 +287,27 @@ mod tests {
                 assert_eq!((s.entries.len(), s.items.len()), (0, 0), "{text}");
             });
         }
+    }
+
+    #[test]
+    fn repeated_member_names_are_refused_with_their_path_and_leave_nothing_behind() {
+        for (text, path, name) in [
+            (r#"{"dup":1,"other":2,"dup":3}"#, "", "dup"),
+            (r#"{"a":[1,{"b":{"x":1,"x":1}}]}"#, "/a/1/b", "x"),
+            (r#"[{"id":"a","id":"b"}]"#, "/0", "id"),
+        ] {
+            match parse(text.as_bytes(), 6) {
+                Err(StrictError::Duplicate { path: p, name: n }) => {
+                    assert_eq!((p.as_str(), n.as_str()), (path, name), "{text}");
+                }
+                other => panic!("{text}: {other:?}"),
+            }
+            STACKS.with_borrow(|s| {
+                assert_eq!((s.entries.len(), s.items.len()), (0, 0), "{text}");
+            });
+        }
+        // The same name in two objects is no repetition.
+        assert!(parse(br#"{"x":{"x":1},"y":{"x":2}}"#, 0).is_ok());
     }
 
     #[test]

@@ -146,7 +146,7 @@ fn create_comment_wat_matches_javascript() {
     let m = module(&wat("createComment.wat"), ScriptKind::StoredProcedure);
     let comments = [
         json!({"id": "c1", "text": "hello", "n": [1, {"a": null}]}),
-        json!({"id": "c2", "postId": "wrong", "text": "overridden postId"}),
+        json!({"id": "c2", "text": "a \"postId\": in a string is no key"}),
         json!({"id": "c3"}),
     ];
     let mut results = Vec::new();
@@ -180,6 +180,61 @@ fn create_comment_wat_matches_javascript() {
     assert_eq!(results[0], results[1]);
     assert_eq!(results[1].1[3]["commentCount"], 12);
     assert_eq!(results[1].0[3], Err((400, Some(409))));
+}
+
+#[test]
+fn create_comment_wat_refuses_a_comment_with_its_own_post_id() {
+    // JavaScript overwrites it; the WAT guest would append a second one,
+    // a duplicate member the host refuses, so it says so up front.
+    let (_db, c) = container("posts", "/postId");
+    post(&c, "p1");
+    let m = module(&wat("createComment.wat"), ScriptKind::StoredProcedure);
+    for comment in [
+        json!({"postId": "wrong"}),
+        json!({"text": "x", "meta": {"postId": 1}}),
+    ] {
+        let f = failure(call(&c, "p1", &m, vec![json!("p1"), comment]));
+        assert_eq!(f.error.status(), 400, "{}", f.error);
+        assert!(
+            f.error.to_string().contains("its own postId"),
+            "{}",
+            f.error
+        );
+    }
+    assert_eq!(c.read_item("p1", "p1").unwrap()["commentCount"], 0);
+    assert_eq!(count(&c, "p1"), 1);
+}
+
+#[test]
+fn a_guest_document_with_a_repeated_member_is_refused_with_its_path() {
+    // Stored as written or not at all: no "last one wins". The guest fails
+    // with the create's status and the host's message.
+    let m = procedure(
+        r#"
+  (data (i32.const 0) "{\"pk\":\"a\",\"n\":{\"x\":1,\"x\":2}}")
+  (func (export "partita_procedure") (result i32)
+    (local $r i32) (local $len i32)
+    (local.set $r (call $create (i32.const 0) (i32.const 28) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0)))
+    (if (i32.lt_s (local.get $r) (i32.const 0))
+      (then
+        (local.set $len (call $take_result (i32.const 1024) (i32.const 4096)))
+        (call $fail (i32.sub (i32.const 0) (local.get $r)) (i32.const 1024) (local.get $len))))
+    (i32.const 0))"#,
+    );
+    let (_db, c) = container("posts", "/pk");
+    let f = failure(call(&c, "a", &m, vec![]));
+    assert_eq!(
+        (f.error.status(), f.error.substatus()),
+        (400, Some(400)),
+        "{}",
+        f.error
+    );
+    let message = f.error.to_string();
+    assert!(
+        message.contains("/n/x") && message.contains("more than once"),
+        "{message}"
+    );
+    assert_eq!(count(&c, "a"), 0);
 }
 
 #[test]

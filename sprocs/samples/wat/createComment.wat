@@ -14,9 +14,11 @@
 ;; No JSON library: the host writes compact JSON (serde_json), so the
 ;; parameters are `["<postId>",{...}]` and the post's counter is the text
 ;; after the first `"commentCount":` (a quote inside a string value is always
-;; escaped, so only a key matches). Limits of this small guest: a postId with
-;; JSON escapes and a commentCount that is not a non-negative integer are
-;; refused with 400.
+;; escaped, so only a key matches). Limits of this small guest, each refused
+;; with 400: a postId with JSON escapes, a commentCount that is not a
+;; non-negative integer, and a comment with a "postId" key at any depth
+;; (JavaScript's `comment.postId = postId` overwrites one at the top; here
+;; appending a second would be a duplicate member, which the host refuses).
 ;;
 ;; Memory: the usual small call works in one 64 KiB page (16 KiB buffers
 ;; for the parameters, the post and the document being written, then the
@@ -54,6 +56,7 @@
   (data (i32.const 0xd080) "the post has no integer commentCount") ;; 36
   (data (i32.const 0xd0b0) "a document is over 2 MB")            ;; 23
   (data (i32.const 0xd0d0) "cannot grow the memory for a large document") ;; 43
+  (data (i32.const 0xd100) "a comment with its own postId is not supported") ;; 46
 
   ;; Fails the call with status `code` and the message waiting for
   ;; take_result (what the failed operation said).
@@ -173,6 +176,12 @@
             (i32.const 0x5d7d)))                                     ;; `}]`
       (then (call $bad (i32.const 0xd020) (i32.const 39))))
 
+    ;; The host refuses a document with two members of one name, so a
+    ;; comment that has a "postId" (anywhere) is refused here, up front.
+    (if (i32.ge_s (call $find (local.get $comment) (local.get $comment_len)
+          (i32.const 0xd010) (i32.const 9)) (i32.const 0))
+      (then (call $bad (i32.const 0xd100) (i32.const 46))))
+
     ;; 2. Read the post.
     (local.set $post (global.get $POST))
     (local.set $r (call $read (i32.add (local.get $p) (i32.const 2)) (local.get $id_len)
@@ -222,10 +231,8 @@
     (if (i32.lt_s (local.get $r) (i32.const 0))
       (then (call $fail_with_result (i32.sub (i32.const 0) (local.get $r)))))
 
-    ;; 5. The comment with "postId" appended: `{...` + `,"postId":"<id>"}`.
-    ;; A "postId" the comment already has is overridden: in JSON objects
-    ;; the host parses, the last of duplicate keys wins (JavaScript's
-    ;; `comment.postId = postId`).
+    ;; 5. The comment with "postId" appended: `{...` + `,"postId":"<id>"}`
+    ;; (it has none of its own: checked in step 1).
     (local.set $out (call $out_for (i32.add (local.get $comment_len) (i32.add (local.get $id_len) (i32.const 12)))))
     (memory.copy (local.get $out) (local.get $comment) (i32.sub (local.get $comment_len) (i32.const 1)))
     (local.set $len (i32.sub (local.get $comment_len) (i32.const 1)))
