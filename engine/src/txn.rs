@@ -681,9 +681,7 @@ impl Txn {
             }
         };
         validate_id(id).map_err(|e| Error::BadRequest(format!("{e} (container {container:?})")))?;
-        let key = self.container.path.extract(&doc).map_err(|e| {
-            Error::BadRequest(format!("document {id:?} in container {container:?}: {e}"))
-        })?;
+        let key = self.container.path.extract(&doc);
         if self.expiry.is_some() {
             crate::settings::validate_item_ttl(container, id, &doc)?;
         }
