@@ -1058,6 +1058,92 @@ fn responses_name_their_owner_in_alt_content_path() {
 }
 
 #[test]
+fn conflicts_feed_is_empty_and_conflicts_are_not_found() {
+    let gw = setup();
+    let (r, body) = call(&gw, signed("GET", "/dbs/d/colls/c/conflicts", &[], b""));
+    assert_eq!(r.status, 200, "{body}");
+    assert_eq!(body["Conflicts"], json!([]));
+    assert_eq!(body["_count"], 0);
+    let query = br#"{"query":"SELECT * FROM c","parameters":[]}"#;
+    let headers = [
+        ("x-ms-documentdb-isquery", "True"),
+        ("content-type", "application/query+json"),
+    ];
+    let (r, body) = call(
+        &gw,
+        signed("POST", "/dbs/d/colls/c/conflicts", &headers, query),
+    );
+    assert_eq!((r.status, &body["Conflicts"]), (200, &json!([])), "{body}");
+    for method in ["GET", "DELETE"] {
+        let (r, body) = call(&gw, signed(method, "/dbs/d/colls/c/conflicts/x", &[], b""));
+        assert_error(&r, &body, 404, "NotFound", "conflict \"x\"");
+    }
+}
+
+#[test]
+fn container_reads_report_usage_and_statistics_when_asked() {
+    let gw = setup();
+    for id in ["a", "b"] {
+        let doc = format!(r#"{{"id":"{id}","pk":"p","text":"hello"}}"#);
+        let (r, _) = call(
+            &gw,
+            signed(
+                "POST",
+                "/dbs/d/colls/c/docs",
+                &[("x-ms-documentdb-partitionkey", r#"["p"]"#)],
+                doc.as_bytes(),
+            ),
+        );
+        assert_eq!(r.status, 201);
+    }
+    let (r, body) = call(&gw, signed("GET", "/dbs/d/colls/c", &[], b""));
+    assert_eq!(r.status, 200);
+    assert!(r.header("x-ms-resource-usage").is_none());
+    assert!(body.get("statistics").is_none());
+    let asked = [
+        ("x-ms-documentdb-populatequotainfo", "True"),
+        ("x-ms-documentdb-populatepartitionstatistics", "True"),
+    ];
+    let (r, body) = call(&gw, signed("GET", "/dbs/d/colls/c", &asked, b""));
+    assert_eq!(r.status, 200);
+    let usage = r.header("x-ms-resource-usage").unwrap();
+    assert!(usage.contains("documentsCount=2;"), "{usage}");
+    assert!(r.header("x-ms-resource-quota").is_some());
+    assert_eq!(
+        r.header("x-ms-documentdb-collection-index-transformation-progress"),
+        Some("100")
+    );
+    assert!(
+        r.header("x-ms-documentdb-collection-lazy-indexing-progress")
+            .is_none()
+    );
+    assert_eq!(body["statistics"][0]["documentCount"], 2, "{body}");
+}
+
+#[test]
+fn an_object_at_the_key_path_files_the_document_under_the_undefined_key() {
+    // As on Cosmos DB, where the SDKs send `[{}]` for such a document.
+    let gw = setup();
+    let doc = br#"{"id":"o","pk":{"nested":"x"}}"#;
+    let undefined = [("x-ms-documentdb-partitionkey", "[{}]")];
+    let (r, body) = call(&gw, signed("POST", "/dbs/d/colls/c/docs", &undefined, doc));
+    assert_eq!(r.status, 201, "{body}");
+    let (r, body) = call(&gw, signed("GET", "/dbs/d/colls/c/docs/o", &undefined, b""));
+    assert_eq!((r.status, &body["pk"]), (200, &json!({"nested": "x"})));
+    // Under a scalar key it is not.
+    let (r, body) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls/c/docs",
+            &[("x-ms-documentdb-partitionkey", r#"["x"]"#)],
+            doc,
+        ),
+    );
+    assert_eq!(r.status, 400, "{body}");
+}
+
+#[test]
 fn pkranges_answer_304_to_a_matching_if_none_match() {
     let gw = setup();
     let a_im = ("a-im", "Incremental Feed");

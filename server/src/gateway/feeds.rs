@@ -176,6 +176,15 @@ impl Gateway {
     }
 }
 
+/// The conflicts feed (`Conflicts`), read or queried: always empty, as
+/// conflicts arise only between regions that accept writes concurrently.
+pub(super) fn conflicts(
+    coll: &CollEntry,
+    query: Option<&WireRequest>,
+) -> Result<WireResponse, WireError> {
+    super::queries::metadata_feed(&coll.rid, "Conflicts", Vec::new(), query)
+}
+
 pub(super) fn pkranges(coll: &CollEntry, req: &WireRequest) -> Result<WireResponse, WireError> {
     if header(&req.headers, "if-none-match")? == Some(PKRANGES_ETAG) {
         return Ok(WireResponse::empty(304).with("etag", PKRANGES_ETAG));

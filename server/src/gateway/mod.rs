@@ -10,6 +10,7 @@
 //!     /dbs/{db}/colls[/{c}]            registry (containers)
 //!     /dbs/{db}/colls/{c}/docs[/{id}]  engine: CRUD, queries, read feed, change feed
 //!     /dbs/{db}/colls/{c}/pkranges     one range "" .. "FF" (304 on a matching If-None-Match)
+//!     /dbs/{db}/colls/{c}/conflicts    always empty: one region never has write conflicts
 //!     /dbs/{db}/colls/{c}/{sprocs,triggers,udfs}[/{id}]   scripts; POST sprocs/{id} executes
 //!     /dbs/{db}/colls/{c}/operations/partitionkeydelete   POST: delete one logical partition
 //!     /offers[/{rid}]                  registry (throughput: stored and echoed, not enforced)
@@ -59,7 +60,7 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_perc
 use super::auth::{self, MasterKey};
 use super::registry::{CollEntry, Registry};
 use super::wire::{WireError, WireRequest, WireResponse, flag, header};
-use feeds::pkranges;
+use feeds::{conflicts, pkranges};
 use partita::charge::MIN_CHARGE;
 use partita::{Database, Limits};
 use queries::query_plan;
@@ -280,7 +281,7 @@ impl Gateway {
                 _ => Err(not_allowed(method, &req.path)),
             },
             ["dbs", db, "colls", c] => match method {
-                "GET" => self.read_collection(db, c),
+                "GET" => self.read_collection(db, c, req),
                 "PUT" => self.replace_collection(db, c, req),
                 "DELETE" => self.delete_collection(db, c),
                 _ => Err(not_allowed(method, &req.path)),
@@ -353,12 +354,21 @@ impl Gateway {
             }
             ("POST", ["sprocs", id]) => self.execute(coll, id, req),
             ("POST", ["operations", "partitionkeydelete"]) => self.delete_partition(coll, req),
-            (_, ["docs" | "pkranges" | "sprocs" | "triggers" | "udfs", ..]) => {
-                Err(not_allowed(method, &req.path))
-            }
+            ("GET", ["conflicts"]) => conflicts(coll, None),
+            ("POST", ["conflicts"]) if is_query(req)? => conflicts(coll, Some(req)),
+            ("GET" | "DELETE", ["conflicts", id]) => Err(WireError::not_found(format!(
+                "conflict {id:?} not found: a single-region server records no conflicts"
+            ))),
+            (
+                _,
+                [
+                    "docs" | "pkranges" | "sprocs" | "triggers" | "udfs" | "conflicts",
+                    ..,
+                ],
+            ) => Err(not_allowed(method, &req.path)),
             _ => Err(WireError::not_found(format!(
                 "Partita serves no resource at {:?} (supported under a container: docs, \
-                 pkranges, sprocs, triggers, udfs)",
+                 pkranges, sprocs, triggers, udfs, conflicts)",
                 req.path
             ))),
         }
