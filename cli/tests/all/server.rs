@@ -1144,6 +1144,125 @@ fn an_object_at_the_key_path_files_the_document_under_the_undefined_key() {
 }
 
 #[test]
+fn the_all_versions_feed_lists_every_change_and_needs_a_retention_policy() {
+    let gw = setup();
+    let full = ("a-im", "Full-Fidelity Feed");
+    let (r, body) = call(&gw, signed("GET", "/dbs/d/colls/c/docs", &[full], b""));
+    assert_error(
+        &r,
+        &body,
+        400,
+        "BadRequest",
+        "All Versions and Deletes change feed must be enabled",
+    );
+    let (r, body) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls",
+            &[],
+            br#"{"id":"h","partitionKey":{"paths":["/pk"],"kind":"Hash"},"changeFeedPolicy":{"retentionDuration":10}}"#,
+        ),
+    );
+    assert_eq!(r.status, 201, "{body}");
+    let (r, _) = call(
+        &gw,
+        signed(
+            "GET",
+            "/dbs/d/colls/h/docs",
+            &[full, ("if-none-match", "*")],
+            b"",
+        ),
+    );
+    assert_eq!(r.status, 304);
+    let from_now = r.header("etag").unwrap().to_owned();
+    let in_p = [("x-ms-documentdb-partitionkey", r#"["p"]"#)];
+    for (method, path, body) in [
+        (
+            "POST",
+            "/dbs/d/colls/h/docs",
+            r#"{"id":"x","pk":"p","n":1}"#,
+        ),
+        (
+            "PUT",
+            "/dbs/d/colls/h/docs/x",
+            r#"{"id":"x","pk":"p","n":2}"#,
+        ),
+        ("DELETE", "/dbs/d/colls/h/docs/x", ""),
+    ] {
+        let (r, body) = call(&gw, signed(method, path, &in_p, body.as_bytes()));
+        assert!(r.status < 300, "{method} {body}");
+    }
+    let (r, _) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls/h/docs",
+            &[("x-ms-documentdb-partitionkey", r#"["q"]"#)],
+            br#"{"id":"y","pk":"q"}"#,
+        ),
+    );
+    assert_eq!(r.status, 201);
+    let (r, body) = call(
+        &gw,
+        signed(
+            "GET",
+            "/dbs/d/colls/h/docs",
+            &[full, ("if-none-match", &from_now)],
+            b"",
+        ),
+    );
+    assert_eq!(r.status, 200, "{body}");
+    let entries = body["Documents"].as_array().unwrap();
+    let ops: Vec<&str> = entries
+        .iter()
+        .map(|e| e["metadata"]["operationType"].as_str().unwrap())
+        .collect();
+    assert_eq!(ops, ["create", "replace", "delete", "create"]);
+    assert_eq!(
+        entries[1]["current"]["n"], 2,
+        "every version, not the latest"
+    );
+    assert_eq!(entries[2]["current"], json!({}));
+    assert_eq!(entries[2]["metadata"]["id"], "x");
+    assert_eq!(entries[2]["metadata"]["partitionKey"], json!({"pk": "p"}));
+    let lsns: Vec<u64> = entries
+        .iter()
+        .map(|e| e["metadata"]["lsn"].as_u64().unwrap())
+        .collect();
+    assert!(lsns.windows(2).all(|w| w[0] < w[1]), "{lsns:?}");
+    assert!(
+        entries
+            .iter()
+            .all(|e| e["metadata"]["crts"].as_u64() > Some(0))
+    );
+    // Scoped to one logical partition.
+    let (r, body) = call(
+        &gw,
+        signed(
+            "GET",
+            "/dbs/d/colls/h/docs",
+            &[full, ("if-none-match", &from_now), in_p[0]],
+            b"",
+        ),
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(body["Documents"].as_array().unwrap().len(), 3, "{body}");
+    // Caught up: 304 at the returned etag.
+    let etag = r.header("etag").unwrap().to_owned();
+    let (r, _) = call(
+        &gw,
+        signed(
+            "GET",
+            "/dbs/d/colls/h/docs",
+            &[full, ("if-none-match", &etag)],
+            b"",
+        ),
+    );
+    assert_eq!(r.status, 304);
+}
+
+#[test]
 fn pkranges_answer_304_to_a_matching_if_none_match() {
     let gw = setup();
     let a_im = ("a-im", "Incremental Feed");

@@ -204,6 +204,9 @@ pub struct Change {
     pub kind: ChangeKind,
     /// The document after the change; `None` for a delete.
     pub document: Option<Document>,
+    /// When it committed, in seconds since the Unix epoch: the document's
+    /// `_ts`, or for a delete the clock at commit.
+    pub ts: u64,
 }
 
 /// A document as loaded at start-up.

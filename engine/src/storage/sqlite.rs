@@ -875,7 +875,7 @@ impl Storage for SqliteStorage {
         let bad = |e: rusqlite::Error| Error::storage("read change log", e);
         let mut stmt = conn
             .prepare_cached(
-                "SELECT lsn, pk, id, op, body FROM changes WHERE container = ?1 AND lsn > ?2 AND lsn <= ?3 ORDER BY lsn, idx",
+                "SELECT lsn, pk, id, op, body, ts FROM changes WHERE container = ?1 AND lsn > ?2 AND lsn <= ?3 ORDER BY lsn, idx",
             )
             .map_err(bad)?;
         let mut rows = stmt
@@ -908,6 +908,7 @@ impl Storage for SqliteStorage {
                 kind: ChangeKind::parse(&op)
                     .ok_or_else(|| corrupt(format!("unknown op {op:?}")))?,
                 document,
+                ts: row.get::<_, i64>(5).map_err(bad)?.max(0) as u64,
             });
         }
         Ok(res)
