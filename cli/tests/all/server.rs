@@ -81,6 +81,7 @@ fn signed_at(
         path: path.to_owned(),
         headers: map,
         body: Bytes::copy_from_slice(body),
+        local_addr: None,
     }
 }
 
@@ -139,6 +140,8 @@ fn account_discovery_answers_with_the_callers_host() {
         "http://127.0.0.1:8081/"
     );
     assert!(body["queryEngineConfiguration"].is_string());
+    // Reads say where they were answered, as a region of the service does.
+    assert_eq!(r.header("content-location"), Some("http://127.0.0.1:8081/"));
     assert!(r.header("x-ms-activity-id").is_some());
     assert!(r.header("x-ms-request-charge").is_some());
 }

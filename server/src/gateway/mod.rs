@@ -167,7 +167,16 @@ impl Gateway {
     /// against. Never panics on any input.
     pub fn handle(&self, req: &WireRequest, now: SystemTime) -> WireResponse {
         let routed = self.route(req, now);
-        self.finish(&req.headers, routed)
+        let response = self.finish(&req.headers, routed);
+        // Which region answered a read: the SDKs' multi-region tests read
+        // it from every response.
+        match (req.method.as_str(), account::advertised_host(req)) {
+            ("GET", Ok(host)) if response.status < 300 => {
+                let location = format!("{}://{host}{}", self.scheme, req.path);
+                response.with("content-location", location)
+            }
+            _ => response,
+        }
     }
 
     /// Checks a request's path and signature from its head alone (the
@@ -519,6 +528,7 @@ mod tests {
                 path: path.to_owned(),
                 headers,
                 body: bytes::Bytes::new(),
+                local_addr: None,
             }
         };
         let stale = httpdate::fmt_http_date(now - Duration::from_secs(3600));
