@@ -1266,6 +1266,61 @@ fn the_all_versions_feed_lists_every_change_and_needs_a_retention_policy() {
 }
 
 #[test]
+fn queries_report_metrics_and_index_use_when_asked() {
+    let gw = setup();
+    for i in 0..3 {
+        let body = format!(r#"{{"id":"i{i}","pk":"p","n":{i}}}"#);
+        let (r, _) = call(
+            &gw,
+            signed(
+                "POST",
+                "/dbs/d/colls/c/docs",
+                &[("x-ms-documentdb-partitionkey", r#"["p"]"#)],
+                body.as_bytes(),
+            ),
+        );
+        assert_eq!(r.status, 201);
+    }
+    let query = |extra: &[(&str, &str)]| {
+        let mut headers = vec![
+            ("x-ms-documentdb-isquery", "True"),
+            ("content-type", "application/query+json"),
+        ];
+        headers.extend_from_slice(extra);
+        let body = br#"{"query":"SELECT * FROM c WHERE c.n > 0","parameters":[]}"#;
+        call(&gw, signed("POST", "/dbs/d/colls/c/docs", &headers, body)).0
+    };
+    let pk = ("x-ms-documentdb-partitionkey", r#"["p"]"#);
+    let r = query(&[pk]);
+    assert!(r.header("x-ms-documentdb-query-metrics").is_none());
+    assert!(r.header("x-ms-cosmos-index-utilization").is_none());
+    let r = query(&[
+        pk,
+        ("x-ms-documentdb-populatequerymetrics", "True"),
+        ("x-ms-cosmos-populateindexmetrics", "True"),
+    ]);
+    let metrics: std::collections::HashMap<&str, &str> = r
+        .header("x-ms-documentdb-query-metrics")
+        .unwrap()
+        .split(';')
+        .map(|kv| kv.split_once('=').unwrap())
+        .collect();
+    assert_eq!(metrics["retrievedDocumentCount"], "3");
+    assert_eq!(metrics["outputDocumentCount"], "2");
+    let decoded = base64::Engine::decode(
+        &base64::engine::general_purpose::STANDARD,
+        r.header("x-ms-cosmos-index-utilization").unwrap(),
+    )
+    .unwrap();
+    let index: Value = serde_json::from_slice(&decoded).unwrap();
+    assert_eq!(
+        index["UtilizedSingleIndexes"][0]["IndexSpec"], "/pk/?",
+        "{index}"
+    );
+    assert_eq!(index["PotentialCompositeIndexes"], json!([]));
+}
+
+#[test]
 fn pkranges_answer_304_to_a_matching_if_none_match() {
     let gw = setup();
     let a_im = ("a-im", "Incremental Feed");

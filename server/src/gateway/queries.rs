@@ -9,6 +9,9 @@
 //! continuation resumes exactly after what was sent.
 
 use std::ops::ControlFlow;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
 
 use engine::PartitionKey;
 use engine::query::{self, Params};
@@ -101,6 +104,7 @@ impl Gateway {
         params: &Params,
         is_query: bool,
     ) -> Result<WireResponse, WireError> {
+        let started = Instant::now();
         let partition_key = match self.partition_key(coll, req)? {
             Some(key) => Some(key),
             None => self.epk_scope(coll, req)?,
@@ -108,6 +112,7 @@ impl Gateway {
         if is_query && partition_key.is_none() {
             refuse_fan_out(coll, req, sql)?;
         }
+        let scoped = partition_key.is_some();
         let mut options = QueryOptions {
             partition_key,
             max_item_count: max_item_count(&req.headers)?,
@@ -142,6 +147,16 @@ impl Gateway {
             );
             if let Some(continuation) = page.continuation {
                 out = out.with("x-ms-continuation", continuation);
+            }
+            if flag(&req.headers, "x-ms-documentdb-populatequerymetrics")? {
+                let output_bytes = body_len_of(&page.items);
+                out = out.with(
+                    "x-ms-documentdb-query-metrics",
+                    query_metrics(&page.stats, output_bytes, started.elapsed()),
+                );
+            }
+            if flag(&req.headers, "x-ms-cosmos-populateindexmetrics")? {
+                out = out.with("x-ms-cosmos-index-utilization", index_metrics(coll, scoped));
             }
             return Ok(out);
         }
@@ -214,6 +229,64 @@ fn refuse_fan_out(coll: &CollEntry, req: &WireRequest, sql: &str) -> Result<(), 
 }
 
 /// `{"query": "...", "parameters": [{"name": "@x", "value": ...}]}`.
+/// The serialized size of a page's items.
+fn body_len_of(items: &[Value]) -> usize {
+    items.iter().map(host_api::json::serialized_len).sum()
+}
+
+/// The `x-ms-documentdb-query-metrics` header: the service's keys, with
+/// what Partita measures (documents and bytes read and returned, the
+/// whole time) and zero for the phases it does not time apart. No index:
+/// every document read is retrieved, so the utilization ratio is the
+/// share of them returned.
+fn query_metrics(stats: &query::QueryStats, output_bytes: usize, elapsed: Duration) -> String {
+    let ms = elapsed.as_secs_f64() * 1000.0;
+    let ratio = if stats.docs_scanned == 0 {
+        1.0
+    } else {
+        stats.docs_returned as f64 / stats.docs_scanned as f64
+    };
+    format!(
+        "totalExecutionTimeInMs={ms:.2};queryCompileTimeInMs=0.00;queryLogicalPlanBuildTimeInMs=0.00;\
+         queryPhysicalPlanBuildTimeInMs=0.00;queryOptimizationTimeInMs=0.00;VMExecutionTimeInMs={ms:.2};\
+         indexLookupTimeInMs=0.00;instructionCount=0;documentLoadTimeInMs=0.00;\
+         systemFunctionExecuteTimeInMs=0.00;userFunctionExecuteTimeInMs=0.00;\
+         retrievedDocumentCount={};retrievedDocumentSize={};outputDocumentCount={};\
+         outputDocumentSize={output_bytes};writeOutputTimeInMs=0.00;indexUtilizationRatio={ratio:.2}",
+        stats.docs_scanned, stats.bytes_read, stats.docs_returned,
+    )
+}
+
+/// The `x-ms-cosmos-index-utilization` header (base64 of JSON, as the SDKs
+/// decode it). Partita's only index is the one on the partition key: a
+/// query scoped to a logical partition uses it, and nothing else does.
+fn index_metrics(coll: &CollEntry, scoped: bool) -> String {
+    let utilized: Vec<Value> = if scoped {
+        coll.container
+            .partition_key_path()
+            .paths()
+            .map(|path| {
+                json!({
+                    "FilterExpression": "",
+                    "IndexSpec": format!("{path}/?"),
+                    "FilterPreciseSet": true,
+                    "IndexPreciseSet": true,
+                    "IndexImpactScore": "High",
+                })
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let metrics = json!({
+        "UtilizedSingleIndexes": utilized,
+        "PotentialSingleIndexes": [],
+        "UtilizedCompositeIndexes": [],
+        "PotentialCompositeIndexes": [],
+    });
+    base64::engine::general_purpose::STANDARD.encode(metrics.to_string())
+}
+
 fn query_spec(req: &WireRequest) -> Result<(String, Params), WireError> {
     let body = object_body(req, "query")?;
     let Some(Value::String(sql)) = body.get("query") else {
