@@ -409,6 +409,57 @@ fn scripts_survive_restart_and_replacements_apply_to_the_next_call() -> Result {
 }
 
 #[test]
+fn a_triggers_spelling_of_its_type_and_operation_survives_a_restart() -> Result {
+    // Cosmos DB echoes `"pre"` and `"Update"` as written; so does Partita,
+    // from the store too.
+    let dir = tempfile::tempdir()?;
+    let names = engine::TriggerNames {
+        trigger_type: "pre".to_owned(),
+        trigger_operation: "Update".to_owned(),
+    };
+    {
+        let db = Database::open(dir.path())?;
+        let c = db.create_container("c", "/pk")?;
+        c.create_script(ScriptProperties {
+            trigger_names: Some(names.clone()),
+            ..ScriptProperties::trigger(
+                "t",
+                "function t() {}",
+                TriggerType::Pre,
+                TriggerOperation::Replace,
+            )
+        })?;
+        c.create_script(ScriptProperties::trigger(
+            "canonical",
+            "function t() {}",
+            TriggerType::Post,
+            TriggerOperation::All,
+        ))?;
+    }
+    let db = Database::open(dir.path())?;
+    let c = db.container("c")?;
+    let t = c.read_script(ScriptKind::Trigger, "t")?;
+    assert_eq!(
+        (
+            t.trigger_type,
+            t.trigger_operation,
+            t.trigger_names.as_ref()
+        ),
+        (
+            Some(TriggerType::Pre),
+            Some(TriggerOperation::Replace),
+            Some(&names)
+        )
+    );
+    assert_eq!(
+        c.read_script(ScriptKind::Trigger, "canonical")?
+            .trigger_names,
+        None
+    );
+    Ok(())
+}
+
+#[test]
 fn update_usernames_rewrites_every_item_of_the_user() -> Result {
     let db = Database::in_memory();
     let posts = db.create_container("posts", "/postId")?;

@@ -980,8 +980,13 @@ fn hierarchical_partition_keys_over_the_wire() {
         ),
         (200, json!(["1", "2", "3", "4"]))
     );
-    // An ordinary container keeps serving such queries.
-    assert_eq!(query_ids(&gw, "c", "SELECT * FROM c", &[]).0, 200);
+    // So does an ordinary container, as the service does whatever its
+    // number of physical partitions, unless the query pins the key.
+    assert_eq!(query_ids(&gw, "c", "SELECT * FROM c", &[]).0, 400);
+    assert_eq!(
+        query_ids(&gw, "c", "SELECT * FROM c WHERE c.pk = 'x'", &[]).0,
+        200
+    );
     // The change feed of a prefix's EPK range.
     let end = format!("{oxnard}FF");
     let (r, body) = call(
@@ -1321,6 +1326,44 @@ fn queries_report_metrics_and_index_use_when_asked() {
 }
 
 #[test]
+fn triggers_echo_their_type_and_operation_as_written() {
+    let gw = setup();
+    for (id, kind, op) in [
+        ("a", "pre", "all"),
+        ("b", "Post", "Update"),
+        ("c", "PRE", "create"),
+    ] {
+        let body = json!({"id": id, "body": "function t() {}", "triggerType": kind, "triggerOperation": op});
+        let (r, echoed) = call(
+            &gw,
+            signed(
+                "POST",
+                "/dbs/d/colls/c/triggers",
+                &[],
+                body.to_string().as_bytes(),
+            ),
+        );
+        assert_eq!(r.status, 201, "{echoed}");
+        assert_eq!(
+            (
+                echoed["triggerType"].as_str(),
+                echoed["triggerOperation"].as_str()
+            ),
+            (Some(kind), Some(op))
+        );
+        let (_, read) = call(
+            &gw,
+            signed("GET", &format!("/dbs/d/colls/c/triggers/{id}"), &[], b""),
+        );
+        assert_eq!(read["triggerType"], kind);
+    }
+    let body =
+        br#"{"id":"x","body":"function t() {}","triggerType":"during","triggerOperation":"all"}"#;
+    let (r, body) = call(&gw, signed("POST", "/dbs/d/colls/c/triggers", &[], body));
+    assert_error(&r, &body, 400, "BadRequest", "during");
+}
+
+#[test]
 fn pkranges_answer_304_to_a_matching_if_none_match() {
     let gw = setup();
     let a_im = ("a-im", "Incremental Feed");
@@ -1490,6 +1533,7 @@ fn queries_run_whole_and_plans_are_transparent() {
         let mut headers = vec![
             ("x-ms-documentdb-isquery", "True"),
             ("content-type", "application/query+json"),
+            ("x-ms-documentdb-query-enablecrosspartition", "True"),
         ];
         headers.extend_from_slice(extra);
         let body = json!({"query": sql, "parameters": [{"name": "@min", "value": 2}]}).to_string();
@@ -1579,7 +1623,10 @@ fn pages_are_cut_to_the_response_limit() {
     let mut seen = 0;
     let mut continuation: Option<String> = None;
     loop {
-        let mut headers = vec![("x-ms-documentdb-isquery", "true")];
+        let mut headers = vec![
+            ("x-ms-documentdb-isquery", "true"),
+            ("x-ms-documentdb-query-enablecrosspartition", "true"),
+        ];
         if let Some(c) = &continuation {
             headers.push(("x-ms-continuation", c));
         }

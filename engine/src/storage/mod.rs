@@ -239,6 +239,9 @@ pub struct ScriptRecord {
     pub trigger_type: Option<TriggerType>,
     /// For triggers: the writes it accepts.
     pub trigger_operation: Option<TriggerOperation>,
+    /// For triggers: the type and operation as the client spelled them
+    /// (stored in place of the canonical names).
+    pub trigger_names: Option<crate::script::TriggerNames>,
     /// Changes on every create and replace (a container sequence number):
     /// the cache key of compiled code.
     pub version: u64,

@@ -105,6 +105,7 @@ impl Gateway {
         is_query: bool,
     ) -> Result<WireResponse, WireError> {
         let started = Instant::now();
+        let max_item_count = max_item_count(&req.headers)?;
         let partition_key = match self.partition_key(coll, req)? {
             Some(key) => Some(key),
             None => self.epk_scope(coll, req)?,
@@ -115,7 +116,7 @@ impl Gateway {
         let scoped = partition_key.is_some();
         let mut options = QueryOptions {
             partition_key,
-            max_item_count: max_item_count(&req.headers)?,
+            max_item_count,
             continuation: header(&req.headers, "x-ms-continuation")?
                 .filter(|c| !c.is_empty())
                 .map(str::to_owned),
@@ -194,16 +195,14 @@ fn absent_key(coll: &CollEntry, all: &[PartitionKey]) -> PartitionKey {
         .unwrap_or(PartitionKey::None)
 }
 
-/// Refuses a query on a hierarchical container that names no partition key,
-/// range or feed range and does not enable cross-partition queries, unless
-/// its WHERE clause pins every level of the key (the service routes such a
-/// query itself). The Python SDK sends such a query for an empty prefix,
-/// `partition_key=[]`, and its tests expect the service's 400. Ordinary
-/// containers keep serving them: this server has one range.
+/// Refuses a query that names no partition key, range or feed range and
+/// does not enable cross-partition queries, unless its WHERE clause pins
+/// every level of the key (the service routes such a query itself), with
+/// the service's 400: every container is partitioned, and on the service
+/// the header is required whatever the number of physical partitions.
 fn refuse_fan_out(coll: &CollEntry, req: &WireRequest, sql: &str) -> Result<(), WireError> {
     let path = coll.container.partition_key_path();
-    if !path.is_hierarchical()
-        || flag(&req.headers, "x-ms-documentdb-query-enablecrosspartition")?
+    if flag(&req.headers, "x-ms-documentdb-query-enablecrosspartition")?
         || header(&req.headers, "x-ms-documentdb-partitionkeyrangeid")?.is_some()
     {
         return Ok(());
@@ -223,12 +222,11 @@ fn refuse_fan_out(coll: &CollEntry, req: &WireRequest, sql: &str) -> Result<(), 
         "Cross partition query is required but disabled. Please set \
          x-ms-documentdb-query-enablecrosspartition to true, specify \
          x-ms-documentdb-partitionkey, or revise your query to avoid this exception \
-         (container {:?} has the hierarchical partition key {})",
+         (container {:?} is partitioned by {})",
         coll.name, path
     )))
 }
 
-/// `{"query": "...", "parameters": [{"name": "@x", "value": ...}]}`.
 /// The serialized size of a page's items.
 fn body_len_of(items: &[Value]) -> usize {
     items.iter().map(host_api::json::serialized_len).sum()
@@ -287,6 +285,7 @@ fn index_metrics(coll: &CollEntry, scoped: bool) -> String {
     base64::engine::general_purpose::STANDARD.encode(metrics.to_string())
 }
 
+/// `{"query": "...", "parameters": [{"name": "@x", "value": ...}]}`.
 fn query_spec(req: &WireRequest) -> Result<(String, Params), WireError> {
     let body = object_body(req, "query")?;
     let Some(Value::String(sql)) = body.get("query") else {
