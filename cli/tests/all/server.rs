@@ -1081,7 +1081,24 @@ fn conflicts_feed_is_empty_and_conflicts_are_not_found() {
         &gw,
         signed("POST", "/dbs/d/colls/c/conflicts", &headers, query),
     );
-    assert_eq!((r.status, &body["Conflicts"]), (200, &json!([])), "{body}");
+    assert_error(
+        &r,
+        &body,
+        400,
+        "BadRequest",
+        "Cross partition query is required",
+    );
+    for scope in [
+        ("x-ms-documentdb-query-enablecrosspartition", "True"),
+        ("x-ms-documentdb-partitionkey", r#"["p"]"#),
+    ] {
+        let headers = [headers[0], headers[1], scope];
+        let (r, body) = call(
+            &gw,
+            signed("POST", "/dbs/d/colls/c/conflicts", &headers, query),
+        );
+        assert_eq!((r.status, &body["Conflicts"]), (200, &json!([])), "{body}");
+    }
     for method in ["GET", "DELETE"] {
         let (r, body) = call(&gw, signed(method, "/dbs/d/colls/c/conflicts/x", &[], b""));
         assert_error(&r, &body, 404, "NotFound", "conflict \"x\"");

@@ -258,6 +258,8 @@ impl Gateway {
 
 /// The conflicts feed (`Conflicts`), read or queried: always empty, as
 /// conflicts arise only between regions that accept writes concurrently.
+/// (A query is refused as a document query is without a partition key or
+/// the cross-partition header: `Gateway::cross_partition_allowed`.)
 pub(super) fn conflicts(
     coll: &CollEntry,
     query: Option<&WireRequest>,

@@ -364,7 +364,10 @@ impl Gateway {
             ("POST", ["sprocs", id]) => self.execute(coll, id, req),
             ("POST", ["operations", "partitionkeydelete"]) => self.delete_partition(coll, req),
             ("GET", ["conflicts"]) => conflicts(coll, None),
-            ("POST", ["conflicts"]) if is_query(req)? => conflicts(coll, Some(req)),
+            ("POST", ["conflicts"]) if is_query(req)? => {
+                self.cross_partition_allowed(coll, req)?;
+                conflicts(coll, Some(req))
+            }
             ("GET" | "DELETE", ["conflicts", id]) => Err(WireError::not_found(format!(
                 "conflict {id:?} not found: a single-region server records no conflicts"
             ))),

@@ -227,6 +227,29 @@ fn refuse_fan_out(coll: &CollEntry, req: &WireRequest, sql: &str) -> Result<(), 
     )))
 }
 
+impl Gateway {
+    /// A metadata query's check: one that names no partition key must
+    /// enable cross-partition queries, as on the service.
+    pub(super) fn cross_partition_allowed(
+        &self,
+        coll: &CollEntry,
+        req: &WireRequest,
+    ) -> Result<(), WireError> {
+        if self.partition_key(coll, req)?.is_some()
+            || flag(&req.headers, "x-ms-documentdb-query-enablecrosspartition")?
+        {
+            return Ok(());
+        }
+        Err(WireError::bad_request(format!(
+            "Cross partition query is required but disabled. Please set \
+             x-ms-documentdb-query-enablecrosspartition to true, specify \
+             x-ms-documentdb-partitionkey, or revise your query to avoid this exception \
+             (the conflicts of container {:?})",
+            coll.name
+        )))
+    }
+}
+
 /// The serialized size of a page's items.
 fn body_len_of(items: &[Value]) -> usize {
     items.iter().map(host_api::json::serialized_len).sum()
