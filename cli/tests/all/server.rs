@@ -1015,6 +1015,60 @@ fn hierarchical_partition_keys_over_the_wire() {
 }
 
 #[test]
+fn hash_v1_containers_are_scoped_by_hash_v1_epks() {
+    let gw = setup();
+    let (r, body) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls",
+            &[],
+            br#"{"id":"v1","partitionKey":{"paths":["/pk"],"kind":"Hash","version":1}}"#,
+        ),
+    );
+    assert_eq!(r.status, 201, "{body}");
+    for (id, pk) in [("1", "p1"), ("2", "p1"), ("3", "other")] {
+        let header = format!(r#"["{pk}"]"#);
+        let doc = format!(r#"{{"id":"{id}","pk":"{pk}"}}"#);
+        let (r, _) = call(
+            &gw,
+            signed(
+                "POST",
+                "/dbs/d/colls/v1/docs",
+                &[("x-ms-documentdb-partitionkey", &header)],
+                doc.as_bytes(),
+            ),
+        );
+        assert_eq!(r.status, 201);
+    }
+    // The Python SDK's Hash V1 EPK of "p1", as a point feed range.
+    let p1 = "05C1CFEDCF076008713200";
+    let (r, body) = call(
+        &gw,
+        signed(
+            "GET",
+            "/dbs/d/colls/v1/docs",
+            &[
+                ("a-im", "Incremental Feed"),
+                ("x-ms-documentdb-partitionkeyrangeid", "0"),
+                ("x-ms-start-epk", p1),
+                ("x-ms-end-epk", p1),
+            ],
+            b"",
+        ),
+    );
+    assert_eq!(r.status, 200, "{body}");
+    let mut ids: Vec<&str> = body["Documents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["id"].as_str().unwrap())
+        .collect();
+    ids.sort();
+    assert_eq!(ids, ["1", "2"]);
+}
+
+#[test]
 fn responses_name_their_owner_in_alt_content_path() {
     let gw = setup();
     let alt = |r: &WireResponse| r.header("x-ms-alt-content-path").map(str::to_owned);

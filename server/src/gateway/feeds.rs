@@ -80,7 +80,7 @@ impl Gateway {
                 let mut txn_docs = Vec::new();
                 let mut txn_bytes = 0;
                 for change in &changes[i..end] {
-                    if !scope.holds(change) {
+                    if !scope.holds(coll, change) {
                         continue;
                     }
                     let document = match change.kind {
@@ -206,7 +206,7 @@ impl Gateway {
                     .map_or(changes.len(), |n| i + n);
                 let txn_items: Vec<Value> = changes[i..end]
                     .iter()
-                    .filter(|change| scope.holds(change))
+                    .filter(|change| scope.holds(coll, change))
                     .map(|change| version_entry(change, &path))
                     .collect();
                 let txn_bytes: usize = txn_items.iter().map(|v| v.to_string().len()).sum();
@@ -283,18 +283,14 @@ impl Scope {
         })
     }
 
-    fn holds(&self, change: &Change) -> bool {
+    fn holds(&self, coll: &CollEntry, change: &Change) -> bool {
         if let Some(key) = &self.key
             && !change.partition_key.starts_with(key)
         {
             return false;
         }
         match &self.epk_range {
-            Some((start, end)) => epk::in_range(
-                &epk::effective_partition_key(&change.partition_key),
-                start,
-                end,
-            ),
+            Some((start, end)) => epk::in_range(&coll.epk(&change.partition_key), start, end),
             None => true,
         }
     }

@@ -64,7 +64,7 @@ impl Gateway {
         let all = coll.container.partition_keys();
         let keys: Vec<&PartitionKey> = all
             .iter()
-            .filter(|k| epk::in_range(&epk::effective_partition_key(k), &start, &end))
+            .filter(|k| epk::in_range(&coll.epk(k), &start, &end))
             .collect();
         let Some(first) = keys.first() else {
             return Ok(Some(absent_key(coll, &all)));
