@@ -1342,6 +1342,47 @@ fn the_all_versions_feed_lists_every_change_and_needs_a_retention_policy() {
 }
 
 #[test]
+fn object_aggregates_are_refused_across_partitions_only() {
+    let gw = setup();
+    let cross = [("x-ms-documentdb-query-enablecrosspartition", "True")];
+    let pk = [("x-ms-documentdb-partitionkey", r#"["p"]"#)];
+    let run = |sql: &str, headers: &[(&str, &str)]| {
+        let mut all = vec![
+            ("x-ms-documentdb-isquery", "True"),
+            ("content-type", "application/query+json"),
+        ];
+        all.extend_from_slice(headers);
+        let body = json!({"query": sql, "parameters": []}).to_string();
+        call(
+            &gw,
+            signed("POST", "/dbs/d/colls/c/docs", &all, body.as_bytes()),
+        )
+    };
+    for sql in ["SELECT COUNT(1) FROM c", "SELECT COUNT(1) + 5 AS n FROM c"] {
+        let (r, body) = run(sql, &cross);
+        assert_error(
+            &r,
+            &body,
+            400,
+            "BadRequest",
+            "only supports 'VALUE <AggregateFunc>'",
+        );
+        assert_eq!(run(sql, &pk).0.status, 200, "{sql} in one partition");
+    }
+    for (sql, headers) in [
+        ("SELECT VALUE COUNT(1) FROM c", &cross[..]),
+        ("SELECT COUNT(1) FROM c WHERE c.pk = 'p'", &cross[..]),
+        (
+            "SELECT c.pk, COUNT(1) AS n FROM c GROUP BY c.pk",
+            &cross[..],
+        ),
+    ] {
+        let (r, body) = run(sql, headers);
+        assert_eq!(r.status, 200, "{sql}: {body}");
+    }
+}
+
+#[test]
 fn queries_report_metrics_and_index_use_when_asked() {
     let gw = setup();
     for i in 0..3 {

@@ -200,13 +200,12 @@ fn absent_key(coll: &CollEntry, all: &[PartitionKey]) -> PartitionKey {
 /// every level of the key (the service routes such a query itself), with
 /// the service's 400: every container is partitioned, and on the service
 /// the header is required whatever the number of physical partitions.
+///
+/// An enabled cross-partition query that aggregates into an object
+/// (`SELECT COUNT(1) FROM c`) is refused too, as the SDKs refuse it once
+/// the service has told them the query spans partitions.
 fn refuse_fan_out(coll: &CollEntry, req: &WireRequest, sql: &str) -> Result<(), WireError> {
     let path = coll.container.partition_key_path();
-    if flag(&req.headers, "x-ms-documentdb-query-enablecrosspartition")?
-        || header(&req.headers, "x-ms-documentdb-partitionkeyrangeid")?.is_some()
-    {
-        return Ok(());
-    }
     // A syntax error is the query's own 400, reported when it runs.
     let Ok(parsed) = query::parse(sql) else {
         return Ok(());
@@ -216,6 +215,18 @@ fn refuse_fan_out(coll: &CollEntry, req: &WireRequest, sql: &str) -> Result<(), 
         .level_segments()
         .all(|level| pinned.iter().any(|p| p.as_slice() == level))
     {
+        return Ok(());
+    }
+    if header(&req.headers, "x-ms-documentdb-partitionkeyrangeid")?.is_some() {
+        return Ok(());
+    }
+    if flag(&req.headers, "x-ms-documentdb-query-enablecrosspartition")? {
+        if parsed.aggregates_into_an_object() {
+            return Err(WireError::bad_request(
+                "Cross partition query only supports 'VALUE <AggregateFunc>' for aggregates: \
+                 write SELECT VALUE COUNT(1), or scope the query to a partition key",
+            ));
+        }
         return Ok(());
     }
     Err(WireError::bad_request(format!(
