@@ -373,6 +373,38 @@ fn triggers_run_in_the_write_transaction() -> Result {
 }
 
 #[test]
+fn an_upsert_that_creates_ignores_if_match_and_one_that_replaces_checks_it() -> Result {
+    let db = Database::in_memory();
+    let c = db.create_container("c", "/pk")?;
+    let if_match = |etag: &str| WriteOptions {
+        if_match: Some(etag.to_owned()),
+        ..Default::default()
+    };
+    let created = c.upsert_item(
+        "a",
+        json!({"id": "d", "pk": "a", "n": 1}),
+        Some(&if_match("\"any\"")),
+    )?;
+    let err = c
+        .upsert_item(
+            "a",
+            json!({"id": "d", "pk": "a", "n": 2}),
+            Some(&if_match("\"stale\"")),
+        )
+        .map(|_| ())
+        .expect_err("412 for the replace");
+    assert_eq!(err.status(), 412);
+    let etag = created.document().etag().to_owned();
+    c.upsert_item(
+        "a",
+        json!({"id": "d", "pk": "a", "n": 3}),
+        Some(&if_match(&etag)),
+    )?;
+    assert_eq!(c.read_item("a", "d")?["n"], 3);
+    Ok(())
+}
+
+#[test]
 fn scripts_survive_restart_and_replacements_apply_to_the_next_call() -> Result {
     let dir = tempfile::tempdir()?;
     {
