@@ -146,7 +146,7 @@ fn create_comment_wat_matches_javascript() {
     let m = module(&wat("createComment.wat"), ScriptKind::StoredProcedure);
     let comments = [
         json!({"id": "c1", "text": "hello", "n": [1, {"a": null}]}),
-        json!({"id": "c2", "text": "a \"postId\": in a string is no key"}),
+        json!({"id": "c2", "text": "a \"postId\": in a string is no key", "postId": "p1"}),
         json!({"id": "c3"}),
     ];
     let mut results = Vec::new();
@@ -183,26 +183,44 @@ fn create_comment_wat_matches_javascript() {
 }
 
 #[test]
-fn create_comment_wat_refuses_a_comment_with_its_own_post_id() {
-    // JavaScript overwrites it; the WAT guest would append a second one,
-    // a duplicate member the host refuses, so it says so up front.
+fn create_comment_wat_keeps_a_comment_with_the_posts_id_and_refuses_another() {
+    // JavaScript overwrites a comment's postId; the WAT guest would append
+    // a second one, a duplicate member the host refuses. So a comment that
+    // already names the post is stored as it is, and one naming another
+    // post (or with a postId key deeper inside) is a 400.
     let (_db, c) = container("posts", "/postId");
     post(&c, "p1");
     let m = module(&wat("createComment.wat"), ScriptKind::StoredProcedure);
+    call(
+        &c,
+        "p1",
+        &m,
+        vec![
+            json!("p1"),
+            json!({"id": "c1", "postId": "p1", "text": "x"}),
+        ],
+    )
+    .unwrap();
+    let stored = c.read_item("p1", "c1").unwrap();
+    assert_eq!(
+        (&stored["postId"], &stored["text"]),
+        (&json!("p1"), &json!("x"))
+    );
     for comment in [
         json!({"postId": "wrong"}),
+        json!({"postId": "p10"}),
         json!({"text": "x", "meta": {"postId": 1}}),
     ] {
         let f = failure(call(&c, "p1", &m, vec![json!("p1"), comment]));
         assert_eq!(f.error.status(), 400, "{}", f.error);
         assert!(
-            f.error.to_string().contains("its own postId"),
+            f.error.to_string().contains("another postId"),
             "{}",
             f.error
         );
     }
-    assert_eq!(c.read_item("p1", "p1").unwrap()["commentCount"], 0);
-    assert_eq!(count(&c, "p1"), 1);
+    assert_eq!(c.read_item("p1", "p1").unwrap()["commentCount"], 1);
+    assert_eq!(count(&c, "p1"), 2);
 }
 
 #[test]
