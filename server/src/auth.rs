@@ -601,5 +601,75 @@ mod tests {
         );
     }
 
+    #[test]
+    fn resource_tokens_verify_only_under_their_key_and_grant() {
+        let key = MasterKey::from_base64(EMULATOR_KEY).unwrap();
+        let claims = TokenClaims {
+            db_rid: "AAAAAQ==".into(),
+            user_rid: "AAAAAYAAAAI=".into(),
+            perm_rid: "AAAAAYAAAAIDAAAAAAAAAA==".into(),
+            expiry: 1_800_000_000,
+        };
+        let grant = TokenGrant {
+            resource: "dbs/d/colls/c",
+            mode: "All",
+            partition_key: "[\"a\"]".into(),
+            nonce: "3-1",
+        };
+        let token = key.resource_token(&claims, &grant);
+        let mut headers = HeaderMap::new();
+        let encoded =
+            percent_encoding::utf8_percent_encode(&token, percent_encoding::NON_ALPHANUMERIC);
+        headers.insert("authorization", encoded.to_string().parse().unwrap());
+        let Credential::Resource(parsed, mac) = credential(&headers).unwrap() else {
+            panic!("{token} is not read as a resource token");
+        };
+        assert_eq!(parsed, claims);
+        assert!(key.verify_resource_token(&parsed, &mac, &grant));
+        // Another key, or any field of the grant changed, fails.
+        let other = MasterKey::from_base64("c2VjcmV0").unwrap();
+        assert!(!other.verify_resource_token(&parsed, &mac, &grant));
+        let changed = [
+            TokenGrant {
+                resource: "dbs/d/colls/c2",
+                ..grant.clone()
+            },
+            TokenGrant {
+                mode: "Read",
+                ..grant.clone()
+            },
+            TokenGrant {
+                partition_key: "[\"b\"]".into(),
+                ..grant.clone()
+            },
+            TokenGrant {
+                partition_key: String::new(),
+                ..grant.clone()
+            },
+            TokenGrant {
+                nonce: "3-2",
+                ..grant.clone()
+            },
+        ];
+        for other_grant in &changed {
+            assert!(
+                !key.verify_resource_token(&parsed, &mac, other_grant),
+                "{other_grant:?}"
+            );
+        }
+        let later = TokenClaims {
+            expiry: claims.expiry + 1,
+            ..claims.clone()
+        };
+        assert!(!key.verify_resource_token(&later, &mac, &grant));
+        // A token's MAC is never a request signature under the same key.
+        assert_ne!(
+            mac,
+            STANDARD
+                .decode(key.sign("get", "docs", "dbs/d/colls/c", "x"))
+                .unwrap()
+        );
+    }
+
     const EXPECTED_SIG: &str = "I4Lb2C1g0400W52A9Ivsfw2jxpYLBGvhPvU2bUDgx3o=";
 }

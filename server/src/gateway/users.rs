@@ -277,7 +277,7 @@ fn permission_spec(body: &Map<String, Value>) -> Result<PermissionSpec, WireErro
     let partition_key = match body.get("resourcePartitionKey") {
         None | Some(Value::Null) => None,
         Some(key) => {
-            if PartitionKey::from_json_array(key).is_none() {
+            if !key.is_array() || PartitionKey::from_json_array(key).is_none() {
                 return Err(WireError::bad_request(format!(
                     "the permission's resourcePartitionKey {key} must be a partition key as a \
                      JSON array, such as [\"a\"] or [1]"
