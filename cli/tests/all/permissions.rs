@@ -670,6 +670,32 @@ fn a_partition_token_cannot_read_write_query_or_run_a_procedure_in_another_parti
         let (r, body) = call(&gw, req);
         assert_eq!(r.status, 403, "{path}: {body}");
     }
+    // A feed may name the partition by its effective partition key, as
+    // the Python SDK's change feed for one key does; only a's.
+    let epk =
+        |key: &str| partita_server::effective_partition_key(&partita::PartitionKey::from(key));
+    let feed = |start: &str, end: &str| {
+        let headers = [
+            ("a-im", "Incremental Feed"),
+            ("x-ms-start-epk", start),
+            ("x-ms-end-epk", end),
+        ];
+        status(
+            &gw,
+            with_token("GET", "/dbs/d/colls/c/docs", &t, &headers, b""),
+        )
+    };
+    assert_eq!(feed(&epk("a"), &epk("a")), 200);
+    let mut next = u128::from_str_radix(&epk("a"), 16).unwrap() + 1;
+    let width = epk("a").len();
+    let normalized = format!("{next:0width$X}");
+    assert_eq!(feed(&epk("a"), &normalized), 200);
+    next += 1;
+    assert_eq!(feed(&epk("a"), &format!("{next:0width$X}")), 403);
+    assert_eq!(feed(&epk("b"), &epk("b")), 403);
+    assert_eq!(feed("", "FF"), 403);
+    assert_eq!(feed(&epk("a"), "FF"), 403);
+
     // Nothing was written in b, and y is still there.
     let (r, _) = call(&gw, signed("GET", "/dbs/d/colls/c/docs/y", &[PK_B], b""));
     assert_eq!(r.status, 200);

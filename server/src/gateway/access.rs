@@ -22,8 +22,10 @@
 //!
 //! With a `resourcePartitionKey` every request on documents must name
 //! that logical partition in `x-ms-documentdb-partitionkey` (a bulk
-//! request: each operation), so a cross-partition query, a read feed over
-//! every partition or a procedure in another partition is refused.
+//! request: each operation; a feed may name it by its effective partition
+//! key's range instead, `[epk, epk]` or `[epk, epk + 1)`), so a cross-partition
+//! query, a read feed over every partition or a procedure in another
+//! partition is refused.
 //!
 //! A name-based link in a permission stands for whatever has that name
 //! when the request comes (a container deleted and created again under
@@ -270,6 +272,21 @@ impl Gateway {
             }
             return Ok(());
         }
+        // The Python SDK scopes a change feed to one partition key by its
+        // effective partition key alone: the point range [epk, epk] or,
+        // normalized, [epk, epk + 1), which hold no other key's (every
+        // full key's EPK has the same length).
+        if named.is_none()
+            && let Ok(Some((start, end))) = super::queries::epk_range(req)
+        {
+            let epk = crate::epk::effective_partition_key(&allowed_key);
+            if start.eq_ignore_ascii_case(&epk)
+                && (end.eq_ignore_ascii_case(&epk)
+                    || next_epk(&epk).is_some_and(|next| end.eq_ignore_ascii_case(&next)))
+            {
+                return Ok(());
+            }
+        }
         confined(named.as_ref())
     }
 
@@ -296,6 +313,24 @@ impl Gateway {
     }
 }
 
+/// The effective partition key right after `epk` (hex, one added to its
+/// last byte with carry), as the SDKs normalize an inclusive range's end;
+/// `None` past the last one or for text that is not hex.
+fn next_epk(epk: &str) -> Option<String> {
+    let mut bytes = (0..epk.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(epk.get(i..i + 2)?, 16).ok())
+        .collect::<Option<Vec<u8>>>()?;
+    for byte in bytes.iter_mut().rev() {
+        if *byte < u8::MAX {
+            *byte += 1;
+            return Some(bytes.iter().map(|b| format!("{b:02X}")).collect());
+        }
+        *byte = 0;
+    }
+    None
+}
+
 /// What a permission grants, as its tokens bind it.
 pub(super) fn grant(perm: &PermEntry) -> TokenGrant<'_> {
     TokenGrant {
@@ -307,5 +342,19 @@ pub(super) fn grant(perm: &PermEntry) -> TokenGrant<'_> {
             .map(Value::to_string)
             .unwrap_or_default(),
         nonce: &perm.nonce,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::next_epk;
+
+    #[test]
+    fn the_next_epk_carries_into_earlier_bytes() {
+        assert_eq!(next_epk("05C1").as_deref(), Some("05C2"));
+        assert_eq!(next_epk("05ff").as_deref(), Some("0600"));
+        assert_eq!(next_epk("FFFF"), None);
+        assert_eq!(next_epk("0G"), None);
+        assert_eq!(next_epk("0"), None);
     }
 }
