@@ -400,25 +400,24 @@ pub(crate) fn verify(
         })
 }
 
-/// Checks a master-key request (see [`verify`]); a resource token is 401
-/// here.
-#[cfg(test)]
-fn verify_master(
-    key: &MasterKey,
-    method: &str,
-    segments: &[String],
-    headers: &HeaderMap,
-    now: SystemTime,
-) -> Result<(), WireError> {
-    match credential(headers)? {
-        Credential::Master(sig) => verify(key, method, segments, headers, &sig, now),
-        Credential::Resource(..) => Err(WireError::unauthorized("not a master-key request")),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Checks a master-key request (see [`verify`]); a resource token is 401
+    /// here.
+    fn verify_master(
+        key: &MasterKey,
+        method: &str,
+        segments: &[String],
+        headers: &HeaderMap,
+        now: SystemTime,
+    ) -> Result<(), WireError> {
+        match credential(headers)? {
+            Credential::Master(sig) => verify(key, method, segments, headers, &sig, now),
+            Credential::Resource(..) => Err(WireError::unauthorized("not a master-key request")),
+        }
+    }
 
     fn segments(path: &str) -> Vec<String> {
         path.split('/')

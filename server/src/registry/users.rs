@@ -238,7 +238,7 @@ impl Registry {
             .ok_or_else(|| user_not_found(db, name))
     }
 
-    /// The name of the user whose `_rid` is `rid` in database `db`.
+    /// The user whose `_rid` is `rid` in database `db`.
     pub(crate) fn user_by_rid(&self, db: &str, rid: &str) -> Result<UserEntry, WireError> {
         self.users
             .read()
