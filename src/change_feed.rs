@@ -240,7 +240,7 @@ impl ProcedureHandler {
         ProcedureHandler {
             target: target.clone(),
             procedure: procedure.into(),
-            target_key: Box::new(move |doc| keyed.partition_key_of(doc)),
+            target_key: Box::new(move |doc| Ok(keyed.partition_key_of(doc))),
         }
     }
 

@@ -340,12 +340,11 @@ impl Container {
         self.raw.partition_key_path()
     }
 
-    /// The partition key of `doc` under this container's path.
-    ///
-    /// # Errors
-    /// 400 when the value there cannot be a partition key.
-    pub fn partition_key_of(&self, doc: &Value) -> Result<PartitionKey> {
-        Ok(self.raw.partition_key_of(doc)?)
+    /// The partition key of `doc` under this container's path: the
+    /// undefined key, [`PartitionKey::None`], where `doc` has no value or
+    /// an object or array there, as on Cosmos DB.
+    pub fn partition_key_of(&self, doc: &Value) -> PartitionKey {
+        self.raw.partition_key_of(doc)
     }
 
     /// The physical partition a logical partition lives on.

@@ -128,6 +128,7 @@ fn scripts(flavor: Flavor) -> Result<Vec<(bool, ScriptProperties)>, String> {
     let trigger = |body: ScriptProperties| ScriptProperties {
         trigger_type: Some(TriggerType::Post),
         trigger_operation: Some(TriggerOperation::All),
+        trigger_names: None,
         ..body
     };
     Ok(match flavor {

@@ -184,6 +184,7 @@ fn run(
             body: procedure.body.to_vec(),
             trigger_type: None,
             trigger_operation: None,
+            trigger_names: None,
         });
     }
     for udf in container.list_scripts(ScriptKind::UserDefinedFunction) {
@@ -194,6 +195,7 @@ fn run(
             body: udf.body.to_vec(),
             trigger_type: None,
             trigger_operation: None,
+            trigger_names: None,
         });
     }
     let seed_documents = match &args.data_file {

@@ -229,6 +229,7 @@ fn script_props(kind: ScriptKind, args: ScriptArgs) -> Result<ScriptProperties, 
         body,
         trigger_type: args.trigger_type,
         trigger_operation: args.operation,
+        trigger_names: None,
     })
 }
 

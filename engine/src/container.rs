@@ -667,15 +667,11 @@ impl Container {
         &self.inner.path
     }
 
-    /// Reads a document's partition key as this container defines it.
-    ///
-    /// # Errors
-    /// [`Error::BadRequest`] when the value at the key path is an object or array.
-    pub fn partition_key_of(&self, doc: &Value) -> Result<PartitionKey> {
-        self.inner
-            .path
-            .extract(doc)
-            .map_err(|e| Error::BadRequest(e.to_string()))
+    /// Reads a document's partition key as this container defines it (the
+    /// undefined key, [`PartitionKey::None`], where the document has no
+    /// value or an object or array at the path).
+    pub fn partition_key_of(&self, doc: &Value) -> PartitionKey {
+        self.inner.path.extract(doc)
     }
 
     /// The physical partition holding `key`.

@@ -64,7 +64,7 @@ pub use host_api::{ScriptKind, ScriptLanguage, TriggerOperation, TriggerType};
 pub use partition::{PartitionState, physical_partition};
 pub use patch::{MAX_PATCH_OPERATIONS, Patch, PatchOperation};
 pub use query::{QueryPage, QueryStats};
-pub use script::{MAX_SCRIPT_SIZE, Script, ScriptProperties};
+pub use script::{MAX_SCRIPT_SIZE, Script, ScriptProperties, TriggerNames};
 pub use settings::{MAX_UNIQUE_KEY_PATHS, MAX_UNIQUE_KEYS, UniqueKey, parse_unique_keys};
 pub use storage::{Change, ChangeKind, Durability, Lsn};
 pub use txn::{ItemOptions, Txn};

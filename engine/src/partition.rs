@@ -152,6 +152,11 @@ impl PartitionState {
         self.by_rid.is_empty()
     }
 
+    /// The serialized size of its documents, in bytes.
+    pub fn size(&self) -> usize {
+        self.by_rid.values().map(|slot| slot.size).sum()
+    }
+
     /// The documents in insertion (rid) order.
     pub fn documents(&self) -> impl Iterator<Item = &Document> {
         self.by_rid.values().map(|slot| &slot.document)

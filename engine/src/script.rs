@@ -35,6 +35,19 @@ pub struct ScriptProperties {
     pub trigger_type: Option<TriggerType>,
     /// Required for triggers: the writes it runs on.
     pub trigger_operation: Option<TriggerOperation>,
+    /// For triggers: the type and operation as the client wrote them
+    /// (`"pre"`, `"Update"`), echoed back as Cosmos DB echoes them; `None`
+    /// for the canonical names.
+    pub trigger_names: Option<TriggerNames>,
+}
+
+/// A trigger's type and operation as a client spelled them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TriggerNames {
+    /// The type (`"pre"`, `"Pre"`, ...).
+    pub trigger_type: String,
+    /// The operation (`"all"`, `"Update"`, ...).
+    pub trigger_operation: String,
 }
 
 impl ScriptProperties {
@@ -83,6 +96,7 @@ impl ScriptProperties {
             body: body.into(),
             trigger_type: None,
             trigger_operation: None,
+            trigger_names: None,
         }
     }
 
@@ -98,6 +112,7 @@ impl ScriptProperties {
             body: body.into().into_bytes(),
             trigger_type: None,
             trigger_operation: None,
+            trigger_names: None,
         }
     }
 }
@@ -229,6 +244,7 @@ impl Container {
         } else {
             props.trigger_type = None;
             props.trigger_operation = None;
+            props.trigger_names = None;
         }
         self.db.check_writable()?;
         let mut scripts = self.inner.scripts.write();
@@ -252,6 +268,7 @@ impl Container {
             body: props.body.into(),
             trigger_type: props.trigger_type,
             trigger_operation: props.trigger_operation,
+            trigger_names: props.trigger_names,
             version: self.inner.next_seq(),
             ts: now_secs(),
         });

@@ -437,9 +437,10 @@ impl Txn {
     /// Creates or replaces a document.
     ///
     /// # Errors
-    /// [`Error::PreconditionFailed`] when `If-Match` is given and does not
-    /// match (or the document does not exist); [`Error::BadRequest`],
-    /// [`Error::CrossPartition`], [`Error::TooLarge`].
+    /// [`Error::PreconditionFailed`] when `If-Match` is given, the document
+    /// exists and its etag differs (a create ignores `If-Match`, as on the
+    /// service); [`Error::BadRequest`], [`Error::CrossPartition`],
+    /// [`Error::TooLarge`].
     pub fn upsert_item(&mut self, doc: Value, options: Option<&ItemOptions>) -> Result<Document> {
         self.upsert_as(doc, options, Writer::Client)
     }
@@ -455,7 +456,11 @@ impl Txn {
         let checked = self.check(doc, writer)?;
         let existing = self.current(&checked.id);
         let rid = existing.map(|slot| slot.rid);
-        self.check_etag(&checked.id, existing.map(|slot| &slot.document), options)?;
+        // An If-Match is a condition on the document being replaced: an
+        // upsert that creates ignores it, as on the service.
+        if let Some(slot) = existing {
+            self.check_etag(&checked.id, Some(&slot.document), options)?;
+        }
         self.put(checked, rid)
     }
 
@@ -681,9 +686,7 @@ impl Txn {
             }
         };
         validate_id(id).map_err(|e| Error::BadRequest(format!("{e} (container {container:?})")))?;
-        let key = self.container.path.extract(&doc).map_err(|e| {
-            Error::BadRequest(format!("document {id:?} in container {container:?}: {e}"))
-        })?;
+        let key = self.container.path.extract(&doc);
         if self.expiry.is_some() {
             crate::settings::validate_item_ttl(container, id, &doc)?;
         }

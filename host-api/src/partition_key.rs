@@ -51,14 +51,6 @@ pub enum PartitionKeyError {
     /// The key path is not of the form `/a` or `/a/b`.
     #[error("invalid partition key path {0:?}: expected a path such as \"/postId\" or \"/a/b\"")]
     InvalidPath(String),
-    /// The value at the key path is an object or an array.
-    #[error("the partition key at {path} must be a string, number, boolean or null, not {found}")]
-    InvalidValue {
-        /// The container's key path.
-        path: String,
-        /// The JSON type that was found instead.
-        found: &'static str,
-    },
     /// The text is not a JSON array of key values.
     #[error(
         "invalid partition key {0:?}: expected a JSON array with one string, number, boolean or null ([{{}}] for none), or one per level of a hierarchical key"
@@ -333,23 +325,21 @@ impl Path {
         })
     }
 
-    fn extract(&self, doc: &Value) -> Result<PartitionKey, PartitionKeyError> {
+    fn extract(&self, doc: &Value) -> PartitionKey {
         let mut at = doc;
         for segment in &self.segments {
             match crate::member(at, segment) {
                 Some(next) => at = next,
-                None => return Ok(PartitionKey::None),
+                None => return PartitionKey::None,
             }
         }
-        let found = match at {
-            Value::Object(_) => "an object",
-            Value::Array(_) => "an array",
-            scalar => return Ok(PartitionKey::from_value(scalar).unwrap_or(PartitionKey::Null)),
-        };
-        Err(PartitionKeyError::InvalidValue {
-            path: self.text.clone(),
-            found,
-        })
+        // An object or an array there is no key value: Cosmos DB files
+        // the document under the undefined key, as if the path were
+        // missing, and the SDKs send `[{}]` for it.
+        match at {
+            Value::Object(_) | Value::Array(_) => PartitionKey::None,
+            scalar => PartitionKey::from_value(scalar).unwrap_or(PartitionKey::Null),
+        }
     }
 }
 
@@ -443,20 +433,13 @@ impl PartitionKeyPath {
 
     /// Reads a document's partition key: the value at the path, or for a
     /// hierarchical key a [`PartitionKey::Multi`] of the value at each path.
-    /// A missing property (or a missing intermediate object) gives
-    /// [`PartitionKey::None`].
-    ///
-    /// # Errors
-    /// [`PartitionKeyError::InvalidValue`] when the value at the path is an
-    /// object or an array.
-    pub fn extract(&self, doc: &Value) -> Result<PartitionKey, PartitionKeyError> {
+    /// A missing property (or a missing intermediate object), and an
+    /// object or an array at the path, give [`PartitionKey::None`], as on
+    /// Cosmos DB.
+    pub fn extract(&self, doc: &Value) -> PartitionKey {
         match self.paths.as_slice() {
             [one] => one.extract(doc),
-            many => Ok(PartitionKey::Multi(
-                many.iter()
-                    .map(|p| p.extract(doc))
-                    .collect::<Result<_, _>>()?,
-            )),
+            many => PartitionKey::Multi(many.iter().map(|p| p.extract(doc)).collect()),
         }
     }
 }
@@ -529,17 +512,18 @@ mod tests {
     fn paths_extract_nested_values() {
         let path = PartitionKeyPath::parse("/a/b").unwrap();
         assert_eq!(
-            path.extract(&json!({"a": {"b": "x"}})).unwrap(),
+            path.extract(&json!({"a": {"b": "x"}})),
             PartitionKey::from("x")
         );
-        assert_eq!(path.extract(&json!({"a": {}})).unwrap(), PartitionKey::None);
-        assert_eq!(path.extract(&json!({"a": 1})).unwrap(), PartitionKey::None);
+        assert_eq!(path.extract(&json!({"a": {}})), PartitionKey::None);
+        assert_eq!(path.extract(&json!({"a": 1})), PartitionKey::None);
+        assert_eq!(path.extract(&json!({"a": {"b": null}})), PartitionKey::Null);
+        // An object or an array is no key value: the undefined key.
+        assert_eq!(path.extract(&json!({"a": {"b": [1]}})), PartitionKey::None);
         assert_eq!(
-            path.extract(&json!({"a": {"b": null}})).unwrap(),
-            PartitionKey::Null
+            path.extract(&json!({"a": {"b": {"c": 1}}})),
+            PartitionKey::None
         );
-        assert!(path.extract(&json!({"a": {"b": [1]}})).is_err());
-        assert!(path.extract(&json!({"a": {"b": {}}})).is_err());
         for bad in ["", "postId", "/", "/a//b", "/a/"] {
             assert!(PartitionKeyPath::parse(bad).is_err(), "{bad:?} parsed");
         }
@@ -602,14 +586,21 @@ mod tests {
             ["/state", "/city", "/zip"]
         );
         assert_eq!(
-            path.extract(&json!({"state": "WA", "city": null})).unwrap(),
+            path.extract(&json!({"state": "WA", "city": null})),
             PartitionKey::multi([
                 PartitionKey::from("WA"),
                 PartitionKey::Null,
                 PartitionKey::None
             ])
         );
-        assert!(path.extract(&json!({"state": "WA", "zip": [1]})).is_err());
+        assert_eq!(
+            path.extract(&json!({"state": "WA", "zip": [1]})),
+            PartitionKey::multi([
+                PartitionKey::from("WA"),
+                PartitionKey::None,
+                PartitionKey::None
+            ])
+        );
         let again = PartitionKeyPath::from_paths(&["/state", "/city", "/zip"]).unwrap();
         assert_eq!(again, path);
         assert_eq!(again.as_str(), r#"["/state","/city","/zip"]"#);
@@ -631,13 +622,12 @@ mod tests {
     fn quoted_segments_may_hold_slashes_and_quotes() {
         let path = PartitionKeyPath::parse(r#"/"first level' 1*()"/"le/vel2""#).unwrap();
         assert_eq!(
-            path.extract(&json!({"first level' 1*()": {"le/vel2": "v"}}))
-                .unwrap(),
+            path.extract(&json!({"first level' 1*()": {"le/vel2": "v"}})),
             PartitionKey::from("v")
         );
         let path = PartitionKeyPath::parse(r#"/'a"b'/c"#).unwrap();
         assert_eq!(
-            path.extract(&json!({"a\"b": {"c": 1}})).unwrap(),
+            path.extract(&json!({"a\"b": {"c": 1}})),
             PartitionKey::from(1)
         );
         for bad in [r#"/"a"#, r#"/"a"b"#, r#"/"""#, r#"/a"b"#] {

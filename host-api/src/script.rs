@@ -90,12 +90,13 @@ impl FromStr for TriggerType {
 impl FromStr for TriggerOperation {
     type Err = ParseScriptEnumError;
 
-    /// Case-insensitive `All`, `Create`, `Replace`, `Delete` or `Upsert`.
+    /// Case-insensitive `All`, `Create`, `Replace`, `Delete` or `Upsert`;
+    /// `Update`, the .NET SDK's older name, is `Replace`.
     fn from_str(s: &str) -> Result<TriggerOperation, ParseScriptEnumError> {
         Ok(match s.to_ascii_lowercase().as_str() {
             "all" => TriggerOperation::All,
             "create" => TriggerOperation::Create,
-            "replace" => TriggerOperation::Replace,
+            "replace" | "update" => TriggerOperation::Replace,
             "delete" => TriggerOperation::Delete,
             "upsert" => TriggerOperation::Upsert,
             _ => {

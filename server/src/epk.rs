@@ -12,6 +12,17 @@
 //! hash bytes reversed, the top two bits cleared, upper-case hex. Pinned
 //! against the Python SDK's own `_get_epk_range_for_partition_key`.
 //!
+//! Hash V1 (containers created with `"version": 1`): MurmurHash3 x86 32-bit,
+//! seed 0, over the key's hashing encoding (as V2's, but a string ends with
+//! 0x00, is cut to 100 characters, and an integer is first wrapped to an
+//! unsigned 32-bit value); the EPK is the hex of the binary encoding of the
+//! hash (as a number) followed by the key itself (numbers as an
+//! order-preserving variable-length integer, strings as their first 101
+//! bytes plus one each, ended with 0x00 when 100 bytes or fewer). An
+//! integral number is taken for a JSON integer: a key of `-1.0` written as
+//! a float hashes as `-1` does (the SDKs tell them apart; JSON text
+//! Partita stores does not).
+//!
 //! A hierarchical (MultiHash) key hashes each component on its own and
 //! concatenates the 32-digit EPKs, so the EPK of a prefix is a prefix of the
 //! EPK of every key under it, and the range `[EPK(prefix), EPK(prefix)+"FF")`
@@ -24,6 +35,142 @@ use engine::PartitionKey;
 /// components' EPKs.
 pub fn effective_partition_key(key: &PartitionKey) -> String {
     key.components().iter().map(component_epk).collect()
+}
+
+/// The EPK of `key` in a container whose partition-key definition says
+/// `version` (1: Hash V1; anything else, or none: Hash V2).
+pub(crate) fn effective_partition_key_in(key: &PartitionKey, version: Option<u64>) -> String {
+    match version {
+        Some(1) => effective_partition_key_v1(key),
+        _ => effective_partition_key(key),
+    }
+}
+
+/// The Hash V1 EPK of a key (see the module docs).
+pub(crate) fn effective_partition_key_v1(key: &PartitionKey) -> String {
+    let components: Vec<PartitionKey> = key.components().iter().map(truncate_v1).collect();
+    let mut hashed = Vec::new();
+    for component in &components {
+        match component {
+            PartitionKey::Number(n) if n.fract() == 0.0 && n.abs() < 9.2e18 => {
+                // An integer: wrapped to u32 first, as the SDKs do.
+                let wrapped = (*n as i64) as u32;
+                hashed.push(0x05);
+                hashed.extend_from_slice(&f64::from(wrapped).to_le_bytes());
+            }
+            PartitionKey::Number(n) => {
+                hashed.push(0x05);
+                hashed.extend_from_slice(&n.to_le_bytes());
+            }
+            PartitionKey::String(s) => {
+                hashed.push(0x08);
+                hashed.extend_from_slice(s.as_bytes());
+                hashed.push(0x00);
+            }
+            other => hashed.extend_from_slice(&scalar_bytes(other)),
+        }
+    }
+    let hash = f64::from(murmur3_x86_32(&hashed, 0));
+    let mut out = Vec::new();
+    encode_number_v1(hash, &mut out);
+    for component in &components {
+        match component {
+            PartitionKey::Number(n) => encode_number_v1(*n, &mut out),
+            PartitionKey::String(s) => {
+                out.push(0x08);
+                let bytes = s.as_bytes();
+                for b in bytes.iter().take(MAX_STRING_BYTES + 1) {
+                    out.push(b.wrapping_add(1));
+                }
+                if bytes.len() <= MAX_STRING_BYTES {
+                    out.push(0x00);
+                }
+            }
+            // Hashed, but not spelled out (as the SDKs compute it).
+            PartitionKey::Null => {}
+            other => out.extend_from_slice(&scalar_bytes(other)),
+        }
+    }
+    out.iter().map(|b| format!("{b:02X}")).collect()
+}
+
+/// The most string bytes a Hash V1 EPK spells out.
+const MAX_STRING_BYTES: usize = 100;
+
+/// A Hash V1 component: strings cut to 100 characters.
+fn truncate_v1(key: &PartitionKey) -> PartitionKey {
+    match key {
+        PartitionKey::String(s) if s.chars().count() > MAX_STRING_BYTES => {
+            PartitionKey::String(s.chars().take(MAX_STRING_BYTES).collect())
+        }
+        other => other.clone(),
+    }
+}
+
+/// The one-byte encodings of undefined, null, false and true.
+fn scalar_bytes(key: &PartitionKey) -> Vec<u8> {
+    match key {
+        PartitionKey::None => vec![0x00],
+        PartitionKey::Null => vec![0x01],
+        PartitionKey::Bool(false) => vec![0x02],
+        PartitionKey::Bool(true) => vec![0x03],
+        _ => Vec::new(),
+    }
+}
+
+/// A number in the binary encoding: type 0x05, then its order-preserving
+/// 64-bit image (sign bit flipped for positives, negated for negatives),
+/// first byte whole, then seven bits a byte with the low bit set, the last
+/// byte's low bit clear.
+fn encode_number_v1(n: f64, out: &mut Vec<u8>) {
+    out.push(0x05);
+    let bits = n.to_bits();
+    const SIGN: u64 = 1 << 63;
+    let mut payload = if bits < SIGN {
+        bits ^ SIGN
+    } else {
+        bits.wrapping_neg()
+    };
+    out.push((payload >> 56) as u8);
+    payload <<= 8;
+    let mut byte = 0u8;
+    let mut first = true;
+    while payload != 0 {
+        if !first {
+            out.push(byte);
+        }
+        first = false;
+        byte = ((payload >> 56) as u8) | 0x01;
+        payload <<= 7;
+    }
+    out.push(byte & 0xFE);
+}
+
+/// MurmurHash3 x86 32 (Austin Appleby's reference algorithm).
+fn murmur3_x86_32(data: &[u8], seed: u32) -> u32 {
+    const C1: u32 = 0xcc9e_2d51;
+    const C2: u32 = 0x1b87_3593;
+    let mut h = seed;
+    let mut blocks = data.chunks_exact(4);
+    for block in &mut blocks {
+        let k = u32::from_le_bytes(block.try_into().expect("4 bytes"));
+        h ^= k.wrapping_mul(C1).rotate_left(15).wrapping_mul(C2);
+        h = h.rotate_left(13).wrapping_mul(5).wrapping_add(0xe654_6b64);
+    }
+    let tail = blocks.remainder();
+    if !tail.is_empty() {
+        let mut k = 0u32;
+        for (i, &b) in tail.iter().enumerate() {
+            k ^= u32::from(b) << (8 * i);
+        }
+        h ^= k.wrapping_mul(C1).rotate_left(15).wrapping_mul(C2);
+    }
+    h ^= data.len() as u32;
+    h ^= h >> 16;
+    h = h.wrapping_mul(0x85eb_ca6b);
+    h ^= h >> 13;
+    h = h.wrapping_mul(0xc2b2_ae35);
+    h ^ (h >> 16)
 }
 
 /// The Hash V2 EPK of one key value.
@@ -157,6 +304,34 @@ mod tests {
         for (key, epk) in cases {
             assert_eq!(effective_partition_key(&key), epk, "{key}");
         }
+    }
+
+    #[test]
+    fn hash_v1_epks_match_the_python_sdk() {
+        // From azure-cosmos 4.17.1:
+        // PartitionKey(path='/pk', kind='Hash', version=1)._get_epk_range_for_partition_key(v).min
+        let cases = [
+            (PartitionKey::from("p1"), "05C1CFEDCF076008713200"),
+            (PartitionKey::from(""), "05C1CF33970FF80800"),
+            (PartitionKey::from(5i64), "05C1D9C1C5517C05C014"),
+            (PartitionKey::from(5.5), "05C1D7A771716C05C016"),
+            (PartitionKey::from(-1i64), "05C1D7039DA9C4054010"),
+            (PartitionKey::from(true), "05C1D7C5A903D803"),
+            (PartitionKey::from(false), "05C1DB857D857C02"),
+            (PartitionKey::Null, "05C1ED45D74756"),
+            (
+                PartitionKey::from("héllo"),
+                "05C1CF2F2395980869C4AA6D6D7000",
+            ),
+            (PartitionKey::None, "05C1D529E345DC00"),
+            (PartitionKey::from(4_294_967_296i64), "05C1BF6DA1156005C1F0"),
+            (PartitionKey::from(0i64), "05C1BF6DA11560058000"),
+        ];
+        for (key, epk) in cases {
+            assert_eq!(effective_partition_key_v1(&key), epk, "{key}");
+        }
+        let long = effective_partition_key_v1(&PartitionKey::from("x".repeat(120)));
+        assert_eq!(long, format!("05C1DD45A3938C08{}00", "79".repeat(100)));
     }
 
     #[test]

@@ -324,6 +324,7 @@ async fn serve_connection(
     watcher: hyper_util::server::graceful::Watcher,
 ) {
     let options = &shared.options;
+    let local_addr = stream.local_addr().ok();
     let state = Arc::new(ConnState::new());
     let io = Watched {
         io: stream,
@@ -336,7 +337,7 @@ async fn serve_connection(
             let busy = state.begin_request();
             let shared = shared.clone();
             async move {
-                let response = serve_request(shared, req).await;
+                let response = serve_request(shared, req, local_addr).await;
                 drop(busy);
                 response
             }
@@ -589,8 +590,9 @@ fn server_runtime(
 async fn serve_request(
     shared: Arc<Shared>,
     req: Request<Incoming>,
+    local_addr: Option<SocketAddr>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
-    let response = match read_request(&shared, req).await {
+    let response = match read_request(&shared, req, local_addr).await {
         Ok((wire, reserved)) => {
             // Server-side duration: from the whole request being read to the
             // response being ready, queueing for a blocking thread included.
@@ -753,6 +755,7 @@ async fn reserve(shared: &Shared, bytes: usize) -> Result<Option<OwnedSemaphoreP
 async fn read_request(
     shared: &Shared,
     req: Request<Incoming>,
+    local_addr: Option<SocketAddr>,
 ) -> Result<(WireRequest, Option<OwnedSemaphorePermit>), Refused> {
     let options = &shared.options;
     let (parts, body) = req.into_parts();
@@ -839,6 +842,7 @@ async fn read_request(
             path: parts.uri.path().to_owned(),
             headers,
             body,
+            local_addr,
         },
         reserved,
     ))

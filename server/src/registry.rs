@@ -91,6 +91,19 @@ pub(crate) struct CollEntry {
     pub(crate) self_link: String,
 }
 
+impl CollEntry {
+    /// The effective partition key of `key` here, by the hash version the
+    /// container was defined with.
+    pub(crate) fn epk(&self, key: &engine::PartitionKey) -> String {
+        let version = self
+            .definition
+            .get("partitionKey")
+            .and_then(|pk| pk.get("version"))
+            .and_then(Value::as_u64);
+        crate::epk::effective_partition_key_in(key, version)
+    }
+}
+
 /// The throughput a client provisioned for a database or container.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Throughput {

@@ -29,6 +29,9 @@ pub struct WireRequest {
     pub headers: HeaderMap,
     /// The body.
     pub body: Bytes,
+    /// The server's address the request arrived at, when it came over a
+    /// socket.
+    pub local_addr: Option<std::net::SocketAddr>,
 }
 
 /// One HTTP response.

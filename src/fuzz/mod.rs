@@ -595,7 +595,7 @@ fn run_once(
     }
     let mut by_partition: BTreeMap<PartitionKey, Vec<Value>> = BTreeMap::new();
     for doc in &config.seed_documents {
-        let pk = container.partition_key_of(doc)?;
+        let pk = container.partition_key_of(doc);
         by_partition.entry(pk).or_default().push(doc.clone());
     }
     for (pk, docs) in by_partition {

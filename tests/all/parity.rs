@@ -49,6 +49,7 @@ fn script(
         body,
         trigger_type: trigger.then_some(TriggerType::Post),
         trigger_operation: trigger.then_some(TriggerOperation::All),
+        trigger_names: None,
     }
 }
 

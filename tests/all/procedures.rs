@@ -373,6 +373,38 @@ fn triggers_run_in_the_write_transaction() -> Result {
 }
 
 #[test]
+fn an_upsert_that_creates_ignores_if_match_and_one_that_replaces_checks_it() -> Result {
+    let db = Database::in_memory();
+    let c = db.create_container("c", "/pk")?;
+    let if_match = |etag: &str| WriteOptions {
+        if_match: Some(etag.to_owned()),
+        ..Default::default()
+    };
+    let created = c.upsert_item(
+        "a",
+        json!({"id": "d", "pk": "a", "n": 1}),
+        Some(&if_match("\"any\"")),
+    )?;
+    let err = c
+        .upsert_item(
+            "a",
+            json!({"id": "d", "pk": "a", "n": 2}),
+            Some(&if_match("\"stale\"")),
+        )
+        .map(|_| ())
+        .expect_err("412 for the replace");
+    assert_eq!(err.status(), 412);
+    let etag = created.document().etag().to_owned();
+    c.upsert_item(
+        "a",
+        json!({"id": "d", "pk": "a", "n": 3}),
+        Some(&if_match(&etag)),
+    )?;
+    assert_eq!(c.read_item("a", "d")?["n"], 3);
+    Ok(())
+}
+
+#[test]
 fn scripts_survive_restart_and_replacements_apply_to_the_next_call() -> Result {
     let dir = tempfile::tempdir()?;
     {
@@ -405,6 +437,57 @@ fn scripts_survive_restart_and_replacements_apply_to_the_next_call() -> Result {
         2
     );
     assert_eq!(c.list_scripts(ScriptKind::StoredProcedure).len(), 1);
+    Ok(())
+}
+
+#[test]
+fn a_triggers_spelling_of_its_type_and_operation_survives_a_restart() -> Result {
+    // Cosmos DB echoes `"pre"` and `"Update"` as written; so does Partita,
+    // from the store too.
+    let dir = tempfile::tempdir()?;
+    let names = engine::TriggerNames {
+        trigger_type: "pre".to_owned(),
+        trigger_operation: "Update".to_owned(),
+    };
+    {
+        let db = Database::open(dir.path())?;
+        let c = db.create_container("c", "/pk")?;
+        c.create_script(ScriptProperties {
+            trigger_names: Some(names.clone()),
+            ..ScriptProperties::trigger(
+                "t",
+                "function t() {}",
+                TriggerType::Pre,
+                TriggerOperation::Replace,
+            )
+        })?;
+        c.create_script(ScriptProperties::trigger(
+            "canonical",
+            "function t() {}",
+            TriggerType::Post,
+            TriggerOperation::All,
+        ))?;
+    }
+    let db = Database::open(dir.path())?;
+    let c = db.container("c")?;
+    let t = c.read_script(ScriptKind::Trigger, "t")?;
+    assert_eq!(
+        (
+            t.trigger_type,
+            t.trigger_operation,
+            t.trigger_names.as_ref()
+        ),
+        (
+            Some(TriggerType::Pre),
+            Some(TriggerOperation::Replace),
+            Some(&names)
+        )
+    );
+    assert_eq!(
+        c.read_script(ScriptKind::Trigger, "canonical")?
+            .trigger_names,
+        None
+    );
     Ok(())
 }
 

@@ -85,6 +85,7 @@ impl Run {
             body,
             trigger_type: None,
             trigger_operation: None,
+            trigger_names: None,
         }
     }
 

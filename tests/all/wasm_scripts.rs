@@ -117,6 +117,7 @@ fn truncate_feed_wat_as_a_post_trigger() -> Result {
     feed.create_script(ScriptProperties {
         trigger_type: Some(TriggerType::Post),
         trigger_operation: Some(TriggerOperation::Create),
+        trigger_names: None,
         ..ScriptProperties::wasm("truncateFeed", ScriptKind::Trigger, wat("truncateFeed"))
     })?;
     let options = WriteOptions {

@@ -233,6 +233,7 @@ impl ScriptSet {
                     truncate_feed: ScriptProperties {
                         trigger_type: Some(TriggerType::Post),
                         trigger_operation: Some(TriggerOperation::All),
+                        trigger_names: None,
                         ..ScriptProperties::wasm(
                             "truncateFeed",
                             ScriptKind::Trigger,

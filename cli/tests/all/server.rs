@@ -81,6 +81,7 @@ fn signed_at(
         path: path.to_owned(),
         headers: map,
         body: Bytes::copy_from_slice(body),
+        local_addr: None,
     }
 }
 
@@ -139,6 +140,8 @@ fn account_discovery_answers_with_the_callers_host() {
         "http://127.0.0.1:8081/"
     );
     assert!(body["queryEngineConfiguration"].is_string());
+    // Reads say where they were answered, as a region of the service does.
+    assert_eq!(r.header("content-location"), Some("http://127.0.0.1:8081/"));
     assert!(r.header("x-ms-activity-id").is_some());
     assert!(r.header("x-ms-request-charge").is_some());
 }
@@ -977,8 +980,13 @@ fn hierarchical_partition_keys_over_the_wire() {
         ),
         (200, json!(["1", "2", "3", "4"]))
     );
-    // An ordinary container keeps serving such queries.
-    assert_eq!(query_ids(&gw, "c", "SELECT * FROM c", &[]).0, 200);
+    // So does an ordinary container, as the service does whatever its
+    // number of physical partitions, unless the query pins the key.
+    assert_eq!(query_ids(&gw, "c", "SELECT * FROM c", &[]).0, 400);
+    assert_eq!(
+        query_ids(&gw, "c", "SELECT * FROM c WHERE c.pk = 'x'", &[]).0,
+        200
+    );
     // The change feed of a prefix's EPK range.
     let end = format!("{oxnard}FF");
     let (r, body) = call(
@@ -996,6 +1004,60 @@ fn hierarchical_partition_keys_over_the_wire() {
         ),
     );
     assert_eq!(r.status, 200);
+    let mut ids: Vec<&str> = body["Documents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["id"].as_str().unwrap())
+        .collect();
+    ids.sort();
+    assert_eq!(ids, ["1", "2"]);
+}
+
+#[test]
+fn hash_v1_containers_are_scoped_by_hash_v1_epks() {
+    let gw = setup();
+    let (r, body) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls",
+            &[],
+            br#"{"id":"v1","partitionKey":{"paths":["/pk"],"kind":"Hash","version":1}}"#,
+        ),
+    );
+    assert_eq!(r.status, 201, "{body}");
+    for (id, pk) in [("1", "p1"), ("2", "p1"), ("3", "other")] {
+        let header = format!(r#"["{pk}"]"#);
+        let doc = format!(r#"{{"id":"{id}","pk":"{pk}"}}"#);
+        let (r, _) = call(
+            &gw,
+            signed(
+                "POST",
+                "/dbs/d/colls/v1/docs",
+                &[("x-ms-documentdb-partitionkey", &header)],
+                doc.as_bytes(),
+            ),
+        );
+        assert_eq!(r.status, 201);
+    }
+    // The Python SDK's Hash V1 EPK of "p1", as a point feed range.
+    let p1 = "05C1CFEDCF076008713200";
+    let (r, body) = call(
+        &gw,
+        signed(
+            "GET",
+            "/dbs/d/colls/v1/docs",
+            &[
+                ("a-im", "Incremental Feed"),
+                ("x-ms-documentdb-partitionkeyrangeid", "0"),
+                ("x-ms-start-epk", p1),
+                ("x-ms-end-epk", p1),
+            ],
+            b"",
+        ),
+    );
+    assert_eq!(r.status, 200, "{body}");
     let mut ids: Vec<&str> = body["Documents"]
         .as_array()
         .unwrap()
@@ -1055,6 +1117,362 @@ fn responses_name_their_owner_in_alt_content_path() {
     let (r, _) = call(&gw, signed("GET", "/dbs/d/colls/c/docs/zzz", &pk, b""));
     assert_eq!(r.status, 404);
     assert_eq!(alt(&r), None);
+}
+
+#[test]
+fn conflicts_feed_is_empty_and_conflicts_are_not_found() {
+    let gw = setup();
+    let (r, body) = call(&gw, signed("GET", "/dbs/d/colls/c/conflicts", &[], b""));
+    assert_eq!(r.status, 200, "{body}");
+    assert_eq!(body["Conflicts"], json!([]));
+    assert_eq!(body["_count"], 0);
+    let query = br#"{"query":"SELECT * FROM c","parameters":[]}"#;
+    let headers = [
+        ("x-ms-documentdb-isquery", "True"),
+        ("content-type", "application/query+json"),
+    ];
+    let (r, body) = call(
+        &gw,
+        signed("POST", "/dbs/d/colls/c/conflicts", &headers, query),
+    );
+    assert_error(
+        &r,
+        &body,
+        400,
+        "BadRequest",
+        "Cross partition query is required",
+    );
+    for scope in [
+        ("x-ms-documentdb-query-enablecrosspartition", "True"),
+        ("x-ms-documentdb-partitionkey", r#"["p"]"#),
+    ] {
+        let headers = [headers[0], headers[1], scope];
+        let (r, body) = call(
+            &gw,
+            signed("POST", "/dbs/d/colls/c/conflicts", &headers, query),
+        );
+        assert_eq!((r.status, &body["Conflicts"]), (200, &json!([])), "{body}");
+    }
+    for method in ["GET", "DELETE"] {
+        let (r, body) = call(&gw, signed(method, "/dbs/d/colls/c/conflicts/x", &[], b""));
+        assert_error(&r, &body, 404, "NotFound", "conflict \"x\"");
+    }
+}
+
+#[test]
+fn container_reads_report_usage_and_statistics_when_asked() {
+    let gw = setup();
+    for id in ["a", "b"] {
+        let doc = format!(r#"{{"id":"{id}","pk":"p","text":"hello"}}"#);
+        let (r, _) = call(
+            &gw,
+            signed(
+                "POST",
+                "/dbs/d/colls/c/docs",
+                &[("x-ms-documentdb-partitionkey", r#"["p"]"#)],
+                doc.as_bytes(),
+            ),
+        );
+        assert_eq!(r.status, 201);
+    }
+    let (r, body) = call(&gw, signed("GET", "/dbs/d/colls/c", &[], b""));
+    assert_eq!(r.status, 200);
+    assert!(r.header("x-ms-resource-usage").is_none());
+    assert!(body.get("statistics").is_none());
+    let asked = [
+        ("x-ms-documentdb-populatequotainfo", "True"),
+        ("x-ms-documentdb-populatepartitionstatistics", "True"),
+    ];
+    let (r, body) = call(&gw, signed("GET", "/dbs/d/colls/c", &asked, b""));
+    assert_eq!(r.status, 200);
+    let usage = r.header("x-ms-resource-usage").unwrap();
+    assert!(usage.contains("documentsCount=2;"), "{usage}");
+    assert!(r.header("x-ms-resource-quota").is_some());
+    assert_eq!(
+        r.header("x-ms-documentdb-collection-index-transformation-progress"),
+        Some("100")
+    );
+    assert!(
+        r.header("x-ms-documentdb-collection-lazy-indexing-progress")
+            .is_none()
+    );
+    assert_eq!(body["statistics"][0]["documentCount"], 2, "{body}");
+}
+
+#[test]
+fn an_object_at_the_key_path_files_the_document_under_the_undefined_key() {
+    // As on Cosmos DB, where the SDKs send `[{}]` for such a document.
+    let gw = setup();
+    let doc = br#"{"id":"o","pk":{"nested":"x"}}"#;
+    let undefined = [("x-ms-documentdb-partitionkey", "[{}]")];
+    let (r, body) = call(&gw, signed("POST", "/dbs/d/colls/c/docs", &undefined, doc));
+    assert_eq!(r.status, 201, "{body}");
+    let (r, body) = call(&gw, signed("GET", "/dbs/d/colls/c/docs/o", &undefined, b""));
+    assert_eq!((r.status, &body["pk"]), (200, &json!({"nested": "x"})));
+    // Under a scalar key it is not.
+    let (r, body) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls/c/docs",
+            &[("x-ms-documentdb-partitionkey", r#"["x"]"#)],
+            doc,
+        ),
+    );
+    assert_eq!(r.status, 400, "{body}");
+}
+
+#[test]
+fn the_all_versions_feed_lists_every_change_and_needs_a_retention_policy() {
+    let gw = setup();
+    let full = ("a-im", "Full-Fidelity Feed");
+    let (r, body) = call(&gw, signed("GET", "/dbs/d/colls/c/docs", &[full], b""));
+    assert_error(
+        &r,
+        &body,
+        400,
+        "BadRequest",
+        "All Versions and Deletes change feed must be enabled",
+    );
+    let (r, body) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls",
+            &[],
+            br#"{"id":"h","partitionKey":{"paths":["/pk"],"kind":"Hash"},"changeFeedPolicy":{"retentionDuration":10}}"#,
+        ),
+    );
+    assert_eq!(r.status, 201, "{body}");
+    let (r, _) = call(
+        &gw,
+        signed(
+            "GET",
+            "/dbs/d/colls/h/docs",
+            &[full, ("if-none-match", "*")],
+            b"",
+        ),
+    );
+    assert_eq!(r.status, 304);
+    let from_now = r.header("etag").unwrap().to_owned();
+    let in_p = [("x-ms-documentdb-partitionkey", r#"["p"]"#)];
+    for (method, path, body) in [
+        (
+            "POST",
+            "/dbs/d/colls/h/docs",
+            r#"{"id":"x","pk":"p","n":1}"#,
+        ),
+        (
+            "PUT",
+            "/dbs/d/colls/h/docs/x",
+            r#"{"id":"x","pk":"p","n":2}"#,
+        ),
+        ("DELETE", "/dbs/d/colls/h/docs/x", ""),
+    ] {
+        let (r, body) = call(&gw, signed(method, path, &in_p, body.as_bytes()));
+        assert!(r.status < 300, "{method} {body}");
+    }
+    let (r, _) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls/h/docs",
+            &[("x-ms-documentdb-partitionkey", r#"["q"]"#)],
+            br#"{"id":"y","pk":"q"}"#,
+        ),
+    );
+    assert_eq!(r.status, 201);
+    let (r, body) = call(
+        &gw,
+        signed(
+            "GET",
+            "/dbs/d/colls/h/docs",
+            &[full, ("if-none-match", &from_now)],
+            b"",
+        ),
+    );
+    assert_eq!(r.status, 200, "{body}");
+    let entries = body["Documents"].as_array().unwrap();
+    let ops: Vec<&str> = entries
+        .iter()
+        .map(|e| e["metadata"]["operationType"].as_str().unwrap())
+        .collect();
+    assert_eq!(ops, ["create", "replace", "delete", "create"]);
+    assert_eq!(
+        entries[1]["current"]["n"], 2,
+        "every version, not the latest"
+    );
+    assert_eq!(entries[2]["current"], json!({}));
+    assert_eq!(entries[2]["metadata"]["id"], "x");
+    assert_eq!(entries[2]["metadata"]["partitionKey"], json!({"pk": "p"}));
+    let lsns: Vec<u64> = entries
+        .iter()
+        .map(|e| e["metadata"]["lsn"].as_u64().unwrap())
+        .collect();
+    assert!(lsns.windows(2).all(|w| w[0] < w[1]), "{lsns:?}");
+    assert!(
+        entries
+            .iter()
+            .all(|e| e["metadata"]["crts"].as_u64() > Some(0))
+    );
+    // Scoped to one logical partition.
+    let (r, body) = call(
+        &gw,
+        signed(
+            "GET",
+            "/dbs/d/colls/h/docs",
+            &[full, ("if-none-match", &from_now), in_p[0]],
+            b"",
+        ),
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(body["Documents"].as_array().unwrap().len(), 3, "{body}");
+    // Caught up: 304 at the returned etag.
+    let etag = r.header("etag").unwrap().to_owned();
+    let (r, _) = call(
+        &gw,
+        signed(
+            "GET",
+            "/dbs/d/colls/h/docs",
+            &[full, ("if-none-match", &etag)],
+            b"",
+        ),
+    );
+    assert_eq!(r.status, 304);
+}
+
+#[test]
+fn object_aggregates_are_refused_across_partitions_only() {
+    let gw = setup();
+    let cross = [("x-ms-documentdb-query-enablecrosspartition", "True")];
+    let pk = [("x-ms-documentdb-partitionkey", r#"["p"]"#)];
+    let run = |sql: &str, headers: &[(&str, &str)]| {
+        let mut all = vec![
+            ("x-ms-documentdb-isquery", "True"),
+            ("content-type", "application/query+json"),
+        ];
+        all.extend_from_slice(headers);
+        let body = json!({"query": sql, "parameters": []}).to_string();
+        call(
+            &gw,
+            signed("POST", "/dbs/d/colls/c/docs", &all, body.as_bytes()),
+        )
+    };
+    for sql in ["SELECT COUNT(1) FROM c", "SELECT COUNT(1) + 5 AS n FROM c"] {
+        let (r, body) = run(sql, &cross);
+        assert_error(
+            &r,
+            &body,
+            400,
+            "BadRequest",
+            "only supports 'VALUE <AggregateFunc>'",
+        );
+        assert_eq!(run(sql, &pk).0.status, 200, "{sql} in one partition");
+    }
+    for (sql, headers) in [
+        ("SELECT VALUE COUNT(1) FROM c", &cross[..]),
+        ("SELECT COUNT(1) FROM c WHERE c.pk = 'p'", &cross[..]),
+        (
+            "SELECT c.pk, COUNT(1) AS n FROM c GROUP BY c.pk",
+            &cross[..],
+        ),
+    ] {
+        let (r, body) = run(sql, headers);
+        assert_eq!(r.status, 200, "{sql}: {body}");
+    }
+}
+
+#[test]
+fn queries_report_metrics_and_index_use_when_asked() {
+    let gw = setup();
+    for i in 0..3 {
+        let body = format!(r#"{{"id":"i{i}","pk":"p","n":{i}}}"#);
+        let (r, _) = call(
+            &gw,
+            signed(
+                "POST",
+                "/dbs/d/colls/c/docs",
+                &[("x-ms-documentdb-partitionkey", r#"["p"]"#)],
+                body.as_bytes(),
+            ),
+        );
+        assert_eq!(r.status, 201);
+    }
+    let query = |extra: &[(&str, &str)]| {
+        let mut headers = vec![
+            ("x-ms-documentdb-isquery", "True"),
+            ("content-type", "application/query+json"),
+        ];
+        headers.extend_from_slice(extra);
+        let body = br#"{"query":"SELECT * FROM c WHERE c.n > 0","parameters":[]}"#;
+        call(&gw, signed("POST", "/dbs/d/colls/c/docs", &headers, body)).0
+    };
+    let pk = ("x-ms-documentdb-partitionkey", r#"["p"]"#);
+    let r = query(&[pk]);
+    assert!(r.header("x-ms-documentdb-query-metrics").is_none());
+    assert!(r.header("x-ms-cosmos-index-utilization").is_none());
+    let r = query(&[
+        pk,
+        ("x-ms-documentdb-populatequerymetrics", "True"),
+        ("x-ms-cosmos-populateindexmetrics", "True"),
+    ]);
+    let metrics: std::collections::HashMap<&str, &str> = r
+        .header("x-ms-documentdb-query-metrics")
+        .unwrap()
+        .split(';')
+        .map(|kv| kv.split_once('=').unwrap())
+        .collect();
+    assert_eq!(metrics["retrievedDocumentCount"], "3");
+    assert_eq!(metrics["outputDocumentCount"], "2");
+    let decoded = base64::Engine::decode(
+        &base64::engine::general_purpose::STANDARD,
+        r.header("x-ms-cosmos-index-utilization").unwrap(),
+    )
+    .unwrap();
+    let index: Value = serde_json::from_slice(&decoded).unwrap();
+    assert_eq!(
+        index["UtilizedSingleIndexes"][0]["IndexSpec"], "/pk/?",
+        "{index}"
+    );
+    assert_eq!(index["PotentialCompositeIndexes"], json!([]));
+}
+
+#[test]
+fn triggers_echo_their_type_and_operation_as_written() {
+    let gw = setup();
+    for (id, kind, op) in [
+        ("a", "pre", "all"),
+        ("b", "Post", "Update"),
+        ("c", "PRE", "create"),
+    ] {
+        let body = json!({"id": id, "body": "function t() {}", "triggerType": kind, "triggerOperation": op});
+        let (r, echoed) = call(
+            &gw,
+            signed(
+                "POST",
+                "/dbs/d/colls/c/triggers",
+                &[],
+                body.to_string().as_bytes(),
+            ),
+        );
+        assert_eq!(r.status, 201, "{echoed}");
+        assert_eq!(
+            (
+                echoed["triggerType"].as_str(),
+                echoed["triggerOperation"].as_str()
+            ),
+            (Some(kind), Some(op))
+        );
+        let (_, read) = call(
+            &gw,
+            signed("GET", &format!("/dbs/d/colls/c/triggers/{id}"), &[], b""),
+        );
+        assert_eq!(read["triggerType"], kind);
+    }
+    let body =
+        br#"{"id":"x","body":"function t() {}","triggerType":"during","triggerOperation":"all"}"#;
+    let (r, body) = call(&gw, signed("POST", "/dbs/d/colls/c/triggers", &[], body));
+    assert_error(&r, &body, 400, "BadRequest", "during");
 }
 
 #[test]
@@ -1227,6 +1645,7 @@ fn queries_run_whole_and_plans_are_transparent() {
         let mut headers = vec![
             ("x-ms-documentdb-isquery", "True"),
             ("content-type", "application/query+json"),
+            ("x-ms-documentdb-query-enablecrosspartition", "True"),
         ];
         headers.extend_from_slice(extra);
         let body = json!({"query": sql, "parameters": [{"name": "@min", "value": 2}]}).to_string();
@@ -1316,7 +1735,10 @@ fn pages_are_cut_to_the_response_limit() {
     let mut seen = 0;
     let mut continuation: Option<String> = None;
     loop {
-        let mut headers = vec![("x-ms-documentdb-isquery", "true")];
+        let mut headers = vec![
+            ("x-ms-documentdb-isquery", "true"),
+            ("x-ms-documentdb-query-enablecrosspartition", "true"),
+        ];
         if let Some(c) = &continuation {
             headers.push(("x-ms-continuation", c));
         }

@@ -52,6 +52,16 @@ impl Query {
         }
         paths
     }
+
+    /// Whether the query aggregates into an object, without `SELECT VALUE`
+    /// or GROUP BY (`SELECT COUNT(1) FROM c`): Cosmos DB answers that
+    /// within one logical partition, and its SDKs refuse it across
+    /// partitions ("only supports 'VALUE <AggregateFunc>'").
+    pub fn aggregates_into_an_object(&self) -> bool {
+        !self.aggregates.is_empty()
+            && self.group_by.is_empty()
+            && !matches!(self.select, Select::Value(_))
+    }
 }
 
 fn collect_equalities(expr: &Expr, out: &mut Vec<Vec<String>>) {

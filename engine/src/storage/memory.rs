@@ -10,7 +10,10 @@ use parking_lot::Mutex;
 
 use host_api::ScriptKind;
 
-use super::{Change, CommitRecord, ContainerMeta, LoadedContainer, Lsn, ScriptRecord, Storage};
+use super::{
+    Change, ChangeKind, CommitRecord, ContainerMeta, LoadedContainer, Lsn, ScriptRecord, Storage,
+};
+use crate::document::{Document, now_secs};
 use crate::error::Result;
 
 /// Storage that keeps the change log in memory.
@@ -18,8 +21,9 @@ use crate::error::Result;
 pub struct MemoryStorage {
     /// Per container: the change log, whose entry `i` has LSN `i + 1`.
     /// Records are kept as committed and turned into [`Change`]s only when
-    /// read, so a commit costs no copying.
-    logs: Mutex<HashMap<String, Vec<CommitRecord>, foldhash::quality::RandomState>>,
+    /// read, so a commit costs no copying; with each, the clock at commit
+    /// when it deletes something (a delete has no `_ts` of its own).
+    logs: Mutex<HashMap<String, Vec<(CommitRecord, u64)>, foldhash::quality::RandomState>>,
 }
 
 impl MemoryStorage {
@@ -57,12 +61,14 @@ impl Storage for MemoryStorage {
     }
 
     fn commit(&self, record: CommitRecord) -> Result<Lsn> {
+        let deletes = record.changes.iter().any(|c| c.kind == ChangeKind::Delete);
+        let at = if deletes { now_secs() } else { 0 };
         let mut logs = self.logs.lock();
         let log = match logs.get_mut(&*record.container) {
             Some(log) => log,
             None => logs.entry(record.container.to_string()).or_default(),
         };
-        log.push(record);
+        log.push((record, at));
         Ok(Lsn(log.len() as u64))
     }
 
@@ -72,7 +78,7 @@ impl Storage for MemoryStorage {
             return Ok(Vec::new());
         };
         let mut res = Vec::new();
-        for (i, record) in log.iter().enumerate().skip(after.0 as usize) {
+        for (i, (record, at)) in log.iter().enumerate().skip(after.0 as usize) {
             if res.len() >= max_changes.max(1) {
                 break;
             }
@@ -83,6 +89,7 @@ impl Storage for MemoryStorage {
                 id: c.id.to_string(),
                 kind: c.kind,
                 document: c.document.clone(),
+                ts: c.document.as_ref().map_or(*at, Document::ts),
             }));
         }
         Ok(res)

@@ -204,6 +204,9 @@ pub struct Change {
     pub kind: ChangeKind,
     /// The document after the change; `None` for a delete.
     pub document: Option<Document>,
+    /// When it committed, in seconds since the Unix epoch: the document's
+    /// `_ts`, or for a delete the clock at commit.
+    pub ts: u64,
 }
 
 /// A document as loaded at start-up.
@@ -236,6 +239,9 @@ pub struct ScriptRecord {
     pub trigger_type: Option<TriggerType>,
     /// For triggers: the writes it accepts.
     pub trigger_operation: Option<TriggerOperation>,
+    /// For triggers: the type and operation as the client spelled them
+    /// (stored in place of the canonical names).
+    pub trigger_names: Option<crate::script::TriggerNames>,
     /// Changes on every create and replace (a container sequence number):
     /// the cache key of compiled code.
     pub version: u64,

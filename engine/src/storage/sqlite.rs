@@ -76,7 +76,7 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use host_api::{PartitionKey, ScriptKind};
+use host_api::{PartitionKey, ScriptKind, TriggerOperation, TriggerType};
 use parking_lot::Mutex;
 use rusqlite::{Connection, OpenFlags, params};
 
@@ -86,6 +86,7 @@ use super::{
 };
 use crate::document::{Document, now_secs};
 use crate::error::{Error, Result};
+use crate::script::TriggerNames;
 use crate::settings::{parse_settings, settings_json};
 
 /// The default of how many pages the write-ahead log grows to before a
@@ -875,7 +876,7 @@ impl Storage for SqliteStorage {
         let bad = |e: rusqlite::Error| Error::storage("read change log", e);
         let mut stmt = conn
             .prepare_cached(
-                "SELECT lsn, pk, id, op, body FROM changes WHERE container = ?1 AND lsn > ?2 AND lsn <= ?3 ORDER BY lsn, idx",
+                "SELECT lsn, pk, id, op, body, ts FROM changes WHERE container = ?1 AND lsn > ?2 AND lsn <= ?3 ORDER BY lsn, idx",
             )
             .map_err(bad)?;
         let mut rows = stmt
@@ -908,6 +909,7 @@ impl Storage for SqliteStorage {
                 kind: ChangeKind::parse(&op)
                     .ok_or_else(|| corrupt(format!("unknown op {op:?}")))?,
                 document,
+                ts: row.get::<_, i64>(5).map_err(bad)?.max(0) as u64,
             });
         }
         Ok(res)
@@ -990,13 +992,27 @@ fn load_scripts(
         let language = parse_language(&row.get::<_, String>(3).map_err(bad)?)
             .ok_or_else(|| corrupt("language"))?;
         let body: Vec<u8> = row.get(4).map_err(bad)?;
-        let trigger_type = match row.get::<_, Option<String>>(5).map_err(bad)? {
+        let type_name = row.get::<_, Option<String>>(5).map_err(bad)?;
+        let operation_name = row.get::<_, Option<String>>(6).map_err(bad)?;
+        let trigger_type: Option<TriggerType> = match &type_name {
             Some(t) => Some(t.parse().map_err(|_| corrupt("trigger type"))?),
             None => None,
         };
-        let trigger_operation = match row.get::<_, Option<String>>(6).map_err(bad)? {
+        let trigger_operation: Option<TriggerOperation> = match &operation_name {
             Some(o) => Some(o.parse().map_err(|_| corrupt("trigger operation"))?),
             None => None,
+        };
+        // Spelled otherwise than the canonical names: the client's spelling.
+        let trigger_names = match (&trigger_type, &trigger_operation, type_name, operation_name) {
+            (Some(t), Some(o), Some(tn), Some(on))
+                if t.to_string() != tn || o.to_string() != on =>
+            {
+                Some(TriggerNames {
+                    trigger_type: tn,
+                    trigger_operation: on,
+                })
+            }
+            _ => None,
         };
         let version = row.get::<_, i64>(7).map_err(bad)? as u64;
         let ts = row.get::<_, i64>(8).map_err(bad)? as u64;
@@ -1013,6 +1029,7 @@ fn load_scripts(
             body: body.into(),
             trigger_type,
             trigger_operation,
+            trigger_names,
             version,
             ts,
         });
@@ -1315,8 +1332,14 @@ fn write_meta(tx: &rusqlite::Transaction<'_>, op: &MetaOp) -> rusqlite::Result<(
                     script.id,
                     language_name(script.language),
                     &*script.body,
-                    script.trigger_type.map(|t| t.to_string()),
-                    script.trigger_operation.map(|o| o.to_string()),
+                    match &script.trigger_names {
+                        Some(names) => Some(names.trigger_type.clone()),
+                        None => script.trigger_type.map(|t| t.to_string()),
+                    },
+                    match &script.trigger_names {
+                        Some(names) => Some(names.trigger_operation.clone()),
+                        None => script.trigger_operation.map(|o| o.to_string()),
+                    },
                     script.version as i64,
                     script.ts as i64
                 ],

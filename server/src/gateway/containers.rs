@@ -7,6 +7,7 @@
 
 use serde_json::{Value, json};
 
+use partita::ScriptKind;
 use partita::charge::Work;
 
 use super::Gateway;
@@ -15,7 +16,7 @@ use super::queries::metadata_feed;
 use super::requests::object_body;
 use super::responses::charge;
 use crate::registry::CollEntry;
-use crate::wire::{WireError, WireRequest, WireResponse};
+use crate::wire::{WireError, WireRequest, WireResponse, flag};
 
 impl Gateway {
     pub(super) fn list_collections(
@@ -44,12 +45,61 @@ impl Gateway {
         ))
     }
 
-    pub(super) fn read_collection(&self, db: &str, c: &str) -> Result<WireResponse, WireError> {
+    /// A container's definition; with `x-ms-documentdb-populatequotainfo`
+    /// its usage and quota headers, with
+    /// `x-ms-documentdb-populatepartitionstatistics` the `statistics` of its
+    /// one partition-key range (both count every document: asked for
+    /// rarely, by tools and tests).
+    pub(super) fn read_collection(
+        &self,
+        db: &str,
+        c: &str,
+        req: &WireRequest,
+    ) -> Result<WireResponse, WireError> {
         let coll = self.registry.collection(db, c)?;
-        Ok(in_database(
-            WireResponse::json(200, &collection_json(&coll)),
-            db,
-        ))
+        let mut body = collection_json(&coll);
+        let quota = flag(&req.headers, "x-ms-documentdb-populatequotainfo")?;
+        let statistics = flag(&req.headers, "x-ms-documentdb-populatepartitionstatistics")?;
+        let usage = (quota || statistics).then(|| Usage::of(&coll));
+        if let (true, Some(usage)) = (statistics, &usage) {
+            body["statistics"] = json!([{
+                "id": "0",
+                "sizeInKB": usage.bytes.div_ceil(1024),
+                "documentCount": usage.documents,
+                "partitionKeys": [],
+            }]);
+        }
+        let mut response = WireResponse::json(200, &body);
+        if let (true, Some(usage)) = (quota, &usage) {
+            let kib = usage.bytes.div_ceil(1024);
+            response = response
+                .with(
+                    "x-ms-resource-quota",
+                    format!(
+                        "functions=25;storedProcedures=100;triggers=25;documentSize=10240;\
+                         documentsSize={QUOTA_KB};documentsCount=-1;collectionSize={QUOTA_KB};"
+                    ),
+                )
+                .with(
+                    "x-ms-resource-usage",
+                    format!(
+                        "functions={};storedProcedures={};triggers={};documentSize={};\
+                         documentsSize={kib};documentsCount={};collectionSize={kib};",
+                        usage.udfs,
+                        usage.procedures,
+                        usage.triggers,
+                        kib / 1024,
+                        usage.documents,
+                    ),
+                )
+                // Indexing is synchronous (and there is no index to
+                // transform): always complete.
+                .with(
+                    "x-ms-documentdb-collection-index-transformation-progress",
+                    "100",
+                );
+        }
+        Ok(in_database(response, db))
     }
 
     pub(super) fn replace_collection(
@@ -94,6 +144,85 @@ impl Gateway {
     }
 }
 
+/// The storage quota the service reports for a container, in KiB (the
+/// emulator's figure; Partita enforces none).
+const QUOTA_KB: u64 = 10_485_760;
+
+/// What a container holds, for its usage headers and statistics.
+struct Usage {
+    documents: usize,
+    bytes: usize,
+    procedures: usize,
+    triggers: usize,
+    udfs: usize,
+}
+
+impl Usage {
+    fn of(coll: &CollEntry) -> Usage {
+        let raw = coll.container.raw();
+        let (mut documents, mut bytes) = (0, 0);
+        for key in raw.partition_keys() {
+            let partition = raw.snapshot(&key);
+            documents += partition.len();
+            bytes += partition.size();
+        }
+        let scripts = |kind| coll.container.list_scripts(kind).len();
+        Usage {
+            documents,
+            bytes,
+            procedures: scripts(ScriptKind::StoredProcedure),
+            triggers: scripts(ScriptKind::Trigger),
+            udfs: scripts(ScriptKind::UserDefinedFunction),
+        }
+    }
+}
+
+/// The excluded path the service adds to every consistent policy.
+const ETAG_PATH: &str = "/\"_etag\"/?";
+
+/// A container's indexing policy as the service echoes it: what was given,
+/// with the defaults filled in (`consistent`, automatic, every path
+/// included), the `_etag` path always excluded, and the legacy per-path
+/// `indexes` (kinds, data types, precisions) dropped. A policy with
+/// `indexingMode: none` indexes nothing, so gets no paths.
+fn indexing_policy(given: Option<&Value>) -> Value {
+    let mut policy = given
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let mode = match policy.get("indexingMode").and_then(Value::as_str) {
+        Some(mode) => mode.to_ascii_lowercase(),
+        None => "consistent".to_owned(),
+    };
+    let none = mode == "none";
+    policy.insert("indexingMode".into(), json!(mode));
+    policy.entry("automatic").or_insert(json!(!none));
+    if none {
+        policy.entry("includedPaths").or_insert(json!([]));
+        policy.entry("excludedPaths").or_insert(json!([]));
+        return Value::Object(policy);
+    }
+    let mut included = match policy.get("includedPaths") {
+        Some(Value::Array(paths)) if !paths.is_empty() => paths.clone(),
+        _ => vec![json!({"path": "/*"})],
+    };
+    for path in &mut included {
+        if let Value::Object(path) = path {
+            path.remove("indexes");
+        }
+    }
+    let mut excluded = match policy.get("excludedPaths") {
+        Some(Value::Array(paths)) => paths.clone(),
+        _ => Vec::new(),
+    };
+    if !excluded.iter().any(|p| p["path"] == ETAG_PATH) {
+        excluded.push(json!({ "path": ETAG_PATH }));
+    }
+    policy.insert("includedPaths".into(), Value::Array(included));
+    policy.insert("excludedPaths".into(), Value::Array(excluded));
+    Value::Object(policy)
+}
+
 /// Adds `x-ms-alt-content-path`, the name path of the container's database.
 fn in_database(response: WireResponse, db: &str) -> WireResponse {
     response.with("x-ms-alt-content-path", format!("dbs/{db}"))
@@ -119,10 +248,8 @@ pub(super) fn collection_json(coll: &CollEntry) -> Value {
     }));
     pk.entry("version").or_insert(json!(2));
     v.insert("partitionKey".into(), Value::Object(pk));
-    v.entry("indexingPolicy").or_insert(json!({
-        "indexingMode": "consistent", "automatic": true,
-        "includedPaths": [{"path": "/*"}], "excludedPaths": [{"path": "/\"_etag\"/?"}]
-    }));
+    let policy = indexing_policy(v.get("indexingPolicy"));
+    v.insert("indexingPolicy".into(), policy);
     v.entry("conflictResolutionPolicy").or_insert(json!({
         "mode": "LastWriterWins", "conflictResolutionPath": "/_ts", "conflictResolutionProcedure": ""
     }));
@@ -154,4 +281,49 @@ pub(super) fn collection_json(coll: &CollEntry) -> Value {
         v.insert(k.into(), json!(link));
     }
     Value::Object(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn indexing_policies_are_echoed_with_the_services_defaults() {
+        let default = json!({
+            "indexingMode": "consistent", "automatic": true,
+            "includedPaths": [{"path": "/*"}], "excludedPaths": [{"path": ETAG_PATH}]
+        });
+        assert_eq!(indexing_policy(None), default);
+        assert_eq!(indexing_policy(Some(&json!({}))), default);
+        assert_eq!(
+            indexing_policy(Some(
+                &json!({"indexingMode": "Consistent", "automatic": true})
+            )),
+            default
+        );
+        // Legacy per-path indexes are dropped; the _etag path is added to
+        // the user's own, once.
+        let given = json!({
+            "includedPaths": [{"path": "/", "indexes": [{"kind": "Hash", "precision": 2}]}],
+            "excludedPaths": [{"path": "/\"systemMetadata\"/*"}],
+            "compositeIndexes": [[{"path": "/a", "order": "ascending"}]]
+        });
+        assert_eq!(
+            indexing_policy(Some(&given)),
+            json!({
+                "indexingMode": "consistent", "automatic": true,
+                "includedPaths": [{"path": "/"}],
+                "excludedPaths": [{"path": "/\"systemMetadata\"/*"}, {"path": ETAG_PATH}],
+                "compositeIndexes": [[{"path": "/a", "order": "ascending"}]]
+            })
+        );
+        let echoed = indexing_policy(Some(&given));
+        assert_eq!(indexing_policy(Some(&echoed)), echoed, "stable on replace");
+        assert_eq!(
+            indexing_policy(Some(&json!({"indexingMode": "none", "automatic": false}))),
+            json!({"indexingMode": "none", "automatic": false, "includedPaths": [], "excludedPaths": []})
+        );
+    }
 }

@@ -51,7 +51,7 @@ impl Gateway {
         // A replace whose body has another id renames the document, as the
         // service does (the engine keeps its `_rid`; 409 onto a taken id).
         let doc_id = doc_id.to_owned();
-        let doc_key = coll.container.partition_key_of(&doc)?;
+        let doc_key = coll.container.partition_key_of(&doc);
         if let Some(header_key) = self.partition_key(coll, req)?
             && header_key != doc_key
         {

@@ -8,7 +8,8 @@
 
 use std::time::SystemTime;
 
-use engine::{ChangeKind, Document, Lsn, PartitionKey};
+use engine::{Change, ChangeKind, Document, Lsn, PartitionKey};
+use host_api::PartitionKeyPath;
 use partita::charge::Work;
 use serde_json::{Value, json};
 
@@ -30,15 +31,17 @@ impl Gateway {
         req: &WireRequest,
     ) -> Result<WireResponse, WireError> {
         let a_im = header(&req.headers, "a-im")?.unwrap_or_default();
+        if a_im.eq_ignore_ascii_case("Full-Fidelity Feed") {
+            return self.all_versions_feed(coll, req);
+        }
         if !a_im.eq_ignore_ascii_case("Incremental Feed") {
             return Err(WireError::bad_request(format!(
                 "A-IM {a_im:?} is not supported: Partita serves the latest-version change feed \
-                 (A-IM: Incremental Feed)"
+                 (A-IM: Incremental Feed) and the all-versions-and-deletes one (A-IM: \
+                 Full-Fidelity Feed)"
             )));
         }
-        let key = self.partition_key(coll, req)?;
-        // The Python SDK scopes a per-partition-key feed by EPK range.
-        let epk_range = super::queries::epk_range(req)?;
+        let scope = Scope::of(self, coll, req)?;
         let since = match header(&req.headers, "if-modified-since")? {
             Some(date) => Some(
                 httpdate::parse_http_date(date)
@@ -53,16 +56,7 @@ impl Gateway {
             ),
             None => None,
         };
-        let start = match header(&req.headers, "if-none-match")? {
-            None => 0,
-            Some("*") => self.current_lsn(coll)?,
-            Some(etag) => etag.trim_matches('"').parse::<u64>().map_err(|_| {
-                WireError::bad_request(format!(
-                    "the If-None-Match header {etag:?} is not a change-feed etag this server \
-                     issued (a quoted LSN such as \"7\"), nor *"
-                ))
-            })?,
-        };
+        let start = self.feed_start(coll, req)?;
         let max_items = max_item_count(&req.headers)?.unwrap_or(usize::MAX);
         // Latest version of each changed document, in the order of its last
         // change; a document deleted after its last write is left out.
@@ -86,19 +80,7 @@ impl Gateway {
                 let mut txn_docs = Vec::new();
                 let mut txn_bytes = 0;
                 for change in &changes[i..end] {
-                    if key
-                        .as_ref()
-                        .is_some_and(|k| !change.partition_key.starts_with(k))
-                    {
-                        continue;
-                    }
-                    if let Some((start, end)) = &epk_range
-                        && !epk::in_range(
-                            &epk::effective_partition_key(&change.partition_key),
-                            start,
-                            end,
-                        )
-                    {
+                    if !scope.holds(coll, change) {
                         continue;
                     }
                     let document = match change.kind {
@@ -163,6 +145,104 @@ impl Gateway {
         .with("x-ms-request-charge", charge(work.request_charge())))
     }
 
+    /// Where a change-feed page starts: after the LSN its `If-None-Match`
+    /// names, at the latest for `*` (from now), at the beginning without.
+    fn feed_start(&self, coll: &CollEntry, req: &WireRequest) -> Result<u64, WireError> {
+        Ok(match header(&req.headers, "if-none-match")? {
+            None => 0,
+            Some("*") => self.current_lsn(coll)?,
+            Some(etag) => etag.trim_matches('"').parse::<u64>().map_err(|_| {
+                WireError::bad_request(format!(
+                    "the If-None-Match header {etag:?} is not a change-feed etag this server \
+                     issued (a quoted LSN such as \"7\"), nor *"
+                ))
+            })?,
+        })
+    }
+
+    /// The all-versions-and-deletes change feed (`A-IM: Full-Fidelity
+    /// Feed`): every change after the start, in LSN order, each as
+    /// `{current, metadata}` (a delete's `current` is empty and its
+    /// `metadata` names the document). Only for a container whose
+    /// `changeFeedPolicy` retains history (`retentionDuration` minutes > 0),
+    /// as on the service; Partita keeps the whole log either way.
+    fn all_versions_feed(
+        &self,
+        coll: &CollEntry,
+        req: &WireRequest,
+    ) -> Result<WireResponse, WireError> {
+        let retention = coll
+            .definition
+            .get("changeFeedPolicy")
+            .and_then(|p| p.get("retentionDuration"))
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        if retention == 0 {
+            return Err(WireError::bad_request(format!(
+                "the All Versions and Deletes change feed must be enabled on container {:?}: \
+                 create it with changeFeedPolicy.retentionDuration (minutes) above 0",
+                coll.name
+            )));
+        }
+        let scope = Scope::of(self, coll, req)?;
+        let start = self.feed_start(coll, req)?;
+        let max_items = max_item_count(&req.headers)?.unwrap_or(usize::MAX);
+        let path = coll.container.partition_key_path().clone();
+        let mut items: Vec<Value> = Vec::new();
+        let mut last = start;
+        let (mut bytes, mut docs_read) = (0usize, 0u64);
+        'read: loop {
+            let changes = coll.container.read_changes(Lsn(last), CHANGE_STEP)?;
+            if changes.is_empty() {
+                break;
+            }
+            let mut i = 0;
+            while i < changes.len() {
+                // One transaction at a time: a page never splits one.
+                let lsn = changes[i].lsn;
+                let end = changes[i..]
+                    .iter()
+                    .position(|c| c.lsn != lsn)
+                    .map_or(changes.len(), |n| i + n);
+                let txn_items: Vec<Value> = changes[i..end]
+                    .iter()
+                    .filter(|change| scope.holds(coll, change))
+                    .map(|change| version_entry(change, &path))
+                    .collect();
+                let txn_bytes: usize = txn_items.iter().map(|v| v.to_string().len()).sum();
+                if !items.is_empty()
+                    && (items.len() + txn_items.len() > max_items
+                        || bytes + txn_bytes > self.limits.max_response_bytes)
+                {
+                    break 'read;
+                }
+                docs_read += txn_items.len() as u64;
+                bytes += txn_bytes;
+                items.extend(txn_items);
+                last = lsn.0;
+                i = end;
+            }
+        }
+        let etag = format!("\"{last}\"");
+        if items.is_empty() {
+            return Ok(WireResponse::empty(304).with("etag", etag));
+        }
+        let (body, _) = feed_body(&coll.rid, "Documents", &items, usize::MAX);
+        let work = Work {
+            docs_read,
+            bytes_read: bytes as u64,
+            ..Work::default()
+        };
+        Ok(WireResponse {
+            status: 200,
+            headers: Vec::new(),
+            body,
+        }
+        .with("etag", etag)
+        .with("x-ms-item-count", items.len().to_string())
+        .with("x-ms-request-charge", charge(work.request_charge())))
+    }
+
     /// The container's latest LSN (the change feed's "from now").
     fn current_lsn(&self, coll: &CollEntry) -> Result<u64, WireError> {
         let mut last = 0;
@@ -174,6 +254,93 @@ impl Gateway {
             }
         }
     }
+}
+
+/// The conflicts feed (`Conflicts`), read or queried: always empty, as
+/// conflicts arise only between regions that accept writes concurrently.
+/// (A query is refused as a document query is without a partition key or
+/// the cross-partition header: `Gateway::cross_partition_allowed`.)
+pub(super) fn conflicts(
+    coll: &CollEntry,
+    query: Option<&WireRequest>,
+) -> Result<WireResponse, WireError> {
+    super::queries::metadata_feed(&coll.rid, "Conflicts", Vec::new(), query)
+}
+
+/// The logical partitions a change-feed request reads: those under its
+/// partition-key header, within its EPK range (the Python SDK scopes a
+/// per-partition-key feed so), or all.
+struct Scope {
+    key: Option<PartitionKey>,
+    epk_range: Option<(String, String)>,
+}
+
+impl Scope {
+    fn of(gateway: &Gateway, coll: &CollEntry, req: &WireRequest) -> Result<Scope, WireError> {
+        Ok(Scope {
+            key: gateway.partition_key(coll, req)?,
+            epk_range: super::queries::epk_range(req)?,
+        })
+    }
+
+    fn holds(&self, coll: &CollEntry, change: &Change) -> bool {
+        if let Some(key) = &self.key
+            && !change.partition_key.starts_with(key)
+        {
+            return false;
+        }
+        match &self.epk_range {
+            Some((start, end)) => epk::in_range(&coll.epk(&change.partition_key), start, end),
+            None => true,
+        }
+    }
+}
+
+/// One change as the all-versions feed lists it.
+fn version_entry(change: &Change, path: &PartitionKeyPath) -> Value {
+    let operation = match (change.kind, &change.document) {
+        (ChangeKind::Create, Some(_)) => "create",
+        (ChangeKind::Replace, Some(_)) => "replace",
+        // A delete, or a write whose document has expired since (its
+        // purge logs the delete later).
+        _ => "delete",
+    };
+    let mut metadata = json!({
+        "operationType": operation,
+        "lsn": change.lsn.0,
+        "crts": change.ts,
+        "timeToLiveExpired": false,
+    });
+    let current = match &change.document {
+        Some(doc) if operation != "delete" => doc.value().clone(),
+        _ => {
+            metadata["id"] = json!(change.id);
+            metadata["partitionKey"] = key_object(path, &change.partition_key);
+            json!({})
+        }
+    };
+    json!({ "current": current, "metadata": metadata })
+}
+
+/// A partition key as an object shaped like the documents: `{"pk": "a"}`
+/// for `/pk`, `{"a": {"b": 1}}` for `/a/b`, one member per level of a
+/// hierarchical key (an undefined level is left out).
+fn key_object(path: &PartitionKeyPath, key: &PartitionKey) -> Value {
+    let mut object = Value::Object(serde_json::Map::new());
+    for (segments, component) in path.level_segments().zip(key.components()) {
+        if *component == PartitionKey::None {
+            continue;
+        }
+        let value = component.to_value();
+        let mut at = &mut object;
+        for (i, segment) in segments.iter().enumerate() {
+            let last = i + 1 == segments.len();
+            let next = if last { value.clone() } else { json!({}) };
+            let Value::Object(map) = at else { break };
+            at = map.entry(segment.clone()).or_insert(next);
+        }
+    }
+    object
 }
 
 pub(super) fn pkranges(coll: &CollEntry, req: &WireRequest) -> Result<WireResponse, WireError> {

@@ -10,6 +10,7 @@
 //!     /dbs/{db}/colls[/{c}]            registry (containers)
 //!     /dbs/{db}/colls/{c}/docs[/{id}]  engine: CRUD, queries, read feed, change feed
 //!     /dbs/{db}/colls/{c}/pkranges     one range "" .. "FF" (304 on a matching If-None-Match)
+//!     /dbs/{db}/colls/{c}/conflicts    always empty: one region never has write conflicts
 //!     /dbs/{db}/colls/{c}/{sprocs,triggers,udfs}[/{id}]   scripts; POST sprocs/{id} executes
 //!     /dbs/{db}/colls/{c}/operations/partitionkeydelete   POST: delete one logical partition
 //!     /offers[/{rid}]                  registry (throughput: stored and echoed, not enforced)
@@ -68,7 +69,7 @@ use super::auth::{self, MasterKey};
 use super::registry::{CollEntry, Registry};
 use super::wire::{WireError, WireRequest, WireResponse, flag, header};
 use access::Caller;
-use feeds::pkranges;
+use feeds::{conflicts, pkranges};
 use partita::charge::MIN_CHARGE;
 use partita::{Database, Limits};
 use queries::query_plan;
@@ -175,7 +176,16 @@ impl Gateway {
     /// against. Never panics on any input.
     pub fn handle(&self, req: &WireRequest, now: SystemTime) -> WireResponse {
         let routed = self.route(req, now);
-        self.finish(&req.headers, routed)
+        let response = self.finish(&req.headers, routed);
+        // Which region answered a read: the SDKs' multi-region tests read
+        // it from every response.
+        match (req.method.as_str(), account::advertised_host(req)) {
+            ("GET", Ok(host)) if response.status < 300 => {
+                let location = format!("{}://{host}{}", self.scheme, req.path);
+                response.with("content-location", location)
+            }
+            _ => response,
+        }
     }
 
     /// Checks a request's path and signature from its head alone (the
@@ -293,7 +303,7 @@ impl Gateway {
                 _ => Err(not_allowed(method, &req.path)),
             },
             ["dbs", db, "colls", c] => match method {
-                "GET" => self.read_collection(db, c),
+                "GET" => self.read_collection(db, c, req),
                 "PUT" => self.replace_collection(db, c, req),
                 "DELETE" => self.delete_collection(db, c),
                 _ => Err(not_allowed(method, &req.path)),
@@ -390,12 +400,24 @@ impl Gateway {
             }
             ("POST", ["sprocs", id]) => self.execute(coll, id, req),
             ("POST", ["operations", "partitionkeydelete"]) => self.delete_partition(coll, req),
-            (_, ["docs" | "pkranges" | "sprocs" | "triggers" | "udfs", ..]) => {
-                Err(not_allowed(method, &req.path))
+            ("GET", ["conflicts"]) => conflicts(coll, None),
+            ("POST", ["conflicts"]) if is_query(req)? => {
+                self.cross_partition_allowed(coll, req)?;
+                conflicts(coll, Some(req))
             }
+            ("GET" | "DELETE", ["conflicts", id]) => Err(WireError::not_found(format!(
+                "conflict {id:?} not found: a single-region server records no conflicts"
+            ))),
+            (
+                _,
+                [
+                    "docs" | "pkranges" | "sprocs" | "triggers" | "udfs" | "conflicts",
+                    ..,
+                ],
+            ) => Err(not_allowed(method, &req.path)),
             _ => Err(WireError::not_found(format!(
                 "Partita serves no resource at {:?} (supported under a container: docs, \
-                 pkranges, sprocs, triggers, udfs)",
+                 pkranges, sprocs, triggers, udfs, conflicts)",
                 req.path
             ))),
         }
@@ -576,6 +598,7 @@ mod tests {
                 path: path.to_owned(),
                 headers,
                 body: bytes::Bytes::new(),
+                local_addr: None,
             }
         };
         let stale = httpdate::fmt_http_date(now - Duration::from_secs(3600));

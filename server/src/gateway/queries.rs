@@ -9,6 +9,9 @@
 //! continuation resumes exactly after what was sent.
 
 use std::ops::ControlFlow;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
 
 use engine::PartitionKey;
 use engine::query::{self, Params};
@@ -61,7 +64,7 @@ impl Gateway {
         let all = coll.container.partition_keys();
         let keys: Vec<&PartitionKey> = all
             .iter()
-            .filter(|k| epk::in_range(&epk::effective_partition_key(k), &start, &end))
+            .filter(|k| epk::in_range(&coll.epk(k), &start, &end))
             .collect();
         let Some(first) = keys.first() else {
             return Ok(Some(absent_key(coll, &all)));
@@ -101,6 +104,8 @@ impl Gateway {
         params: &Params,
         is_query: bool,
     ) -> Result<WireResponse, WireError> {
+        let started = Instant::now();
+        let max_item_count = max_item_count(&req.headers)?;
         let partition_key = match self.partition_key(coll, req)? {
             Some(key) => Some(key),
             None => self.epk_scope(coll, req)?,
@@ -108,9 +113,10 @@ impl Gateway {
         if is_query && partition_key.is_none() {
             refuse_fan_out(coll, req, sql)?;
         }
+        let scoped = partition_key.is_some();
         let mut options = QueryOptions {
             partition_key,
-            max_item_count: max_item_count(&req.headers)?,
+            max_item_count,
             continuation: header(&req.headers, "x-ms-continuation")?
                 .filter(|c| !c.is_empty())
                 .map(str::to_owned),
@@ -142,6 +148,16 @@ impl Gateway {
             );
             if let Some(continuation) = page.continuation {
                 out = out.with("x-ms-continuation", continuation);
+            }
+            if flag(&req.headers, "x-ms-documentdb-populatequerymetrics")? {
+                let output_bytes = body_len_of(&page.items);
+                out = out.with(
+                    "x-ms-documentdb-query-metrics",
+                    query_metrics(&page.stats, output_bytes, started.elapsed()),
+                );
+            }
+            if flag(&req.headers, "x-ms-cosmos-populateindexmetrics")? {
+                out = out.with("x-ms-cosmos-index-utilization", index_metrics(coll, scoped));
             }
             return Ok(out);
         }
@@ -179,20 +195,17 @@ fn absent_key(coll: &CollEntry, all: &[PartitionKey]) -> PartitionKey {
         .unwrap_or(PartitionKey::None)
 }
 
-/// Refuses a query on a hierarchical container that names no partition key,
-/// range or feed range and does not enable cross-partition queries, unless
-/// its WHERE clause pins every level of the key (the service routes such a
-/// query itself). The Python SDK sends such a query for an empty prefix,
-/// `partition_key=[]`, and its tests expect the service's 400. Ordinary
-/// containers keep serving them: this server has one range.
+/// Refuses a query that names no partition key, range or feed range and
+/// does not enable cross-partition queries, unless its WHERE clause pins
+/// every level of the key (the service routes such a query itself), with
+/// the service's 400: every container is partitioned, and on the service
+/// the header is required whatever the number of physical partitions.
+///
+/// An enabled cross-partition query that aggregates into an object
+/// (`SELECT COUNT(1) FROM c`) is refused too, as the SDKs refuse it once
+/// the service has told them the query spans partitions.
 fn refuse_fan_out(coll: &CollEntry, req: &WireRequest, sql: &str) -> Result<(), WireError> {
     let path = coll.container.partition_key_path();
-    if !path.is_hierarchical()
-        || flag(&req.headers, "x-ms-documentdb-query-enablecrosspartition")?
-        || header(&req.headers, "x-ms-documentdb-partitionkeyrangeid")?.is_some()
-    {
-        return Ok(());
-    }
     // A syntax error is the query's own 400, reported when it runs.
     let Ok(parsed) = query::parse(sql) else {
         return Ok(());
@@ -204,13 +217,106 @@ fn refuse_fan_out(coll: &CollEntry, req: &WireRequest, sql: &str) -> Result<(), 
     {
         return Ok(());
     }
+    if header(&req.headers, "x-ms-documentdb-partitionkeyrangeid")?.is_some() {
+        return Ok(());
+    }
+    if flag(&req.headers, "x-ms-documentdb-query-enablecrosspartition")? {
+        if parsed.aggregates_into_an_object() {
+            return Err(WireError::bad_request(
+                "Cross partition query only supports 'VALUE <AggregateFunc>' for aggregates: \
+                 write SELECT VALUE COUNT(1), or scope the query to a partition key",
+            ));
+        }
+        return Ok(());
+    }
     Err(WireError::bad_request(format!(
         "Cross partition query is required but disabled. Please set \
          x-ms-documentdb-query-enablecrosspartition to true, specify \
          x-ms-documentdb-partitionkey, or revise your query to avoid this exception \
-         (container {:?} has the hierarchical partition key {})",
+         (container {:?} is partitioned by {})",
         coll.name, path
     )))
+}
+
+impl Gateway {
+    /// A metadata query's check: one that names no partition key must
+    /// enable cross-partition queries, as on the service.
+    pub(super) fn cross_partition_allowed(
+        &self,
+        coll: &CollEntry,
+        req: &WireRequest,
+    ) -> Result<(), WireError> {
+        if self.partition_key(coll, req)?.is_some()
+            || flag(&req.headers, "x-ms-documentdb-query-enablecrosspartition")?
+        {
+            return Ok(());
+        }
+        Err(WireError::bad_request(format!(
+            "Cross partition query is required but disabled. Please set \
+             x-ms-documentdb-query-enablecrosspartition to true, specify \
+             x-ms-documentdb-partitionkey, or revise your query to avoid this exception \
+             (the conflicts of container {:?})",
+            coll.name
+        )))
+    }
+}
+
+/// The serialized size of a page's items.
+fn body_len_of(items: &[Value]) -> usize {
+    items.iter().map(host_api::json::serialized_len).sum()
+}
+
+/// The `x-ms-documentdb-query-metrics` header: the service's keys, with
+/// what Partita measures (documents and bytes read and returned, the
+/// whole time) and zero for the phases it does not time apart. No index:
+/// every document read is retrieved, so the utilization ratio is the
+/// share of them returned.
+fn query_metrics(stats: &query::QueryStats, output_bytes: usize, elapsed: Duration) -> String {
+    let ms = elapsed.as_secs_f64() * 1000.0;
+    let ratio = if stats.docs_scanned == 0 {
+        1.0
+    } else {
+        stats.docs_returned as f64 / stats.docs_scanned as f64
+    };
+    format!(
+        "totalExecutionTimeInMs={ms:.2};queryCompileTimeInMs=0.00;queryLogicalPlanBuildTimeInMs=0.00;\
+         queryPhysicalPlanBuildTimeInMs=0.00;queryOptimizationTimeInMs=0.00;VMExecutionTimeInMs={ms:.2};\
+         indexLookupTimeInMs=0.00;instructionCount=0;documentLoadTimeInMs=0.00;\
+         systemFunctionExecuteTimeInMs=0.00;userFunctionExecuteTimeInMs=0.00;\
+         retrievedDocumentCount={};retrievedDocumentSize={};outputDocumentCount={};\
+         outputDocumentSize={output_bytes};writeOutputTimeInMs=0.00;indexUtilizationRatio={ratio:.2}",
+        stats.docs_scanned, stats.bytes_read, stats.docs_returned,
+    )
+}
+
+/// The `x-ms-cosmos-index-utilization` header (base64 of JSON, as the SDKs
+/// decode it). Partita's only index is the one on the partition key: a
+/// query scoped to a logical partition uses it, and nothing else does.
+fn index_metrics(coll: &CollEntry, scoped: bool) -> String {
+    let utilized: Vec<Value> = if scoped {
+        coll.container
+            .partition_key_path()
+            .paths()
+            .map(|path| {
+                json!({
+                    "FilterExpression": "",
+                    "IndexSpec": format!("{path}/?"),
+                    "FilterPreciseSet": true,
+                    "IndexPreciseSet": true,
+                    "IndexImpactScore": "High",
+                })
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let metrics = json!({
+        "UtilizedSingleIndexes": utilized,
+        "PotentialSingleIndexes": [],
+        "UtilizedCompositeIndexes": [],
+        "PotentialCompositeIndexes": [],
+    });
+    base64::engine::general_purpose::STANDARD.encode(metrics.to_string())
 }
 
 /// `{"query": "...", "parameters": [{"name": "@x", "value": ...}]}`.

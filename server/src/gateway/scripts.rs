@@ -3,7 +3,7 @@
 //! procedure (`POST sprocs/{id}`) in the logical partition the request's
 //! header names, with the gateway's script limits.
 
-use engine::{ScriptKind, ScriptProperties, TriggerOperation, TriggerType};
+use engine::{ScriptKind, ScriptProperties, TriggerNames, TriggerOperation, TriggerType};
 use partita::ProcedureOptions;
 use percent_encoding::utf8_percent_encode;
 use serde_json::{Value, json};
@@ -89,16 +89,19 @@ impl Gateway {
                 )?;
                 let operation = field("triggerOperation")?;
                 let trigger_operation: TriggerOperation =
-                    if operation.eq_ignore_ascii_case("update") {
-                        TriggerOperation::Replace
-                    } else {
-                        operation
-                            .parse()
-                            .map_err(|e: host_api::ParseScriptEnumError| {
-                                WireError::bad_request(e.to_string())
-                            })?
-                    };
-                ScriptProperties::trigger(script_id, text, trigger_type, trigger_operation)
+                    operation
+                        .parse()
+                        .map_err(|e: host_api::ParseScriptEnumError| {
+                            WireError::bad_request(e.to_string())
+                        })?;
+                // Echoed as written, as the service does.
+                ScriptProperties {
+                    trigger_names: Some(TriggerNames {
+                        trigger_type: field("triggerType")?.to_owned(),
+                        trigger_operation: operation.to_owned(),
+                    }),
+                    ..ScriptProperties::trigger(script_id, text, trigger_type, trigger_operation)
+                }
             }
         };
         let (status, script) = match id {
@@ -204,6 +207,11 @@ fn script_json(coll: &CollEntry, script: &engine::Script) -> Value {
         "_etag": format!("\"{}\"", script.version),
         "_ts": script.ts,
     });
+    if let Some(names) = &script.trigger_names {
+        v["triggerType"] = json!(names.trigger_type);
+        v["triggerOperation"] = json!(names.trigger_operation);
+        return v;
+    }
     if let Some(t) = script.trigger_type {
         v["triggerType"] = json!(match t {
             TriggerType::Pre => "Pre",
