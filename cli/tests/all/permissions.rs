@@ -48,6 +48,7 @@ fn with_token(
         path: path.to_owned(),
         headers: map,
         body: Bytes::copy_from_slice(body),
+        local_addr: None,
     }
 }
 
@@ -405,10 +406,15 @@ fn a_read_token_reads_its_container_and_writes_nothing() {
             "POST",
             "/dbs/d/colls/c/docs",
             &t,
-            &QUERY,
+            &[
+                QUERY[0],
+                QUERY[1],
+                ("x-ms-documentdb-query-enablecrosspartition", "True"),
+            ],
             &query("SELECT * FROM c"),
         ),
         with_token("GET", "/dbs/d/colls/c/sprocs/echo", &t, &[], b""),
+        with_token("GET", "/dbs/d/colls/c/conflicts", &t, &[], b""),
     ];
     for req in allowed {
         let path = format!("{} {}", req.method, req.path);

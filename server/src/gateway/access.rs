@@ -13,8 +13,8 @@
 //! | request                                       | container token  | document token |
 //! |-----------------------------------------------|------------------|----------------|
 //! | `GET /` (account)                             | any valid token  | any            |
-//! | read the container, its `pkranges`, scripts   | yes              | container only |
-//! | read feed, query, change feed                 | yes              | no             |
+//! | read the container and its `pkranges`         | yes              | yes            |
+//! | read scripts, read feed, query, change feed, conflicts | yes     | no             |
 //! | read the document                             | yes              | its own        |
 //! | create, replace, upsert, patch, delete, batch | `All`            | `All`, its own |
 //! | execute a procedure, delete a partition       | `All`            | no             |
@@ -183,6 +183,8 @@ impl Gateway {
             }
             (_, []) => return Err(refuse("only reads of the container itself are allowed")),
             ("GET", [kind] | [kind, _]) if script_kind(kind).is_some() => false,
+            ("GET", ["conflicts"] | ["conflicts", _]) => false,
+            ("POST", ["conflicts"]) if is_query(req)? => false,
             ("POST", [kind]) if script_kind(kind).is_some() && is_query(req)? => false,
             ("GET", ["docs"]) => false,
             ("POST", ["docs"]) => !is_query(req)?,
@@ -191,7 +193,8 @@ impl Gateway {
             ("POST", ["sprocs", _]) | ("POST", ["operations", "partitionkeydelete"]) => true,
             _ => {
                 return Err(refuse(
-                    "creating, replacing and deleting scripts needs the master key",
+                    "this needs the master key (creating, replacing and deleting scripts, \
+                     deleting conflicts)",
                 ));
             }
         };
