@@ -15,11 +15,35 @@
 //! under only its last rid, lower-cased. The server recomputes the signature from what it received and
 //! compares in constant time; a date more than 15 minutes from the server's
 //! clock is refused too, so a captured request cannot be replayed later.
+//!
+//! RESOURCE TOKENS
+//! ===============
+//!
+//! A permission's `_token` lets a client without the key act within one
+//! container or document. The server mints it and is the only one who can
+//! check it: it is an HMAC under a key derived from the account key over
+//! everything the token grants, so changing any byte of it, or of what it
+//! claims, makes it invalid.
+//!
+//! ```text
+//!   type=resource&ver=1.0&sig=<b64url(dbRid;userRid;permRid;expiry)>.<b64url(mac)>
+//!   mac = HMAC_SHA256(HMAC_SHA256(key, "partita resource tokens v1"),
+//!         "resource\n" dbRid \n userRid \n permRid \n resource \n mode \n
+//!         resourcePartitionKey \n expiry \n nonce)
+//! ```
+//!
+//! The token carries only the rids and the expiry; the gateway looks the
+//! permission up by its rids and recomputes the MAC from what the permission
+//! grants now, so a token dies with its permission or user, and with a
+//! replace that changes its mode, resource or partition key. What the
+//! token then allows is the gateway's business (`gateway/access.rs`).
 
 use std::time::{Duration, SystemTime};
 
 use base64::Engine;
-use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, STANDARD};
+use base64::engine::general_purpose::{
+    GeneralPurpose, GeneralPurposeConfig, STANDARD, URL_SAFE_NO_PAD,
+};
 use hmac::{Hmac, Mac};
 use hyper::HeaderMap;
 use sha2::Sha256;
@@ -38,7 +62,42 @@ pub const MAX_CLOCK_SKEW: Duration = Duration::from_secs(15 * 60);
 /// the HMAC state after absorbing the key: every request's signature starts
 /// from a copy of it instead of hashing the key's pads again.
 #[derive(Clone)]
-pub struct MasterKey(Hmac<Sha256>);
+pub struct MasterKey {
+    requests: Hmac<Sha256>,
+    /// The key resource tokens are signed with, derived from the account
+    /// key, so no token MAC is ever a request signature or the reverse.
+    tokens: Hmac<Sha256>,
+}
+
+/// What a resource token names: a permission, by the rids of its
+/// database, user and itself, and the instant (seconds since the Unix
+/// epoch) it expires.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct TokenClaims {
+    pub(crate) db_rid: String,
+    pub(crate) user_rid: String,
+    pub(crate) perm_rid: String,
+    pub(crate) expiry: u64,
+}
+
+/// What a permission grants, as a token binds it.
+#[derive(Clone, Debug)]
+pub(crate) struct TokenGrant<'a> {
+    pub(crate) resource: &'a str,
+    pub(crate) mode: &'a str,
+    /// The `resourcePartitionKey` as JSON text, empty for none.
+    pub(crate) partition_key: String,
+    pub(crate) nonce: &'a str,
+}
+
+/// The credential a request's `authorization` header holds.
+#[derive(Debug)]
+pub(crate) enum Credential {
+    /// A master-key signature (decoded).
+    Master(Vec<u8>),
+    /// A resource token: what it claims and its MAC (decoded).
+    Resource(TokenClaims, Vec<u8>),
+}
 
 impl std::fmt::Debug for MasterKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -58,9 +117,63 @@ impl MasterKey {
     /// [`BadKey`] when it is not base64.
     pub fn from_base64(text: &str) -> Result<MasterKey, BadKey> {
         let key = STANDARD.decode(text.trim())?;
-        Ok(MasterKey(
-            Hmac::<Sha256>::new_from_slice(&key).expect("HMAC accepts keys of any length"),
-        ))
+        let requests =
+            Hmac::<Sha256>::new_from_slice(&key).expect("HMAC accepts keys of any length");
+        let mut derive = requests.clone();
+        derive.update(b"partita resource tokens v1");
+        let tokens = Hmac::<Sha256>::new_from_slice(&derive.finalize().into_bytes())
+            .expect("HMAC accepts keys of any length");
+        Ok(MasterKey { requests, tokens })
+    }
+
+    /// The MAC of a resource token (see the module docs).
+    fn token_mac(&self, claims: &TokenClaims, grant: &TokenGrant<'_>) -> Hmac<Sha256> {
+        let mut mac = self.tokens.clone();
+        let expiry = claims.expiry.to_string();
+        let fields = [
+            claims.db_rid.as_str(),
+            &claims.user_rid,
+            &claims.perm_rid,
+            grant.resource,
+            grant.mode,
+            &grant.partition_key,
+            &expiry,
+        ];
+        mac.update(b"resource");
+        for field in fields {
+            mac.update(b"\n");
+            // Lengths first, so no two lists of fields read the same.
+            mac.update(&(field.len() as u64).to_be_bytes());
+            mac.update(field.as_bytes());
+        }
+        mac.update(b"\n");
+        mac.update(grant.nonce.as_bytes());
+        mac
+    }
+
+    /// A resource token for a permission, as `_token` shows it.
+    pub(crate) fn resource_token(&self, claims: &TokenClaims, grant: &TokenGrant<'_>) -> String {
+        let payload = format!(
+            "{};{};{};{}",
+            claims.db_rid, claims.user_rid, claims.perm_rid, claims.expiry
+        );
+        let mac = self.token_mac(claims, grant).finalize().into_bytes();
+        format!(
+            "type=resource&ver=1.0&sig={}.{}",
+            URL_SAFE_NO_PAD.encode(payload),
+            URL_SAFE_NO_PAD.encode(mac)
+        )
+    }
+
+    /// Whether `mac` is this server's MAC of a token claiming `claims` for
+    /// a permission granting `grant` (compared in constant time).
+    pub(crate) fn verify_resource_token(
+        &self,
+        claims: &TokenClaims,
+        mac: &[u8],
+        grant: &TokenGrant<'_>,
+    ) -> bool {
+        self.token_mac(claims, grant).verify_slice(mac).is_ok()
     }
 
     /// The HMAC of a request's string to sign (see the module docs).
@@ -71,7 +184,7 @@ impl MasterKey {
         resource_link: &str,
         date: &str,
     ) -> Hmac<Sha256> {
-        let mut mac = self.0.clone();
+        let mut mac = self.requests.clone();
         update_lowercase(&mut mac, verb);
         mac.update(b"\n");
         update_lowercase(&mut mac, resource_type);
@@ -178,19 +291,13 @@ pub(crate) fn is_database_rid(segment: &str) -> bool {
             .is_ok_and(|bytes| bytes.len() == 4)
 }
 
-/// Checks a request's signature and date.
+/// The credential of a request's `authorization` header (percent-decoded,
+/// as the SDKs percent-encode it).
 ///
 /// # Errors
-/// 401 naming what was wrong: no or malformed `authorization`, no or
-/// unparseable date, a date off by more than [`MAX_CLOCK_SKEW`], a wrong
-/// signature.
-pub(crate) fn verify(
-    key: &MasterKey,
-    method: &str,
-    segments: &[String],
-    headers: &HeaderMap,
-    now: SystemTime,
-) -> Result<(), WireError> {
+/// 401 naming what was wrong: no header, not UTF-8, a type other than
+/// `master` or `resource`, a signature or token that does not decode.
+pub(crate) fn credential(headers: &HeaderMap) -> Result<Credential, WireError> {
     let authorization = header(headers, "authorization")?
         .ok_or_else(|| WireError::unauthorized("Required header 'authorization' is missing"))?;
     let decoded = percent_encoding::percent_decode_str(authorization)
@@ -204,15 +311,57 @@ pub(crate) fn verify(
             _ => {}
         }
     }
-    if kind != Some("master") {
-        return Err(WireError::unauthorized(format!(
-            "the authorization header must be a master-key token (type=master), not {:?}",
-            kind.unwrap_or("")
-        )));
+    match kind {
+        Some("master") => sig
+            .and_then(|s| STANDARD.decode(s).ok())
+            .map(Credential::Master)
+            .ok_or_else(|| WireError::unauthorized("the authorization header has no base64 sig")),
+        Some("resource") => sig
+            .and_then(parse_resource_sig)
+            .map(|(claims, mac)| Credential::Resource(claims, mac))
+            .ok_or_else(|| {
+                WireError::unauthorized(
+                    "The input authorization token can't serve the request: the resource token \
+                     is not one this server issued (it must be a permission's _token as read, \
+                     unchanged)",
+                )
+            }),
+        other => Err(WireError::unauthorized(format!(
+            "the authorization header must be a master-key token (type=master) or a resource \
+             token (type=resource), not {:?}",
+            other.unwrap_or("")
+        ))),
     }
-    let sig = sig
-        .and_then(|s| STANDARD.decode(s).ok())
-        .ok_or_else(|| WireError::unauthorized("the authorization header has no base64 sig"))?;
+}
+
+/// The claims and MAC of a resource token's `sig` (see the module docs).
+fn parse_resource_sig(sig: &str) -> Option<(TokenClaims, Vec<u8>)> {
+    let (payload, mac) = sig.split_once('.')?;
+    let payload = String::from_utf8(URL_SAFE_NO_PAD.decode(payload).ok()?).ok()?;
+    let mac = URL_SAFE_NO_PAD.decode(mac).ok()?;
+    let mut fields = payload.split(';');
+    let claims = TokenClaims {
+        db_rid: fields.next()?.to_owned(),
+        user_rid: fields.next()?.to_owned(),
+        perm_rid: fields.next()?.to_owned(),
+        expiry: fields.next()?.parse().ok()?,
+    };
+    fields.next().is_none().then_some((claims, mac))
+}
+
+/// Checks a master-key request's signature and date.
+///
+/// # Errors
+/// 401 naming what was wrong: no or unparseable date, a date off by more
+/// than [`MAX_CLOCK_SKEW`], a wrong signature.
+pub(crate) fn verify(
+    key: &MasterKey,
+    method: &str,
+    segments: &[String],
+    headers: &HeaderMap,
+    sig: &[u8],
+    now: SystemTime,
+) -> Result<(), WireError> {
     let date = match header(headers, "x-ms-date")? {
         Some(d) => d,
         None => header(headers, "date")?.ok_or_else(|| {
@@ -237,7 +386,7 @@ pub(crate) fn verify(
     }
     let (resource_type, resource_link) = resource_of(segments);
     key.mac(method, &resource_type, &resource_link, date)
-        .verify_slice(&sig)
+        .verify_slice(sig)
         .map_err(|_| {
             WireError::unauthorized(format!(
                 "The input authorization token can't serve the request. The wrong key is being \
@@ -254,6 +403,21 @@ pub(crate) fn verify(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Checks a master-key request (see [`verify`]); a resource token is 401
+    /// here.
+    fn verify_master(
+        key: &MasterKey,
+        method: &str,
+        segments: &[String],
+        headers: &HeaderMap,
+        now: SystemTime,
+    ) -> Result<(), WireError> {
+        match credential(headers)? {
+            Credential::Master(sig) => verify(key, method, segments, headers, &sig, now),
+            Credential::Resource(..) => Err(WireError::unauthorized("not a master-key request")),
+        }
+    }
 
     fn segments(path: &str) -> Vec<String> {
         path.split('/')
@@ -355,30 +519,30 @@ mod tests {
         let date = httpdate::fmt_http_date(now);
         let path = "/dbs/d/colls/c/docs/a";
         let headers = signed(&key, "GET", path, &date);
-        verify(&key, "GET", &segments(path), &headers, now).unwrap();
+        verify_master(&key, "GET", &segments(path), &headers, now).unwrap();
         // Another verb, path or key fails.
         assert_eq!(
-            verify(&key, "DELETE", &segments(path), &headers, now)
+            verify_master(&key, "DELETE", &segments(path), &headers, now)
                 .unwrap_err()
                 .status,
             401
         );
         let other = segments("/dbs/d/colls/c/docs/b");
         assert_eq!(
-            verify(&key, "GET", &other, &headers, now)
+            verify_master(&key, "GET", &other, &headers, now)
                 .unwrap_err()
                 .status,
             401
         );
         let wrong = MasterKey::from_base64("c2VjcmV0").unwrap();
         assert_eq!(
-            verify(&wrong, "GET", &segments(path), &headers, now)
+            verify_master(&wrong, "GET", &segments(path), &headers, now)
                 .unwrap_err()
                 .status,
             401
         );
         // No header at all.
-        let err = verify(&key, "GET", &segments(path), &HeaderMap::new(), now).unwrap_err();
+        let err = verify_master(&key, "GET", &segments(path), &HeaderMap::new(), now).unwrap_err();
         assert!(err.message.contains("authorization"), "{}", err.message);
     }
 
@@ -388,7 +552,7 @@ mod tests {
         let now = SystemTime::now();
         let old = httpdate::fmt_http_date(now - Duration::from_secs(16 * 60));
         let headers = signed(&key, "GET", "/", &old);
-        let err = verify(&key, "GET", &[], &headers, now).unwrap_err();
+        let err = verify_master(&key, "GET", &[], &headers, now).unwrap_err();
         assert_eq!(err.status, 401);
         assert!(
             err.message.contains("away from the server's clock"),
@@ -396,7 +560,7 @@ mod tests {
             err.message
         );
         let headers = signed(&key, "GET", "/", "yesterday");
-        let err = verify(&key, "GET", &[], &headers, now).unwrap_err();
+        let err = verify_master(&key, "GET", &[], &headers, now).unwrap_err();
         assert!(err.message.contains("RFC 1123"), "{}", err.message);
     }
 
@@ -433,6 +597,76 @@ mod tests {
         assert_eq!(
             key.sign("POST", &kind, link, &date),
             STANDARD.encode(reference.finalize().into_bytes())
+        );
+    }
+
+    #[test]
+    fn resource_tokens_verify_only_under_their_key_and_grant() {
+        let key = MasterKey::from_base64(EMULATOR_KEY).unwrap();
+        let claims = TokenClaims {
+            db_rid: "AAAAAQ==".into(),
+            user_rid: "AAAAAYAAAAI=".into(),
+            perm_rid: "AAAAAYAAAAIDAAAAAAAAAA==".into(),
+            expiry: 1_800_000_000,
+        };
+        let grant = TokenGrant {
+            resource: "dbs/d/colls/c",
+            mode: "All",
+            partition_key: "[\"a\"]".into(),
+            nonce: "3-1",
+        };
+        let token = key.resource_token(&claims, &grant);
+        let mut headers = HeaderMap::new();
+        let encoded =
+            percent_encoding::utf8_percent_encode(&token, percent_encoding::NON_ALPHANUMERIC);
+        headers.insert("authorization", encoded.to_string().parse().unwrap());
+        let Credential::Resource(parsed, mac) = credential(&headers).unwrap() else {
+            panic!("{token} is not read as a resource token");
+        };
+        assert_eq!(parsed, claims);
+        assert!(key.verify_resource_token(&parsed, &mac, &grant));
+        // Another key, or any field of the grant changed, fails.
+        let other = MasterKey::from_base64("c2VjcmV0").unwrap();
+        assert!(!other.verify_resource_token(&parsed, &mac, &grant));
+        let changed = [
+            TokenGrant {
+                resource: "dbs/d/colls/c2",
+                ..grant.clone()
+            },
+            TokenGrant {
+                mode: "Read",
+                ..grant.clone()
+            },
+            TokenGrant {
+                partition_key: "[\"b\"]".into(),
+                ..grant.clone()
+            },
+            TokenGrant {
+                partition_key: String::new(),
+                ..grant.clone()
+            },
+            TokenGrant {
+                nonce: "3-2",
+                ..grant.clone()
+            },
+        ];
+        for other_grant in &changed {
+            assert!(
+                !key.verify_resource_token(&parsed, &mac, other_grant),
+                "{other_grant:?}"
+            );
+        }
+        let later = TokenClaims {
+            expiry: claims.expiry + 1,
+            ..claims.clone()
+        };
+        assert!(!key.verify_resource_token(&later, &mac, &grant));
+        // A token's MAC is never a request signature under the same key.
+        assert_ne!(
+            mac,
+            STANDARD
+                .decode(key.sign("get", "docs", "dbs/d/colls/c", "x"))
+                .unwrap()
         );
     }
 

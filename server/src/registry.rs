@@ -16,6 +16,10 @@
 //!              "content": {"offerThroughput": 400}}
 //! ```
 //!
+//! Users and their permissions (`user-{n}`, `perm-{n}`, in `users.rs`)
+//! are registry documents too, deleted with their database in the same
+//! transaction as its containers.
+//!
 //! An offer (the throughput a client provisioned for a database or
 //! container) is written in the same transaction as its owner's document
 //! and deleted in the same transaction as its owner. Partita enforces
@@ -46,6 +50,10 @@ use serde_json::{Map, Value, json};
 
 use super::auth::is_database_rid;
 use super::wire::WireError;
+
+mod users;
+
+pub(crate) use users::{PermEntry, PermissionMode, PermissionSpec, UserEntry};
 
 /// The engine container holding the registry.
 pub const SYSTEM_CONTAINER: &str = "__partita_server";
@@ -173,6 +181,8 @@ pub(crate) struct Registry {
     state: RwLock<BTreeMap<String, DbEntry>>,
     /// Offers by the registry document id of their owner.
     offers: RwLock<BTreeMap<String, Offer>>,
+    /// Users (with their permissions) by database name, then user name.
+    users: RwLock<BTreeMap<String, BTreeMap<String, UserEntry>>>,
     /// Serializes creates, replaces and deletes; the ordinal counter.
     writer: Mutex<u64>,
 }
@@ -290,8 +300,10 @@ impl Registry {
             system,
             state: RwLock::new(dbs),
             offers: RwLock::new(offers),
+            users: RwLock::new(BTreeMap::new()),
             writer: Mutex::new(max_ordinal),
         };
+        registry.load_users(&page.items);
         // Deletions an earlier server did not finish.
         for (tombstone, engine_id) in dropped {
             registry.drop_engine_container(&tombstone, &engine_id)?;
@@ -451,10 +463,12 @@ impl Registry {
                     .collect::<Result<Vec<_>, engine::Error>>()?;
                 txn.delete_item(&entry.doc_id, None)?;
                 self.delete_offer(txn, &entry.doc_id)?;
+                self.delete_users(txn, name)?;
                 Ok::<_, engine::Error>(tombstones)
             })
             .map_err(registry_error)?;
         self.state.write().remove(name);
+        self.users.write().remove(name);
         {
             let mut offers = self.offers.write();
             offers.remove(&entry.doc_id);

@@ -12,6 +12,7 @@ mod fuzz;
 mod hostile;
 mod hostile_disk;
 mod hostile_http;
+mod permissions;
 mod rid;
 mod sdk_suite;
 mod server;

@@ -2549,10 +2549,21 @@ fn js_sdk() -> PathBuf {
 
 #[test]
 fn the_javascript_sdk_runs_batches_bulk_and_patches() {
+    run_js_acceptance("cosmos_batch.mjs");
+}
+
+#[test]
+fn the_javascript_sdk_uses_resource_tokens() {
+    run_js_acceptance("cosmos_permissions.mjs");
+}
+
+/// Runs a script of `tests/js` against a fresh `partita serve --tls`; it
+/// must print `ALL OK`.
+fn run_js_acceptance(script: &str) {
     let dir = js_sdk();
     let server = ServerProcess::start(&["--in-memory", "--tls"]);
     let output = Command::new("node")
-        .arg(dir.join("cosmos_batch.mjs"))
+        .arg(dir.join(script))
         .arg(server.endpoint())
         .arg(EMULATOR_KEY)
         .env(
@@ -2565,7 +2576,7 @@ fn the_javascript_sdk_runs_batches_bulk_and_patches() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         output.status.success() && stdout.contains("ALL OK"),
-        "the JavaScript SDK script failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
+        "the JavaScript SDK script {script} failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
     );
 }
 

@@ -23,8 +23,11 @@ pub struct MemoryStorage {
     /// Records are kept as committed and turned into [`Change`]s only when
     /// read, so a commit costs no copying; with each, the clock at commit
     /// when it deletes something (a delete has no `_ts` of its own).
-    logs: Mutex<HashMap<String, Vec<(CommitRecord, u64)>, foldhash::quality::RandomState>>,
+    logs: Mutex<HashMap<String, ChangeLog, foldhash::quality::RandomState>>,
 }
+
+/// One container's change log: each commit with its clock at commit.
+type ChangeLog = Vec<(CommitRecord, u64)>;
 
 impl MemoryStorage {
     /// Creates an empty store.

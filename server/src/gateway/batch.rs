@@ -64,7 +64,7 @@ impl Gateway {
 
     /// A bulk operation's partition key: its own `partitionKey` (a JSON
     /// array as text, as the JS SDK sends it), else the request's header.
-    fn operation_key(
+    pub(super) fn operation_key(
         &self,
         coll: &CollEntry,
         req: &WireRequest,

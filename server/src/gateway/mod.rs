@@ -14,8 +14,13 @@
 //!     /dbs/{db}/colls/{c}/{sprocs,triggers,udfs}[/{id}]   scripts; POST sprocs/{id} executes
 //!     /dbs/{db}/colls/{c}/operations/partitionkeydelete   POST: delete one logical partition
 //!     /offers[/{rid}]                  registry (throughput: stored and echoed, not enforced)
+//!     /dbs/{db}/users[/{u}[/permissions[/{p}]]]   registry (users, permissions, resource tokens)
 //!   ─► common headers: activity id, request charge, session token, version
 //! ```
+//!
+//! A request signed with the master key may do anything; one carrying a
+//! resource token only what its permission grants (`access.rs`), checked
+//! once its rids are resolved to names.
 //!
 //! [`Gateway::authorize`] is the same path decoding and signature check on
 //! a request's head alone: the transport calls it before reading a body,
@@ -35,10 +40,12 @@
 //! `account.rs`, `databases.rs`, `containers.rs`, `documents.rs` (point
 //! reads and writes), `queries.rs` (queries, plans, the read feed),
 //! `feeds.rs` (the change feed and `/pkranges`), `scripts.rs` and
-//! `offers.rs` (throughput of databases and containers); what
+//! `offers.rs` (throughput of databases and containers), `users.rs`
+//! (users and permissions) and `access.rs` (who may do what); what
 //! they all read from a request is in `requests.rs`, what they write into
 //! a response in `responses.rs`.
 
+mod access;
 mod account;
 mod batch;
 mod containers;
@@ -50,6 +57,7 @@ mod queries;
 mod requests;
 mod responses;
 mod scripts;
+mod users;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
@@ -60,6 +68,7 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_perc
 use super::auth::{self, MasterKey};
 use super::registry::{CollEntry, Registry};
 use super::wire::{WireError, WireRequest, WireResponse, flag, header};
+use access::Caller;
 use feeds::{conflicts, pkranges};
 use partita::charge::MIN_CHARGE;
 use partita::{Database, Limits};
@@ -196,7 +205,8 @@ impl Gateway {
         now: SystemTime,
     ) -> Result<(), WireResponse> {
         decode_path(path)
-            .and_then(|segments| auth::verify(&self.key, method, &segments, headers, now))
+            .and_then(|segments| self.authenticate(method, &segments, headers, now))
+            .map(|_| ())
             .map_err(|err| self.finish(headers, Err(err)))
     }
 
@@ -261,11 +271,14 @@ impl Gateway {
 
     fn route(&self, req: &WireRequest, now: SystemTime) -> Result<WireResponse, WireError> {
         let mut segments = decode_path(&req.path)?;
-        auth::verify(&self.key, &req.method, &segments, &req.headers, now)?;
+        let caller = self.authenticate(&req.method, &segments, &req.headers, now)?;
         if auth::is_rid_based(&segments) {
             self.resolve_rids(&mut segments, req)?;
         }
         let s: Vec<&str> = segments.iter().map(String::as_str).collect();
+        if let Caller::Token(perm) = &caller {
+            self.check_scope(perm, &s, req)?;
+        }
         let method = req.method.as_str();
         match s.as_slice() {
             [] => match method {
@@ -300,6 +313,30 @@ impl Gateway {
                 let response = self.collection_route(method, &coll, rest, req)?;
                 Ok(with_owner_path(response, method, rest, db, c))
             }
+            ["dbs", db, "users"] => match method {
+                "GET" => self.list_users(db, None),
+                "POST" if is_query(req)? => self.list_users(db, Some(req)),
+                "POST" => self.create_user(db, req),
+                _ => Err(not_allowed(method, &req.path)),
+            },
+            ["dbs", db, "users", user] => match method {
+                "GET" => self.read_user(db, user),
+                "PUT" => self.replace_user(db, user, req),
+                "DELETE" => self.delete_user(db, user),
+                _ => Err(not_allowed(method, &req.path)),
+            },
+            ["dbs", db, "users", user, "permissions"] => match method {
+                "GET" => self.list_permissions(db, user, None, req, now),
+                "POST" if is_query(req)? => self.list_permissions(db, user, Some(req), req, now),
+                "POST" => self.create_permission(db, user, req, now),
+                _ => Err(not_allowed(method, &req.path)),
+            },
+            ["dbs", db, "users", user, "permissions", perm] => match method {
+                "GET" => self.read_permission(db, user, perm, req, now),
+                "PUT" => self.replace_permission(db, user, perm, req, now),
+                "DELETE" => self.delete_permission(db, user, perm),
+                _ => Err(not_allowed(method, &req.path)),
+            },
             ["offers"] => match method {
                 "GET" => self.list_offers(None),
                 "POST" if is_query(req)? => self.list_offers(Some(req)),
@@ -312,7 +349,7 @@ impl Gateway {
             },
             _ => Err(WireError::not_found(format!(
                 "Partita serves no resource at {:?} (supported: databases, containers, \
-                 documents, pkranges, sprocs, triggers, udfs, offers)",
+                 documents, pkranges, sprocs, triggers, udfs, offers, users, permissions)",
                 req.path
             ))),
         }
@@ -399,6 +436,9 @@ impl Gateway {
     /// 404 naming the rid nothing has; 400 for a document rid without a
     /// partition-key header.
     fn resolve_rids(&self, segments: &mut [String], req: &WireRequest) -> Result<(), WireError> {
+        if matches!(segments.get(2).map(String::as_str), Some("users")) && segments.len() >= 4 {
+            return self.resolve_user_rids(segments);
+        }
         if !matches!(segments.get(2).map(String::as_str), Some("colls")) || segments.len() < 4 {
             segments[1] = self.registry.database_by_rid(&segments[1])?.name;
             return Ok(());
@@ -435,6 +475,33 @@ impl Gateway {
                     WireError::not_found(format!(
                         "no {kind} has the _rid {rid:?} in container {:?}",
                         coll.name
+                    ))
+                })?;
+        }
+        Ok(())
+    }
+}
+
+impl Gateway {
+    /// [`Gateway::resolve_rids`] for `dbs/{dbRid}/users/{userRid}[/
+    /// permissions/{permRid}]`.
+    fn resolve_user_rids(&self, segments: &mut [String]) -> Result<(), WireError> {
+        let db = self.registry.database_by_rid(&segments[1])?.name;
+        let user = self.registry.user_by_rid(&db, &segments[3])?;
+        segments[1] = db;
+        segments[3] = user.name.clone();
+        if let [_, _, _, _, kind, rid, ..] = segments
+            && kind == "permissions"
+        {
+            *rid = user
+                .perms
+                .values()
+                .find(|perm| perm.rid == *rid)
+                .map(|perm| perm.name.clone())
+                .ok_or_else(|| {
+                    WireError::not_found(format!(
+                        "no permission has the _rid {rid:?} for user {:?}",
+                        user.name
                     ))
                 })?;
         }
