@@ -97,6 +97,16 @@ pub(crate) enum Credential {
     Master(Vec<u8>),
     /// A resource token: what it claims and its MAC (decoded).
     Resource(TokenClaims, Vec<u8>),
+    /// An AAD token of the form the emulator accepts (`type=aad`): a JWT
+    /// whose signature segment is the account key's base64 text, so it
+    /// proves knowledge of the key as a master-key signature does, with
+    /// the lifetime its claims give (`nbf`, `exp`, seconds).
+    Aad {
+        /// The key it carries (decoded).
+        key: Vec<u8>,
+        not_before: Option<u64>,
+        expires: Option<u64>,
+    },
 }
 
 impl std::fmt::Debug for MasterKey {
@@ -124,6 +134,23 @@ impl MasterKey {
         let tokens = Hmac::<Sha256>::new_from_slice(&derive.finalize().into_bytes())
             .expect("HMAC accepts keys of any length");
         Ok(MasterKey { requests, tokens })
+    }
+
+    /// Whether `key` is this account key, compared through the HMAC (in
+    /// constant time) rather than kept in the clear.
+    pub(crate) fn is(&self, key: &[u8]) -> bool {
+        const PROBE: &[u8] = b"partita: is this the account key";
+        let ours = self
+            .requests
+            .clone()
+            .chain_update(PROBE)
+            .finalize()
+            .into_bytes();
+        Hmac::<Sha256>::new_from_slice(key)
+            .expect("HMAC accepts keys of any length")
+            .chain_update(PROBE)
+            .verify_slice(&ours)
+            .is_ok()
     }
 
     /// The MAC of a resource token (see the module docs).
@@ -326,12 +353,36 @@ pub(crate) fn credential(headers: &HeaderMap) -> Result<Credential, WireError> {
                      unchanged)",
                 )
             }),
+        Some("aad") => sig.and_then(parse_aad_sig).ok_or_else(|| {
+            WireError::unauthorized(
+                "the AAD token is not one the emulator accepts: a JWT (header.claims.signature, \
+                 base64url) whose signature segment is the account key",
+            )
+        }),
         other => Err(WireError::unauthorized(format!(
-            "the authorization header must be a master-key token (type=master) or a resource \
-             token (type=resource), not {:?}",
+            "the authorization header must be a master-key token (type=master), a resource \
+             token (type=resource) or an emulator AAD token (type=aad), not {:?}",
             other.unwrap_or("")
         ))),
     }
+}
+
+/// The key and lifetime of an emulator AAD token's JWT.
+fn parse_aad_sig(jwt: &str) -> Option<Credential> {
+    let mut parts = jwt.split('.');
+    let (Some(_header), Some(claims), Some(signature), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return None;
+    };
+    let base64url = |text: &str| URL_SAFE_NO_PAD.decode(text.trim_end_matches('=')).ok();
+    let claims: serde_json::Value = serde_json::from_slice(&base64url(claims)?).ok()?;
+    let key_text = String::from_utf8(base64url(signature)?).ok()?;
+    Some(Credential::Aad {
+        key: STANDARD.decode(key_text.trim()).ok()?,
+        not_before: claims.get("nbf").and_then(serde_json::Value::as_u64),
+        expires: claims.get("exp").and_then(serde_json::Value::as_u64),
+    })
 }
 
 /// The claims and MAC of a resource token's `sig` (see the module docs).

@@ -1065,3 +1065,63 @@ proptest::proptest! {
         }
     }
 }
+
+/// An AAD token of the form the emulator's test credential builds: a JWT
+/// whose signature segment is the account key's base64 text.
+fn aad_token(key: &str, claims: Value) -> String {
+    use base64::Engine as _;
+    let b64 = |bytes: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
+    let header = br#"{"typ":"JWT","alg":"RS256","kid":"CosmosEmulatorPrimaryMaster"}"#;
+    format!(
+        "type=aad&ver=1.0&sig={}.{}.{}",
+        b64(header),
+        b64(claims.to_string().as_bytes()),
+        b64(key.as_bytes())
+    )
+}
+
+#[test]
+fn emulator_aad_tokens_carry_the_key_and_their_lifetime() {
+    let gw = setup();
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let live = json!({"iat": now, "nbf": now, "exp": now + 7200});
+    let token = aad_token(partita_server::EMULATOR_KEY, live.clone());
+    // As good as the key: databases, containers, documents.
+    assert_eq!(
+        status(&gw, with_token("GET", "/dbs/d", &token, &[], b"")),
+        200
+    );
+    assert_eq!(
+        status(
+            &gw,
+            with_token(
+                "POST",
+                "/dbs/d/colls/c/docs",
+                &token,
+                &[("x-ms-documentdb-partitionkey", r#"["a"]"#)],
+                br#"{"id":"aad","pk":"a"}"#
+            )
+        ),
+        201
+    );
+    // Another key, an expired token, a mangled one: 401.
+    let other = "b3RoZXIga2V5IG9mIHNpeHRlZW4gYnl0ZXMgYXQgbGVhc3Q=";
+    let expired = json!({"nbf": now - 9000, "exp": now - 7200});
+    for (token, needle) in [
+        (aad_token(other, live), "not this account's key"),
+        (
+            aad_token(partita_server::EMULATOR_KEY, expired),
+            "not valid at the current time",
+        ),
+        (
+            "type=aad&ver=1.0&sig=not-a-jwt".to_owned(),
+            "not one the emulator accepts",
+        ),
+    ] {
+        let (r, body) = call(&gw, with_token("GET", "/dbs/d", &token, &[], b""));
+        assert_error(&r, &body, 401, "Unauthorized", needle);
+    }
+}

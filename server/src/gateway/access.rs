@@ -91,6 +91,31 @@ impl Gateway {
             Credential::Resource(claims, mac) => {
                 self.verify_token(&claims, &mac, now).map(Caller::Token)
             }
+            Credential::Aad {
+                key,
+                not_before,
+                expires,
+            } => {
+                if !self.key.is(&key) {
+                    return Err(WireError::unauthorized(
+                        "The input authorization token can't serve the request: the AAD token's \
+                         signature is not this account's key",
+                    ));
+                }
+                let now_secs = now
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
+                let skew = auth::MAX_CLOCK_SKEW.as_secs();
+                if not_before.is_some_and(|nbf| nbf > now_secs + skew)
+                    || expires.is_some_and(|exp| exp + skew < now_secs)
+                {
+                    return Err(WireError::unauthorized(
+                        "The input authorization token can't serve the request: the AAD token is \
+                         not valid at the current time (its nbf or exp)",
+                    ));
+                }
+                Ok(Caller::Master)
+            }
         }
     }
 
