@@ -455,8 +455,8 @@ pub(crate) fn verify(
 mod tests {
     use super::*;
 
-    /// Checks a master-key request (see [`verify`]); a resource token is 401
-    /// here.
+    /// Checks a master-key request (see [`verify`]); a resource or AAD
+    /// token is 401 here.
     fn verify_master(
         key: &MasterKey,
         method: &str,
@@ -466,7 +466,9 @@ mod tests {
     ) -> Result<(), WireError> {
         match credential(headers)? {
             Credential::Master(sig) => verify(key, method, segments, headers, &sig, now),
-            Credential::Resource(..) => Err(WireError::unauthorized("not a master-key request")),
+            Credential::Resource(..) | Credential::Aad { .. } => {
+                Err(WireError::unauthorized("not a master-key request"))
+            }
         }
     }
 
