@@ -8,6 +8,7 @@
 //! the expression tree, whose depth the parser bounds.
 
 use std::borrow::Cow;
+use std::cell::OnceCell;
 use std::cmp::Ordering;
 
 use serde_json::{Map, Value};
@@ -30,6 +31,9 @@ pub(crate) struct Cx<'a> {
     pub(crate) aggs: &'a [Option<Value>],
     /// GROUP BY key values of the current group.
     pub(crate) groups: &'a [Option<Value>],
+    /// The clock as the query execution first read it (ticks), so every
+    /// `GetCurrentDateTime()` of one execution agrees.
+    pub(crate) now: &'a OnceCell<i64>,
 }
 
 impl<'a> Cx<'a> {
@@ -366,7 +370,9 @@ fn eval_full<'a>(e: &'a Expr, cx: &Cx<'a>, row: &[&'a Value]) -> Result<Val<'a>,
             for a in args {
                 vals.push(eval(a, cx, row)?);
             }
-            functions::call(*f, &vals)
+            functions::call(*f, &vals, &|| {
+                *cx.now.get_or_init(crate::query::datetime::now)
+            })
         }
         Expr::Udf(name, args) => {
             let Some(udf) = cx.udf else {

@@ -26,7 +26,7 @@
 //! stack here either.
 
 use std::borrow::Cow;
-use std::cell::Cell;
+use std::cell::{Cell, OnceCell};
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::ControlFlow;
@@ -304,6 +304,16 @@ fn passes(q: &Query, cx: &Cx<'_>, row: &[&Value]) -> Result<bool, QueryError> {
     }
 }
 
+/// Whether a row of an aggregate query takes part despite its ORDER BY:
+/// with a single sort key, only rows where it is defined do (as ORDER BY
+/// keeps them without aggregates).
+fn sort_key_defined(q: &Query, cx: &Cx<'_>, row: &[&Value]) -> Result<bool, QueryError> {
+    match q.order_by.as_slice() {
+        [single] => Ok(eval(&single.expr, cx, row)?.is_some()),
+        _ => Ok(true),
+    }
+}
+
 /// Runs a (correlated) subquery for one row of the enclosing query: its
 /// FROM iterates over values of `row`. The rows are computed in memory
 /// (values copied with [`own_capped`]); EXISTS stops at the first row when
@@ -329,7 +339,7 @@ pub(crate) fn subquery(
         }
         let mut accs: Vec<Acc> = q.aggregates.iter().map(|a| Acc::new(a.kind)).collect();
         let mut sink = |_: u64, r: &[&Value]| -> Result<ControlFlow<()>, QueryError> {
-            if passes(q, cx, r)? {
+            if passes(q, cx, r)? && sort_key_defined(q, cx, r)? {
                 for (acc, spec) in accs.iter_mut().zip(&q.aggregates) {
                     acc.add(eval(&spec.arg, cx, r)?.as_deref());
                 }
@@ -428,12 +438,14 @@ pub(crate) fn execute(
     options: &QueryOptions<'_>,
 ) -> Result<QueryPage, QueryError> {
     let bound: Vec<Option<&Value>> = q.params.iter().map(|p| lookup_param(params, p)).collect();
+    let now = OnceCell::new();
     let cx = Cx {
         params,
         bound: &bound,
         udf: options.udf,
         aggs: &[],
         groups: &[],
+        now: &now,
     };
     for p in &q.params {
         if cx.param(p).is_none() {
@@ -903,7 +915,7 @@ impl<'q> Exec<'q> {
             }
         };
         let mut feed = |pk_index: usize, row: &[&Value]| -> Result<(), QueryError> {
-            if !self.keep(row)? {
+            if !self.keep(row)? || !sort_key_defined(q, &cx, row)? {
                 return Ok(());
             }
             if pk_index != current {

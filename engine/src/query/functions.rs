@@ -4,7 +4,9 @@
 //! parse time, so an unknown function or a wrong argument count is a 400
 //! before any document is read. At run time every function returns
 //! *undefined* when an argument has the wrong type, as Cosmos DB does.
-//! String positions and lengths are counted in UTF-16 code units.
+//! String positions and lengths are counted in UTF-16 code units. The
+//! spatial family is in `spatial.rs`, the date and time family in
+//! `datetime.rs`.
 
 use std::borrow::Cow;
 use std::cmp::Ordering;
@@ -13,6 +15,7 @@ use serde_json::Value;
 
 use crate::query::eval::{Val, number};
 use crate::query::order::{CONSTRUCT_DEPTH, clone_capped, cmp_values};
+use crate::query::{datetime, spatial};
 
 /// A built-in scalar function.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,6 +59,24 @@ pub(crate) enum Func {
     Power,
     Sign,
     Pi,
+    StDistance,
+    StWithin,
+    StIntersects,
+    StIsValid,
+    StIsValidDetailed,
+    StArea,
+    GetCurrentDateTime,
+    GetCurrentTimestamp,
+    GetCurrentTicks,
+    DateTimeAdd,
+    DateTimeDiff,
+    DateTimePart,
+    DateTimeFromParts,
+    DateTimeToTicks,
+    TicksToDateTime,
+    DateTimeToTimestamp,
+    TimestampToDateTime,
+    DateTimeBin,
 }
 
 /// Name, function, minimum and maximum argument count.
@@ -99,6 +120,28 @@ const TABLE: &[(&str, Func, usize, usize)] = &[
     ("POWER", Func::Power, 2, 2),
     ("SIGN", Func::Sign, 1, 1),
     ("PI", Func::Pi, 0, 0),
+    ("ST_DISTANCE", Func::StDistance, 2, 2),
+    ("ST_WITHIN", Func::StWithin, 2, 2),
+    ("ST_INTERSECTS", Func::StIntersects, 2, 2),
+    ("ST_ISVALID", Func::StIsValid, 1, 1),
+    ("ST_ISVALIDDETAILED", Func::StIsValidDetailed, 1, 1),
+    ("ST_AREA", Func::StArea, 1, 1),
+    ("GETCURRENTDATETIME", Func::GetCurrentDateTime, 0, 0),
+    ("GETCURRENTTIMESTAMP", Func::GetCurrentTimestamp, 0, 0),
+    ("GETCURRENTTICKS", Func::GetCurrentTicks, 0, 0),
+    // The static forms are one value per query too; so are the others here.
+    ("GETCURRENTDATETIMESTATIC", Func::GetCurrentDateTime, 0, 0),
+    ("GETCURRENTTIMESTAMPSTATIC", Func::GetCurrentTimestamp, 0, 0),
+    ("GETCURRENTTICKSSTATIC", Func::GetCurrentTicks, 0, 0),
+    ("DATETIMEADD", Func::DateTimeAdd, 3, 3),
+    ("DATETIMEDIFF", Func::DateTimeDiff, 3, 3),
+    ("DATETIMEPART", Func::DateTimePart, 2, 2),
+    ("DATETIMEFROMPARTS", Func::DateTimeFromParts, 3, 7),
+    ("DATETIMETOTICKS", Func::DateTimeToTicks, 1, 1),
+    ("TICKSTODATETIME", Func::TicksToDateTime, 1, 1),
+    ("DATETIMETOTIMESTAMP", Func::DateTimeToTimestamp, 1, 1),
+    ("TIMESTAMPTODATETIME", Func::TimestampToDateTime, 1, 1),
+    ("DATETIMEBIN", Func::DateTimeBin, 2, 4),
 ];
 
 /// Looks a function up by name (case-insensitive): the function and its
@@ -172,8 +215,26 @@ fn same_type(a: &Value, b: &Value) -> bool {
     std::mem::discriminant(a) == std::mem::discriminant(b)
 }
 
-/// Calls `func` on evaluated arguments (the count was checked at parse time).
-pub(crate) fn call<'a>(func: Func, args: &[Val<'_>]) -> Val<'a> {
+fn int_val(n: i64) -> Val<'static> {
+    owned(Value::from(n))
+}
+
+fn date_string(t: Option<datetime::Ticks>) -> Val<'static> {
+    owned(Value::String(datetime::format(t?)?))
+}
+
+fn date_arg(v: Arg<'_>) -> Option<datetime::Ticks> {
+    datetime::parse(string(v)?)
+}
+
+fn part_arg(v: Arg<'_>) -> Option<datetime::Part> {
+    datetime::Part::parse(string(v)?)
+}
+
+/// Calls `func` on evaluated arguments (the count was checked at parse
+/// time); `now` gives the query execution's one reading of the clock, in
+/// ticks.
+pub(crate) fn call<'a>(func: Func, args: &[Val<'_>], now: &dyn Fn() -> datetime::Ticks) -> Val<'a> {
     let arg = |i: usize| args.get(i).and_then(|v| v.as_deref());
     let first = arg(0);
     match func {
@@ -349,5 +410,49 @@ pub(crate) fn call<'a>(func: Func, args: &[Val<'_>]) -> Val<'a> {
             math(first, |b| b.powf(e))
         }
         Func::Pi => number(std::f64::consts::PI).map(Cow::Owned),
+        Func::StDistance => number(spatial::distance(first?, arg(1)?)?).map(Cow::Owned),
+        Func::StWithin => bool_val(spatial::within(first?, arg(1)?)?),
+        Func::StIntersects => bool_val(spatial::intersects(first?, arg(1)?)?),
+        Func::StIsValid => bool_val(spatial::is_valid(first?)?),
+        Func::StIsValidDetailed => owned(spatial::is_valid_detailed(first?)?),
+        Func::StArea => number(spatial::area(first?)?).map(Cow::Owned),
+        Func::GetCurrentDateTime => date_string(Some(now())),
+        Func::GetCurrentTimestamp => int_val(datetime::to_timestamp(now())),
+        Func::GetCurrentTicks => int_val(now()),
+        Func::DateTimeAdd => date_string(datetime::add(
+            part_arg(first)?,
+            num(arg(1))?,
+            date_arg(arg(2))?,
+        )),
+        Func::DateTimeDiff => int_val(datetime::diff(
+            part_arg(first)?,
+            date_arg(arg(1))?,
+            date_arg(arg(2))?,
+        )?),
+        Func::DateTimePart => int_val(datetime::part(part_arg(first)?, date_arg(arg(1))?)?),
+        Func::DateTimeFromParts => {
+            let mut parts = Vec::with_capacity(args.len());
+            for v in args {
+                parts.push(num(v.as_deref())?);
+            }
+            date_string(datetime::from_parts(&parts))
+        }
+        Func::DateTimeToTicks => int_val(date_arg(first)?),
+        Func::TicksToDateTime => date_string(datetime::from_ticks(num(first)?)),
+        Func::DateTimeToTimestamp => int_val(datetime::to_timestamp(date_arg(first)?)),
+        Func::TimestampToDateTime => date_string(datetime::from_timestamp(num(first)?)),
+        Func::DateTimeBin => {
+            let t = date_arg(first)?;
+            let part = part_arg(arg(1))?;
+            let size = match args.get(2) {
+                None => 1.0,
+                Some(v) => num(v.as_deref())?,
+            };
+            let origin = match args.get(3) {
+                None => 0,
+                Some(v) => date_arg(v.as_deref())?,
+            };
+            date_string(datetime::bin(t, part, size, origin))
+        }
     }
 }

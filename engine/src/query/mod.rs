@@ -12,7 +12,8 @@
 //!
 //! FROM (each document, `FROM c.path x`, or `FROM x IN c.arr` elements) →
 //! JOIN (cross product within the document) → WHERE (keeps rows whose
-//! predicate is exactly `true`) → ORDER BY (top-k) → aggregate / GROUP BY →
+//! predicate is exactly `true`) → ORDER BY (top-k; beside aggregates it
+//! only drops rows whose single sort key is undefined) → aggregate / GROUP BY →
 //! SELECT → DISTINCT → TOP → OFFSET/LIMIT → page. Subqueries (`EXISTS(…)`,
 //! `ARRAY(…)`, `(SELECT …)`) run per row over values of that row
 //! (`FROM t IN c.tags`); `udf.name(…)` calls go to [`QueryOptions::udf`].
@@ -23,7 +24,9 @@
 //!   with a nesting-depth limit ([`MAX_DEPTH`] levels), name resolution and
 //!   aggregate lifting; `ast.rs` – the compiled form.
 //! * `eval.rs` – expressions, undefined, three-valued logic, LIKE;
-//!   `functions.rs` – built-ins; `order.rs` – Cosmos type order, comparison,
+//!   `functions.rs` – built-ins, with the spatial family in `spatial.rs`
+//!   (GeoJSON through the `geo` crate) and the date and time family in
+//!   `datetime.rs`; `order.rs` – Cosmos type order, comparison,
 //!   copy and drop without recursion (deeply nested documents are safe).
 //! * `exec.rs` – scanning, joins, top-k, aggregation, DISTINCT, windows,
 //!   cross-partition merge, subqueries; `continuation.rs` – tokens.
@@ -51,18 +54,21 @@
 //!
 //! # Non-goals
 //!
-//! Spatial, date/time and most math/string families beyond the common ones;
+//! Most math/string families beyond the common ones; spatial indexes and
+//! geometry types beyond Point, LineString, Polygon and MultiPolygon;
 //! GROUP BY inside subqueries; indexes (every query scans its partitions);
 //! Cosmos' request-unit accounting (cost is reported as documents and bytes).
 
 mod ast;
 mod continuation;
+mod datetime;
 mod eval;
 mod exec;
 mod functions;
 mod lexer;
 mod order;
 mod parser;
+mod spatial;
 #[cfg(test)]
 mod tests;
 

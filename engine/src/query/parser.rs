@@ -1097,9 +1097,14 @@ fn compile_scoped(
                 }
             }
         }
-        if !order_by.is_empty() {
+        // Cosmos DB accepts ORDER BY beside aggregates (`SELECT VALUE
+        // SUM(c.x) FROM c ORDER BY c.y`): the rows are ordered before they
+        // are aggregated, so the order changes nothing but which rows take
+        // part (a single sort key drops rows where it is undefined). With
+        // GROUP BY it refuses ORDER BY.
+        if !group_by.is_empty() && !order_by.is_empty() {
             return Err(QueryError::Invalid(
-                "order by is not supported with aggregates or group by".to_owned(),
+                "order by is not supported with group by".to_owned(),
             ));
         }
     }
