@@ -31,9 +31,9 @@ use std::path::Path;
 
 use engine::query::Params;
 use engine::{
-    BatchOperation, BatchOperationResult, BatchResponse, Change, ContainerProperties, Document,
-    FeedOptions, FeedPage, Lsn, Options, PartitionKey, Patch, QueryItemsOptions, QueryPage, Script,
-    ScriptKind, ScriptProperties, Txn,
+    BatchOperation, BatchOperationResult, BatchResponse, Change, ComputedProperty,
+    ContainerProperties, Document, FeedOptions, FeedPage, Lsn, Options, PartitionKey, Patch,
+    QueryItemsOptions, QueryPage, Script, ScriptKind, ScriptProperties, Txn,
 };
 use host_api::PartitionKeyPath;
 use runtime::Limits;
@@ -577,6 +577,19 @@ impl Container {
     /// 400 for 0 or a value below -1; 404 once the container is deleted.
     pub fn set_default_ttl(&self, default_ttl: Option<i32>) -> Result<()> {
         Ok(self.raw.set_default_ttl(default_ttl)?)
+    }
+
+    /// Replaces the container's computed properties, durably: values its
+    /// queries read as top-level properties (`WHERE c.cp_lower = 'x'`),
+    /// derived from each document by a `SELECT VALUE <expr> FROM c` query
+    /// and never stored.
+    ///
+    /// # Errors
+    /// 400 naming a property that breaks a rule (see
+    /// [`engine::query::ComputedProperties`]); 404 once the container is
+    /// deleted.
+    pub fn set_computed_properties(&self, props: Vec<ComputedProperty>) -> Result<()> {
+        Ok(self.raw.set_computed_properties(props)?)
     }
 
     /// Reads the committed document `id`.

@@ -63,7 +63,7 @@ pub use engine::{
     MAX_PATCH_OPERATIONS, Patch, PatchOperation,
 };
 pub use engine::{
-    Change, ChangeKind, Clock, ContainerProperties, Document, Durability, ErrorCode, FeedOptions,
-    FeedPage, Lsn, ManualClock, Options, PartitionKey, QueryPage, Script, ScriptKind,
-    ScriptLanguage, ScriptProperties, TriggerOperation, TriggerType, Txn, UniqueKey,
+    Change, ChangeKind, Clock, ComputedProperty, ContainerProperties, Document, Durability,
+    ErrorCode, FeedOptions, FeedPage, Lsn, ManualClock, Options, PartitionKey, QueryPage, Script,
+    ScriptKind, ScriptLanguage, ScriptProperties, TriggerOperation, TriggerType, Txn, UniqueKey,
 };

@@ -138,7 +138,7 @@ impl Container {
         options: &QueryItemsOptions,
         udfs: Option<&dyn query::Udf>,
     ) -> Result<QueryPage> {
-        let parsed = query::parse(sql)?;
+        let parsed = self.inner.parse_query(sql)?;
         let keys = match &options.partition_key {
             // A full key is one partition (listed even when empty); a prefix
             // of a hierarchical key is every partition under it.
@@ -316,7 +316,10 @@ impl Collection for Txn {
     }
 
     fn query(&mut self, request: QueryRequest<'_>) -> Result<Page, HostError> {
-        let parsed = query::parse(request.sql).map_err(|e| host(e.into()))?;
+        let parsed = self
+            .container_inner()
+            .parse_query(request.sql)
+            .map_err(|e| host(e.into()))?;
         let options = QueryOptions {
             max_item_count: request.page_size,
             continuation: request.continuation.filter(|c| !c.is_empty()),

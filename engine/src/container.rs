@@ -25,7 +25,8 @@ use crate::database::DbInner;
 use crate::document::{Document, serialized_len};
 use crate::error::{Error, Result};
 use crate::partition::{LogicalPartition, PartitionState, physical_partition};
-use crate::settings::{Expiry, UniqueKey, UniqueKeys};
+use crate::query::{ComputedProperties, Query, QueryError};
+use crate::settings::{ComputedProperty, Expiry, UniqueKey, UniqueKeys};
 use crate::storage::{Change, ContainerMeta, Lsn, ScriptRecord};
 use crate::txn::{ItemOptions, Txn};
 
@@ -61,6 +62,10 @@ pub struct ContainerProperties {
     /// (`partita serve` gives each of its databases one). `None` is the
     /// store's own, `Part`. Fixed at creation.
     pub database_rid: Option<[u8; 4]>,
+    /// The computed properties (`computedProperties`): values queries read
+    /// as top-level properties of each document, derived by a query,
+    /// never stored. Changeable with [`Container::set_computed_properties`].
+    pub computed_properties: Vec<ComputedProperty>,
 }
 
 impl ContainerProperties {
@@ -76,6 +81,7 @@ impl ContainerProperties {
             default_ttl: None,
             unique_keys: Vec::new(),
             database_rid: None,
+            computed_properties: Vec::new(),
         }
     }
 
@@ -84,6 +90,19 @@ impl ContainerProperties {
     #[must_use]
     pub fn with_default_ttl(mut self, default_ttl: i32) -> ContainerProperties {
         self.default_ttl = Some(default_ttl);
+        self
+    }
+
+    /// These properties with one more computed property, `name` derived by
+    /// `query` (`SELECT VALUE <expression> FROM c`).
+    #[must_use]
+    pub fn with_computed_property(
+        mut self,
+        name: impl Into<String>,
+        query: impl Into<String>,
+    ) -> ContainerProperties {
+        self.computed_properties
+            .push(ComputedProperty::new(name, query));
         self
     }
 
@@ -180,6 +199,9 @@ pub(crate) struct ContainerInner {
     settings_lock: Mutex<()>,
     /// The unique keys, parsed.
     pub(crate) unique_keys: UniqueKeys,
+    /// The computed properties as defined and compiled; replaced whole
+    /// under `settings_lock`, read by every query.
+    computed: RwLock<Arc<(Vec<ComputedProperty>, ComputedProperties)>>,
 }
 
 impl ContainerInner {
@@ -198,7 +220,10 @@ impl ContainerInner {
         let physical = (0..meta.physical_partitions.max(1))
             .map(|_| RwLock::default())
             .collect();
+        let computed =
+            crate::settings::compile_computed_properties(&meta.id, &meta.computed_properties)?;
         Ok(ContainerInner {
+            computed: RwLock::new(Arc::new((meta.computed_properties.clone(), computed))),
             default_ttl: AtomicI64::new(meta.default_ttl.map_or(0, i64::from)),
             settings_lock: Mutex::new(()),
             unique_keys: UniqueKeys::new(&meta.unique_keys),
@@ -235,6 +260,25 @@ impl ContainerInner {
         delete()?;
         *alive = false;
         Ok(())
+    }
+
+    /// The current computed properties, compiled.
+    pub(crate) fn computed(&self) -> Arc<(Vec<ComputedProperty>, ComputedProperties)> {
+        self.computed.read().clone()
+    }
+
+    /// Parses `sql` for this container: its computed properties resolved.
+    pub(crate) fn parse_query(&self, sql: &str) -> std::result::Result<Query, QueryError> {
+        crate::query::parse_with(sql, &self.computed().1)
+    }
+
+    /// The settings as they are now, for a storage update.
+    fn current_meta(&self) -> ContainerMeta {
+        ContainerMeta {
+            default_ttl: self.default_ttl(),
+            computed_properties: self.computed().0.clone(),
+            ..self.meta.clone()
+        }
     }
 
     /// The current `defaultTtl`; `None` when time to live is off.
@@ -572,6 +616,7 @@ impl Container {
             default_ttl: self.inner.default_ttl(),
             unique_keys: self.inner.meta.unique_keys.clone(),
             database_rid: self.inner.meta.database_rid,
+            computed_properties: self.inner.computed().0.clone(),
         }
     }
 
@@ -591,7 +636,7 @@ impl Container {
         let alive = self.inner.alive()?;
         let meta = ContainerMeta {
             default_ttl,
-            ..self.inner.meta.clone()
+            ..self.inner.current_meta()
         };
         self.db
             .storage
@@ -604,6 +649,33 @@ impl Container {
         if default_ttl.is_some() {
             crate::database::start_purger(&self.db);
         }
+        Ok(())
+    }
+
+    /// Replaces the container's computed properties (see
+    /// [`ContainerProperties::computed_properties`]), durably; the next
+    /// query sees the new ones.
+    ///
+    /// # Errors
+    /// [`Error::BadRequest`] naming the property and the rule it breaks
+    /// (see [`crate::query::ComputedProperties`]);
+    /// [`Error::ContainerNotFound`] once the container is deleted;
+    /// [`Error::ReadOnly`] and storage errors.
+    pub fn set_computed_properties(&self, props: Vec<ComputedProperty>) -> Result<()> {
+        let compiled = crate::settings::compile_computed_properties(&self.inner.meta.id, &props)?;
+        self.db.check_writable()?;
+        let _settings = self.inner.settings_lock.lock();
+        let alive = self.inner.alive()?;
+        let meta = ContainerMeta {
+            computed_properties: props.clone(),
+            ..self.inner.current_meta()
+        };
+        self.db
+            .storage
+            .update_container(&meta)
+            .inspect_err(|e| self.db.mark_failed(e))?;
+        *self.inner.computed.write() = Arc::new((props, compiled));
+        drop(alive);
         Ok(())
     }
 

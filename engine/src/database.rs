@@ -291,6 +291,7 @@ impl Database {
             default_ttl: props.default_ttl,
             unique_keys: props.unique_keys,
             database_rid: props.database_rid,
+            computed_properties: props.computed_properties,
         };
         let container = Arc::new(ContainerInner::new(meta, 0)?);
         self.inner

@@ -65,7 +65,10 @@ pub use partition::{PartitionState, physical_partition};
 pub use patch::{MAX_PATCH_OPERATIONS, Patch, PatchOperation};
 pub use query::{QueryPage, QueryStats};
 pub use script::{MAX_SCRIPT_SIZE, Script, ScriptProperties, TriggerNames};
-pub use settings::{MAX_UNIQUE_KEY_PATHS, MAX_UNIQUE_KEYS, UniqueKey, parse_unique_keys};
+pub use settings::{
+    ComputedProperty, MAX_UNIQUE_KEY_PATHS, MAX_UNIQUE_KEYS, UniqueKey, parse_computed_properties,
+    parse_unique_keys,
+};
 pub use storage::{Change, ChangeKind, Durability, Lsn};
 pub use txn::{ItemOptions, Txn};
 

@@ -1,4 +1,5 @@
-//! Container settings beyond the partition key: time to live and unique keys.
+//! Container settings beyond the partition key: time to live, unique keys
+//! and computed properties.
 //!
 //! TIME TO LIVE
 //! ============
@@ -56,6 +57,71 @@ impl UniqueKey {
             paths: paths.into_iter().map(Into::into).collect(),
         }
     }
+}
+
+/// One computed property of a container: `name` is the top-level property
+/// queries see, `query` (`SELECT VALUE <expr> FROM c`) derives its value
+/// from each document (see [`crate::query::ComputedProperties`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ComputedProperty {
+    /// The property name queries use (`c.cp_lower`).
+    pub name: String,
+    /// `SELECT VALUE <expression> FROM c`.
+    pub query: String,
+}
+
+impl ComputedProperty {
+    /// A computed property `name` with its `query`.
+    pub fn new(name: impl Into<String>, query: impl Into<String>) -> ComputedProperty {
+        ComputedProperty {
+            name: name.into(),
+            query: query.into(),
+        }
+    }
+}
+
+/// Checks and compiles a container's computed properties.
+///
+/// # Errors
+/// [`Error::BadRequest`] naming the container, the property and the rule
+/// it breaks.
+pub(crate) fn compile_computed_properties(
+    container: &str,
+    props: &[ComputedProperty],
+) -> Result<crate::query::ComputedProperties> {
+    crate::query::ComputedProperties::compile(
+        props.iter().map(|p| (p.name.as_str(), p.query.as_str())),
+    )
+    .map_err(|e| Error::BadRequest(format!("container {container:?}: {e}")))
+}
+
+/// Parses a `computedProperties` array (`[{"name": "cp", "query": "SELECT
+/// VALUE ... FROM c"}, ...]`); the rules of the definitions are checked when
+/// a container takes them.
+///
+/// # Errors
+/// A message naming what is not of that shape.
+pub fn parse_computed_properties(props: &Value) -> Result<Vec<ComputedProperty>, String> {
+    let shape = || {
+        format!(
+            "computedProperties must be an array of {{\"name\": \"...\", \"query\": \"SELECT VALUE ... FROM c\"}}, not {}",
+            host_api::type_name(props)
+        )
+    };
+    props
+        .as_array()
+        .ok_or_else(shape)?
+        .iter()
+        .map(|p| {
+            let field = |key: &str| p.get(key).and_then(Value::as_str).map(str::to_owned);
+            match (field("name"), field("query")) {
+                (Some(name), Some(query)) => Ok(ComputedProperty { name, query }),
+                _ => Err(format!(
+                    "each computed property needs a string name and a string query, not {p}"
+                )),
+            }
+        })
+        .collect()
 }
 
 /// Checks a container's `defaultTtl`: absent, -1 or positive.
@@ -247,7 +313,8 @@ impl Expiry {
 
 /// The `settings` column of a container: `{"defaultTtl": n,
 /// "uniqueKeyPolicy": {"uniqueKeys": [{"paths": [...]}]}, "databaseRid":
-/// "AAAAAQ=="}`, members left out when unset.
+/// "AAAAAQ==", "computedProperties": [{"name": ..., "query": ...}]}`,
+/// members left out when unset.
 pub(crate) fn settings_json(meta: &crate::storage::ContainerMeta) -> String {
     let mut settings = serde_json::Map::new();
     if let Some(ttl) = meta.default_ttl {
@@ -262,12 +329,26 @@ pub(crate) fn settings_json(meta: &crate::storage::ContainerMeta) -> String {
     if let Some(rid) = meta.database_rid {
         settings.insert("databaseRid".into(), json!(STANDARD.encode(rid)));
     }
+    if !meta.computed_properties.is_empty() {
+        settings.insert(
+            "computedProperties".into(),
+            meta.computed_properties
+                .iter()
+                .map(|p| json!({"name": p.name, "query": p.query}))
+                .collect(),
+        );
+    }
     Value::Object(settings).to_string()
 }
 
 /// The settings [`settings_json`] wrote: time to live, unique keys,
-/// database rid.
-pub(crate) type Settings = (Option<i32>, Vec<UniqueKey>, Option<[u8; 4]>);
+/// database rid, computed properties.
+pub(crate) type Settings = (
+    Option<i32>,
+    Vec<UniqueKey>,
+    Option<[u8; 4]>,
+    Vec<ComputedProperty>,
+);
 
 /// Parses [`settings_json`]'s text.
 ///
@@ -296,7 +377,11 @@ pub(crate) fn parse_settings(text: &str) -> Result<Settings, String> {
                 .ok_or_else(|| format!("databaseRid {v} is not 4 bytes in base64"))?,
         ),
     };
-    Ok((default_ttl, unique_keys, database_rid))
+    let computed_properties = match value.get("computedProperties") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(props) => parse_computed_properties(props)?,
+    };
+    Ok((default_ttl, unique_keys, database_rid, computed_properties))
 }
 
 /// Parses the `uniqueKeys` array of a `uniqueKeyPolicy`
@@ -416,20 +501,31 @@ mod tests {
             default_ttl: Some(10),
             unique_keys: keys.clone(),
             database_rid: Some([0, 0, 0, 1]),
+            computed_properties: vec![ComputedProperty::new("cp", "SELECT VALUE 1 FROM c")],
         };
         let text = settings_json(&meta);
         assert_eq!(
             parse_settings(&text).unwrap(),
-            (Some(10), keys, Some([0, 0, 0, 1]))
+            (
+                Some(10),
+                keys,
+                Some([0, 0, 0, 1]),
+                meta.computed_properties.clone()
+            )
         );
         let plain = crate::storage::ContainerMeta {
             default_ttl: None,
             unique_keys: Vec::new(),
             database_rid: None,
+            computed_properties: Vec::new(),
             ..meta
         };
         assert_eq!(settings_json(&plain), "{}");
-        assert_eq!(parse_settings("{}").unwrap(), (None, Vec::new(), None));
+        assert_eq!(
+            parse_settings("{}").unwrap(),
+            (None, Vec::new(), None, Vec::new())
+        );
+        assert!(parse_settings("{\"computedProperties\": {}}").is_err());
         assert!(parse_settings("{\"defaultTtl\": \"x\"}").is_err());
         assert!(parse_settings("{\"databaseRid\": \"AAAA\"}").is_err());
     }
@@ -794,5 +890,202 @@ mod database_tests {
         let props = db.container("c").unwrap().properties();
         assert_eq!(props.default_ttl, Some(-1));
         assert_eq!(props.unique_keys, [UniqueKey::new(["/name"])]);
+    }
+
+    fn query(c: &crate::Container, sql: &str) -> Vec<serde_json::Value> {
+        c.query_items(sql, &Default::default(), &QueryItemsOptions::default())
+            .unwrap()
+            .items
+    }
+
+    fn computed(db: &Database) -> crate::Container {
+        let c = db
+            .create_container_with(
+                ContainerProperties::new("cp", "/pk")
+                    .with_computed_property("cp_lower", "SELECT VALUE LOWER(c.name) FROM c")
+                    .with_computed_property("cp_sq", "SELECT VALUE POWER(c.n, 2) FROM c"),
+            )
+            .unwrap();
+        for (id, name, n) in [("a", "Ann", 1), ("b", "BOB", 3), ("c", "ann", 2)] {
+            c.create_item(
+                "p",
+                json!({"id": id, "pk": "p", "name": name, "n": n}),
+                None,
+            )
+            .unwrap();
+        }
+        c
+    }
+
+    #[test]
+    fn computed_properties_are_queryable_but_not_stored() {
+        let (db, _) = db();
+        let c = computed(&db);
+        assert_eq!(
+            ids(query(&c, "SELECT * FROM c WHERE c.cp_lower = 'ann'")),
+            ["a", "c"]
+        );
+        // `SELECT *` and the stored document leave them out.
+        let star = query(&c, "SELECT * FROM c WHERE c.id = 'a'");
+        assert!(star[0].get("cp_lower").is_none(), "{star:?}");
+        assert!(
+            c.read_item("p", "a")
+                .unwrap()
+                .value()
+                .get("cp_sq")
+                .is_none()
+        );
+        // Named explicitly, they are projected, ordered by, aggregated, grouped.
+        assert_eq!(
+            query(&c, "SELECT c.id, c.cp_sq FROM c ORDER BY c.cp_sq DESC"),
+            [
+                json!({"id": "b", "cp_sq": 9}),
+                json!({"id": "c", "cp_sq": 4}),
+                json!({"id": "a", "cp_sq": 1})
+            ]
+        );
+        assert_eq!(query(&c, "SELECT VALUE SUM(c.cp_sq) FROM c"), [json!(14)]);
+        assert_eq!(
+            query(
+                &c,
+                "SELECT c.cp_lower, COUNT(1) AS n FROM c GROUP BY c.cp_lower"
+            ),
+            [
+                json!({"cp_lower": "ann", "n": 2}),
+                json!({"cp_lower": "bob", "n": 1})
+            ]
+        );
+        assert_eq!(
+            query(
+                &c,
+                "SELECT VALUE EXISTS(SELECT VALUE 1 FROM t IN c.tags WHERE c.cp_sq > 5) FROM c WHERE c.cp_sq > 5"
+            ),
+            [json!(false)]
+        );
+        // Only on the document itself: not on a path bound in FROM.
+        assert!(query(&c, "SELECT VALUE x.cp_lower FROM x IN c.kids").is_empty());
+        // A transaction's queries (what a script runs) see them too.
+        c.transaction("p", |txn| {
+            let page = Collection::query(
+                txn,
+                QueryRequest {
+                    sql: "SELECT VALUE c.id FROM c WHERE c.cp_lower = 'bob'",
+                    parameters: &Default::default(),
+                    page_size: None,
+                    continuation: None,
+                },
+            )
+            .unwrap();
+            assert_eq!(page.items, [json!("b")]);
+            Ok::<_, Error>(())
+        })
+        .unwrap();
+    }
+
+    #[test]
+    fn computed_properties_are_replaced_whole() {
+        let (db, _) = db();
+        let c = computed(&db);
+        c.set_computed_properties(vec![crate::ComputedProperty::new(
+            "cp_upper",
+            "SELECT VALUE UPPER(c.name) FROM c",
+        )])
+        .unwrap();
+        assert_eq!(
+            ids(query(&c, "SELECT * FROM c WHERE c.cp_upper = 'ANN'")),
+            ["a", "c"]
+        );
+        assert!(query(&c, "SELECT * FROM c WHERE c.cp_lower = 'ann'").is_empty());
+        assert_eq!(c.properties().computed_properties.len(), 1);
+        c.set_computed_properties(Vec::new()).unwrap();
+        assert!(c.properties().computed_properties.is_empty());
+        assert!(query(&c, "SELECT * FROM c WHERE c.cp_upper = 'ANN'").is_empty());
+        // A later time-to-live change keeps them, and the other way round.
+        c.set_computed_properties(vec![crate::ComputedProperty::new(
+            "x",
+            "SELECT VALUE 1 FROM c",
+        )])
+        .unwrap();
+        c.set_default_ttl(Some(-1)).unwrap();
+        assert_eq!(c.properties().computed_properties.len(), 1);
+    }
+
+    #[test]
+    fn bad_computed_properties_are_refused() {
+        let (db, _) = db();
+        let c = db.create_container("c", "/pk").unwrap();
+        let cases = [
+            ("cp", "SELECT c.name FROM c", "SELECT VALUE"),
+            ("cp", "SELECT VALUE c.name FROM c WHERE c.n > 1", "WHERE"),
+            ("cp", "SELECT VALUE c.name FROM c ORDER BY c.n", "ORDER BY"),
+            ("cp", "SELECT VALUE COUNT(1) FROM c", "aggregate"),
+            ("cp", "SELECT TOP 1 VALUE c.name FROM c", "TOP"),
+            ("cp", "SELECT VALUE t FROM c JOIN t IN c.tags", "JOIN"),
+            ("cp", "SELECT VALUE k.name FROM c.kids k", "path"),
+            ("cp", "SELECT VALUE @x FROM c", "parameters"),
+            ("cp", "SELECT VALUE GetCurrentDateTime() FROM c", "clock"),
+            (
+                "cp",
+                "SELECT VALUE ARRAY(SELECT VALUE t FROM t IN c.tags) FROM c",
+                "subqueries",
+            ),
+            ("cp", "SELECT VALUE udf.f(c) FROM c", "user-defined"),
+            ("cp", "SELECT VALUE FROM c", "syntax error"),
+            ("id", "SELECT VALUE 1 FROM c", "system property"),
+            ("a/b", "SELECT VALUE 1 FROM c", "not a path"),
+            ("", "SELECT VALUE 1 FROM c", "empty"),
+        ];
+        for (name, sql, want) in cases {
+            let err = c
+                .set_computed_properties(vec![crate::ComputedProperty::new(name, sql)])
+                .unwrap_err();
+            assert_eq!(err.status(), 400, "{sql}");
+            assert!(err.to_string().contains(want), "{sql}: {err}");
+        }
+        let twice = vec![
+            crate::ComputedProperty::new("x", "SELECT VALUE 1 FROM c"),
+            crate::ComputedProperty::new("x", "SELECT VALUE 2 FROM c"),
+        ];
+        assert!(
+            c.set_computed_properties(twice)
+                .unwrap_err()
+                .to_string()
+                .contains("twice")
+        );
+        let many = (0..21)
+            .map(|i| crate::ComputedProperty::new(format!("p{i}"), "SELECT VALUE 1 FROM c"))
+            .collect();
+        assert!(
+            c.set_computed_properties(many)
+                .unwrap_err()
+                .to_string()
+                .contains("at most 20")
+        );
+        let deep = format!("SELECT VALUE {}true FROM c", "NOT ".repeat(40));
+        let err = c
+            .set_computed_properties(vec![crate::ComputedProperty::new("d", deep)])
+            .unwrap_err();
+        assert!(err.to_string().contains("nests"), "{err}");
+        let err = db
+            .create_container_with(
+                ContainerProperties::new("bad", "/pk").with_computed_property("cp", "SELECT 1"),
+            )
+            .unwrap_err();
+        assert_eq!(err.status(), 400);
+        assert!(db.container("bad").is_err(), "nothing was created");
+        assert!(c.properties().computed_properties.is_empty());
+    }
+
+    #[test]
+    fn computed_properties_survive_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let db = Database::open(dir.path()).unwrap();
+            computed(&db);
+        }
+        let db = Database::open(dir.path()).unwrap();
+        let c = db.container("cp").unwrap();
+        assert_eq!(c.properties().computed_properties.len(), 2);
+        assert_eq!(ids(query(&c, "SELECT * FROM c WHERE c.cp_sq = 9")), ["b"]);
     }
 }

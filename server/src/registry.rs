@@ -43,7 +43,9 @@ use std::sync::Arc;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use engine::{ContainerProperties, Database, FeedOptions, UniqueKey, validate_id};
+use engine::{
+    ComputedProperty, ContainerProperties, Database, FeedOptions, UniqueKey, validate_id,
+};
 use parking_lot::{Mutex, RwLock};
 use partita::Container;
 use serde_json::{Map, Value, json};
@@ -501,7 +503,7 @@ impl Registry {
         };
         validate_id(&name).map_err(|e| WireError::bad_request(format!("container {e}")))?;
         let path = partition_key_path(&definition)?;
-        let (default_ttl, unique_keys) = settings(&definition)?;
+        let (default_ttl, unique_keys, computed_properties) = settings(&definition)?;
         strip_system_properties(&mut definition);
         let mut ordinal = self.writer.lock();
         let entry = self.database(db)?;
@@ -519,6 +521,7 @@ impl Registry {
             default_ttl,
             unique_keys: unique_keys.unwrap_or_default(),
             database_rid: Some(entry.rid_bytes),
+            computed_properties,
             ..ContainerProperties::new(&engine_id, &path)
         })?);
         let doc_id = format!("coll-{ordinal}");
@@ -578,7 +581,7 @@ impl Registry {
                 old.container.partition_key_path()
             )));
         }
-        let (default_ttl, unique_keys) = settings(&definition)?;
+        let (default_ttl, unique_keys, computed_properties) = settings(&definition)?;
         if let Some(keys) = unique_keys
             && keys != old.container.properties().unique_keys
         {
@@ -586,7 +589,9 @@ impl Registry {
                 "the uniqueKeyPolicy of container {name:?} is fixed at creation and cannot be changed"
             )));
         }
-        // A replace is the whole definition: no defaultTtl turns it off.
+        // A replace is the whole definition: no defaultTtl turns it off, no
+        // computedProperties removes them.
+        old.container.set_computed_properties(computed_properties)?;
         old.container.set_default_ttl(default_ttl)?;
         strip_system_properties(&mut definition);
         let doc = self
@@ -795,12 +800,15 @@ fn partition_key_path(definition: &Map<String, Value>) -> Result<String, WireErr
     Ok(path.as_str().to_owned())
 }
 
-/// The `defaultTtl` and `uniqueKeyPolicy` of a container definition
-/// (`None` for a policy that is absent or null); the engine validates the
-/// values.
-fn settings(
-    definition: &Map<String, Value>,
-) -> Result<(Option<i32>, Option<Vec<UniqueKey>>), WireError> {
+/// A container definition's `defaultTtl`, `uniqueKeyPolicy` and
+/// `computedProperties`.
+type Settings = (Option<i32>, Option<Vec<UniqueKey>>, Vec<ComputedProperty>);
+
+/// The `defaultTtl`, `uniqueKeyPolicy` and `computedProperties` of a
+/// container definition (`None` for a policy that is absent or null); the
+/// engine validates the values, except that computed properties are
+/// checked here too, so their 400 carries the service's wording.
+fn settings(definition: &Map<String, Value>) -> Result<Settings, WireError> {
     let default_ttl = match definition.get("defaultTtl") {
         None | Some(Value::Null) => None,
         Some(v) => Some(
@@ -821,7 +829,17 @@ fn settings(
                 .map_err(|e| WireError::bad_request(format!("uniqueKeyPolicy: {e}")))?,
         ),
     };
-    Ok((default_ttl, unique_keys))
+    let invalid =
+        |e: String| WireError::bad_request(format!("One of the specified inputs is invalid: {e}"));
+    let computed = match definition.get("computedProperties") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(props) => engine::parse_computed_properties(props).map_err(invalid)?,
+    };
+    engine::query::ComputedProperties::compile(
+        computed.iter().map(|p| (p.name.as_str(), p.query.as_str())),
+    )
+    .map_err(|e| invalid(e.to_string()))?;
+    Ok((default_ttl, unique_keys, computed))
 }
 
 fn strip_system_properties(definition: &mut Map<String, Value>) {

@@ -809,6 +809,114 @@ fn items_carry_etags_and_partition_key_rules() {
     assert!(r.body.is_empty());
 }
 
+#[test]
+fn computed_properties_are_validated_echoed_queried_and_replaced() {
+    let gw = setup();
+    let create = |body: &str| call(&gw, signed("POST", "/dbs/d/colls", &[], body.as_bytes()));
+    for (bad, why) in [
+        (
+            r#"{"name":"cp","query":"SELECT VALUE 1 FROM c"}"#,
+            "must be an array",
+        ),
+        (r#"[{"name":"cp"}]"#, "string query"),
+        (
+            r#"[{"name":"cp","query":"SELECT 1 FROM c"}]"#,
+            "SELECT VALUE",
+        ),
+        (
+            r#"[{"name":"id","query":"SELECT VALUE 1 FROM c"}]"#,
+            "system property",
+        ),
+        (
+            r#"[{"name":"cp","query":"SELECT VALUE c.a FROM c WHERE c.b"}]"#,
+            "WHERE",
+        ),
+    ] {
+        let body = format!(
+            r#"{{"id":"bad","partitionKey":{{"paths":["/pk"]}},"computedProperties":{bad}}}"#
+        );
+        let (r, body) = create(&body);
+        assert_error(
+            &r,
+            &body,
+            400,
+            "BadRequest",
+            "One of the specified inputs is invalid",
+        );
+        assert!(body["message"].as_str().unwrap().contains(why), "{body}");
+    }
+    let (r, _) = call(&gw, signed("GET", "/dbs/d/colls/bad", &[], b""));
+    assert_eq!(r.status, 404, "nothing was created");
+
+    let cps = json!([{"name": "cp_lower", "query": "SELECT VALUE LOWER(c.name) FROM c"}]);
+    let body = json!({"id": "cp", "partitionKey": {"paths": ["/pk"]}, "computedProperties": cps});
+    let (r, body) = create(&body.to_string());
+    assert_eq!(r.status, 201, "{body}");
+    assert_eq!(body["computedProperties"], cps);
+    let (_, body) = call(&gw, signed("GET", "/dbs/d/colls/cp", &[], b""));
+    assert_eq!(body["computedProperties"], cps);
+    let pk = ("x-ms-documentdb-partitionkey", r#"["p"]"#);
+    for (id, name) in [("a", "Ann"), ("b", "Bob")] {
+        let doc = json!({"id": id, "pk": "p", "name": name}).to_string();
+        let (r, body) = call(
+            &gw,
+            signed("POST", "/dbs/d/colls/cp/docs", &[pk], doc.as_bytes()),
+        );
+        assert_eq!(r.status, 201, "{body}");
+        assert!(body.get("cp_lower").is_none(), "not stored: {body}");
+    }
+    let (status, ids) = query_ids(&gw, "cp", "SELECT * FROM c WHERE c.cp_lower = 'ann'", &[pk]);
+    assert_eq!((status, ids), (200, json!(["a"])));
+    let query = [
+        ("x-ms-documentdb-isquery", "True"),
+        ("content-type", "application/query+json"),
+        pk,
+    ];
+    let (r, body) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls/cp/docs",
+            &query,
+            br#"{"query":"SELECT c.id, c.cp_lower FROM c WHERE c.id = 'b'"}"#,
+        ),
+    );
+    assert_eq!(r.status, 200, "{body}");
+    assert_eq!(body["Documents"], json!([{"id": "b", "cp_lower": "bob"}]));
+
+    // A replace is the whole definition: without computedProperties there
+    // are none.
+    let (r, body) = call(
+        &gw,
+        signed(
+            "PUT",
+            "/dbs/d/colls/cp",
+            &[],
+            br#"{"id":"cp","partitionKey":{"paths":["/pk"]}}"#,
+        ),
+    );
+    assert_eq!(r.status, 200, "{body}");
+    assert!(body.get("computedProperties").is_none(), "{body}");
+    let (status, ids) = query_ids(&gw, "cp", "SELECT * FROM c WHERE c.cp_lower = 'ann'", &[pk]);
+    assert_eq!((status, ids), (200, json!([])));
+    let (r, body) = call(
+        &gw,
+        signed(
+            "PUT",
+            "/dbs/d/colls/cp",
+            &[],
+            br#"{"id":"cp","partitionKey":{"paths":["/pk"]},"computedProperties":{"name":"x"}}"#,
+        ),
+    );
+    assert_error(
+        &r,
+        &body,
+        400,
+        "BadRequest",
+        "One of the specified inputs is invalid",
+    );
+}
+
 /// A query POST with the given extra headers; the ids it returns, sorted.
 fn query_ids(gw: &Gateway, coll: &str, sql: &str, headers: &[(&str, &str)]) -> (u16, Value) {
     let mut all = vec![

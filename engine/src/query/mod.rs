@@ -23,6 +23,8 @@
 //! * `lexer.rs` – tokens with line/column; `parser.rs` – recursive descent
 //!   with a nesting-depth limit ([`MAX_DEPTH`] levels), name resolution and
 //!   aggregate lifting; `ast.rs` – the compiled form.
+//! * `computed.rs` – computed properties: definitions checked and
+//!   compiled, and substituted into a container's queries ([`parse_with`]).
 //! * `eval.rs` – expressions, undefined, three-valued logic, LIKE;
 //!   `functions.rs` – built-ins, with the spatial family in `spatial.rs`
 //!   (GeoJSON through the `geo` crate) and the date and time family in
@@ -60,6 +62,7 @@
 //! Cosmos' request-unit accounting (cost is reported as documents and bytes).
 
 mod ast;
+mod computed;
 mod continuation;
 mod datetime;
 mod eval;
@@ -75,6 +78,7 @@ mod tests;
 use std::ops::ControlFlow;
 
 pub use ast::Query;
+pub use computed::{ComputedProperties, MAX_COMPUTED_DEPTH, MAX_COMPUTED_PROPERTIES, parse_with};
 use host_api::PartitionKey;
 use serde_json::Value;
 

@@ -831,7 +831,7 @@ fn root_var(e: &Expr) -> Option<String> {
 }
 
 /// Direct children of an expression, mutably.
-fn children_mut(e: &mut Expr) -> Vec<&mut Expr> {
+pub(crate) fn children_mut(e: &mut Expr) -> Vec<&mut Expr> {
     match e {
         Expr::Lit(_)
         | Expr::Undefined

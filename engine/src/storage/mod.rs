@@ -94,6 +94,8 @@ pub struct ContainerMeta {
     /// The database part of the container's rids (`None`: `Part`), fixed
     /// at creation.
     pub database_rid: Option<[u8; 4]>,
+    /// The computed properties (changeable).
+    pub computed_properties: Vec<crate::ComputedProperty>,
 }
 
 /// What a transaction did to one document, as the change log records it.

@@ -727,6 +727,7 @@ impl Storage for SqliteStorage {
                         default_ttl: None,
                         unique_keys: Vec::new(),
                         database_rid: None,
+                        computed_properties: Vec::new(),
                         id,
                     },
                     settings,
@@ -735,7 +736,12 @@ impl Storage for SqliteStorage {
             .map_err(bad)?
             .map(|row| {
                 let (mut meta, settings) = row.map_err(bad)?;
-                (meta.default_ttl, meta.unique_keys, meta.database_rid) =
+                (
+                    meta.default_ttl,
+                    meta.unique_keys,
+                    meta.database_rid,
+                    meta.computed_properties,
+                ) =
                     parse_settings(&settings).map_err(|e| {
                         Error::Storage(format!(
                             "corrupt settings of container {:?}: {e}",
@@ -1628,6 +1634,7 @@ mod tests {
             default_ttl: None,
             unique_keys: Vec::new(),
             database_rid: None,
+            computed_properties: Vec::new(),
         }
     }
 
@@ -1844,6 +1851,10 @@ mod tests {
             default_ttl: Some(30),
             unique_keys: vec![crate::UniqueKey::new(["/name", "/address/zip"])],
             database_rid: Some(*b"\0\0\0\x07"),
+            computed_properties: vec![crate::ComputedProperty::new(
+                "cp_lower",
+                "SELECT VALUE LOWER(c.name) FROM c",
+            )],
             ..meta()
         };
         {

@@ -1,7 +1,9 @@
 //! Containers (`/dbs/{db}/colls[/{c}]`): each Cosmos container is an engine
 //! container the registry (`registry.rs`) names and keeps the definition of;
 //! the body shows the definition with the partition key, time to live
-//! (`defaultTtl`) and unique keys (`uniqueKeyPolicy`) the engine enforces.
+//! (`defaultTtl`), unique keys (`uniqueKeyPolicy`) and computed properties
+//! (`computedProperties`, echoed as given, left out when not given) the
+//! engine enforces.
 //! Also the deletion of one logical partition
 //! (`POST .../operations/partitionkeydelete`), synchronous here.
 
