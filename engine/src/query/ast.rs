@@ -62,6 +62,14 @@ impl Query {
             && self.group_by.is_empty()
             && !matches!(self.select, Select::Value(_))
     }
+
+    /// Whether the query is `SELECT VALUE <one aggregate>` without GROUP BY
+    /// (`SELECT VALUE AVG(c.n) FROM c`): across partitions the SDKs compute
+    /// it from each partition's partial result, and give `null` where one
+    /// partition alone gives no row (the aggregate undefined).
+    pub fn is_value_aggregate(&self) -> bool {
+        self.group_by.is_empty() && matches!(self.select, Select::Value(Expr::AggRef(_)))
+    }
 }
 
 fn collect_equalities(expr: &Expr, out: &mut Vec<Vec<String>>) {
