@@ -23,7 +23,7 @@ fn the_python_sdks_own_tests_pass_where_expected() {
         .args(["--endpoint", &format!("https://localhost:{port}/")])
         .arg("--out")
         .arg(out.path())
-        .args(["--ceiling-minutes", "10"])
+        .args(["--ceiling-minutes", "15"])
         .arg(format!("@{}", suite.join("expected_pass.txt").display()))
         .output()
         .unwrap();
