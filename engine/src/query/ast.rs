@@ -56,7 +56,7 @@ impl Query {
     /// Whether the query aggregates into an object, without `SELECT VALUE`
     /// or GROUP BY (`SELECT COUNT(1) FROM c`): Cosmos DB answers that
     /// within one logical partition, and its SDKs refuse it across
-    /// partitions ("only supports 'VALUE <AggregateFunc>'").
+    /// partitions ("only supports `VALUE <AggregateFunc>`").
     pub fn aggregates_into_an_object(&self) -> bool {
         !self.aggregates.is_empty()
             && self.group_by.is_empty()
