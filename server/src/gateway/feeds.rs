@@ -61,88 +61,55 @@ impl Gateway {
         // Latest version of each changed document, in the order of its last
         // change; a document deleted after its last write is left out.
         let mut docs: Vec<(Lsn, (PartitionKey, String), Option<Document>)> = Vec::new();
-        let mut last = start;
         let mut bytes = 0usize;
-        let (mut docs_read, mut bytes_read) = (0u64, 0u64);
-        'read: loop {
-            let changes = coll.container.read_changes(Lsn(last), CHANGE_STEP)?;
-            if changes.is_empty() {
-                break;
-            }
-            let mut i = 0;
-            while i < changes.len() {
-                // One transaction at a time: a page never splits one.
-                let lsn = changes[i].lsn;
-                let end = changes[i..]
-                    .iter()
-                    .position(|c| c.lsn != lsn)
-                    .map_or(changes.len(), |n| i + n);
-                let mut txn_docs = Vec::new();
-                let mut txn_bytes = 0;
-                for change in &changes[i..end] {
-                    if !scope.holds(coll, change) {
-                        continue;
-                    }
-                    let document = match change.kind {
-                        ChangeKind::Delete => None,
-                        ChangeKind::Create | ChangeKind::Replace => change.document.clone(),
-                    };
-                    if let (Some(since), Some(doc)) = (since, &document)
-                        && doc.ts() < since
-                    {
-                        continue;
-                    }
-                    if let Some(doc) = &document {
-                        txn_bytes += doc.value().to_string().len();
-                    }
-                    txn_docs.push((
-                        lsn,
-                        (change.partition_key.clone(), change.id.clone()),
-                        document,
-                    ));
+        let mut docs_read = 0u64;
+        let last = walk_transactions(coll, start, |lsn, changes| {
+            let mut txn_docs = Vec::new();
+            let mut txn_bytes = 0;
+            for change in changes {
+                if !scope.holds(coll, change) {
+                    continue;
                 }
-                let live = docs.iter().filter(|d| d.2.is_some()).count();
-                if live > 0
-                    && (live + txn_docs.len() > max_items
-                        || bytes + txn_bytes > self.limits.max_response_bytes)
+                let document = match change.kind {
+                    ChangeKind::Delete => None,
+                    ChangeKind::Create | ChangeKind::Replace => change.document.clone(),
+                };
+                if let (Some(since), Some(doc)) = (since, &document)
+                    && doc.ts() < since
                 {
-                    break 'read;
+                    continue;
                 }
-                for entry in txn_docs {
-                    docs.retain(|d| d.1 != entry.1);
-                    if entry.2.is_some() {
-                        docs_read += 1;
-                        docs.push(entry);
-                    }
+                if let Some(doc) = &document {
+                    txn_bytes += doc.value().to_string().len();
                 }
-                bytes += txn_bytes;
-                bytes_read += txn_bytes as u64;
-                last = lsn.0;
-                i = end;
+                txn_docs.push((
+                    lsn,
+                    (change.partition_key.clone(), change.id.clone()),
+                    document,
+                ));
             }
-        }
-        let etag = format!("\"{last}\"");
+            let live = docs.iter().filter(|d| d.2.is_some()).count();
+            if live > 0
+                && (live + txn_docs.len() > max_items
+                    || bytes + txn_bytes > self.limits.max_response_bytes)
+            {
+                return false;
+            }
+            for entry in txn_docs {
+                docs.retain(|d| d.1 != entry.1);
+                if entry.2.is_some() {
+                    docs_read += 1;
+                    docs.push(entry);
+                }
+            }
+            bytes += txn_bytes;
+            true
+        })?;
         let items: Vec<Value> = docs
             .into_iter()
             .filter_map(|(_, _, doc)| doc.map(Document::into_value))
             .collect();
-        if items.is_empty() {
-            return Ok(WireResponse::empty(304).with("etag", etag));
-        }
-        let (body, _) = feed_body(&coll.rid, "Documents", &items, usize::MAX);
-        let work = Work {
-            docs_read,
-            bytes_read,
-            ..Work::default()
-        };
-        Ok(WireResponse {
-            status: 200,
-            headers: Vec::new(),
-            body,
-        }
-        .with("etag", etag)
-        .with("x-ms-item-count", items.len().to_string())
-        .with("x-ms-request-charge", charge(work.request_charge())))
+        Ok(feed_page(coll, &items, last, docs_read, bytes))
     }
 
     /// Where a change-feed page starts: after the LSN its `If-None-Match`
@@ -189,58 +156,26 @@ impl Gateway {
         let max_items = max_item_count(&req.headers)?.unwrap_or(usize::MAX);
         let path = coll.container.partition_key_path().clone();
         let mut items: Vec<Value> = Vec::new();
-        let mut last = start;
         let (mut bytes, mut docs_read) = (0usize, 0u64);
-        'read: loop {
-            let changes = coll.container.read_changes(Lsn(last), CHANGE_STEP)?;
-            if changes.is_empty() {
-                break;
+        let last = walk_transactions(coll, start, |_, changes| {
+            let txn_items: Vec<Value> = changes
+                .iter()
+                .filter(|change| scope.holds(coll, change))
+                .map(|change| version_entry(change, &path))
+                .collect();
+            let txn_bytes: usize = txn_items.iter().map(|v| v.to_string().len()).sum();
+            if !items.is_empty()
+                && (items.len() + txn_items.len() > max_items
+                    || bytes + txn_bytes > self.limits.max_response_bytes)
+            {
+                return false;
             }
-            let mut i = 0;
-            while i < changes.len() {
-                // One transaction at a time: a page never splits one.
-                let lsn = changes[i].lsn;
-                let end = changes[i..]
-                    .iter()
-                    .position(|c| c.lsn != lsn)
-                    .map_or(changes.len(), |n| i + n);
-                let txn_items: Vec<Value> = changes[i..end]
-                    .iter()
-                    .filter(|change| scope.holds(coll, change))
-                    .map(|change| version_entry(change, &path))
-                    .collect();
-                let txn_bytes: usize = txn_items.iter().map(|v| v.to_string().len()).sum();
-                if !items.is_empty()
-                    && (items.len() + txn_items.len() > max_items
-                        || bytes + txn_bytes > self.limits.max_response_bytes)
-                {
-                    break 'read;
-                }
-                docs_read += txn_items.len() as u64;
-                bytes += txn_bytes;
-                items.extend(txn_items);
-                last = lsn.0;
-                i = end;
-            }
-        }
-        let etag = format!("\"{last}\"");
-        if items.is_empty() {
-            return Ok(WireResponse::empty(304).with("etag", etag));
-        }
-        let (body, _) = feed_body(&coll.rid, "Documents", &items, usize::MAX);
-        let work = Work {
-            docs_read,
-            bytes_read: bytes as u64,
-            ..Work::default()
-        };
-        Ok(WireResponse {
-            status: 200,
-            headers: Vec::new(),
-            body,
-        }
-        .with("etag", etag)
-        .with("x-ms-item-count", items.len().to_string())
-        .with("x-ms-request-charge", charge(work.request_charge())))
+            docs_read += txn_items.len() as u64;
+            bytes += txn_bytes;
+            items.extend(txn_items);
+            true
+        })?;
+        Ok(feed_page(coll, &items, last, docs_read, bytes))
     }
 
     /// The container's latest LSN (the change feed's "from now").
@@ -254,6 +189,59 @@ impl Gateway {
             }
         }
     }
+}
+
+/// Walks `coll`'s change log after `start` one transaction at a time (a
+/// page never splits one), handing each to `take` until it answers that
+/// the transaction does not fit; the LSN of the last one taken.
+fn walk_transactions(
+    coll: &CollEntry,
+    start: u64,
+    mut take: impl FnMut(Lsn, &[Change]) -> bool,
+) -> Result<u64, WireError> {
+    let mut last = start;
+    loop {
+        let changes = coll.container.read_changes(Lsn(last), CHANGE_STEP)?;
+        if changes.is_empty() {
+            return Ok(last);
+        }
+        for txn in changes.chunk_by(|a, b| a.lsn == b.lsn) {
+            let lsn = txn[0].lsn;
+            if !take(lsn, txn) {
+                return Ok(last);
+            }
+            last = lsn.0;
+        }
+    }
+}
+
+/// A change-feed page: 304 when it holds nothing, otherwise its items,
+/// their count and their charge; either way the etag to resume after.
+fn feed_page(
+    coll: &CollEntry,
+    items: &[Value],
+    last: u64,
+    docs_read: u64,
+    bytes_read: usize,
+) -> WireResponse {
+    let etag = format!("\"{last}\"");
+    if items.is_empty() {
+        return WireResponse::empty(304).with("etag", etag);
+    }
+    let (body, _) = feed_body(&coll.rid, "Documents", items, usize::MAX);
+    let work = Work {
+        docs_read,
+        bytes_read: bytes_read as u64,
+        ..Work::default()
+    };
+    WireResponse {
+        status: 200,
+        headers: Vec::new(),
+        body,
+    }
+    .with("etag", etag)
+    .with("x-ms-item-count", items.len().to_string())
+    .with("x-ms-request-charge", charge(work.request_charge()))
 }
 
 /// The conflicts feed (`Conflicts`), read or queried: always empty, as
