@@ -110,11 +110,17 @@ impl Gateway {
             Some(key) => Some(key),
             None => self.epk_scope(coll, req)?,
         };
-        if is_query && partition_key.is_none() {
-            refuse_fan_out(coll, req, sql)?;
-        }
         let scoped = partition_key.is_some();
-        let null_when_undefined = is_query && !scoped && value_aggregate_across(req, sql)?;
+        let mut null_when_undefined = false;
+        // A query of no one partition; a syntax error is its own 400,
+        // reported when it runs.
+        if is_query
+            && !scoped
+            && let Ok(parsed) = query::parse(sql)
+        {
+            refuse_fan_out(coll, req, &parsed)?;
+            null_when_undefined = value_aggregate_across(req, &parsed)?;
+        }
         let mut options = QueryOptions {
             partition_key,
             max_item_count,
@@ -205,14 +211,14 @@ fn absent_key(coll: &CollEntry, all: &[PartitionKey]) -> PartitionKey {
 /// spans partitions, and an aggregate undefined there (`AVG` over mixed
 /// types, `MAX` over nothing) comes out as one `null`, where a query of
 /// one partition gets no row. The Python SDK's test_aggregate expects it.
-fn value_aggregate_across(req: &WireRequest, sql: &str) -> Result<bool, WireError> {
+fn value_aggregate_across(req: &WireRequest, parsed: &query::Query) -> Result<bool, WireError> {
     if !flag(&req.headers, "x-ms-documentdb-query-enablecrosspartition")?
         || header(&req.headers, "x-ms-documentdb-partitionkeyrangeid")?.is_some()
         || header(&req.headers, "x-ms-continuation")?.is_some_and(|c| !c.is_empty())
     {
         return Ok(false);
     }
-    Ok(query::parse(sql).is_ok_and(|q| q.is_value_aggregate()))
+    Ok(parsed.is_value_aggregate())
 }
 
 /// Refuses a query that names no partition key, range or feed range and
@@ -224,12 +230,12 @@ fn value_aggregate_across(req: &WireRequest, sql: &str) -> Result<bool, WireErro
 /// An enabled cross-partition query that aggregates into an object
 /// (`SELECT COUNT(1) FROM c`) is refused too, as the SDKs refuse it once
 /// the service has told them the query spans partitions.
-fn refuse_fan_out(coll: &CollEntry, req: &WireRequest, sql: &str) -> Result<(), WireError> {
+fn refuse_fan_out(
+    coll: &CollEntry,
+    req: &WireRequest,
+    parsed: &query::Query,
+) -> Result<(), WireError> {
     let path = coll.container.partition_key_path();
-    // A syntax error is the query's own 400, reported when it runs.
-    let Ok(parsed) = query::parse(sql) else {
-        return Ok(());
-    };
     if header(&req.headers, "x-ms-documentdb-partitionkeyrangeid")?.is_some() {
         return Ok(());
     }
@@ -251,13 +257,20 @@ fn refuse_fan_out(coll: &CollEntry, req: &WireRequest, sql: &str) -> Result<(), 
     {
         return Ok(());
     }
-    Err(WireError::bad_request(format!(
+    Err(cross_partition_disabled(&format!(
+        "container {:?} is partitioned by {path}",
+        coll.name
+    )))
+}
+
+/// The service's 400 for a query over every partition that did not enable
+/// it; `about` says which container's.
+fn cross_partition_disabled(about: &str) -> WireError {
+    WireError::bad_request(format!(
         "Cross partition query is required but disabled. Please set \
          x-ms-documentdb-query-enablecrosspartition to true, specify \
-         x-ms-documentdb-partitionkey, or revise your query to avoid this exception \
-         (container {:?} is partitioned by {})",
-        coll.name, path
-    )))
+         x-ms-documentdb-partitionkey, or revise your query to avoid this exception ({about})"
+    ))
 }
 
 impl Gateway {
@@ -273,11 +286,8 @@ impl Gateway {
         {
             return Ok(());
         }
-        Err(WireError::bad_request(format!(
-            "Cross partition query is required but disabled. Please set \
-             x-ms-documentdb-query-enablecrosspartition to true, specify \
-             x-ms-documentdb-partitionkey, or revise your query to avoid this exception \
-             (the conflicts of container {:?})",
+        Err(cross_partition_disabled(&format!(
+            "the conflicts of container {:?}",
             coll.name
         )))
     }
