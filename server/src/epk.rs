@@ -54,20 +54,10 @@ pub(crate) fn effective_partition_key_v1(key: &PartitionKey) -> String {
         match component {
             PartitionKey::Number(n) if n.fract() == 0.0 && n.abs() < 9.2e18 => {
                 // An integer: wrapped to u32 first, as the SDKs do.
-                let wrapped = (*n as i64) as u32;
-                hashed.push(0x05);
-                hashed.extend_from_slice(&f64::from(wrapped).to_le_bytes());
+                let wrapped = f64::from((*n as i64) as u32);
+                write_for_hashing(&PartitionKey::Number(wrapped), 0x00, &mut hashed);
             }
-            PartitionKey::Number(n) => {
-                hashed.push(0x05);
-                hashed.extend_from_slice(&n.to_le_bytes());
-            }
-            PartitionKey::String(s) => {
-                hashed.push(0x08);
-                hashed.extend_from_slice(s.as_bytes());
-                hashed.push(0x00);
-            }
-            other => hashed.extend_from_slice(&scalar_bytes(other)),
+            other => write_for_hashing(other, 0x00, &mut hashed),
         }
     }
     let hash = f64::from(murmur3_x86_32(&hashed, 0));
@@ -88,7 +78,8 @@ pub(crate) fn effective_partition_key_v1(key: &PartitionKey) -> String {
             }
             // Hashed, but not spelled out (as the SDKs compute it).
             PartitionKey::Null => {}
-            other => out.extend_from_slice(&scalar_bytes(other)),
+            // Undefined and the booleans: their type byte, as when hashed.
+            other => write_for_hashing(other, 0x00, &mut out),
         }
     }
     out.iter().map(|b| format!("{b:02X}")).collect()
@@ -104,17 +95,6 @@ fn truncate_v1(key: &PartitionKey) -> PartitionKey {
             PartitionKey::String(s.chars().take(MAX_STRING_BYTES).collect())
         }
         other => other.clone(),
-    }
-}
-
-/// The one-byte encodings of undefined, null, false and true.
-fn scalar_bytes(key: &PartitionKey) -> Vec<u8> {
-    match key {
-        PartitionKey::None => vec![0x00],
-        PartitionKey::Null => vec![0x01],
-        PartitionKey::Bool(false) => vec![0x02],
-        PartitionKey::Bool(true) => vec![0x03],
-        _ => Vec::new(),
     }
 }
 
@@ -173,26 +153,33 @@ fn murmur3_x86_32(data: &[u8], seed: u32) -> u32 {
     h ^ (h >> 16)
 }
 
-/// The Hash V2 EPK of one key value.
-fn component_epk(key: &PartitionKey) -> String {
-    let mut bytes = Vec::new();
+/// One key value as both hash versions hash it: its type byte (undefined
+/// 0, null 1, false 2, true 3, number 5, string 8), then a number's f64
+/// little endian, or a string's UTF-8 and `string_end` (V1 0x00, V2 0xFF).
+fn write_for_hashing(key: &PartitionKey, string_end: u8, out: &mut Vec<u8>) {
     match key {
-        PartitionKey::None => bytes.push(0x00),
-        PartitionKey::Null => bytes.push(0x01),
-        PartitionKey::Bool(false) => bytes.push(0x02),
-        PartitionKey::Bool(true) => bytes.push(0x03),
+        PartitionKey::None => out.push(0x00),
+        PartitionKey::Null => out.push(0x01),
+        PartitionKey::Bool(false) => out.push(0x02),
+        PartitionKey::Bool(true) => out.push(0x03),
         PartitionKey::Number(n) => {
-            bytes.push(0x05);
-            bytes.extend_from_slice(&n.to_le_bytes());
+            out.push(0x05);
+            out.extend_from_slice(&n.to_le_bytes());
         }
         PartitionKey::String(s) => {
-            bytes.push(0x08);
-            bytes.extend_from_slice(s.as_bytes());
-            bytes.push(0xFF);
+            out.push(0x08);
+            out.extend_from_slice(s.as_bytes());
+            out.push(string_end);
         }
         // `components` never yields a hierarchical key.
         PartitionKey::Multi(_) => {}
     }
+}
+
+/// The Hash V2 EPK of one key value.
+fn component_epk(key: &PartitionKey) -> String {
+    let mut bytes = Vec::new();
+    write_for_hashing(key, 0xFF, &mut bytes);
     let (h1, h2) = murmur3_x64_128(&bytes, 0);
     let mut hash = [0u8; 16];
     hash[..8].copy_from_slice(&h1.to_le_bytes());
