@@ -24,6 +24,17 @@ pub(crate) trait Interceptor {
     /// the document's id for point operations that name one, and the
     /// error when it failed.
     fn after(&mut self, _name: &'static str, _id: Option<&str>, _error: Option<&HostError>) {}
+
+    /// Remembers what it has seen so far, for [`Interceptor::roll_back`]
+    /// (see [`Collection::mark`]). Returns `false`, the default, when it
+    /// cannot: the collection then cannot roll back either. The fuzzer's
+    /// fault injection cannot, as a run again would meet other faults.
+    fn mark(&mut self) -> bool {
+        false
+    }
+
+    /// Forgets what it saw since [`Interceptor::mark`].
+    fn roll_back(&mut self) {}
 }
 
 /// `inner`, with `hooks` around every data operation.
@@ -117,5 +128,14 @@ impl<I: Interceptor> Collection for Intercepted<'_, I> {
 
     fn stats(&self) -> Statistics {
         self.inner.stats()
+    }
+
+    fn mark(&mut self) -> bool {
+        self.hooks.mark() && self.inner.mark()
+    }
+
+    fn roll_back(&mut self) {
+        self.hooks.roll_back();
+        self.inner.roll_back();
     }
 }

@@ -43,6 +43,8 @@ impl FailedOperation {
 #[derive(Default)]
 pub(crate) struct Recording {
     failed: Option<FailedOperation>,
+    /// `failed` at [`Interceptor::mark`].
+    marked: Option<FailedOperation>,
 }
 
 impl Recording {
@@ -61,5 +63,14 @@ impl Interceptor for Recording {
                 status: e.code.as_u16(),
             });
         }
+    }
+
+    fn mark(&mut self) -> bool {
+        self.marked.clone_from(&self.failed);
+        true
+    }
+
+    fn roll_back(&mut self) {
+        self.failed.clone_from(&self.marked);
     }
 }

@@ -342,4 +342,13 @@ impl Collection for Txn {
     fn stats(&self) -> Statistics {
         self.call_stats()
     }
+
+    fn mark(&mut self) -> bool {
+        Txn::mark(self);
+        true
+    }
+
+    fn roll_back(&mut self) {
+        Txn::roll_back(self);
+    }
 }

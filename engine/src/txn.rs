@@ -100,6 +100,7 @@ struct Checked {
 }
 
 /// One document's pending change.
+#[derive(Clone)]
 struct Write {
     id: Arc<str>,
     /// The document's rid in the committed state when the transaction began.
@@ -148,8 +149,17 @@ pub struct Txn {
     /// `None` when time to live is off. An expired document of `base` is
     /// absent to the transaction.
     expiry: Option<Expiry>,
+    /// The write set and statistics at [`Txn::mark`].
+    mark: Option<Mark>,
     /// The partition's writer lock (declared last: released after the rest).
     lease: Lease,
+}
+
+/// What [`Txn::roll_back`] returns to.
+struct Mark {
+    writes: Vec<Write>,
+    index: HashMap<Arc<str>, usize>,
+    stats: Statistics,
 }
 
 impl Txn {
@@ -203,8 +213,30 @@ impl Txn {
             stats: Statistics::default(),
             udfs: None,
             index: HashMap::new(),
+            mark: None,
             lease,
         })
+    }
+
+    /// Marks the write set and statistics as they are now (replacing an
+    /// earlier mark), for [`Txn::roll_back`].
+    pub(crate) fn mark(&mut self) {
+        self.mark = Some(Mark {
+            writes: self.writes.clone(),
+            index: self.index.clone(),
+            stats: self.stats,
+        });
+    }
+
+    /// Returns the write set and statistics to the last [`Txn::mark`],
+    /// which stays set. Rids and sequence numbers taken since are not
+    /// reused: gaps in them are allowed.
+    pub(crate) fn roll_back(&mut self) {
+        if let Some(mark) = &self.mark {
+            self.writes.clone_from(&mark.writes);
+            self.index.clone_from(&mark.index);
+            self.stats = mark.stats;
+        }
     }
 
     /// Fails with [`Error::Abandoned`] when the transaction ran past its

@@ -213,4 +213,18 @@ pub trait Collection {
 
     /// What the call has done so far.
     fn stats(&self) -> Statistics;
+
+    /// Marks the call's writes and statistics as they are now, replacing
+    /// any earlier mark, so that [`Collection::roll_back`] can return to
+    /// them. A host that runs a call again from its start (a script worker
+    /// whose speculation failed) marks first. Returns `false` when this
+    /// collection cannot roll back (the default); `roll_back` is then never
+    /// called.
+    fn mark(&mut self) -> bool {
+        false
+    }
+
+    /// Undoes every write made since [`Collection::mark`] and restores the
+    /// statistics of that moment. Without a mark it does nothing.
+    fn roll_back(&mut self) {}
 }

@@ -378,6 +378,45 @@ fn partition_keys_of_every_kind_including_none() -> Result {
 }
 
 #[test]
+fn a_transaction_rolls_back_to_its_mark_and_commits_the_rest() -> Result {
+    use host_api::Collection;
+    let db = Database::in_memory();
+    let posts = posts(&db);
+    posts.create_item(
+        "p1",
+        json!({"id": "p1", "postId": "p1", "commentCount": 0}),
+        None,
+    )?;
+    posts.transaction("p1", |txn| {
+        Collection::create(txn, json!({"id": "before", "postId": "p1"}))?;
+        let kept = Collection::stats(txn);
+        assert!(Collection::mark(txn));
+        Collection::replace(
+            txn,
+            "p1",
+            json!({"id": "p1", "postId": "p1", "commentCount": 9}),
+            Default::default(),
+        )?;
+        Collection::create(txn, json!({"id": "after", "postId": "p1"}))?;
+        Collection::delete(txn, "before", Default::default())?;
+        Collection::roll_back(txn);
+        assert_eq!(Collection::stats(txn), kept, "the counters of the mark");
+        assert_eq!(Collection::read(txn, "p1")?.value()["commentCount"], 0);
+        assert_eq!(
+            Collection::read(txn, "after").unwrap_err().code.as_u16(),
+            404
+        );
+        // Written after the roll back, and again to the same ids.
+        Collection::create(txn, json!({"id": "after", "postId": "p1", "n": 2}))?;
+        Ok::<_, anyhow::Error>(())
+    })?;
+    assert_eq!(posts.read_item("p1", "p1")?["commentCount"], 0);
+    assert_eq!(posts.read_item("p1", "before")?["id"], "before");
+    assert_eq!(posts.read_item("p1", "after")?["n"], 2);
+    Ok(())
+}
+
+#[test]
 fn transactions_commit_all_or_nothing() -> Result {
     let db = Database::in_memory();
     let posts = posts(&db);
