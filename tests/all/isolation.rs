@@ -72,6 +72,55 @@ fn outcome<T: Into<Value>>(result: std::result::Result<T, Error>) -> Value {
     }
 }
 
+/// Executes procedure `id` on partition p1 under `limits`: what the caller
+/// sees of it, its document counters and charge included.
+fn execute(posts: &Container, limits: &Limits, id: &str, params: Vec<Value>) -> Value {
+    let options = partita::ProcedureOptions {
+        limits: Some(limits.clone()),
+    };
+    outcome(
+        posts
+            .execute_stored_procedure(id, "p1", params, Some(&options))
+            .map(|r| {
+                json!({
+                    "body": r.body,
+                    "logs": r.logs,
+                    "read": r.stats.docs_read,
+                    "bytes read": r.stats.bytes_read,
+                    "written": r.stats.docs_written,
+                    "bytes written": r.stats.bytes_written,
+                    "instructions": r.stats.instructions,
+                    "charge": r.request_charge(),
+                })
+            }),
+    )
+}
+
+/// Partition p1's documents, without the system properties that differ
+/// between two runs (`_ts`, `_etag`, and `_rid` and `_self` when a voided
+/// run may have left gaps in the rids).
+fn documents(posts: &Container, with_rids: bool) -> Result<Vec<Value>> {
+    let volatile: &[&str] = if with_rids {
+        &["_ts", "_etag"]
+    } else {
+        &["_ts", "_etag", "_rid", "_self"]
+    };
+    Ok(posts
+        .read_feed("p1", &Default::default())?
+        .items
+        .into_iter()
+        .map(|doc| {
+            let mut value = doc.into_value();
+            if let Some(object) = value.as_object_mut() {
+                for system in volatile {
+                    object.remove(*system);
+                }
+            }
+            value
+        })
+        .collect())
+}
+
 /// Every kind of host round trip a script makes, and every way a call ends,
 /// under `limits`: the responses, then the partition's documents.
 fn scenario(limits: &Limits) -> Result<(Vec<Value>, Vec<Value>)> {
@@ -130,20 +179,7 @@ fn scenario(limits: &Limits) -> Result<(Vec<Value>, Vec<Value>)> {
         "double",
         "function (x) { return x * 2; }",
     ))?;
-    let call = |id: &str, params: Vec<Value>| {
-        outcome(
-            posts
-                .execute_stored_procedure(
-                    id,
-                    "p1",
-                    params,
-                    Some(&partita::ProcedureOptions {
-                        limits: Some(limits.clone()),
-                    }),
-                )
-                .map(|r| json!({"body": r.body, "logs": r.logs, "written": r.stats.docs_written})),
-        )
-    };
+    let call = |id: &str, params: Vec<Value>| execute(&posts, limits, id, params);
     let mut responses = vec![
         call(
             "createComment",
@@ -175,19 +211,7 @@ fn scenario(limits: &Limits) -> Result<(Vec<Value>, Vec<Value>)> {
         },
     )?;
     responses.push(json!(page.items));
-    let state = posts
-        .read_feed("p1", &Default::default())?
-        .items
-        .into_iter()
-        .map(|doc| {
-            let mut value = doc.into_value();
-            for system in ["_ts", "_etag"] {
-                value.as_object_mut().map(|o| o.remove(system));
-            }
-            value
-        })
-        .collect();
-    Ok((responses, state))
+    Ok((responses, documents(&posts, true)?))
 }
 
 #[test]
@@ -484,12 +508,10 @@ fn the_in_process_bounds_hold_in_a_worker_without_costing_it() -> Result {
             assert!(bound(&budget), "{body}: {budget}");
         }
     }
+    let stats = pool.stats();
     assert_eq!(
-        pool.stats(),
-        partita::WorkerStats {
-            started: 1,
-            lost: 0
-        },
+        (stats.started, stats.lost),
+        (1, 0),
         "the worker's own sandbox stopped each of these"
     );
     Ok(())
@@ -564,12 +586,10 @@ fn an_idle_worker_killed_from_outside_is_replaced_without_failing_a_call() -> Re
     }
     comment()?;
     assert_eq!(posts.read_item("p1", "p1")?["commentCount"], 2);
+    let stats = pool.stats();
     assert_eq!(
-        pool.stats(),
-        partita::WorkerStats {
-            started: 2,
-            lost: 0
-        },
+        (stats.started, stats.lost),
+        (2, 0),
         "the dead worker was replaced before the call was sent"
     );
     assert_eq!(
@@ -604,5 +624,164 @@ fn workers_beyond_the_idle_limit_are_reaped() -> Result {
     assert_eq!(pool.stats().started, 3, "none was kept");
     let left = children_running(&program);
     assert!(left.is_empty(), "no worker or zombie is left: {left:?}");
+    Ok(())
+}
+
+/// Calls that exercise the worker's two shortcuts, reading ahead the
+/// document a procedure began with last time and not waiting for a write
+/// whose callback sees only the error, each where it pays and where it
+/// guesses wrong: the responses (body, logs, document counters), then the
+/// partition's documents.
+fn shortcuts(limits: &Limits) -> Result<(Vec<Value>, Vec<Value>)> {
+    let db = Database::in_memory();
+    let posts = posts(&db)?;
+    // Replaces the post only if its etag is `etag`; on a 412 it writes a
+    // `fallback` document instead. The replace's callback sees only the
+    // error, so a worker goes on as if it succeeded, then runs the call
+    // again when it did not.
+    procedure(
+        &posts,
+        "guarded",
+        r#"function (id, etag) {
+            var c = getContext().getCollection();
+            c.readDocument(c.getAltLink() + "/docs/" + id, function (err, post) {
+                if (err) throw err;
+                console.log("read " + post.id);
+                post.guarded = true;
+                // A write that succeeds before the one that may fail: a
+                // run again must not find it written.
+                c.createDocument(c.getSelfLink(), {id: "try-" + etag.length, postId: id},
+                    function (err) {
+                if (err) throw err;
+                c.replaceDocument(post._self, post, {etag: etag}, function (err) {
+                    if (err) {
+                        console.log("lost the race: " + err.number);
+                        c.createDocument(c.getSelfLink(), {id: "fallback", postId: id},
+                            function (err) {
+                                if (err) throw err;
+                                getContext().getResponse().setBody("fell back");
+                            });
+                        return;
+                    }
+                    console.log("replaced");
+                    c.createDocument(c.getSelfLink(), {id: "won-" + etag.length, postId: id});
+                    getContext().getResponse().setBody("replaced");
+                });
+                });
+            });
+        }"#,
+    )?;
+    // Reads `id` first when `first`, so the pool learns to read it ahead;
+    // otherwise writes it before reading it, which must see the write, not
+    // the document read ahead.
+    procedure(
+        &posts,
+        "writeThenRead",
+        r#"function (id, first) {
+            var c = getContext().getCollection();
+            var link = c.getAltLink() + "/docs/" + id;
+            function show(err, doc) {
+                if (err) throw err;
+                getContext().getResponse().setBody(doc.commentCount);
+            }
+            if (first) {
+                c.readDocument(link, show);
+                return;
+            }
+            c.upsertDocument(c.getSelfLink(), {id: id, postId: id, commentCount: 42}, function (err) {
+                if (err) throw err;
+                c.readDocument(link, show);
+            });
+        }"#,
+    )?;
+    // The code that assumes success never ends: the failed write must stop
+    // it at once, not at the wall clock.
+    procedure(
+        &posts,
+        "loopOnSuccess",
+        r#"function () {
+            var c = getContext().getCollection();
+            c.replaceDocument(c.getAltLink() + "/docs/p1", {id: "p1", postId: "p1"},
+                {etag: "\"stale\""}, function (err) {
+                    if (!err) { while (true) {} }
+                    getContext().getResponse().setBody("handled " + err.number);
+                });
+        }"#,
+    )?;
+    // A callback that reads `arguments` sees the document: never speculated.
+    procedure(
+        &posts,
+        "countArguments",
+        r#"function () {
+            var c = getContext().getCollection();
+            c.createDocument(c.getSelfLink(), {id: "counted", postId: "p1"}, function (err) {
+                if (err) throw err;
+                getContext().getResponse().setBody([arguments.length, arguments[1].id]);
+            });
+        }"#,
+    )?;
+    let call = |id: &str, params: Vec<Value>| execute(&posts, limits, id, params);
+    let guarded = |etag: Option<Value>| {
+        let etag = match etag {
+            Some(etag) => etag,
+            None => posts.read_item("p1", "p1")?["_etag"].clone(),
+        };
+        anyhow::Ok(call("guarded", vec![json!("p1"), etag]))
+    };
+    let responses = vec![
+        // The first call teaches the pool to read params[0] ahead; the
+        // second uses it, and speculates the replace.
+        call("createComment", vec![json!("p1"), json!({"id": "c1"})]),
+        call("createComment", vec![json!("p1"), json!({"id": "c2"})]),
+        // Read ahead, the post is missing: the script finds out itself.
+        call("createComment", vec![json!("p9"), json!({"id": "c3"})]),
+        // A speculated write that succeeds.
+        guarded(None)?,
+        // One that fails: run again, nothing of the first run is left.
+        guarded(Some(json!("\"stale\"")))?,
+        // Learned to read p1 ahead, then wrote it before reading it.
+        call("writeThenRead", vec![json!("p1"), json!(true)]),
+        call("writeThenRead", vec![json!("p1"), json!(false)]),
+        call("countArguments", vec![]),
+        call("loopOnSuccess", vec![]),
+    ];
+    // A voided run leaves gaps in the rids (allowed), so they differ.
+    Ok((responses, documents(&posts, false)?))
+}
+
+#[test]
+fn reading_ahead_and_speculating_change_nothing_a_script_or_caller_sees() -> Result {
+    let pool = pool();
+    let (in_process, in_process_state) = shortcuts(&Limits::default())?;
+    let (in_worker, in_worker_state) = shortcuts(&isolated(&pool))?;
+    assert_eq!(in_worker, in_process);
+    assert_eq!(in_worker_state, in_process_state);
+    assert_eq!(in_process[1]["read"], 1, "{}", in_process[1]);
+    assert_eq!(in_process[2]["substatus"], 404, "{}", in_process[2]);
+    assert_eq!(in_process[3]["body"], "replaced", "{}", in_process[3]);
+    assert_eq!(in_process[4]["body"], "fell back", "{}", in_process[4]);
+    assert_eq!(
+        in_process[4]["logs"], "read p1lost the race: 412",
+        "{}",
+        in_process[4]
+    );
+    assert_eq!(in_process[6]["body"], 42, "{}", in_process[6]);
+    assert_eq!(in_process[7]["body"], json!([3, "counted"]));
+    assert_eq!(in_process[8]["body"], "handled 412", "{}", in_process[8]);
+    let ids: Vec<&str> = in_process_state
+        .iter()
+        .filter_map(|d| d["id"].as_str())
+        .collect();
+    assert!(ids.contains(&"fallback"), "{ids:?}");
+    assert_eq!(
+        ids.iter().filter(|id| id.starts_with("won-")).count(),
+        1,
+        "only the call that won wrote one, not the voided run: {ids:?}"
+    );
+    let stats = pool.stats();
+    assert!(stats.read_ahead >= 2, "{stats:?}");
+    assert!(stats.speculated >= 3, "{stats:?}");
+    assert_eq!(stats.reruns, 2, "{stats:?}");
+    assert_eq!(stats.lost, 0, "{stats:?}");
     Ok(())
 }

@@ -95,6 +95,16 @@ pub(crate) enum Op {
     },
 }
 
+impl Op {
+    /// Whether it creates, replaces or deletes a document.
+    pub(crate) fn is_write(&self) -> bool {
+        matches!(
+            self,
+            Op::Create { .. } | Op::Upsert { .. } | Op::Replace { .. } | Op::Delete { .. }
+        )
+    }
+}
+
 /// A queued operation and the callback to run with its result.
 pub(crate) struct Pending {
     pub(crate) op: Op,
@@ -103,6 +113,9 @@ pub(crate) struct Pending {
 
 /// Objects built once per context and reused by every call.
 pub(crate) struct Shared {
+    /// The original `Function.prototype.toString`, to read a callback's
+    /// source text (see `run::sees_only_error`).
+    pub(crate) function_to_string: JsObject,
     /// The JScript-style `Error` constructor (prelude.js).
     pub(crate) error_ctor: JsObject,
     /// `getContext()` for a procedure, a pre-trigger and a post-trigger.

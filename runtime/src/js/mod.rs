@@ -23,5 +23,5 @@ mod sandbox;
 pub(crate) use host::generate_id;
 pub(crate) use host::seed_ids;
 pub(crate) use nesting::MAX_DEPTH;
-pub(crate) use run::{RED_ZONE, result_unobserved, run, run_udf, unhandled};
+pub(crate) use run::{RED_ZONE, Seen, run, run_udf, seen, unhandled};
 pub(crate) use sandbox::check;

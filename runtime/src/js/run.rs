@@ -9,8 +9,9 @@
 //! Operations run in the order they were accepted, each after the turn
 //! that queued it, against the `&mut dyn Collection` this module owns.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::rc::Rc;
 use std::time::Instant;
 
 use boa_engine::error::EngineError;
@@ -345,41 +346,137 @@ fn drain(sandbox: &mut Sandbox, collection: &mut dyn Collection) -> Result<(), E
             (next, last)
         };
         let Some(pending) = next else { return Ok(()) };
-        let _last = Unobserved::mark(unobserved);
+        let seen = if unobserved {
+            Seen::Nothing
+        } else if pending.op.is_write()
+            && pending
+                .callback
+                .as_ref()
+                .is_some_and(|c| sees_only_error(c, &sandbox.host, &mut sandbox.context))
+        {
+            Seen::OnlyError
+        } else {
+            Seen::Everything
+        };
+        let _seen = SeenMark::set(seen);
         perform(sandbox, collection, pending)?;
     }
 }
 
+/// How much of an operation's outcome script code can see.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Seen {
+    /// Its result goes to a callback that may read all of it.
+    Everything,
+    /// Its callback declares at most the error parameter and cannot reach
+    /// the others (see [`sees_only_error`]): only whether it failed, and
+    /// how, is seen.
+    OnlyError,
+    /// It is the call's last act and has no callback: only its failure
+    /// matters, and that fails the call as [`unhandled`] says.
+    Nothing,
+}
+
 thread_local! {
-    static UNOBSERVED: Cell<bool> = const { Cell::new(false) };
+    static SEEN: Cell<Seen> = const { Cell::new(Seen::Everything) };
 }
 
-/// Whether the operation being performed on this thread is the call's last
-/// act and no script code will see its result: then only its failure
-/// matters, and that fails the call as [`unhandled`] says. A script
-/// worker uses this to send such an operation without waiting for its
-/// reply (see `worker::child`).
-pub(crate) fn result_unobserved() -> bool {
-    UNOBSERVED.get()
+/// How much script code can see of the operation being performed on this
+/// thread. A script worker uses it to send an operation without waiting
+/// for its reply (see `worker::child`).
+pub(crate) fn seen() -> Seen {
+    SEEN.get()
 }
 
-/// Sets [`result_unobserved`] for one operation; cleared on drop, also
-/// when the operation panics.
-struct Unobserved;
+/// Sets [`seen`] for one operation; reset on drop, also when the
+/// operation panics.
+struct SeenMark;
 
-impl Unobserved {
-    fn mark(last: bool) -> Option<Unobserved> {
-        last.then(|| {
-            UNOBSERVED.set(true);
-            Unobserved
-        })
+impl SeenMark {
+    fn set(seen: Seen) -> SeenMark {
+        SEEN.set(seen);
+        SeenMark
     }
 }
 
-impl Drop for Unobserved {
+impl Drop for SeenMark {
     fn drop(&mut self) {
-        UNOBSERVED.set(false);
+        SEEN.set(Seen::Everything);
     }
+}
+
+/// Whether `callback` can only ever see its first argument, the error: an
+/// ordinary function whose source text declares no parameter or one plain
+/// name (`function (err) {…}`, `err => …`, `() => …`) and mentions
+/// neither `arguments` nor `eval` anywhere (so no default value, rest
+/// parameter, destructuring, `arguments` object or direct eval can reach
+/// the others). Conservative: anything else, native and bound functions
+/// and proxies included, counts as seeing everything.
+fn sees_only_error(
+    callback: &JsObject,
+    host: &Rc<RefCell<CallState>>,
+    context: &mut Context,
+) -> bool {
+    let to_string = host.borrow().shared().function_to_string.clone();
+    let Ok(text) = to_string.call(&callback.clone().into(), &[], context) else {
+        return false;
+    };
+    let Some(text) = text.as_string().map(|t| t.to_std_string_lossy()) else {
+        return false;
+    };
+    declares_only_error(&text)
+}
+
+/// [`sees_only_error`] on a function's source text. Built-in functions,
+/// bound functions and proxies show `[native code]` as their body.
+fn declares_only_error(text: &str) -> bool {
+    one_plain_parameter(text)
+        && !text.contains("arguments")
+        && !text.contains("eval")
+        && !text.contains("[native code]")
+}
+
+/// Whether a function's source text starts with a head that declares at
+/// most one parameter, a plain ASCII identifier.
+fn one_plain_parameter(text: &str) -> bool {
+    fn skip_space(s: &str) -> &str {
+        s.trim_start_matches([' ', '\t', '\n', '\r'])
+    }
+    fn identifier(s: &str) -> Option<(&str, &str)> {
+        let end = s
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '$'))
+            .unwrap_or(s.len());
+        let (name, rest) = s.split_at(end);
+        let first = name.chars().next()?;
+        (!first.is_ascii_digit()).then_some((name, rest))
+    }
+    /// `( name? )`, returning what follows.
+    fn parameters(s: &str) -> Option<&str> {
+        let s = skip_space(s.strip_prefix('(')?);
+        let s = match identifier(s) {
+            Some((_, rest)) => skip_space(rest),
+            None => s,
+        };
+        s.strip_prefix(')')
+    }
+    let text = skip_space(text);
+    if let Some(rest) = text.strip_prefix("function") {
+        // `function (e)` or `function name(e)`, not `function*`.
+        let rest = skip_space(rest);
+        let rest = match identifier(rest) {
+            Some((_, after)) if rest.starts_with(|c: char| c != '(') => skip_space(after),
+            _ => rest,
+        };
+        return parameters(rest).is_some();
+    }
+    let after = match parameters(text) {
+        Some(after) => after,
+        None => match identifier(text) {
+            Some((name, after)) if name != "async" => after,
+            _ => return false,
+        },
+    };
+    skip_space(after).starts_with("=>")
 }
 
 /// How an operation's error fails the call when no callback handles it.
@@ -510,7 +607,12 @@ fn perform(
     let Some(callback) = callback else {
         return Ok(());
     };
-    let args = callback_args(done, context).map_err(|x| classify(x, &host, context))?;
+    let args = if seen() == Seen::OnlyError {
+        // The callback cannot reach the result: skip converting it.
+        vec![undefined.clone()]
+    } else {
+        callback_args(done, context).map_err(|x| classify(x, &host, context))?
+    };
     callback
         .call(&undefined, &args, context)
         .map_err(|x| classify(x, &host, context))?;
@@ -695,5 +797,55 @@ fn script_error(value: &JsValue, context: &mut Context) -> Error {
         message,
         number,
         stack,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::declares_only_error;
+
+    #[test]
+    fn a_head_with_at_most_one_plain_parameter_is_recognized() {
+        for text in [
+            "function (err) { if (err) throw err; }",
+            "function(err){}",
+            "function named (e) {}",
+            "function () {}",
+            "  function\n(\terr\n) {}",
+            "err => { throw err; }",
+            "(err) => 1",
+            "() => 1",
+            "( $e_1 )=>1",
+        ] {
+            assert!(declares_only_error(text), "{text}");
+        }
+    }
+
+    #[test]
+    fn anything_that_could_reach_a_second_argument_is_not() {
+        for text in [
+            "function (err, doc) {}",
+            "function (err = 1) {}",
+            "function (...rest) {}",
+            "function ({ message }) {}",
+            "function ([first]) {}",
+            "function* (err) {}",
+            "async function (err) {}",
+            "async err => 1",
+            "async (err) => 1",
+            "(err, doc) => 1",
+            "(...args) => 1",
+            "method(err) {}",
+            "function max() { [native code] }",
+            "function () { [native code] }",
+            "function (err) { return arguments[1]; }",
+            "err => eval('arguments')",
+            "class { }",
+            "function (/* doc */ err) {}",
+            "function (é) {}",
+            "1 => 1",
+        ] {
+            assert!(!declares_only_error(text), "{text}");
+        }
     }
 }

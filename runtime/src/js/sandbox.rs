@@ -205,12 +205,20 @@ impl Sandbox {
         }
         let source = wrapped(body);
         let context = &mut self.context;
+        let before = context.instructions_remaining();
         let value = on_compile_stack(|| {
             let script = parse(&source, context)?;
             script
                 .evaluate(context)
                 .map_err(|e| format!("{COMPILE_ERROR} {e}"))
         })?;
+        // Evaluating the wrapper is not the call's work: a call that finds
+        // its script compiled must count what one that compiles it counts
+        // (a fresh script worker compiles again).
+        let spent = before.saturating_sub(self.context.instructions_remaining());
+        let mut state = self.host.borrow_mut();
+        state.start_remaining = state.start_remaining.saturating_sub(spent);
+        drop(state);
         let wrapper = value
             .as_callable()
             .ok_or_else(|| "the script is not a function".to_owned())?;
@@ -551,8 +559,21 @@ fn setup(context: &mut Context) -> JsResult<(JsObject, HashSet<PropertyKey>)> {
         .expect("prelude.js defines lockdown")
         .call(&JsValue::undefined(), &[], context)?;
 
+    // Taken before any script runs: what a script does to
+    // `Function.prototype` cannot change what the host reads.
+    let function_to_string = context
+        .intrinsics()
+        .constructors()
+        .function()
+        .prototype()
+        .get(js_string!("toString"), context)?;
+    let function_to_string = function_to_string
+        .as_object()
+        .expect("Function.prototype.toString is a function");
+
     let state = host::state(context);
     state.borrow_mut().shared = Some(Shared {
+        function_to_string,
         error_ctor,
         contexts,
         unders,

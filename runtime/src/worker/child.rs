@@ -13,8 +13,15 @@ use host_api::{
 };
 use serde_json::Value;
 
-use super::wire::{self, CollectionWire, FromWorker, HostCall, ReplyWire, ToWorker};
-use crate::{Failure, Limits};
+use super::wire::{
+    self, CollectionWire, DocumentWire, FromWorker, HostCall, Prefetched, ReplyWire, ScriptRef,
+    ToWorker,
+};
+use crate::js::{Seen, seen};
+use crate::{Failure, Limits, Script};
+
+/// The most script texts a worker keeps; past it, it starts over.
+const MAX_SCRIPTS: usize = 256;
 
 /// Serves calls from the host on standard input and output until the host
 /// closes standard input. Returns the process exit code: 0 at a clean end,
@@ -22,6 +29,9 @@ use crate::{Failure, Limits};
 pub(super) fn serve() -> i32 {
     let mut input = BufReader::new(io::stdin().lock());
     let mut output = BufWriter::new(io::stdout().lock());
+    // The text of the scripts this worker ran, so that a call names its
+    // script instead of carrying it.
+    let mut scripts: HashMap<ScriptRef, String> = HashMap::new();
     loop {
         let message = match wire::receive::<ToWorker>(&mut input) {
             Ok(Some(message)) => message,
@@ -35,28 +45,53 @@ pub(super) fn serve() -> i32 {
                 limits,
                 spin,
                 collection,
+                speculate,
+                prefetch,
             } => {
-                let result = match collection.partition_key() {
-                    Ok(partition_key) => {
-                        let mut proxy = Proxy {
-                            facts: collection,
-                            partition_key,
-                            spin,
-                            pipes: RefCell::new((&mut input, &mut output)),
-                            links: RefCell::new(HashMap::new()),
-                        };
-                        crate::js::run(
-                            &script.as_script(),
-                            invocation.into(),
-                            &mut proxy,
-                            &Limits::from(limits),
-                        )
-                    }
-                    Err(_) => return 2,
+                let Ok(partition_key) = collection.partition_key() else {
+                    return 2;
                 };
+                if !scripts.contains_key(&script) {
+                    if wire::send(&mut output, &FromWorker::NeedScript).is_err() {
+                        return 2;
+                    }
+                    let Ok(Some(ToWorker::Script { body })) = wire::receive(&mut input) else {
+                        return 2;
+                    };
+                    if scripts.len() >= MAX_SCRIPTS {
+                        scripts.clear();
+                    }
+                    scripts.insert(script.clone(), body);
+                }
+                let body = &scripts[&script];
+                let mut proxy = Proxy {
+                    facts: collection,
+                    partition_key,
+                    spin,
+                    speculate,
+                    prefetch: RefCell::new(prefetch),
+                    prefetch_used: false,
+                    pipes: RefCell::new((&mut input, &mut output)),
+                    links: RefCell::new(HashMap::new()),
+                };
+                let script = Script {
+                    id: &script.id,
+                    version: script.version,
+                    body,
+                };
+                let result = crate::js::run(
+                    &script,
+                    invocation.into(),
+                    &mut proxy,
+                    &Limits::from(limits),
+                );
+                let prefetch_used = proxy.prefetch_used;
                 wire::send(
                     &mut output,
-                    &FromWorker::Done(result.map(Into::into).map_err(Into::into)),
+                    &FromWorker::Done {
+                        result: result.map(Into::into).map_err(Into::into),
+                        prefetch_used,
+                    },
                 )
             }
             ToWorker::Udf {
@@ -71,7 +106,7 @@ pub(super) fn serve() -> i32 {
                     &FromWorker::UdfDone(result.map_err(Into::into)),
                 )
             }
-            ToWorker::Reply(_) => return 2,
+            ToWorker::Reply(_) | ToWorker::Script { .. } => return 2,
         };
         if sent.is_err() {
             return 2;
@@ -87,6 +122,13 @@ struct Proxy<'a> {
     partition_key: PartitionKey,
     /// How long to poll for each reply before blocking (the host decides).
     spin: Duration,
+    /// Whether writes whose callback sees only the error may be sent
+    /// without waiting for their reply (the host decides).
+    speculate: bool,
+    /// The document the host read ahead for this call's first read; any
+    /// other operation first makes it stale (it could write that document).
+    prefetch: RefCell<Option<Prefetched>>,
+    prefetch_used: bool,
     /// Standard input and output. In a cell because one operation
     /// (`resolve_document_link`) takes `&self` and still needs the host.
     pipes: RefCell<(&'a mut Input, &'a mut Output)>,
@@ -107,27 +149,30 @@ impl Proxy<'_> {
                 format!("the script worker lost its host: {e}"),
             )
         };
+        self.prefetch.borrow_mut().take();
         let mut pipes = self.pipes.borrow_mut();
         let (input, output) = &mut *pipes;
-        if crate::js::result_unobserved() {
-            // Nothing will look at the result: send the operation with
-            // the call's `Done`, one message, and let the host judge it.
-            let placeholder = match call {
-                HostCall::Create { .. }
-                | HostCall::Replace { .. }
-                | HostCall::Upsert { .. }
-                | HostCall::Read { .. } => Some(ReplyWire::Document(Value::Null)),
-                HostCall::Delete { .. } => Some(ReplyWire::Done),
-                HostCall::ResolveLink { .. }
-                | HostCall::ReadFeed { .. }
-                | HostCall::Query { .. } => None,
-            };
-            if let Some(placeholder) = placeholder {
+        let unanswered = match seen() {
+            Seen::Everything => None,
+            Seen::OnlyError if !self.speculate => None,
+            seen => placeholder(&call).map(|reply| (reply, seen)),
+        };
+        match unanswered {
+            // Nothing will look at the result: send the operation with the
+            // call's `Done`, one message, and let the host judge it.
+            Some((reply, Seen::Nothing)) => {
                 wire::send_unflushed(&mut **output, &FromWorker::Post(call)).map_err(lost)?;
-                return Ok(placeholder);
+                return Ok(reply);
             }
+            // Only its failure would be seen: go on as if it succeeded,
+            // without waiting. Sent at once, so that the host can stop this
+            // run as soon as it fails, and run the call again.
+            Some((reply, _)) => {
+                wire::send(&mut **output, &FromWorker::Speculate(call)).map_err(lost)?;
+                return Ok(reply);
+            }
+            None => wire::send(&mut **output, &FromWorker::Call(call)).map_err(lost)?,
         }
-        wire::send(&mut **output, &FromWorker::Call(call)).map_err(lost)?;
         if input.buffer().is_empty() {
             super::spin_until_readable(io::stdin(), self.spin);
         }
@@ -138,14 +183,20 @@ impl Proxy<'_> {
     }
 
     fn document(&self, call: HostCall) -> Result<Document, HostError> {
-        match self.call(call)? {
-            ReplyWire::Document(value) => {
+        self.reply_document(self.call(call))
+    }
+
+    /// A document reply, remembering its `_self` link.
+    fn reply_document(&self, reply: Result<ReplyWire, HostError>) -> Result<Document, HostError> {
+        match reply? {
+            ReplyWire::Document(DocumentWire(document)) => {
+                let value = document.value();
                 if let (Some(Value::String(link)), Some(Value::String(id))) =
                     (value.get("_self"), value.get("id"))
                 {
                     self.links.borrow_mut().insert(link.clone(), id.clone());
                 }
-                Ok(Document::new(value))
+                Ok(document)
             }
             _ => Err(unexpected()),
         }
@@ -178,6 +229,21 @@ impl Proxy<'_> {
             }),
             _ => Err(unexpected()),
         }
+    }
+}
+
+/// What a point operation answers when its result is not waited for: no
+/// script code reads it.
+fn placeholder(call: &HostCall) -> Option<ReplyWire> {
+    match call {
+        HostCall::Create { .. }
+        | HostCall::Replace { .. }
+        | HostCall::Upsert { .. }
+        | HostCall::Read { .. } => Some(ReplyWire::Document(DocumentWire(Document::new(
+            Value::Null,
+        )))),
+        HostCall::Delete { .. } => Some(ReplyWire::Done),
+        HostCall::ResolveLink { .. } | HostCall::ReadFeed { .. } | HostCall::Query { .. } => None,
     }
 }
 
@@ -224,6 +290,10 @@ impl Collection for Proxy<'_> {
     }
 
     fn read(&mut self, id: &str) -> Result<Document, HostError> {
+        if let Some(prefetched) = self.prefetch.get_mut().take_if(|p| p.id == id) {
+            self.prefetch_used = true;
+            return self.reply_document(Ok(ReplyWire::Document(prefetched.document)));
+        }
         self.document(HostCall::Read { id: id.to_owned() })
     }
 

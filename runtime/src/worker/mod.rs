@@ -16,6 +16,8 @@
 //!          ◄──Call{create, doc}───────────────   Proxy::create
 //!   txn.create(doc)
 //!          ──Reply{document}──────────────────►   callback runs
+//!          ◄──Speculate{replace, doc}─────────   callback(err) runs at once
+//!   txn.replace(doc) (failed? kill, roll back, run again)
 //!          ◄──Done{body, logs, stats}──────────   queue drained
 //!   commit (the caller)
 //!
@@ -44,6 +46,19 @@
 //!   their next message for up to [`SPIN`] before blocking: on an idle VM
 //!   a blocked reader waits for a halted virtual CPU to wake, about 25 µs
 //!   per message. With more calls they block at once.
+//! * Round trips are what isolation costs (each wakes the other side), so
+//!   a call makes as few as the script allows. A write whose callback can
+//!   only see the error (`function (err) {…}`: see `js::run::Seen`) is
+//!   *speculated*: the worker sends it and goes on as if it succeeded. If
+//!   it fails, the host kills that worker at once, rolls the collection
+//!   back to where the call began ([`Collection::mark`]) and runs the call
+//!   again without speculation, so the script and the caller see exactly
+//!   what they would in process; that script is not speculated again. A
+//!   procedure whose first operation read the document named by one of its
+//!   parameters gets that document *read ahead* with its next calls (the
+//!   read is not charged if the script does not take it). The worker keeps
+//!   the text of the scripts it ran and asks for one it lacks. For the
+//!   blog's createComment that leaves one message each way per call.
 //! * A worker serves one call at a time and is reused (its sandbox pool and
 //!   compiled-script cache stay warm, and boa's per-call isolation holds as
 //!   in process); a dead one is replaced by a fresh process on the next
@@ -60,6 +75,7 @@
 mod child;
 mod wire;
 
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::fmt;
 use std::io::{self, BufReader, Read};
@@ -75,7 +91,10 @@ use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use rustix::process::{Pid, Resource, Rlimit, prlimit};
 use serde_json::Value;
 
-use self::wire::{CollectionWire, FromWorker, HostCall, ReplyWire, ToWorker};
+use self::wire::{
+    CollectionWire, DocumentWire, FromWorker, HostCall, InvocationWire, Prefetched, ReplyWire,
+    ScriptRef, ToWorker,
+};
 use crate::{Budget, Error, Failure, Invocation, Limits, Output, Script, Statistics};
 
 /// How long past a call's wall-time limit the host waits before it kills
@@ -134,7 +153,35 @@ struct Inner {
     lost: AtomicU64,
     /// Calls running in the pool's workers now.
     in_flight: AtomicUsize,
+    read_ahead: AtomicU64,
+    speculated: AtomicU64,
+    reruns: AtomicU64,
+    /// What earlier calls of each script taught the pool.
+    hints: Mutex<HashMap<ScriptRef, Hint>>,
 }
+
+/// How to run a script's next call, learned from its earlier ones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Hint {
+    /// The parameter holding the id of the document the procedure read
+    /// first, which the host reads ahead (see `run`).
+    prefetch: Option<usize>,
+    /// Whether writes whose callback sees only the error may be
+    /// speculated; off for good once one of them failed.
+    speculate: bool,
+}
+
+impl Default for Hint {
+    fn default() -> Hint {
+        Hint {
+            prefetch: None,
+            speculate: true,
+        }
+    }
+}
+
+/// The most scripts a pool keeps hints for; past it, it starts over.
+const MAX_HINTS: usize = 4096;
 
 /// A call counted in [`Inner::in_flight`] until dropped.
 struct InFlight<'a>(&'a Inner);
@@ -146,13 +193,20 @@ impl Drop for InFlight<'_> {
 }
 
 /// How many workers a pool started and how many it lost (workers that died
-/// or were killed during a call).
+/// or were killed during a call), and how its round trips were saved.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WorkerStats {
     /// Processes started.
     pub started: u64,
     /// Processes that died or were killed during a call.
     pub lost: u64,
+    /// Documents the host read ahead that the script then read.
+    pub read_ahead: u64,
+    /// Writes sent without waiting for their reply, because their callback
+    /// sees only whether they failed.
+    pub speculated: u64,
+    /// Calls run a second time because a speculated write failed.
+    pub reruns: u64,
 }
 
 impl WorkerPool {
@@ -166,6 +220,10 @@ impl WorkerPool {
                 started: AtomicU64::new(0),
                 lost: AtomicU64::new(0),
                 in_flight: AtomicUsize::new(0),
+                read_ahead: AtomicU64::new(0),
+                speculated: AtomicU64::new(0),
+                reruns: AtomicU64::new(0),
+                hints: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -180,6 +238,9 @@ impl WorkerPool {
         WorkerStats {
             started: self.inner.started.load(Ordering::Relaxed),
             lost: self.inner.lost.load(Ordering::Relaxed),
+            read_ahead: self.inner.read_ahead.load(Ordering::Relaxed),
+            speculated: self.inner.speculated.load(Ordering::Relaxed),
+            reruns: self.inner.reruns.load(Ordering::Relaxed),
         }
     }
 
@@ -218,6 +279,19 @@ impl WorkerPool {
             Duration::ZERO
         };
         (InFlight(&self.inner), spin)
+    }
+
+    fn hint(&self, key: &ScriptRef) -> Hint {
+        let hints = self.inner.hints.lock().unwrap_or_else(|e| e.into_inner());
+        hints.get(key).copied().unwrap_or_default()
+    }
+
+    fn learn(&self, key: &ScriptRef, change: impl FnOnce(&mut Hint)) {
+        let mut hints = self.inner.hints.lock().unwrap_or_else(|e| e.into_inner());
+        if hints.len() >= MAX_HINTS && !hints.contains_key(key) {
+            hints.clear();
+        }
+        change(hints.entry(key.clone()).or_default());
     }
 
     fn give_back(&self, worker: Worker) {
@@ -320,6 +394,9 @@ enum Lost {
     Deadline,
     /// A pipe failed or the worker broke the protocol (EOF when it died).
     Pipe(io::Error),
+    /// The host gave up on this run (a speculated write failed): the
+    /// worker, still running it, is killed; it is not a loss.
+    Voided,
 }
 
 impl From<io::Error> for Lost {
@@ -491,6 +568,7 @@ impl Death {
                 });
             }
             Lost::Pipe(e) => e,
+            Lost::Voided => return Error::Internal("the run was voided".to_owned()),
         };
         // Nothing a script does reaches the worker's stderr (its logs are
         // captured, panics are silent): only the Rust runtime's reports.
@@ -548,9 +626,33 @@ pub(crate) fn run(
 ) -> Result<Output, Failure> {
     let started = Instant::now();
     let (_in_flight, spin) = pool.enter();
-    let request = ToWorker::Run {
-        script: script.into(),
-        invocation: invocation.into(),
+    let key = ScriptRef::from(script);
+    let hint = pool.hint(&key);
+    let invocation = InvocationWire::from(invocation);
+    let params: &[Value] = match &invocation {
+        InvocationWire::Procedure { params } => params,
+        _ => &[],
+    };
+    // Where a speculated write that failed rolls back to; without it, no
+    // speculation and no reading ahead.
+    let marked = collection.mark();
+    let speculate = hint.speculate && marked;
+    // The read this procedure began with last time, done here so that the
+    // worker need not ask for it. What it cost is taken back if the script
+    // does not read it after all.
+    let prefetch_id = hint
+        .prefetch
+        .filter(|_| marked)
+        .and_then(|i| params.get(i)?.as_str())
+        .map(str::to_owned);
+    let (prefetch, mut prefetch_cost) = match &prefetch_id {
+        Some(id) => read_ahead(&mut *collection, id),
+        None => (None, Statistics::default()),
+    };
+    let prefetched = prefetch.is_some();
+    let mut request = ToWorker::Run {
+        script: key.clone(),
+        invocation,
         limits: limits.into(),
         spin,
         collection: CollectionWire {
@@ -559,17 +661,143 @@ pub(crate) fn run(
             self_link: collection.self_link(),
             alt_link: collection.alt_link(),
         },
+        speculate,
+        prefetch,
     };
+    let (result, prefetch_used) = loop {
+        let attempt = attempt(
+            pool,
+            &request,
+            script.body,
+            &mut *collection,
+            spin,
+            started,
+            limits,
+        );
+        match attempt {
+            Attempt::Speculation => {
+                // A write the worker assumed would succeed failed: run the
+                // call again from where it began, this time waiting for
+                // every reply (and from now on, for this script).
+                pool.inner.reruns.fetch_add(1, Ordering::Relaxed);
+                pool.learn(&key, |hint| hint.speculate = false);
+                collection.roll_back();
+                if let (true, Some(id)) = (prefetched, &prefetch_id) {
+                    // Read it again, for the statistics: the state is the
+                    // one it was read in, so it reads the same.
+                    prefetch_cost = read_ahead(&mut *collection, id).1;
+                }
+                if let ToWorker::Run { speculate, .. } = &mut request {
+                    *speculate = false;
+                }
+            }
+            Attempt::Ended {
+                result,
+                first_read,
+                prefetch_used,
+            } => {
+                if prefetch_used {
+                    pool.inner.read_ahead.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    let params = match &request {
+                        ToWorker::Run {
+                            invocation: InvocationWire::Procedure { params },
+                            ..
+                        } => params.as_slice(),
+                        _ => &[],
+                    };
+                    let learned = first_read
+                        .and_then(|id| params.iter().position(|p| p.as_str() == Some(&id)));
+                    if learned != hint.prefetch {
+                        pool.learn(&key, |hint| hint.prefetch = learned);
+                    }
+                }
+                break (result, prefetch_used);
+            }
+        }
+    };
+    let mut stats = collection.stats();
+    if prefetched && !prefetch_used {
+        stats = stats.since(prefetch_cost);
+    }
+    result
+        .map(|mut output| {
+            output.stats = output.stats.with_documents(stats);
+            output
+        })
+        .map_err(|mut failure| {
+            failure.stats = failure.stats.with_documents(stats);
+            failure
+        })
+}
+
+/// Reads `id` ahead of a call, after [`Collection::mark`]: the document
+/// and what reading it cost, or nothing (rolled back) when it cannot be
+/// read, which the script then finds out itself if it reads it.
+fn read_ahead(collection: &mut dyn Collection, id: &str) -> (Option<Prefetched>, Statistics) {
+    let before = collection.stats();
+    match collection.read(id) {
+        Ok(document) => {
+            let cost = collection.stats().since(before);
+            let prefetched = Prefetched {
+                id: id.to_owned(),
+                document: DocumentWire(document),
+            };
+            (Some(prefetched), cost)
+        }
+        Err(_) => {
+            collection.roll_back();
+            (None, Statistics::default())
+        }
+    }
+}
+
+/// How one run of a call in a worker ended.
+enum Attempt {
+    /// It ended, well or not.
+    Ended {
+        result: Result<Output, Failure>,
+        /// The id of the call's first operation when that was a point read
+        /// the worker waited for: what to read ahead next time.
+        first_read: Option<String>,
+        /// Whether the script took the document read ahead.
+        prefetch_used: bool,
+    },
+    /// A speculated write failed: nothing after it was performed, and the
+    /// call must run again without speculation.
+    Speculation,
+}
+
+/// Runs `request` (a [`ToWorker::Run`] of the script whose text is `body`)
+/// once in a worker, performing its operations on `collection`.
+fn attempt(
+    pool: &WorkerPool,
+    request: &ToWorker,
+    body: &str,
+    collection: &mut dyn Collection,
+    spin: Duration,
+    started: Instant,
+    limits: &Limits,
+) -> Attempt {
     // The failure of an operation the worker posted without waiting for
     // its reply: the call's outcome, as it would have been in process.
     let mut posted: Option<HostError> = None;
-    let result = converse(
-        pool,
-        &request,
-        spin,
-        started,
-        limits,
-        |worker, message| match message {
+    let mut speculation_failed = false;
+    let mut first_read = None;
+    let mut first = true;
+    let conversation = converse(pool, request, spin, started, limits, |worker, message| {
+        if !matches!(message, FromWorker::NeedScript)
+            && std::mem::take(&mut first)
+            && let FromWorker::Call(HostCall::Read { id }) = &message
+        {
+            first_read = Some(id.clone());
+        }
+        match message {
+            FromWorker::NeedScript => {
+                let body = body.to_owned();
+                worker.send(&ToWorker::Script { body })?;
+                Ok(None)
+            }
             FromWorker::Call(call) => {
                 let reply = perform(&mut *collection, call);
                 worker.send(&ToWorker::Reply(reply))?;
@@ -581,12 +809,38 @@ pub(crate) fn run(
                 }
                 Ok(None)
             }
-            FromWorker::Done(done) => Ok(Some(done)),
+            FromWorker::Speculate(call) => {
+                pool.inner.speculated.fetch_add(1, Ordering::Relaxed);
+                if posted.is_none() {
+                    match perform(&mut *collection, call).map_err(HostError::from) {
+                        Err(e) if e.ends_call() => posted = Some(e),
+                        Err(_) => {
+                            // The worker is running code that assumed
+                            // success: stop it at once, whatever that
+                            // code does (it may never call the host).
+                            speculation_failed = true;
+                            return Err(Lost::Voided);
+                        }
+                        Ok(_) => {}
+                    }
+                }
+                Ok(None)
+            }
+            FromWorker::Done {
+                result,
+                prefetch_used,
+            } => Ok(Some((result, prefetch_used))),
             FromWorker::UdfDone(_) => Err(protocol("a function's result for a procedure call")),
-        },
-    );
-    let stats = collection.stats();
-    let result = match (result, posted) {
+        }
+    });
+    if speculation_failed {
+        return Attempt::Speculation;
+    }
+    let (done, prefetch_used) = match conversation {
+        Ok((done, prefetch_used)) => (Ok(done), prefetch_used),
+        Err(failure) => (Err(failure), false),
+    };
+    let result = match (done, posted) {
         (Ok(Ok(output)), None) => Ok(Output::from(output)),
         (Ok(Ok(output)), Some(error)) => {
             let output = Output::from(output);
@@ -606,15 +860,11 @@ pub(crate) fn run(
         }
         (Err(failure), _) => Err(failure),
     };
-    result
-        .map(|mut output| {
-            output.stats = output.stats.with_documents(stats);
-            output
-        })
-        .map_err(|mut failure| {
-            failure.stats = failure.stats.with_documents(stats);
-            failure
-        })
+    Attempt::Ended {
+        result,
+        first_read,
+        prefetch_used,
+    }
 }
 
 /// Calls a user-defined function in a worker of `pool`; [`crate::run_udf`]'s
@@ -640,9 +890,11 @@ pub(crate) fn run_udf(
         limits,
         |_, message| match message {
             FromWorker::UdfDone(done) => Ok(Some(done)),
-            FromWorker::Call(_) | FromWorker::Post(_) | FromWorker::Done(_) => {
-                Err(protocol("a collection operation from a function"))
-            }
+            FromWorker::NeedScript
+            | FromWorker::Call(_)
+            | FromWorker::Post(_)
+            | FromWorker::Speculate(_)
+            | FromWorker::Done { .. } => Err(protocol("a collection operation from a function")),
         },
     );
     result.and_then(|done| done.map_err(Failure::from))
@@ -709,6 +961,10 @@ fn converse<T>(
         Ok(done) => {
             pool.give_back(worker);
             Ok(done)
+        }
+        Err(Lost::Voided) => {
+            drop(worker);
+            Err(fail(Error::Internal("the run was voided".to_owned())))
         }
         Err(lost) => {
             pool.inner.lost.fetch_add(1, Ordering::Relaxed);

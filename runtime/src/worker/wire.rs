@@ -2,9 +2,13 @@
 //! framing: a 4-byte little-endian length, then that many bytes of JSON.
 //!
 //! ```text
-//!   host ──Run / Udf──► worker
-//!   host ◄──Call────── worker      (one per collection operation)
+//!   host ──Run / Udf──► worker      (a Run names its script and may carry a document read ahead)
+//!   host ◄──NeedScript─ worker      (a script it has not run: the host sends its text)
+//!   host ──Script─────► worker
+//!   host ◄──Call────── worker      (one per collection operation whose result is seen)
 //!   host ──Reply─────► worker
+//!   host ◄──Speculate─ worker      (a write whose callback sees only the error; no reply)
+//!   host ◄──Post────── worker      (the call's last operation, unseen; no reply)
 //!   host ◄──Done────── worker      (the call's output or failure)
 //! ```
 //!
@@ -36,12 +40,18 @@ pub(super) const MAX_FRAME: usize = 256 << 20;
 pub(super) enum ToWorker {
     /// Run a procedure or trigger.
     Run {
-        script: ScriptWire,
+        script: ScriptRef,
         invocation: InvocationWire,
         limits: LimitsWire,
         /// How long the worker polls for each reply before it blocks.
         spin: Duration,
         collection: CollectionWire,
+        /// Whether a write whose callback sees only the error may be sent
+        /// as a [`FromWorker::Speculate`].
+        speculate: bool,
+        /// A document the host read before the call, as the script's first
+        /// read is expected to ask for it.
+        prefetch: Option<Prefetched>,
     },
     /// Call a user-defined function.
     Udf {
@@ -49,6 +59,8 @@ pub(super) enum ToWorker {
         args: Vec<Option<Value>>,
         limits: LimitsWire,
     },
+    /// The text of the script the worker asked for.
+    Script { body: String },
     /// The answer to the worker's last [`FromWorker::Call`].
     Reply(Result<ReplyWire, HostErrorWire>),
 }
@@ -56,16 +68,51 @@ pub(super) enum ToWorker {
 /// Worker to host.
 #[derive(Serialize, Deserialize)]
 pub(super) enum FromWorker {
+    /// The text of the script of the [`ToWorker::Run`] just received,
+    /// which this worker has not run before.
+    NeedScript,
     /// A collection operation for the host to perform.
     Call(HostCall),
     /// The call's last operation, whose result no script code sees: the
     /// host performs it and sends no reply; if it fails, the call fails
     /// with its error (whatever the `Done` that follows says).
     Post(HostCall),
+    /// A write whose callback sees only whether it failed, sent without
+    /// waiting: the worker went on as if it succeeded. The host performs
+    /// it and sends no reply; if it fails, the host undoes the call and
+    /// runs it again without speculation.
+    Speculate(HostCall),
     /// A procedure or trigger finished.
-    Done(Result<OutputWire, FailureWire>),
+    Done {
+        result: Result<OutputWire, FailureWire>,
+        /// Whether the script's read took the [`Prefetched`] document.
+        prefetch_used: bool,
+    },
     /// A user-defined function finished.
     UdfDone(Result<Option<Value>, FailureWire>),
+}
+
+/// A point read the host performed for the worker before the call.
+#[derive(Serialize, Deserialize)]
+pub(super) struct Prefetched {
+    pub(super) id: String,
+    pub(super) document: DocumentWire,
+}
+
+/// A document on the wire: written from the host's shared copy (no clone
+/// of a stored document to send it), read into a new one.
+pub(super) struct DocumentWire(pub(super) Document);
+
+impl Serialize for DocumentWire {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.value().serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for DocumentWire {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Value::deserialize(deserializer).map(|value| DocumentWire(Document::new(value)))
+    }
 }
 
 /// A script's identity and text.
@@ -92,6 +139,29 @@ impl ScriptWire {
             id: &self.id,
             version: self.version,
             body: &self.body,
+        }
+    }
+}
+
+/// A script by identity only: a worker keeps the text of the scripts it
+/// ran, and asks for it ([`FromWorker::NeedScript`]) when it has not.
+#[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub(super) struct ScriptRef {
+    pub(super) id: String,
+    pub(super) version: u64,
+    /// A hash of the text: two containers can each have a version 1 of
+    /// `createComment`.
+    pub(super) hash: u64,
+}
+
+impl From<&Script<'_>> for ScriptRef {
+    fn from(script: &Script<'_>) -> ScriptRef {
+        let mut hasher = std::hash::DefaultHasher::new();
+        std::hash::Hash::hash(script.body, &mut hasher);
+        ScriptRef {
+            id: script.id.to_owned(),
+            version: script.version,
+            hash: std::hash::Hasher::finish(&hasher),
         }
     }
 }
@@ -303,7 +373,7 @@ pub(super) enum HostCall {
 #[derive(Serialize, Deserialize)]
 pub(super) enum ReplyWire {
     Id(String),
-    Document(Value),
+    Document(DocumentWire),
     Page {
         items: Vec<Value>,
         continuation: Option<String>,
@@ -322,7 +392,7 @@ impl From<Page> for ReplyWire {
 
 impl From<Document> for ReplyWire {
     fn from(doc: Document) -> ReplyWire {
-        ReplyWire::Document(doc.into_value())
+        ReplyWire::Document(DocumentWire(doc))
     }
 }
 
