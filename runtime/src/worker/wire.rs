@@ -18,7 +18,9 @@
 //! checked like any other input: a frame over [`MAX_FRAME`], bad JSON or an
 //! unexpected message ends the worker, never the host.
 
+use std::hash::{BuildHasher, RandomState};
 use std::io::{self, Read, Write};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use host_api::{Document, ErrorCode, HostError, Page, PartitionKey, Statistics, TriggerOperation};
@@ -150,18 +152,18 @@ pub(super) struct ScriptRef {
     pub(super) id: String,
     pub(super) version: u64,
     /// A hash of the text: two containers can each have a version 1 of
-    /// `createComment`.
+    /// `createComment`. Keyed at random once per host process, so that no
+    /// one can write a script whose text hashes like another's.
     pub(super) hash: u64,
 }
 
 impl From<&Script<'_>> for ScriptRef {
     fn from(script: &Script<'_>) -> ScriptRef {
-        let mut hasher = std::hash::DefaultHasher::new();
-        std::hash::Hash::hash(script.body, &mut hasher);
+        static KEYS: OnceLock<RandomState> = OnceLock::new();
         ScriptRef {
             id: script.id.to_owned(),
             version: script.version,
-            hash: std::hash::Hasher::finish(&hasher),
+            hash: KEYS.get_or_init(RandomState::new).hash_one(script.body),
         }
     }
 }
