@@ -488,7 +488,10 @@ fn abi_call_is_clean(case: &AbiCase) -> Result<(), TestCaseError> {
     };
     let before = changes();
     let name = SHAPES[case.op].0;
-    let writes = matches!(name, "create" | "replace" | "upsert" | "delete");
+    let writes = matches!(
+        name,
+        "create" | "replace" | "upsert" | "delete" | "replace_member"
+    );
     match c.execute_stored_procedure("abi", "a", vec![json!(case.hex())], None) {
         Ok(response) => {
             prop_assert!(name != "fail", "fail returned");
