@@ -19,14 +19,63 @@
 //! [`to_json_escaping`] keeps the six characters `\uDC00` instead, for
 //! measuring what `JSON.stringify` will write.
 //!
-//! The other direction uses boa's `JsValue::from_json`, whose input comes
-//! from serde_json (parsed with its 128-level recursion limit) or the engine.
+//! The other direction, [`from_json`], builds what `JSON.parse` would: its
+//! input comes from serde_json (parsed with its 128-level recursion limit)
+//! or the engine.
 
-use boa_engine::property::PropertyKey;
+use boa_engine::builtins::object::OrdinaryObject;
+use boa_engine::object::ObjectInitializer;
+use boa_engine::object::builtins::JsArray;
+use boa_engine::property::{Attribute, PropertyKey};
 use boa_engine::string::JsStrVariant;
 use boa_engine::value::JsVariant;
-use boa_engine::{Context, JsError, JsObject, JsString, JsValue, js_string};
+use boa_engine::{Context, JsError, JsObject, JsResult, JsString, JsValue, js_string};
 use serde_json::{Map, Value};
+
+/// `value` as a JavaScript value, as `JSON.parse` of its text would build
+/// it: plain objects with writable, enumerable, configurable data
+/// properties in the text's order, integral numbers in `i32` range as
+/// integers.
+///
+/// boa's own `JsValue::from_json` gives every object a shape of its own,
+/// with a hash table built property by property; this one builds objects
+/// on the shared shapes that object literals use, so a page of documents
+/// with the same members shares one chain of shape transitions. Returning
+/// 100 documents from a query spends most of its time here and in
+/// [`to_json`].
+pub(crate) fn from_json(value: &Value, context: &mut Context) -> JsResult<JsValue> {
+    Ok(match value {
+        Value::Null => JsValue::null(),
+        Value::Bool(b) => JsValue::from(*b),
+        Value::Number(n) => match n.as_i64().and_then(|i| i32::try_from(i).ok()) {
+            Some(i) => JsValue::from(i),
+            // Every serde_json number has an f64 value (arbitrary precision
+            // is off), so the fallback is never taken.
+            None => JsValue::from(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        Value::String(s) => JsValue::from(JsString::from(s.as_str())),
+        Value::Array(items) => {
+            let items = items
+                .iter()
+                .map(|item| from_json(item, context))
+                .collect::<JsResult<Vec<_>>>()?;
+            JsArray::from_iter(items, context).into()
+        }
+        Value::Object(members) => {
+            let members = members
+                .iter()
+                .map(|(name, value)| {
+                    Ok((JsString::from(name.as_str()), from_json(value, context)?))
+                })
+                .collect::<JsResult<Vec<_>>>()?;
+            let mut object = ObjectInitializer::with_native_data(OrdinaryObject, context);
+            for (name, value) in members {
+                object.property(name, value, Attribute::all());
+            }
+            object.build().into()
+        }
+    })
+}
 
 /// `JsString` → `String`, as `to_std_string_escaped` (lone surrogates as
 /// `\uXXXX`) but without formatting char by char: ASCII text (nearly all
@@ -262,7 +311,7 @@ fn convert_object(
         return convert(&primitive, depth, walk, context);
     }
     let keys = obj.own_property_keys(context)?;
-    let mut map = Map::new();
+    let mut map = Map::with_capacity(keys.len());
     for key in keys {
         let name = match &key {
             PropertyKey::String(s) => match text(s, walk.strict) {
@@ -313,9 +362,72 @@ fn unbox(obj: &JsObject) -> Option<JsValue> {
 
 #[cfg(test)]
 mod tests {
-    use boa_engine::JsString;
+    use boa_engine::{Context, JsString, JsValue, Source, js_string};
+    use serde_json::json;
 
     use super::StdString;
+
+    /// `from_json` builds what `JSON.parse` of the same text builds: the
+    /// same members in the same order, as writable, enumerable,
+    /// configurable data properties on `Object.prototype` (`__proto__`
+    /// included, as an own member), the same numbers, and shapes shared
+    /// the way literals share them, so objects stay independent.
+    #[test]
+    fn from_json_builds_what_json_parse_builds() {
+        let value = json!({
+            "id": "p1", "n": 3, "big": 4_294_967_296_u64, "neg": -2_147_483_649_i64,
+            "x": 1.5, "ok": true, "none": null, "2": "index-like", "__proto__": {"polluted": 1},
+            "tags": ["a", 1, [2, {"deep": {"er": []}}]], "empty": {},
+        });
+        let mut context = Context::builder()
+            .instructions_remaining(1_000_000)
+            .build()
+            .unwrap();
+        let built = super::from_json(&value, &mut context).unwrap();
+        context
+            .global_object()
+            .set(js_string!("built"), built.clone(), false, &mut context)
+            .unwrap();
+        context
+            .global_object()
+            .set(
+                js_string!("other"),
+                super::from_json(&value, &mut context).unwrap(),
+                false,
+                &mut context,
+            )
+            .unwrap();
+        let text = serde_json::to_string(&value).unwrap();
+        let check = format!(
+            r#"
+            var parsed = JSON.parse({text:?});
+            var same = JSON.stringify(built) === JSON.stringify(parsed)
+                && JSON.stringify(Object.keys(built)) === JSON.stringify(Object.keys(parsed))
+                && Object.getPrototypeOf(built) === Object.prototype
+                && Array.isArray(built.tags) && built.tags.length === 3
+                && built.__proto__.polluted === 1 && ({{}}).polluted === undefined
+                && built.big === 4294967296 && built.neg === -2147483649 && built.x === 1.5;
+            var d = Object.getOwnPropertyDescriptor(built, 'n');
+            var attributes = d.writable && d.enumerable && d.configurable;
+            built.n = 4; delete built.id; built.added = 1;
+            same && attributes && other.n === 3 && other.id === 'p1' && other.added === undefined
+            "#
+        );
+        let result = context.eval(Source::from_bytes(check.as_bytes())).unwrap();
+        assert_eq!(result, JsValue::from(true), "{}", value);
+        let mut budget = usize::MAX;
+        let Ok(Some(back)) = super::to_json(
+            &context
+                .global_object()
+                .get(js_string!("other"), &mut context)
+                .unwrap(),
+            &mut budget,
+            &mut context,
+        ) else {
+            panic!("other converts back")
+        };
+        assert_eq!(back, value);
+    }
 
     #[test]
     fn to_std_matches_the_escaping_conversion() {

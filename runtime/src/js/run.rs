@@ -21,6 +21,7 @@ use boa_engine::{Context, JsError, JsObject, JsResult, JsString, JsValue, js_str
 use host_api::{Collection, ErrorCode, HostError, QueryRequest, WriteOptions};
 use serde_json::Value;
 
+use super::convert::from_json;
 use super::host::{self, Body, CallState, Fault, Kind, Op, Pending};
 use super::sandbox::{self, Sandbox};
 use crate::{Budget, Error, Failure, Invocation, Limits, Output, Script, Statistics};
@@ -235,8 +236,9 @@ fn call_udf(
     let mut js_args = Vec::with_capacity(args.len());
     for a in args {
         js_args.push(match a {
-            Some(v) => JsValue::from_json(v, &mut sandbox.context)
-                .map_err(|e| Error::Internal(e.to_string()))?,
+            Some(v) => {
+                from_json(v, &mut sandbox.context).map_err(|e| Error::Internal(e.to_string()))?
+            }
             None => JsValue::undefined(),
         });
     }
@@ -291,10 +293,7 @@ fn call(
     }
     let mut args = Vec::with_capacity(params.len());
     for p in &params {
-        args.push(
-            JsValue::from_json(p, &mut sandbox.context)
-                .map_err(|e| Error::Internal(e.to_string()))?,
-        );
+        args.push(from_json(p, &mut sandbox.context).map_err(|e| Error::Internal(e.to_string()))?);
     }
     apply(sandbox, script, false, &args)?;
     drain(sandbox, collection)?;
@@ -633,7 +632,7 @@ fn callback_args(done: Done, context: &mut Context) -> JsResult<Vec<JsValue>> {
     let undefined = JsValue::undefined();
     Ok(match done {
         Done::Doc(doc) => {
-            let doc = JsValue::from_json(doc.value(), context)?;
+            let doc = from_json(doc.value(), context)?;
             vec![
                 undefined,
                 doc,
@@ -645,7 +644,7 @@ fn callback_args(done: Done, context: &mut Context) -> JsResult<Vec<JsValue>> {
             JsObject::with_object_proto(context.intrinsics()).into(),
         ],
         Done::Page(page) => {
-            let items = JsValue::from_json(&Value::Array(page.items), context)?;
+            let items = from_json(&Value::Array(page.items), context)?;
             vec![undefined, items, feed_options(page.continuation, context)?]
         }
         Done::Items(items, continuation) => {
@@ -691,7 +690,7 @@ fn fluent(
     let host = sandbox.host.clone();
     let context = &mut sandbox.context;
     let run = |context: &mut Context| -> JsResult<(JsValue, Option<String>)> {
-        let docs = JsValue::from_json(&Value::Array(items), context)?;
+        let docs = from_json(&Value::Array(items), context)?;
         let result =
             sandbox
                 .apply_stages
