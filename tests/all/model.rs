@@ -243,6 +243,9 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
     let mut deadlines: Deadlines = BTreeMap::new();
     for (n, step) in steps.into_iter().enumerate() {
         let before = model.clone();
+        // Documents this step patched: a patch is a write even when it
+        // changes nothing (`incr` by 0), so it restarts the time to live.
+        let mut patched: Vec<(usize, String)> = Vec::new();
         match step {
             Step::Create(p, i, v) => {
                 let key = (p, IDS[i].to_owned());
@@ -356,6 +359,7 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
                     Some(doc) => {
                         res.expect("patch");
                         doc["v"] = json!(doc["v"].as_i64().unwrap_or(0) + v);
+                        patched.push(key);
                     }
                     None => prop_assert_eq!(res.map(drop).map_err(|e| e.status()), Err(404)),
                 }
@@ -376,6 +380,11 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
                     Ok(after) => {
                         prop_assert!(response.is_success(), "{:?}", response);
                         model = after;
+                        patched.extend(
+                            ops.iter()
+                                .filter(|(kind, _, _)| matches!(kind, BatchKind::Incr))
+                                .map(|&(_, i, _)| (p, IDS[i].to_owned())),
+                        );
                     }
                     Err((failed, status)) => {
                         prop_assert_eq!(response.failed, Some(failed));
@@ -423,7 +432,7 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
         // it and lives `ttl` seconds from the patch.
         let t = now(&clock);
         for (key, doc) in &model {
-            if before.get(key) == Some(doc) {
+            if before.get(key) == Some(doc) && !patched.contains(key) {
                 continue;
             }
             match doc.get("ttl").and_then(Value::as_u64) {
