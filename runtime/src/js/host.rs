@@ -500,7 +500,7 @@ fn body_get(side: Side, context: &mut Context) -> JsResult<JsValue> {
             Body::Json(json) => std::mem::take(json),
         }
     };
-    let value = convert::from_json(&json, context)?;
+    let value = convert::from_json(&json, context);
     let mut s = st.borrow_mut();
     let slot = match side {
         Side::Request => &mut s.request,

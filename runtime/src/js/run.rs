@@ -233,15 +233,13 @@ fn call_udf(
     limits: &Limits,
 ) -> Result<Option<Value>, Error> {
     begin(sandbox, Kind::Udf, limits);
-    let mut js_args = Vec::with_capacity(args.len());
-    for a in args {
-        js_args.push(match a {
-            Some(v) => {
-                from_json(v, &mut sandbox.context).map_err(|e| Error::Internal(e.to_string()))?
-            }
+    let js_args: Vec<JsValue> = args
+        .iter()
+        .map(|a| match a {
+            Some(v) => from_json(v, &mut sandbox.context),
             None => JsValue::undefined(),
-        });
-    }
+        })
+        .collect();
     let result = apply(sandbox, udf, true, &js_args)?;
     // Promise jobs a function queued are dropped, not run: its value is
     // what it returned.
@@ -291,10 +289,10 @@ fn call(
         s.request = Body::Json(request);
         s.response = response.map(Body::Json);
     }
-    let mut args = Vec::with_capacity(params.len());
-    for p in &params {
-        args.push(from_json(p, &mut sandbox.context).map_err(|e| Error::Internal(e.to_string()))?);
-    }
+    let args: Vec<JsValue> = params
+        .iter()
+        .map(|p| from_json(p, &mut sandbox.context))
+        .collect();
     apply(sandbox, script, false, &args)?;
     drain(sandbox, collection)?;
 
@@ -632,7 +630,7 @@ fn callback_args(done: Done, context: &mut Context) -> JsResult<Vec<JsValue>> {
     let undefined = JsValue::undefined();
     Ok(match done {
         Done::Doc(doc) => {
-            let doc = from_json(doc.value(), context)?;
+            let doc = from_json(doc.value(), context);
             vec![
                 undefined,
                 doc,
@@ -644,7 +642,7 @@ fn callback_args(done: Done, context: &mut Context) -> JsResult<Vec<JsValue>> {
             JsObject::with_object_proto(context.intrinsics()).into(),
         ],
         Done::Page(page) => {
-            let items = from_json(&Value::Array(page.items), context)?;
+            let items = from_json(&Value::Array(page.items), context);
             vec![undefined, items, feed_options(page.continuation, context)?]
         }
         Done::Items(items, continuation) => {
@@ -690,7 +688,7 @@ fn fluent(
     let host = sandbox.host.clone();
     let context = &mut sandbox.context;
     let run = |context: &mut Context| -> JsResult<(JsValue, Option<String>)> {
-        let docs = from_json(&Value::Array(items), context)?;
+        let docs = from_json(&Value::Array(items), context);
         let result =
             sandbox
                 .apply_stages
