@@ -95,6 +95,9 @@ impl QueryOptions {
 pub struct ProcedureOptions {
     /// Bounds of the call; the runtime's defaults when `None`.
     pub limits: Option<Limits>,
+    /// Return what the call committed in [`ProcedureResponse::writes`]
+    /// (off by default: it costs a copy of the write set's handles).
+    pub record_writes: bool,
 }
 
 /// The response of a stored procedure.
@@ -107,6 +110,11 @@ pub struct ProcedureResponse {
     pub logs: String,
     /// What it did.
     pub stats: Statistics,
+    /// What it committed, one change per document in the order they were
+    /// first written, all with the call's LSN, when
+    /// [`ProcedureOptions::record_writes`] asked for it (empty otherwise,
+    /// and when the call wrote nothing).
+    pub writes: Vec<Change>,
 }
 
 /// The response of a write.
@@ -656,8 +664,7 @@ impl Container {
         params: Vec<Value>,
         options: Option<&ProcedureOptions>,
     ) -> Result<ProcedureResponse> {
-        let limits = options.and_then(|o| o.limits.as_ref());
-        scripts::execute_procedure(&self.raw, id, partition_key.into(), params, limits)
+        scripts::execute_procedure(&self.raw, id, partition_key.into(), params, options)
     }
 
     /// Stores a new script. A WebAssembly module (`.wasm` bytes or `.wat`

@@ -57,15 +57,18 @@ use std::rc::Rc;
 
 use engine::query::{Params, Udf};
 use engine::{
-    Container, Document, ItemOptions, PartitionKey, Patch, QueryItemsOptions, QueryPage, Script,
-    ScriptKind, ScriptLanguage, ScriptProperties, TriggerOperation, TriggerType, Txn,
+    Change, Container, Document, ItemOptions, PartitionKey, Patch, QueryItemsOptions, QueryPage,
+    Script, ScriptKind, ScriptLanguage, ScriptProperties, TriggerOperation, TriggerType, Txn,
 };
 use runtime::{Invocation, Limits, WasmCache, WasmScript};
 use serde_json::Value;
 
 use crate::intercept::Intercepted;
 use crate::recording::Recording;
-use crate::{Error, ItemResponse, ProcedureResponse, ScriptFailure, Statistics, WriteOptions};
+use crate::{
+    Error, ItemResponse, ProcedureOptions, ProcedureResponse, ScriptFailure, Statistics,
+    WriteOptions,
+};
 
 /// How long past its scripts' wall-time limits a call's transaction keeps
 /// its partition against other writers: the runtime notices its wall clock
@@ -275,7 +278,14 @@ pub(crate) fn run_procedure(
         body: body.unwrap_or_else(|| Value::String(String::new())),
         logs,
         stats,
+        writes: Vec::new(),
     })
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// The container's user-defined functions, for the query engine: looked up
@@ -625,16 +635,33 @@ pub(crate) fn execute_procedure(
     id: &str,
     partition_key: PartitionKey,
     params: Vec<Value>,
-    limits: Option<&Limits>,
+    options: Option<&ProcedureOptions>,
 ) -> Result<ProcedureResponse, Error> {
     let started = std::time::Instant::now();
-    let limits = or_default(limits);
+    let limits = or_default(options.and_then(|o| o.limits.as_ref()));
     let limits = &*limits;
     let script = container.read_script(ScriptKind::StoredProcedure, id)?;
-    let mut txn = begin_call(container, partition_key, limits, 1)?;
+    let mut txn = begin_call(container, partition_key.clone(), limits, 1)?;
     attach_udfs(container, &mut txn, limits);
     let mut response = run_procedure(&script, container.data_dir(), &mut txn, params, limits)?;
-    txn.commit()?;
+    let writes = options
+        .is_some_and(|o| o.record_writes)
+        .then(|| txn.write_set());
+    let lsn = txn.commit()?;
+    if let (Some(writes), Some(lsn)) = (writes, lsn) {
+        response.writes = writes
+            .into_iter()
+            .map(|(id, kind, document)| Change {
+                lsn,
+                partition_key: partition_key.clone(),
+                id: id.to_string(),
+                // A delete has no `_ts`: the clock after the commit.
+                ts: document.as_ref().map_or_else(unix_now, Document::ts),
+                kind,
+                document,
+            })
+            .collect();
+    }
     response.stats.wall_time = started.elapsed();
     Ok(response)
 }

@@ -33,7 +33,7 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use clap::Args;
 use partita::fuzz::{self, FuzzConfig, Invariant, params_from_templates};
-use partita::{Database, FeedOptions, PartitionKey, ScriptKind, ScriptProperties};
+use partita::{Database, PartitionKey};
 use serde_json::{Value, json};
 
 /// Arguments of `partita fuzz`.
@@ -174,56 +174,6 @@ fn run(
     if keys.is_empty() {
         bail!("name at least one partition with --pk or --pk-json");
     }
-    let mut scripts = Vec::new();
-    if let Some(id) = &args.procedure {
-        let procedure = container.read_script(ScriptKind::StoredProcedure, id)?;
-        scripts.push(ScriptProperties {
-            id: procedure.id.clone(),
-            kind: procedure.kind,
-            language: procedure.language,
-            body: procedure.body.to_vec(),
-            trigger_type: None,
-            trigger_operation: None,
-            trigger_names: None,
-        });
-    }
-    for udf in container.list_scripts(ScriptKind::UserDefinedFunction) {
-        scripts.push(ScriptProperties {
-            id: udf.id.clone(),
-            kind: udf.kind,
-            language: udf.language,
-            body: udf.body.to_vec(),
-            trigger_type: None,
-            trigger_operation: None,
-            trigger_names: None,
-        });
-    }
-    let seed_documents = match &args.data_file {
-        Some(path) => json_lines(path, "document")?,
-        None => {
-            let mut docs = Vec::new();
-            for key in &keys {
-                let mut options = FeedOptions::default();
-                loop {
-                    let page = container.read_feed(key.clone(), &options)?;
-                    docs.extend(page.items.into_iter().map(|d| {
-                        let mut doc = d.into_value();
-                        if let Some(map) = doc.as_object_mut() {
-                            for key in ["_rid", "_self", "_etag", "_ts", "_attachments"] {
-                                map.remove(key);
-                            }
-                        }
-                        doc
-                    }));
-                    match page.continuation {
-                        Some(c) => options.continuation = Some(c),
-                        None => break,
-                    }
-                }
-            }
-            docs
-        }
-    };
     let templates = match (&args.params, &args.params_file) {
         (Some(text), _) => vec![params_array(
             serde_json::from_str(text).context("--params: not JSON")?,
@@ -240,15 +190,16 @@ fn run(
         sql: args.invariant.clone(),
         expect,
     };
-    let path = container.partition_key_path().as_str();
-    let params = params_from_templates(templates);
-    let mut config = if args.batch {
-        FuzzConfig::batch(path, keys, params, invariant)
-    } else {
-        FuzzConfig::new(path, scripts.remove(0), keys, params, invariant)
-    };
-    config.scripts.extend(scripts);
-    config.seed_documents = seed_documents;
+    let mut config = FuzzConfig::for_container(
+        &container,
+        args.procedure.as_deref(),
+        keys,
+        params_from_templates(templates),
+        invariant,
+    )?;
+    if let Some(path) = &args.data_file {
+        config.seed_documents = json_lines(path, "document")?;
+    }
     config.calls = args.calls;
     config.seed = args.seed;
     config.concurrency = args.concurrency.max(1);

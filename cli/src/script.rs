@@ -145,6 +145,7 @@ fn execute(
         params,
         Some(&ProcedureOptions {
             limits: Some(limits.clone()),
+            ..Default::default()
         }),
     )?;
     Ok(json!({

@@ -606,6 +606,39 @@ impl Txn {
         write.seq = seq;
     }
 
+    /// Creates a document as a script's write does: one without the
+    /// partition-key property lands in this transaction's partition (see
+    /// [`Txn::create_item`] for the rest).
+    ///
+    /// # Errors
+    /// As [`Txn::create_item`].
+    pub fn create_item_as_script(&mut self, doc: Value) -> Result<Document> {
+        self.create_as(doc, Writer::Script)
+    }
+
+    /// What the transaction would commit now, in the order its documents
+    /// were first written: each document's id, whether it is created,
+    /// replaced or deleted, and its new content (`None` for a delete). A
+    /// document created and deleted again is not in it.
+    pub fn write_set(&self) -> Vec<(Arc<str>, ChangeKind, Option<Document>)> {
+        self.writes
+            .iter()
+            .filter_map(|w| {
+                let kind = match (&w.before, &w.after) {
+                    (None, None) => return None,
+                    (None, Some(_)) => ChangeKind::Create,
+                    (Some(_), Some(_)) => ChangeKind::Replace,
+                    (Some(_), None) => ChangeKind::Delete,
+                };
+                Some((
+                    w.id.clone(),
+                    kind,
+                    w.after.as_ref().map(|s| s.document.clone()),
+                ))
+            })
+            .collect()
+    }
+
     /// Commits: makes every write durable, then visible. Returns the LSN of
     /// the transaction in the container's change log, or `None` when it wrote
     /// nothing.

@@ -275,6 +275,72 @@ impl std::fmt::Debug for FuzzConfig {
     }
 }
 
+impl FuzzConfig {
+    /// A configuration for a procedure (`Some(id)`) or a transactional
+    /// batch (`None`) of a user's container, with the defaults of
+    /// [`FuzzConfig::new`]: the container's partition-key path, the
+    /// procedure and the container's user-defined functions, and as seed
+    /// documents the current documents of `partition_keys` (without their
+    /// system properties). The container is only read.
+    ///
+    /// # Errors
+    /// 404 when there is no such procedure; the engine's error when the
+    /// documents cannot be read.
+    pub fn for_container(
+        container: &crate::Container,
+        procedure: Option<&str>,
+        partition_keys: Vec<PartitionKey>,
+        params: ParamsGenerator,
+        invariant: Invariant,
+    ) -> Result<FuzzConfig, Error> {
+        let properties = |script: &Script| ScriptProperties {
+            id: script.id.clone(),
+            kind: script.kind,
+            language: script.language,
+            body: script.body.to_vec(),
+            trigger_type: None,
+            trigger_operation: None,
+            trigger_names: None,
+        };
+        let udfs: Vec<ScriptProperties> = container
+            .list_scripts(ScriptKind::UserDefinedFunction)
+            .iter()
+            .map(&properties)
+            .collect();
+        let mut seed_documents = Vec::new();
+        for key in &partition_keys {
+            let mut options = engine::FeedOptions::default();
+            loop {
+                let page = container.read_feed(key.clone(), &options)?;
+                seed_documents.extend(page.items.into_iter().map(|d| {
+                    let mut doc = d.into_value();
+                    if let Some(map) = doc.as_object_mut() {
+                        for key in ["_rid", "_self", "_etag", "_ts", "_attachments"] {
+                            map.remove(key);
+                        }
+                    }
+                    doc
+                }));
+                match page.continuation {
+                    Some(c) => options.continuation = Some(c),
+                    None => break,
+                }
+            }
+        }
+        let path = container.partition_key_path().as_str();
+        let mut config = match procedure {
+            Some(id) => {
+                let script = container.read_script(ScriptKind::StoredProcedure, id)?;
+                FuzzConfig::new(path, properties(&script), partition_keys, params, invariant)
+            }
+            None => FuzzConfig::batch(path, partition_keys, params, invariant),
+        };
+        config.scripts.extend(udfs);
+        config.seed_documents = seed_documents;
+        Ok(config)
+    }
+}
+
 /// Parameters from templates: each call picks one template (a JSON array)
 /// at random and replaces every string `"$pk"` in it by the call's
 /// partition-key value and every `"$seed"` by the call's seed in hex (a
@@ -816,8 +882,10 @@ fn scratch(
     let container = db.create_container(CONTAINER, &config.partition_key_path)?;
     if !docs.is_empty() {
         container.transaction(pk.clone(), |txn| {
+            // As a script wrote them: a document without the key property
+            // is this partition's.
             for doc in docs {
-                txn.create_item(strip(doc))?;
+                txn.create_item_as_script(strip(doc))?;
             }
             Ok::<_, engine::Error>(())
         })?;
@@ -1080,6 +1148,7 @@ fn run_batch(txn: &mut Txn, params: &[Value], fault: Option<OpFault>) -> CallRes
                 body: Value::Array(body),
                 logs: String::new(),
                 stats,
+                writes: Vec::new(),
             })
         }
         // The failure as the fuzzer records any call's: its status and

@@ -330,6 +330,7 @@ fn a_procedure_stuck_in_native_code_loses_its_partition_at_its_deadline() -> Res
                     vec![],
                     Some(&partita::ProcedureOptions {
                         limits: Some(limits),
+                        ..Default::default()
                     }),
                 )
                 .map(drop)

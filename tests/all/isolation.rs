@@ -77,6 +77,7 @@ fn outcome<T: Into<Value>>(result: std::result::Result<T, Error>) -> Value {
 fn execute(posts: &Container, limits: &Limits, id: &str, params: Vec<Value>) -> Value {
     let options = partita::ProcedureOptions {
         limits: Some(limits.clone()),
+        ..Default::default()
     };
     outcome(
         posts
@@ -260,6 +261,7 @@ fn fails_and_recovers(what: &str, limits: impl FnOnce(Limits) -> Limits) -> Resu
             vec![],
             Some(&partita::ProcedureOptions {
                 limits: Some(limits.clone()),
+                ..Default::default()
             }),
         )
         .unwrap_err();
@@ -280,6 +282,7 @@ fn fails_and_recovers(what: &str, limits: impl FnOnce(Limits) -> Limits) -> Resu
         vec![json!("p1"), json!({"text": "after"})],
         Some(&partita::ProcedureOptions {
             limits: Some(isolated(&pool)),
+            ..Default::default()
         }),
     )?;
     assert_eq!(posts.read_item("p1", "p1")?["commentCount"], 1);
@@ -373,6 +376,7 @@ fn no_state_survives_from_one_call_to_the_next_in_a_worker() -> Result {
         vec![],
         Some(&partita::ProcedureOptions {
             limits: Some(limits.clone()),
+            ..Default::default()
         }),
     )?;
     let seen = posts.execute_stored_procedure(
@@ -381,6 +385,7 @@ fn no_state_survives_from_one_call_to_the_next_in_a_worker() -> Result {
         vec![],
         Some(&partita::ProcedureOptions {
             limits: Some(limits.clone()),
+            ..Default::default()
         }),
     )?;
     assert_eq!(seen.body, json!(["undefined", true, 1]));
@@ -406,6 +411,7 @@ fn concurrent_calls_each_get_a_worker_and_stay_atomic() -> Result {
                             vec![json!("p1"), json!({"id": format!("c{t}-{i}")})],
                             Some(&partita::ProcedureOptions {
                                 limits: Some(limits.clone()),
+                                ..Default::default()
                             }),
                         )
                         .expect("createComment");
@@ -435,6 +441,7 @@ fn a_broken_or_missing_worker_program_is_a_500_not_a_panic() -> Result {
                 vec![json!("p1"), json!({})],
                 Some(&partita::ProcedureOptions {
                     limits: Some(isolated(&pool).clone()),
+                    ..Default::default()
                 }),
             )
             .unwrap_err();
@@ -499,6 +506,7 @@ fn the_in_process_bounds_hold_in_a_worker_without_costing_it() -> Result {
                 vec![],
                 Some(&partita::ProcedureOptions {
                     limits: Some(limits.clone()),
+                    ..Default::default()
                 }),
             )
             .unwrap_err();
@@ -564,6 +572,7 @@ fn an_idle_worker_killed_from_outside_is_replaced_without_failing_a_call() -> Re
             vec![json!("p1"), json!({})],
             Some(&partita::ProcedureOptions {
                 limits: Some(limits.clone()),
+                ..Default::default()
             }),
         )
     };
@@ -618,6 +627,7 @@ fn workers_beyond_the_idle_limit_are_reaped() -> Result {
             vec![json!("p1"), json!({})],
             Some(&partita::ProcedureOptions {
                 limits: Some(isolated(&pool).clone()),
+                ..Default::default()
             }),
         )?;
     }

@@ -167,6 +167,7 @@ fn logs_and_failures() -> Result {
             vec![],
             Some(&partita::ProcedureOptions {
                 limits: Some(limits.clone()),
+                ..Default::default()
             }),
         )
         .unwrap_err();

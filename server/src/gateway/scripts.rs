@@ -165,6 +165,7 @@ impl Gateway {
     fn procedure_options(&self, req: &WireRequest) -> Result<ProcedureOptions, WireError> {
         Ok(ProcedureOptions {
             limits: Some(self.call_limits(req)?),
+            ..Default::default()
         })
     }
 }
