@@ -351,3 +351,27 @@ fn documents_without_the_key_property_are_not_a_violation() {
     assert_eq!(report.violation, None, "{json:#}");
     assert!(report.committed > 0, "{json:#}");
 }
+
+/// The fuzzer with JavaScript in worker processes (as `partita serve` runs
+/// it for the Data Explorer): every fault kind still lands, and a correct
+/// procedure whose comments get generated ids shows no violation (the
+/// worker's ids follow the fuzzer's seed).
+#[test]
+fn create_comment_is_atomic_in_worker_processes() {
+    let pool = partita::WorkerPool::new(partita::WorkerOptions::new(
+        env!("CARGO_BIN_EXE_script-worker"),
+        Vec::<String>::new(),
+    ));
+    let mut config = blog("createComment", 2);
+    config.calls = calls().min(80);
+    config.seed = 5;
+    config.limits = partita::Limits {
+        workers: Some(pool),
+        ..partita::Limits::default()
+    };
+    let report = fuzz::run(&config).expect("run");
+    let json = report.to_json();
+    assert_eq!(report.violation, None, "{json:#}");
+    assert_eq!(report.calls, config.calls);
+    assert!(report.committed > 0 && report.failed > 0, "{json:#}");
+}

@@ -795,3 +795,42 @@ fn reading_ahead_and_speculating_change_nothing_a_script_or_caller_sees() -> Res
     assert_eq!(stats.lost, 0, "{stats:?}");
     Ok(())
 }
+
+/// A document created without an id gets the same generated id in a worker
+/// as in process when the thread's generator is seeded (what the fuzzer
+/// relies on to compare a faulted call with its clean rerun), and a new one
+/// on every unseeded call.
+#[test]
+fn generated_ids_follow_the_calling_threads_seed_in_workers() -> Result {
+    let pool = pool();
+    let comment_id = |limits: &Limits, seed: Option<u64>| -> Result<String> {
+        let db = Database::in_memory();
+        let posts = posts(&db)?;
+        if let Some(seed) = seed {
+            runtime::seed_generated_ids(seed);
+        }
+        posts.execute_stored_procedure(
+            "createComment",
+            "p1",
+            vec![json!("p1"), json!({"text": "hi"})],
+            Some(&partita::ProcedureOptions {
+                limits: Some(limits.clone()),
+                ..Default::default()
+            }),
+        )?;
+        let page = posts.query_items(
+            "SELECT VALUE c.id FROM c WHERE c.text = 'hi'",
+            &Default::default(),
+            &Default::default(),
+        )?;
+        Ok(page.items[0].as_str().unwrap_or_default().to_owned())
+    };
+    let in_process = comment_id(&Limits::default(), Some(7))?;
+    let in_worker = comment_id(&isolated(&pool), Some(7))?;
+    assert_eq!(in_worker, in_process, "the same seed, the same id");
+    let next = comment_id(&isolated(&pool), None)?;
+    assert_ne!(next, in_worker, "an unseeded call after it gets a new id");
+    let again = comment_id(&isolated(&pool), None)?;
+    assert_ne!(again, next);
+    Ok(())
+}

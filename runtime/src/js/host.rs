@@ -898,6 +898,25 @@ pub(crate) fn seed_ids(seed: u64) {
     RNG.with(|state| state.set(seed));
 }
 
+/// This thread's id generator's state, for a worker process to continue
+/// from (the worker's `seed_ids`).
+pub(crate) fn ids_state() -> u64 {
+    RNG.with(std::cell::Cell::get)
+}
+
+/// Moves this thread's id generator to an unrelated point of its sequence
+/// (a hash of its state), past the ids a worker generated from
+/// [`ids_state`]: a jump, not a step, so the two sequences never overlap
+/// in practice.
+pub(crate) fn skip_ids() {
+    RNG.with(|state| {
+        let mut z = state.get() ^ 0x5851_F42D_4C95_7F2D;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        state.set(z ^ (z >> 31));
+    });
+}
+
 /// A random lowercase-hex GUID, as Cosmos DB's wrapper generates.
 pub(crate) fn generate_id() -> String {
     let (a, b) = (next_random(), next_random());

@@ -21,7 +21,7 @@ mod run;
 mod sandbox;
 
 pub(crate) use host::generate_id;
-pub(crate) use host::seed_ids;
+pub(crate) use host::{ids_state, seed_ids, skip_ids};
 pub(crate) use nesting::MAX_DEPTH;
 pub(crate) use run::{RED_ZONE, Seen, run, run_udf, seen, unhandled};
 pub(crate) use sandbox::check;

@@ -47,7 +47,9 @@ pub(super) fn serve() -> i32 {
                 collection,
                 speculate,
                 prefetch,
+                ids,
             } => {
+                crate::js::seed_ids(ids);
                 let Ok(partition_key) = collection.partition_key() else {
                     return 2;
                 };

@@ -663,7 +663,11 @@ pub(crate) fn run(
         },
         speculate,
         prefetch,
+        ids: crate::js::ids_state(),
     };
+    // The worker continues this thread's sequence; move it on past what
+    // the worker may have used, so the next call's ids are new.
+    crate::js::skip_ids();
     let (result, prefetch_used) = loop {
         let attempt = attempt(
             pool,

@@ -54,6 +54,11 @@ pub(super) enum ToWorker {
         /// A document the host read before the call, as the script's first
         /// read is expected to ask for it.
         prefetch: Option<Prefetched>,
+        /// The host thread's id generator: the ids the script generates
+        /// are the ones it would generate in process, so a seeded call
+        /// (`runtime::seed_generated_ids`, the fuzzer) is deterministic in
+        /// a worker too.
+        ids: u64,
     },
     /// Call a user-defined function.
     Udf {
