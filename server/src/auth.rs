@@ -67,6 +67,9 @@ pub struct MasterKey {
     /// The key resource tokens are signed with, derived from the account
     /// key, so no token MAC is ever a request signature or the reverse.
     tokens: Hmac<Sha256>,
+    /// The base64 text, for the Data Explorer page served to a loopback
+    /// client (`explorer.rs`); nothing else reads it.
+    text: std::sync::Arc<str>,
 }
 
 /// What a resource token names: a permission, by the rids of its
@@ -133,7 +136,16 @@ impl MasterKey {
         derive.update(b"partita resource tokens v1");
         let tokens = Hmac::<Sha256>::new_from_slice(&derive.finalize().into_bytes())
             .expect("HMAC accepts keys of any length");
-        Ok(MasterKey { requests, tokens })
+        Ok(MasterKey {
+            requests,
+            tokens,
+            text: text.trim().into(),
+        })
+    }
+
+    /// The key as the base64 text it was given as.
+    pub(crate) fn text(&self) -> &str {
+        &self.text
     }
 
     /// Whether `key` is this account key, compared through the HMAC (in

@@ -324,7 +324,10 @@ async fn serve_connection(
     watcher: hyper_util::server::graceful::Watcher,
 ) {
     let options = &shared.options;
-    let local_addr = stream.local_addr().ok();
+    let addrs = Addrs {
+        local: stream.local_addr().ok(),
+        remote: stream.peer_addr().ok(),
+    };
     let state = Arc::new(ConnState::new());
     let io = Watched {
         io: stream,
@@ -337,7 +340,7 @@ async fn serve_connection(
             let busy = state.begin_request();
             let shared = shared.clone();
             async move {
-                let response = serve_request(shared, req, local_addr).await;
+                let response = serve_request(shared, req, addrs).await;
                 drop(busy);
                 response
             }
@@ -587,12 +590,30 @@ fn server_runtime(
         .build()
 }
 
+/// The two ends of a connection.
+#[derive(Clone, Copy)]
+struct Addrs {
+    local: Option<SocketAddr>,
+    remote: Option<SocketAddr>,
+}
+
 async fn serve_request(
     shared: Arc<Shared>,
     req: Request<Incoming>,
-    local_addr: Option<SocketAddr>,
+    addrs: Addrs,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
-    let response = match read_request(&shared, req, local_addr).await {
+    // The Data Explorer's page and files are public (the page asks for the
+    // key unless the client is on this machine) and have no body.
+    if crate::explorer::is_explorer_path(req.uri().path()) {
+        let page = crate::explorer::serve(
+            req.method().as_str(),
+            req.uri().path(),
+            addrs.remote,
+            shared.gateway.key_text(),
+        );
+        return Ok(into_hyper(page));
+    }
+    let response = match read_request(&shared, req, addrs).await {
         Ok((wire, reserved)) => {
             // Server-side duration: from the whole request being read to the
             // response being ready, queueing for a blocking thread included.
@@ -755,7 +776,7 @@ async fn reserve(shared: &Shared, bytes: usize) -> Result<Option<OwnedSemaphoreP
 async fn read_request(
     shared: &Shared,
     req: Request<Incoming>,
-    local_addr: Option<SocketAddr>,
+    addrs: Addrs,
 ) -> Result<(WireRequest, Option<OwnedSemaphorePermit>), Refused> {
     let options = &shared.options;
     let (parts, body) = req.into_parts();
@@ -842,7 +863,8 @@ async fn read_request(
             path: parts.uri.path().to_owned(),
             headers,
             body,
-            local_addr,
+            local_addr: addrs.local,
+            remote_addr: addrs.remote,
         },
         reserved,
     ))

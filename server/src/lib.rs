@@ -21,6 +21,7 @@
 
 mod auth;
 mod epk;
+mod explorer;
 mod gateway;
 mod http;
 mod registry;

@@ -32,6 +32,9 @@ pub struct WireRequest {
     /// The server's address the request arrived at, when it came over a
     /// socket.
     pub local_addr: Option<std::net::SocketAddr>,
+    /// The client's address, when it came over a socket (the Data Explorer
+    /// hands the key only to a loopback client).
+    pub remote_addr: Option<std::net::SocketAddr>,
 }
 
 /// One HTTP response.

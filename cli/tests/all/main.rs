@@ -1,5 +1,6 @@
 //! The `partita` binary end to end, in one test binary: the command line
-//! (`cli`), `partita fuzz` (`fuzz`), `partita serve` with the official
+//! (`cli`), `partita fuzz` (`fuzz`), the Data Explorer in a browser
+//! (`explorer`), `partita serve` with the official
 //! SDKs (`server`, rid-addressed links in `rid`, clients that try to hold
 //! it in `hostile_http`, the hostile script corpus in `hostile`, a disk
 //! that fills up in `hostile_disk`), and the Python SDK's own emulator
@@ -8,6 +9,7 @@
 //! its binary (`CARGO_BIN_EXE_partita`).
 
 mod cli;
+mod explorer;
 mod fuzz;
 mod hostile;
 mod hostile_disk;

@@ -49,6 +49,7 @@ fn with_token(
         headers: map,
         body: Bytes::copy_from_slice(body),
         local_addr: None,
+        remote_addr: None,
     }
 }
 

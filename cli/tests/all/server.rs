@@ -82,6 +82,7 @@ fn signed_at(
         headers: map,
         body: Bytes::copy_from_slice(body),
         local_addr: None,
+        remote_addr: None,
     }
 }
 

@@ -67,6 +67,7 @@ mod tests {
             headers,
             body: bytes::Bytes::new(),
             local_addr: local.map(|a| a.parse::<SocketAddr>().unwrap()),
+            remote_addr: None,
         }
     }
 

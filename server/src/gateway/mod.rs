@@ -175,6 +175,14 @@ impl Gateway {
     /// Answers one request; `now` is the clock the request date is checked
     /// against. Never panics on any input.
     pub fn handle(&self, req: &WireRequest, now: SystemTime) -> WireResponse {
+        if crate::explorer::is_explorer_path(&req.path) {
+            return crate::explorer::serve(
+                &req.method,
+                &req.path,
+                req.remote_addr,
+                self.key_text(),
+            );
+        }
         let routed = self.route(req, now);
         let response = self.finish(&req.headers, routed);
         // Which region answered a read: the SDKs' multi-region tests read
@@ -208,6 +216,11 @@ impl Gateway {
             .and_then(|segments| self.authenticate(method, &segments, headers, now))
             .map(|_| ())
             .map_err(|err| self.finish(headers, Err(err)))
+    }
+
+    /// The account key's base64 text, for the Data Explorer.
+    pub(crate) fn key_text(&self) -> &str {
+        self.key.text()
     }
 
     /// How long the transport lets one request's handler run before it
@@ -599,6 +612,7 @@ mod tests {
                 headers,
                 body: bytes::Bytes::new(),
                 local_addr: None,
+                remote_addr: None,
             }
         };
         let stale = httpdate::fmt_http_date(now - Duration::from_secs(3600));

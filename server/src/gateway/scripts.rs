@@ -2,9 +2,20 @@
 //! procedures, triggers and user-defined functions, and the execution of a
 //! procedure (`POST sprocs/{id}`) in the logical partition the request's
 //! header names, with the gateway's script limits.
+//!
+//! Partita's additions: a WebAssembly script is the same resource with
+//! `"language": "wasm"` and the module in base64 as its body; an execution
+//! with `x-partita-include-write-set: true` returns what it committed in
+//! `x-partita-write-set`; one with `x-partita-fuzz: true` runs the
+//! atomicity fuzzer on the procedure instead (the Data Explorer's "Fuzz").
 
-use engine::{ScriptKind, ScriptProperties, TriggerNames, TriggerOperation, TriggerType};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use engine::{
+    ScriptKind, ScriptLanguage, ScriptProperties, TriggerNames, TriggerOperation, TriggerType,
+};
 use partita::ProcedureOptions;
+use partita::fuzz::{self, FuzzConfig, Invariant, params_from_templates};
 use percent_encoding::utf8_percent_encode;
 use serde_json::{Value, json};
 
@@ -72,7 +83,8 @@ impl Gateway {
                 "script {script_id:?} needs its JavaScript text as a string body"
             )));
         };
-        let props = match script_kind(kind).unwrap_or(ScriptKind::StoredProcedure) {
+        let module = wasm_module(&body, script_id, text)?;
+        let mut props = match script_kind(kind).unwrap_or(ScriptKind::StoredProcedure) {
             ScriptKind::StoredProcedure => ScriptProperties::stored_procedure(script_id, text),
             ScriptKind::UserDefinedFunction => {
                 ScriptProperties::user_defined_function(script_id, text)
@@ -104,6 +116,10 @@ impl Gateway {
                 }
             }
         };
+        if let Some(module) = module {
+            props.language = ScriptLanguage::Wasm;
+            props.body = module;
+        }
         let (status, script) = match id {
             None => (201, coll.container.create_script(props)?),
             Some(_) => (200, coll.container.replace_script(props)?),
@@ -128,6 +144,9 @@ impl Gateway {
         id: &str,
         req: &WireRequest,
     ) -> Result<WireResponse, WireError> {
+        if flag(&req.headers, "x-partita-fuzz")? {
+            return self.fuzz(coll, id, req);
+        }
         let params = if req.body.iter().all(u8::is_ascii_whitespace) {
             Vec::new()
         } else {
@@ -141,12 +160,11 @@ impl Gateway {
                 "executing procedure {id:?} needs the x-ms-documentdb-partitionkey header"
             ))
         })?;
-        let response = coll.container.execute_stored_procedure(
-            id,
-            key,
-            params,
-            Some(&self.procedure_options(req)?),
-        )?;
+        let mut options = self.procedure_options(req)?;
+        options.record_writes = flag(&req.headers, "x-partita-include-write-set")?;
+        let response = coll
+            .container
+            .execute_stored_procedure(id, key, params, Some(&options))?;
         let logging = flag(&req.headers, "x-ms-documentdb-script-enable-logging")?;
         let mut out = WireResponse::json(200, &response.body)
             .with("x-ms-request-charge", charge(response.request_charge()))
@@ -157,7 +175,35 @@ impl Gateway {
                 utf8_percent_encode(&response.logs, URI_COMPONENT).to_string(),
             );
         }
+        if options.record_writes {
+            out = out.with("x-partita-write-set", write_set_header(&response.writes));
+        }
         Ok(out)
+    }
+
+    /// `x-partita-fuzz: true` on a procedure's execution: runs the
+    /// atomicity fuzzer on the procedure, on a private copy of the named
+    /// partitions (the container is only read), and answers its report.
+    fn fuzz(
+        &self,
+        coll: &CollEntry,
+        id: &str,
+        req: &WireRequest,
+    ) -> Result<WireResponse, WireError> {
+        let request = FuzzRequest::parse(req)?;
+        let mut config = FuzzConfig::for_container(
+            &coll.container,
+            Some(id),
+            request.partition_keys,
+            params_from_templates(vec![request.params]),
+            request.invariant,
+        )?;
+        config.calls = request.calls;
+        config.seed = request.seed;
+        config.limits = self.call_limits(req)?;
+        let report = fuzz::run(&config)
+            .map_err(|e| WireError::new(e.status(), format!("fuzzing {id:?}: {e}")))?;
+        Ok(WireResponse::json(200, &report.to_json()))
     }
 
     /// The options of a procedure call: the server's script limits, with
@@ -167,6 +213,135 @@ impl Gateway {
             limits: Some(self.call_limits(req)?),
             ..Default::default()
         })
+    }
+}
+
+/// The most bytes of `x-partita-write-set`: past it the documents are left
+/// out (`"truncated": true`), so the header stays within what clients read.
+const MAX_WRITE_SET_HEADER: usize = 64 * 1024;
+
+/// What a call committed, as `x-partita-write-set`: percent-encoded JSON
+/// `{"writes": [{"operation", "id", "document"}], "truncated"}`.
+fn write_set_header(writes: &[partita::Change]) -> String {
+    let render = |documents: bool| {
+        let writes: Vec<Value> = writes
+            .iter()
+            .map(|change| {
+                let operation = match change.kind {
+                    engine::ChangeKind::Create => "create",
+                    engine::ChangeKind::Replace => "replace",
+                    engine::ChangeKind::Delete => "delete",
+                };
+                let document = match (&change.document, documents) {
+                    (Some(doc), true) => doc.value().clone(),
+                    _ => Value::Null,
+                };
+                json!({"operation": operation, "id": change.id, "document": document})
+            })
+            .collect();
+        let text = json!({"writes": writes, "truncated": !documents}).to_string();
+        utf8_percent_encode(&text, URI_COMPONENT).to_string()
+    };
+    let full = render(true);
+    if full.len() <= MAX_WRITE_SET_HEADER {
+        full
+    } else {
+        render(false)
+    }
+}
+
+/// The body of a fuzz request (`x-partita-fuzz: true`).
+struct FuzzRequest {
+    partition_keys: Vec<partita::PartitionKey>,
+    params: Vec<Value>,
+    invariant: Invariant,
+    calls: u64,
+    seed: u64,
+}
+
+/// The most calls one fuzz request may make.
+const MAX_FUZZ_CALLS: u64 = 2_000;
+
+impl FuzzRequest {
+    fn parse(req: &WireRequest) -> Result<FuzzRequest, WireError> {
+        let body = object_body(req, "fuzz request")?;
+        let bad = |message: String| WireError::bad_request(format!("fuzz request: {message}"));
+        let partition_keys = match body.get("partitionKeys") {
+            Some(Value::Array(keys)) if !keys.is_empty() && keys.len() <= 100 => keys
+                .iter()
+                .map(|key| {
+                    partita::PartitionKey::from_value(key)
+                        .ok_or_else(|| bad(format!("{key} is not a partition-key value")))
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+            _ => {
+                return Err(bad(
+                    "\"partitionKeys\" must be an array of 1 to 100 partition-key values".into(),
+                ));
+            }
+        };
+        let params = match body.get("params") {
+            None => Vec::new(),
+            Some(Value::Array(params)) => params.clone(),
+            Some(other) => return Err(bad(format!("\"params\" must be an array, not {other}"))),
+        };
+        let invariant = match (body.get("invariant"), body.get("expect")) {
+            (None | Some(Value::Null), _) => Invariant::Check(std::sync::Arc::new(
+                |_: &partita::PartitionKey, _: &[Value]| Ok(()),
+            )),
+            (Some(Value::String(sql)), Some(expect @ Value::Array(_))) => Invariant::Query {
+                sql: sql.clone(),
+                expect: expect.clone(),
+            },
+            _ => {
+                return Err(bad(
+                    "\"invariant\" is a query and \"expect\" the JSON array it must return".into(),
+                ));
+            }
+        };
+        let number = |name: &str, default: u64| match body.get(name) {
+            None => Ok(default),
+            Some(value) => value
+                .as_u64()
+                .ok_or_else(|| bad(format!("\"{name}\" must be a whole number, not {value}"))),
+        };
+        let calls = number("calls", 200)?;
+        if !(1..=MAX_FUZZ_CALLS).contains(&calls) {
+            return Err(bad(format!(
+                "\"calls\" must be between 1 and {MAX_FUZZ_CALLS}, not {calls}"
+            )));
+        }
+        Ok(FuzzRequest {
+            partition_keys,
+            params,
+            invariant,
+            calls,
+            seed: number("seed", 1)?,
+        })
+    }
+}
+
+/// A WebAssembly script's module: Partita's `"language": "wasm"` member
+/// makes `body` the module's bytes (binary `.wasm`, or WAT text) in base64;
+/// without it (or with `"javascript"`) `body` is JavaScript, as on Cosmos DB.
+fn wasm_module(
+    resource: &serde_json::Map<String, Value>,
+    id: &str,
+    body: &str,
+) -> Result<Option<Vec<u8>>, WireError> {
+    match resource.get("language") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(language)) if language.eq_ignore_ascii_case("javascript") => Ok(None),
+        Some(Value::String(language)) if language.eq_ignore_ascii_case("wasm") => {
+            STANDARD.decode(body.trim()).map(Some).map_err(|e| {
+                WireError::bad_request(format!(
+                    "script {id:?}: a WebAssembly body must be the module in base64 ({e})"
+                ))
+            })
+        }
+        Some(other) => Err(WireError::bad_request(format!(
+            "script {id:?}: \"language\" must be \"javascript\" or \"wasm\", not {other}"
+        ))),
     }
 }
 
@@ -200,14 +375,21 @@ fn script_json(coll: &CollEntry, script: &engine::Script) -> Value {
         ScriptKind::UserDefinedFunction => "udfs",
     };
     let rid = script_rid(coll, script);
+    let body = match script.language {
+        ScriptLanguage::JavaScript => String::from_utf8_lossy(&script.body).into_owned(),
+        ScriptLanguage::Wasm => STANDARD.encode(&script.body),
+    };
     let mut v = json!({
         "id": script.id,
-        "body": String::from_utf8_lossy(&script.body),
+        "body": body,
         "_rid": rid,
         "_self": format!("{}{segment}/{rid}/", coll.self_link),
         "_etag": format!("\"{}\"", script.version),
         "_ts": script.ts,
     });
+    if script.language == ScriptLanguage::Wasm {
+        v["language"] = json!("wasm");
+    }
     if let Some(names) = &script.trigger_names {
         v["triggerType"] = json!(names.trigger_type);
         v["triggerOperation"] = json!(names.trigger_operation);
