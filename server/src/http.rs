@@ -639,6 +639,13 @@ async fn handle(
     wire: WireRequest,
     reserved: Option<OwnedSemaphorePermit>,
 ) -> WireResponse {
+    // A fuzz run is many calls, bounded by their number, not by one call's
+    // deadline.
+    let deadline = if Gateway::is_fuzz_run(&wire) {
+        crate::gateway::FUZZ_DEADLINE
+    } else {
+        shared.call_deadline
+    };
     let abandoned = Arc::new(AtomicBool::new(false));
     let handler = {
         let gateway = shared.gateway.clone();
@@ -649,7 +656,6 @@ async fn handle(
             (!abandoned.load(Ordering::Acquire)).then(|| gateway.handle(&wire, SystemTime::now()))
         })
     };
-    let deadline = shared.call_deadline;
     match tokio::time::timeout(deadline, handler).await {
         Ok(Ok(Some(response))) => response,
         Ok(Err(e)) => WireError::new(500, format!("the request handler failed: {e}")).response(),

@@ -30,7 +30,7 @@ mod wire;
 
 pub use auth::{BadKey, EMULATOR_KEY, MAX_CLOCK_SKEW, MasterKey, is_rid_based, resource_of};
 pub use epk::effective_partition_key;
-pub use gateway::{CALL_MARGIN, Gateway, GatewayLimits};
+pub use gateway::{CALL_MARGIN, FUZZ_DEADLINE, Gateway, GatewayLimits};
 pub use http::{ServeOptions, Server, ServerError};
 pub use registry::SYSTEM_CONTAINER;
 pub use tls::{SELF_SIGNED_NAMES, TlsConfig, TlsError};

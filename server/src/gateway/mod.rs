@@ -80,6 +80,10 @@ use scripts::{script_kind, script_rid};
 const API_VERSION: &str = "2020-07-15";
 /// What [`Gateway::call_deadline`] adds to the scripts' wall clock.
 pub const CALL_MARGIN: Duration = Duration::from_secs(5);
+/// How long the transport lets a fuzz run (`x-partita-fuzz`) take before it
+/// answers 408: its calls are bounded (at most 2,000), its time only by
+/// this; one run at a time.
+pub const FUZZ_DEADLINE: Duration = Duration::from_secs(300);
 /// Characters `encodeURIComponent` leaves alone (the script-log header).
 const URI_COMPONENT: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'-')
@@ -121,6 +125,8 @@ pub struct Gateway {
     scheme: &'static str,
     /// The bounds of every procedure, trigger and UDF call.
     script_limits: Limits,
+    /// Whether a fuzz run is under way (one at a time).
+    fuzzing: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -152,6 +158,7 @@ impl Gateway {
             activity: AtomicU64::new(1),
             scheme: "http",
             script_limits: Limits::default(),
+            fuzzing: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -216,6 +223,13 @@ impl Gateway {
             .and_then(|segments| self.authenticate(method, &segments, headers, now))
             .map(|_| ())
             .map_err(|err| self.finish(headers, Err(err)))
+    }
+
+    /// Whether `req` asks for a fuzz run (`x-partita-fuzz: true` on a
+    /// procedure's execution), which gets [`FUZZ_DEADLINE`] instead of
+    /// [`Gateway::call_deadline`].
+    pub fn is_fuzz_run(req: &WireRequest) -> bool {
+        req.method == "POST" && matches!(flag(&req.headers, "x-partita-fuzz"), Ok(true))
     }
 
     /// The account key's base64 text, for the Data Explorer.

@@ -9,6 +9,8 @@
 //! `x-partita-write-set`; one with `x-partita-fuzz: true` runs the
 //! atomicity fuzzer on the procedure instead (the Data Explorer's "Fuzz").
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use engine::{
@@ -191,6 +193,13 @@ impl Gateway {
         req: &WireRequest,
     ) -> Result<WireResponse, WireError> {
         let request = FuzzRequest::parse(req)?;
+        let _running = FuzzSlot::take(&self.fuzzing).ok_or_else(|| {
+            WireError::new(
+                429,
+                "a fuzz run is already under way on this server (one at a time); retry when it \
+                 has finished",
+            )
+        })?;
         let mut config = FuzzConfig::for_container(
             &coll.container,
             Some(id),
@@ -247,6 +256,21 @@ fn write_set_header(writes: &[partita::Change]) -> String {
         full
     } else {
         render(false)
+    }
+}
+
+/// The one fuzz run a server makes at a time: taken while it runs.
+struct FuzzSlot<'a>(&'a AtomicBool);
+
+impl<'a> FuzzSlot<'a> {
+    fn take(busy: &'a AtomicBool) -> Option<FuzzSlot<'a>> {
+        (!busy.swap(true, Ordering::AcqRel)).then_some(FuzzSlot(busy))
+    }
+}
+
+impl Drop for FuzzSlot<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
     }
 }
 
@@ -411,4 +435,47 @@ fn script_json(coll: &CollEntry, script: &engine::Script) -> Value {
         });
     }
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_fuzz_run_at_a_time() {
+        let busy = AtomicBool::new(false);
+        let first = FuzzSlot::take(&busy).expect("free");
+        assert!(
+            FuzzSlot::take(&busy).is_none(),
+            "a second run waits its turn"
+        );
+        drop(first);
+        assert!(
+            FuzzSlot::take(&busy).is_some(),
+            "free again once the run ends"
+        );
+    }
+
+    #[test]
+    fn a_fuzz_run_is_a_post_with_the_flag() {
+        let request = |method: &str, flag: Option<&str>| {
+            let mut headers = hyper::HeaderMap::new();
+            if let Some(flag) = flag {
+                headers.insert("x-partita-fuzz", flag.parse().unwrap());
+            }
+            WireRequest {
+                method: method.to_owned(),
+                path: "/dbs/d/colls/c/sprocs/p".to_owned(),
+                headers,
+                body: bytes::Bytes::new(),
+                local_addr: None,
+                remote_addr: None,
+            }
+        };
+        assert!(Gateway::is_fuzz_run(&request("POST", Some("true"))));
+        assert!(!Gateway::is_fuzz_run(&request("POST", Some("false"))));
+        assert!(!Gateway::is_fuzz_run(&request("POST", Some("maybe"))));
+        assert!(!Gateway::is_fuzz_run(&request("POST", None)));
+        assert!(!Gateway::is_fuzz_run(&request("GET", Some("true"))));
+    }
 }
