@@ -1,7 +1,7 @@
 //! SQLite storage with group commit.
 //!
 //! One SQLite file in WAL mode holds the `containers`, `docs` and `changes`
-//! tables. A single committer thread owns the write connection. Committing
+//! tables. A single committer thread writes with the write connection. Committing
 //! transactions hand it their [`CommitRecord`] and wait; the thread takes
 //! every record that is waiting, writes them all in *one* SQLite transaction
 //! and pays *one* fsync for the lot, then wakes each committer with its LSN:
@@ -27,6 +27,18 @@
 //!   committer: write batch 1 │ write batch 2 │ write batch 3 …
 //!   syncer:                  │ fsync ─► wake 1 │ fsync ─► wake 2 (and 3, if written) …
 //! ```
+//!
+//! A commit that finds the store idle (no batch being written, none waiting
+//! for its fsync) skips both threads: the caller writes its record with the
+//! write side as the committer would, releases it, and fsyncs the log
+//! itself. At one caller that saves the two thread wake-ups and the reply
+//! (tens of µs each on small VMs), so a lone writer waits for little more
+//! than its fsync, as it would on SQLite. Under load the store is rarely
+//! idle and batches form as above; the committer can write the next batch
+//! during an fsync in place, as during the syncer's. Batches are still
+//! answered in the order they were written: a caller syncs in place only
+//! when no other batch waits for an fsync, and the syncer answers nothing
+//! while a batch written before its own is being synced in place.
 //!
 //! A caller is still woken only after everything its batch wrote is on disk
 //! (an fsync covers every write to the file made before it), and one fsync
@@ -71,13 +83,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use host_api::{PartitionKey, ScriptKind, TriggerOperation, TriggerType};
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 use rusqlite::{Connection, OpenFlags, params};
 
 use super::{
@@ -270,9 +282,39 @@ struct Shared {
     /// Per container, the last LSN whose batch is durable: the change log is
     /// read up to it, so nobody sees a change before its caller could.
     durable: Mutex<HashMap<String, u64>>,
+    /// Requests sent to the committer and not yet taken by it: a commit
+    /// joins them rather than write alone, so batches still form under load.
+    queued: AtomicUsize,
+    /// Batches handed to the syncer and not yet answered. A batch is synced
+    /// in place only when this is 0, so batches are answered in the order
+    /// they were written.
+    syncing: AtomicUsize,
+    /// A batch synced in place by its caller, outside the write lock, and
+    /// not yet answered: while it is, no other batch is synced in place
+    /// and the syncer answers nothing (its batches were written after it).
+    in_place: Mutex<bool>,
+    in_place_done: Condvar,
+    /// An fsync in place failed: every later fsync proves nothing.
+    in_place_failed: AtomicBool,
+    /// The log file for fsyncs in place (the syncer has its own handle).
+    in_place_wal: Mutex<Option<File>>,
 }
 
 impl Shared {
+    /// The state of a store whose containers are durable up to `durable`.
+    fn new(durable: HashMap<String, u64>) -> Shared {
+        Shared {
+            failed: Mutex::new(None),
+            durable: Mutex::new(durable),
+            queued: AtomicUsize::new(0),
+            syncing: AtomicUsize::new(0),
+            in_place: Mutex::new(false),
+            in_place_done: Condvar::new(),
+            in_place_failed: AtomicBool::new(false),
+            in_place_wal: Mutex::new(None),
+        }
+    }
+
     /// Publishes a durable batch and wakes its callers.
     fn complete(&self, acks: Vec<Ack>) {
         {
@@ -304,6 +346,36 @@ impl Shared {
     fn fail(&self, reason: String) -> String {
         self.failed.lock().get_or_insert(reason).clone()
     }
+
+    /// Syncs the log for a batch written while no other batch waited for an
+    /// fsync, and answers it; then lets the syncer answer what was written
+    /// after it. A store that failed meanwhile fails it instead: after a
+    /// failed fsync a successful one proves nothing.
+    fn sync_in_place(&self, in_place: InPlace) {
+        let failed = self.failed.lock().clone();
+        let synced = match failed {
+            Some(reason) => Err(reason),
+            None => sync_log(&mut self.in_place_wal.lock(), &in_place.wal_path).map_err(|e| {
+                self.in_place_failed.store(true, Ordering::Release);
+                self.fail(format!("fsync {}: {e}", in_place.wal_path.display()))
+            }),
+        };
+        match synced {
+            Ok(()) => self.complete(in_place.acks),
+            Err(reason) => fail_acks(in_place.acks, &reason),
+        }
+        *self.in_place.lock() = false;
+        self.in_place_done.notify_all();
+    }
+
+    /// Waits until no batch is being synced in place (the syncer's batches
+    /// were written after it, and are answered after it).
+    fn wait_for_in_place(&self) {
+        let mut busy = self.in_place.lock();
+        while *busy {
+            self.in_place_done.wait(&mut busy);
+        }
+    }
 }
 
 fn fail_acks(acks: Vec<Ack>, reason: &str) {
@@ -330,6 +402,9 @@ impl Request {
 pub struct SqliteStorage {
     sender: Option<mpsc::Sender<Request>>,
     committer: Option<JoinHandle<()>>,
+    /// The write side, shared with the committer thread; `None` once the
+    /// committer has closed it.
+    writer: Arc<Mutex<Option<Writer>>>,
     reader: Mutex<Connection>,
     shared: Arc<Shared>,
     /// Set when the store opened read-only.
@@ -581,46 +656,50 @@ impl SqliteStorage {
             .execute_batch("PRAGMA synchronous = FULL")
             .map_err(|e| Error::storage("configure sqlite", e))?;
 
-        let shared = Arc::new(Shared {
-            failed: Mutex::new(None),
-            durable: Mutex::new(next_lsn.clone()),
-        });
+        let shared = Arc::new(Shared::new(next_lsn.clone()));
         let syncer = match durability {
             Durability::Full => {
                 let (sender, receiver) = mpsc::channel();
                 let mut wal = path.as_os_str().to_owned();
                 wal.push("-wal");
-                let wal = PathBuf::from(wal);
-                let shared = Arc::clone(&shared);
-                let thread = std::thread::Builder::new()
-                    .name("partita-syncer".to_owned())
-                    .spawn(move || run_syncer(&wal, &receiver, &shared))
-                    .map_err(|e| Error::storage("start syncer thread", e))?;
-                Some((sender, thread))
+                let wal_path = PathBuf::from(wal);
+                let thread = {
+                    let (wal_path, shared) = (wal_path.clone(), Arc::clone(&shared));
+                    std::thread::Builder::new()
+                        .name("partita-syncer".to_owned())
+                        .spawn(move || run_syncer(&wal_path, &receiver, &shared))
+                        .map_err(|e| Error::storage("start syncer thread", e))?
+                };
+                Some(Syncer {
+                    sender,
+                    thread,
+                    wal_path,
+                })
             }
             Durability::None => None,
         };
+        let every = i64::from(checkpoint_pages);
+        let writer = Arc::new(Mutex::new(Some(Writer {
+            conn: writer,
+            next_lsn,
+            pending: PendingDocs::new(),
+            wal_pages,
+            every,
+            next_checkpoint: every,
+            syncer,
+        })));
         let (sender, receiver) = mpsc::channel();
-        let committer_shared = Arc::clone(&shared);
-        let committer = std::thread::Builder::new()
-            .name("partita-committer".to_owned())
-            .spawn(move || {
-                run_committer(
-                    writer,
-                    &receiver,
-                    next_lsn,
-                    &committer_shared,
-                    syncer,
-                    &WalCounter {
-                        pages: &wal_pages,
-                        checkpoint_at: i64::from(checkpoint_pages),
-                    },
-                );
-            })
-            .map_err(|e| Error::storage("start committer thread", e))?;
+        let committer = {
+            let (writer, shared) = (Arc::clone(&writer), Arc::clone(&shared));
+            std::thread::Builder::new()
+                .name("partita-committer".to_owned())
+                .spawn(move || run_committer(&writer, &receiver, &shared))
+                .map_err(|e| Error::storage("start committer thread", e))?
+        };
         Ok(SqliteStorage {
             sender: Some(sender),
             committer: Some(committer),
+            writer,
             reader: Mutex::new(reader),
             shared,
             read_only: None,
@@ -663,11 +742,9 @@ impl SqliteStorage {
         Ok(SqliteStorage {
             sender: None,
             committer: None,
+            writer: Arc::new(Mutex::new(None)),
             reader: Mutex::new(reader),
-            shared: Arc::new(Shared {
-                failed: Mutex::new(None),
-                durable: Mutex::new(next_lsn),
-            }),
+            shared: Arc::new(Shared::new(next_lsn)),
             read_only: Some(ReadOnly { reason, unfolded }),
         })
     }
@@ -683,7 +760,9 @@ impl SqliteStorage {
 
     fn send(&self, request: Request) {
         let sender = self.sender.as_ref().expect("sender lives until drop");
+        self.shared.queued.fetch_add(1, Ordering::AcqRel);
         if let Err(mpsc::SendError(request)) = sender.send(request) {
+            self.shared.queued.fetch_sub(1, Ordering::AcqRel);
             request.fail(|| Error::Storage("the committer thread has stopped".to_owned()));
         }
     }
@@ -864,7 +943,30 @@ impl Storage for SqliteStorage {
             return Err(Error::ReadOnly(read_only.reason.clone()));
         }
         let (reply, receive) = mpsc::sync_channel(1);
-        self.send(Request::Commit(record, reply));
+        let request = Request::Commit(record, reply);
+        // An idle store (no batch being written, none waiting for its
+        // fsync): write and sync here, without waking the committer and
+        // the syncer (each wake-up of an idle thread costs tens of µs).
+        let idle = self.shared.queued.load(Ordering::Acquire) == 0
+            && self.shared.syncing.load(Ordering::Acquire) == 0;
+        let request = match self.writer.try_lock().filter(|_| idle) {
+            Some(mut guard) => {
+                match guard.as_mut() {
+                    Some(writer) => {
+                        let in_place = writer.write(vec![request], &self.shared, true);
+                        // The next batch may be written during this fsync.
+                        drop(guard);
+                        if let Some(in_place) = in_place {
+                            self.shared.sync_in_place(in_place);
+                        }
+                        return wait(receive);
+                    }
+                    None => request,
+                }
+            }
+            None => request,
+        };
+        self.send(request);
         wait(receive)
     }
 
@@ -1061,58 +1163,70 @@ fn max_per_container(conn: &Connection, sql: &str) -> Result<HashMap<String, u64
 
 /// The log's size in pages (set by the wal hook) and how much it may grow
 /// between checkpoints.
-struct WalCounter<'a> {
-    pages: &'a AtomicI64,
-    checkpoint_at: i64,
+/// The write side of the store: the write connection, the LSNs, the
+/// documents waiting for the next fold and the syncer. The committer thread
+/// holds it while it writes a batch; a committing caller that finds it free
+/// and no batch waiting for its fsync writes its own commit with it.
+struct Writer {
+    conn: Connection,
+    next_lsn: HashMap<String, u64>,
+    pending: PendingDocs,
+    /// The log's size in pages, from SQLite's wal hook.
+    wal_pages: Arc<AtomicI64>,
+    /// Checkpoint every this many pages of log.
+    every: i64,
+    next_checkpoint: i64,
+    /// Under [`Durability::Full`].
+    syncer: Option<Syncer>,
 }
 
-/// The committer thread: writes every waiting request in one SQLite
-/// transaction, then hands the batch's answers to the syncer (or answers at
-/// once without one), and checkpoints the log when it has grown.
-fn run_committer(
-    mut conn: Connection,
-    queue: &mpsc::Receiver<Request>,
-    mut next_lsn: HashMap<String, u64>,
-    shared: &Shared,
-    syncer: Option<(mpsc::Sender<Vec<Ack>>, JoinHandle<()>)>,
-    wal: &WalCounter<'_>,
-) {
-    let (wal_pages, every) = (wal.pages, wal.checkpoint_at);
-    let mut next_checkpoint = every;
-    let mut pending = PendingDocs::new();
-    while let Ok(first) = queue.recv() {
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            match queue.try_recv() {
-                Ok(request) => batch.push(request),
-                Err(_) => break,
-            }
-        }
+/// The syncer thread, and the log's path for a batch synced in place.
+struct Syncer {
+    sender: mpsc::Sender<Vec<Ack>>,
+    thread: JoinHandle<()>,
+    wal_path: PathBuf,
+}
+
+/// A written batch its caller syncs in place, after releasing the write
+/// side ([`Shared::sync_in_place`]).
+struct InPlace {
+    acks: Vec<Ack>,
+    wal_path: PathBuf,
+}
+
+impl Writer {
+    /// Writes `batch` in one SQLite transaction, then has it answered
+    /// after the syncer's fsync (or at once without one), or, when
+    /// `sync_here` and no other batch waits for an fsync, returns it for
+    /// the caller to sync in place once it has released the write side.
+    /// Then checkpoints the log when it has grown, and folds.
+    #[must_use]
+    fn write(&mut self, batch: Vec<Request>, shared: &Shared, sync_here: bool) -> Option<InPlace> {
         let refused = shared.failed.lock().clone();
         if let Some(reason) = refused {
             for request in batch {
                 request.fail(|| Error::after_failure(&reason));
             }
-            continue;
+            return None;
         }
-        let lsns = match write_batch(&mut conn, &batch, &next_lsn, &mut pending) {
+        let lsns = match write_batch(&mut self.conn, &batch, &self.next_lsn, &mut self.pending) {
             Ok(lsns) => lsns,
             Err(err) => {
                 // What is pending is in the log (or was never acknowledged):
                 // the next open replays it. Nothing is folded from now on.
-                pending.clear();
+                self.pending.clear();
                 let reason = shared.fail(err.to_string());
                 for request in batch {
                     request.fail(|| Error::Storage(reason.clone()));
                 }
-                continue;
+                return None;
             }
         };
         let mut acks = Vec::with_capacity(batch.len());
         for (request, lsn) in batch.into_iter().zip(lsns) {
             match request {
                 Request::Commit(record, reply) => {
-                    next_lsn.insert(record.container.to_string(), lsn.0);
+                    self.next_lsn.insert(record.container.to_string(), lsn.0);
                     acks.push(Ack::Commit {
                         reply,
                         container: record.container,
@@ -1123,7 +1237,7 @@ fn run_committer(
                     let deleted = match op {
                         MetaOp::DeleteContainer(id) => {
                             // A container of the same id starts over at LSN 1.
-                            next_lsn.remove(&id);
+                            self.next_lsn.remove(&id);
                             Some(id)
                         }
                         _ => None,
@@ -1132,47 +1246,105 @@ fn run_committer(
                 }
             }
         }
-        match &syncer {
-            Some((sync, _)) => {
-                if let Err(mpsc::SendError(acks)) = sync.send(acks) {
-                    let reason = shared.fail("the syncer thread has stopped".to_owned());
-                    fail_acks(acks, &reason);
-                }
-                // Checkpoint when the log has grown by the threshold since
-                // the last one (it restarts from the top once a checkpoint
-                // has copied everything and no reader holds it).
-                let pages = wal_pages.load(Ordering::Relaxed);
-                if pages < next_checkpoint - every {
-                    next_checkpoint = every;
-                }
-                if pages >= next_checkpoint {
-                    // Fold first: the checkpoint then copies the folded
-                    // pages too, and the log restarts with nothing pending.
-                    fold_or_fail(&mut conn, &mut pending, &next_lsn, shared);
-                    let pages = wal_pages.load(Ordering::Relaxed);
-                    next_checkpoint = pages + every;
-                    if let Err(err) = checkpoint(&conn) {
-                        shared.fail(format!("checkpoint: {err}"));
-                    }
+        let Some(syncer) = &mut self.syncer else {
+            shared.complete(acks);
+            self.fold_when_full(shared);
+            return None;
+        };
+        let mut in_place = None;
+        let mut claimed = shared.in_place.lock();
+        if sync_here && !*claimed && shared.syncing.load(Ordering::Acquire) == 0 {
+            *claimed = true;
+            in_place = Some(InPlace {
+                acks,
+                wal_path: syncer.wal_path.clone(),
+            });
+            drop(claimed);
+        } else {
+            drop(claimed);
+            shared.syncing.fetch_add(1, Ordering::AcqRel);
+            if let Err(mpsc::SendError(acks)) = syncer.sender.send(acks) {
+                shared.syncing.fetch_sub(1, Ordering::AcqRel);
+                let reason = shared.fail("the syncer thread has stopped".to_owned());
+                fail_acks(acks, &reason);
+            }
+        }
+        // Checkpoint when the log has grown by the threshold since the last
+        // one (it restarts from the top once a checkpoint has copied
+        // everything and no reader holds it).
+        let pages = self.wal_pages.load(Ordering::Relaxed);
+        if pages < self.next_checkpoint - self.every {
+            self.next_checkpoint = self.every;
+        }
+        if pages >= self.next_checkpoint {
+            // Fold first: the checkpoint then copies the folded pages too,
+            // and the log restarts with nothing pending.
+            fold_or_fail(&mut self.conn, &mut self.pending, &self.next_lsn, shared);
+            let pages = self.wal_pages.load(Ordering::Relaxed);
+            self.next_checkpoint = pages + self.every;
+            if let Err(err) = checkpoint(&self.conn) {
+                shared.fail(format!("checkpoint: {err}"));
+            }
+        }
+        self.fold_when_full(shared);
+        in_place
+    }
+
+    fn fold_when_full(&mut self, shared: &Shared) {
+        if self.pending.len() >= MAX_PENDING {
+            fold_or_fail(&mut self.conn, &mut self.pending, &self.next_lsn, shared);
+        }
+    }
+
+    /// Closes the write side: folds what is pending (a clean close leaves
+    /// `docs` complete, so the next open replays nothing), waits for the
+    /// syncer to answer every batch, and turns SQLite's syncs back on:
+    /// closing the last connection checkpoints the log into the database
+    /// file and deletes it, which must sync.
+    fn close(mut self, shared: &Shared) {
+        if shared.failed.lock().is_none() {
+            fold_or_fail(&mut self.conn, &mut self.pending, &self.next_lsn, shared);
+        }
+        if let Some(syncer) = self.syncer.take() {
+            drop(syncer.sender);
+            let _ = syncer.thread.join();
+            let _ = self.conn.execute_batch("PRAGMA synchronous = FULL");
+        }
+    }
+}
+
+/// The committer thread: writes every waiting request in one SQLite
+/// transaction with the store's [`Writer`], whose answers the syncer sends
+/// (so the next batch is written during this one's fsync); closes the
+/// writer when the queue closes.
+fn run_committer(writer: &Mutex<Option<Writer>>, queue: &mpsc::Receiver<Request>, shared: &Shared) {
+    while let Ok(first) = queue.recv() {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match queue.try_recv() {
+                Ok(request) => batch.push(request),
+                Err(_) => break,
+            }
+        }
+        let mut guard = writer.lock();
+        // No longer queued once the write side is ours: until then a
+        // commit that finds the queue non-empty joins it.
+        shared.queued.fetch_sub(batch.len(), Ordering::AcqRel);
+        match guard.as_mut() {
+            Some(writer) => {
+                let in_place = writer.write(batch, shared, false);
+                debug_assert!(in_place.is_none(), "the committer never syncs in place");
+            }
+            None => {
+                for request in batch {
+                    request.fail(|| Error::Storage("the store is closed".to_owned()));
                 }
             }
-            None => shared.complete(acks),
-        }
-        if pending.len() >= MAX_PENDING {
-            fold_or_fail(&mut conn, &mut pending, &next_lsn, shared);
         }
     }
-    // A clean close leaves `docs` complete (the next open replays nothing).
-    if shared.failed.lock().is_none() {
-        fold_or_fail(&mut conn, &mut pending, &next_lsn, shared);
-    }
-    if let Some((sync, thread)) = syncer {
-        // Every batch written is answered before the store closes.
-        drop(sync);
-        let _ = thread.join();
-        // Closing the last connection checkpoints the log into the
-        // database file and deletes it: that must sync.
-        let _ = conn.execute_batch("PRAGMA synchronous = FULL");
+    let closing = writer.lock().take();
+    if let Some(writer) = closing {
+        writer.close(shared);
     }
 }
 
@@ -1272,6 +1444,18 @@ fn run_syncer(wal_path: &Path, queue: &mpsc::Receiver<Vec<Ack>>, shared: &Shared
                 reason
             }),
         };
+        // A batch synced in place was written before these: it is answered
+        // first, and if its fsync failed, this one proves nothing.
+        shared.wait_for_in_place();
+        let synced = match synced {
+            Ok(()) if shared.in_place_failed.load(Ordering::Acquire) => {
+                let reason = shared.fail("an earlier fsync of the log failed".to_owned());
+                broken = Some(reason.clone());
+                Err(reason)
+            }
+            other => other,
+        };
+        let answered = jobs.len();
         match synced {
             Ok(()) => {
                 for acks in jobs {
@@ -1284,6 +1468,9 @@ fn run_syncer(wal_path: &Path, queue: &mpsc::Receiver<Vec<Ack>>, shared: &Shared
                 }
             }
         }
+        // Only now may a caller sync a later batch in place: its answer
+        // must not overtake these.
+        shared.syncing.fetch_sub(answered, Ordering::AcqRel);
     }
 }
 
