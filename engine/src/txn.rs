@@ -113,6 +113,19 @@ struct Write {
     seq: u64,
 }
 
+impl Write {
+    /// What committing this write does to the document; `None` for one
+    /// created and deleted again in the transaction.
+    fn kind(&self) -> Option<ChangeKind> {
+        match (&self.before, &self.after) {
+            (None, None) => None,
+            (None, Some(_)) => Some(ChangeKind::Create),
+            (Some(_), Some(_)) => Some(ChangeKind::Replace),
+            (Some(_), None) => Some(ChangeKind::Delete),
+        }
+    }
+}
+
 /// A transaction's hold on its partition's writer lock; dropping it
 /// releases the lock, unless a writer has taken it over meanwhile.
 struct Lease {
@@ -624,12 +637,7 @@ impl Txn {
         self.writes
             .iter()
             .filter_map(|w| {
-                let kind = match (&w.before, &w.after) {
-                    (None, None) => return None,
-                    (None, Some(_)) => ChangeKind::Create,
-                    (Some(_), Some(_)) => ChangeKind::Replace,
-                    (Some(_), None) => ChangeKind::Delete,
-                };
+                let kind = w.kind()?;
                 Some((
                     w.id.clone(),
                     kind,
@@ -669,12 +677,7 @@ impl Txn {
         let changes: Vec<RecordChange> = writes
             .iter()
             .filter_map(|w| {
-                let kind = match (&w.before, &w.after) {
-                    (None, None) => return None,
-                    (None, Some(_)) => ChangeKind::Create,
-                    (Some(_), Some(_)) => ChangeKind::Replace,
-                    (Some(_), None) => ChangeKind::Delete,
-                };
+                let kind = w.kind()?;
                 Some(RecordChange {
                     id: w.id.clone(),
                     kind,

@@ -11,7 +11,7 @@ use partita::Database;
 use partita_server::WireRequest;
 use serde_json::{Value, json};
 
-use crate::server::{call, gateway, setup, signed};
+use crate::server::{call, gateway, js_sdk, setup, signed};
 use crate::support::ServerProcess;
 
 /// The partition-key header of partition `p1`.
@@ -306,20 +306,6 @@ fn the_page_needs_no_signature_and_carries_the_key_only_for_loopback_clients() {
     );
 }
 
-/// `tests/js` with its `node_modules` (`npm ci` on first use).
-fn js_dir() -> std::path::PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/js");
-    if !dir.join("node_modules/puppeteer-core").exists() {
-        let status = Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund", "--silent"])
-            .current_dir(&dir)
-            .status()
-            .expect("npm (Node.js) is needed for the Data Explorer's browser test");
-        assert!(status.success(), "npm ci in tests/js failed");
-    }
-    dir
-}
-
 /// Headless Chromium: `PARTITA_CHROMIUM`, or Debian's `chromium`, installed
 /// with apt-get when missing and running as root (as `.ci/run` does).
 fn chromium() -> String {
@@ -360,7 +346,7 @@ fn chromium() -> String {
 /// every view go to `target/explorer-screenshots/`.
 #[test]
 fn the_data_explorer_works_in_headless_chromium() {
-    let dir = js_dir();
+    let dir = js_sdk();
     let browser = chromium();
     let server = ServerProcess::start(&["--in-memory"]);
     let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/explorer-screenshots");

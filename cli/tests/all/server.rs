@@ -2708,16 +2708,20 @@ fn the_python_sdk_runs_batches_and_patches() {
     );
 }
 
-/// `tests/js` with its `node_modules` (`npm ci` on first use; `.ci/run`
-/// installs it in CI).
-fn js_sdk() -> PathBuf {
+/// `tests/js` with its `node_modules` (`npm ci` on first use, or when a
+/// package it lists is missing; `.ci/run` installs it in CI): the
+/// JavaScript SDK and `puppeteer-core`, for the Data Explorer's test.
+pub(crate) fn js_sdk() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/js");
-    if !dir.join("node_modules/@azure/cosmos").exists() {
+    let installed = ["@azure/cosmos", "puppeteer-core"]
+        .iter()
+        .all(|package| dir.join("node_modules").join(package).exists());
+    if !installed {
         let status = Command::new("npm")
             .args(["ci", "--no-audit", "--no-fund", "--silent"])
             .current_dir(&dir)
             .status()
-            .expect("npm (Node.js) is needed for the JavaScript SDK acceptance test");
+            .expect("npm (Node.js) is needed for the tests in tests/js");
         assert!(status.success(), "npm ci in tests/js failed");
     }
     dir
