@@ -71,6 +71,9 @@ impl WriteOptions {
 pub struct QueryOptions {
     /// Run in this logical partition only; all partitions when `None`.
     pub partition_key: Option<PartitionKey>,
+    /// Run in these logical partitions only (a physical partition's, say),
+    /// as well as under `partition_key` when both are given.
+    pub partitions: Option<Vec<PartitionKey>>,
     /// The most items per page (all when `None`).
     pub max_item_count: Option<usize>,
     /// Where the previous page stopped.
@@ -636,6 +639,7 @@ impl Container {
     ) -> Result<QueryPage> {
         let raw_options = QueryItemsOptions {
             partition_key: options.partition_key.clone(),
+            partitions: options.partitions.clone(),
             max_item_count: options.max_item_count,
             continuation: options.continuation.clone(),
         };

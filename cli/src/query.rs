@@ -34,6 +34,7 @@ pub(crate) struct QueryArgs {
 pub(crate) fn run(db: &Database, args: QueryArgs, limits: &Limits) -> anyhow::Result<Value> {
     let options = QueryOptions {
         partition_key: args.pk.key()?,
+        partitions: None,
         max_item_count: args.max_items,
         continuation: args.continuation,
         limits: Some(limits.clone()),

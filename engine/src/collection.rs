@@ -37,6 +37,9 @@ pub struct QueryItemsOptions {
     /// hierarchical key, in the partitions under it); all partitions when
     /// `None`.
     pub partition_key: Option<PartitionKey>,
+    /// Run in these logical partitions only (a physical partition's, say),
+    /// as well as under `partition_key` when both are given.
+    pub partitions: Option<Vec<PartitionKey>>,
     /// The most items per page (all when `None`).
     pub max_item_count: Option<usize>,
     /// Where the previous page stopped.
@@ -151,6 +154,10 @@ impl Container {
                 }
             }
             None => self.partition_keys(),
+        };
+        let keys: Vec<PartitionKey> = match &options.partitions {
+            Some(only) => keys.into_iter().filter(|k| only.contains(k)).collect(),
+            None => keys,
         };
         let source = Snapshots(
             keys.into_iter()

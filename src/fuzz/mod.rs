@@ -909,6 +909,7 @@ fn check_invariant(
             loop {
                 let options = QueryItemsOptions {
                     partition_key: Some(pk.clone()),
+                    partitions: None,
                     max_item_count: None,
                     continuation,
                 };

@@ -144,6 +144,7 @@ fn query_is_clean(c: &Container, sql: &str) -> Result<(), TestCaseError> {
     for pk in [None, Some("a".into())] {
         let options = QueryOptions {
             partition_key: pk,
+            partitions: None,
             max_item_count: Some(2),
             continuation: None,
             limits: None,

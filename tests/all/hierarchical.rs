@@ -179,6 +179,7 @@ fn a_prefix_scopes_queries_and_read_feeds_to_the_partitions_under_it() -> Result
     // Pages of a prefix query resume where they stopped.
     let mut options = QueryItemsOptions {
         partition_key: Some(key(&["t1"])),
+        partitions: None,
         max_item_count: Some(1),
         continuation: None,
     };

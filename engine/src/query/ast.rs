@@ -282,9 +282,22 @@ pub(crate) struct RawQuery {
     pub(crate) group_by: Vec<Expr>,
     pub(crate) order_by: Vec<SortItem>,
     pub(crate) offset_limit: Option<(Count, Count)>,
+    pub(crate) spans: Spans,
 }
 
-/// The SELECT clause as parsed (aliases optional).
+/// Where a query's clauses are in its text, as character ranges
+/// (`start..end`), for rewriting it into a query plan.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct Spans {
+    /// The projection's expressions (one for `SELECT VALUE`, none for `*`).
+    pub(crate) select: Vec<(usize, usize)>,
+    /// What follows FROM, joins included.
+    pub(crate) from: Option<(usize, usize)>,
+    /// The WHERE condition.
+    pub(crate) filter: Option<(usize, usize)>,
+    /// Each ORDER BY expression (without ASC or DESC).
+    pub(crate) order_by: Vec<(usize, usize)>,
+}
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum RawSelect {
     Star,

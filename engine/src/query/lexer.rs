@@ -21,12 +21,15 @@ pub(crate) enum Tok {
     Eof,
 }
 
-/// A token and where it starts (1-based line and column, in characters).
+/// A token and where it starts (1-based line and column, in characters),
+/// with its extent in the text as character offsets (`start..end`).
 #[derive(Clone, Debug)]
 pub(crate) struct Token {
     pub(crate) tok: Tok,
     pub(crate) line: u32,
     pub(crate) col: u32,
+    pub(crate) start: usize,
+    pub(crate) end: usize,
 }
 
 impl Tok {
@@ -70,10 +73,13 @@ pub(crate) fn tokenize(text: &str) -> Vec<Token> {
         found,
     }) = tokenize_into(text, &mut out)
     {
+        let at = text.chars().count();
         out.push(Token {
             tok: Tok::Error(found),
             line,
             col: column,
+            start: at,
+            end: at,
         });
     }
     out
@@ -89,7 +95,7 @@ fn tokenize_into(text: &str, out: &mut Vec<Token>) -> Result<(), QueryError> {
     };
     while i < chars.len() {
         let c = chars[i];
-        let (start_line, start_col) = (line, col);
+        let (start_line, start_col, start) = (line, col, i);
         // Advances over `n` characters, tracking line and column.
         let advance = |i: &mut usize, line: &mut u32, col: &mut u32, n: usize| {
             for _ in 0..n {
@@ -229,12 +235,16 @@ fn tokenize_into(text: &str, out: &mut Vec<Token>) -> Result<(), QueryError> {
             tok,
             line: start_line,
             col: start_col,
+            start,
+            end: i,
         });
     }
     out.push(Token {
         tok: Tok::Eof,
         line,
         col,
+        start: chars.len(),
+        end: chars.len(),
     });
     Ok(())
 }

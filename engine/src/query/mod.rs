@@ -71,6 +71,7 @@ mod functions;
 mod lexer;
 mod order;
 mod parser;
+mod plan;
 mod spatial;
 #[cfg(test)]
 mod tests;
@@ -80,6 +81,7 @@ use std::ops::ControlFlow;
 pub use ast::Query;
 pub use computed::{ComputedProperties, MAX_COMPUTED_DEPTH, MAX_COMPUTED_PROPERTIES, parse_with};
 use host_api::PartitionKey;
+pub use plan::{Distinct, Plan, plan};
 use serde_json::Value;
 
 /// Maximum nesting depth of a query's expressions; deeper queries are a 400.

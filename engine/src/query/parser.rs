@@ -16,7 +16,7 @@ use serde_json::Value;
 use crate::query::QueryError;
 use crate::query::ast::{
     AggKind, AggSpec, BinOp, Count, Expr, From, PathSeg, Query, RawFrom, RawQuery, RawSelect,
-    Select, SortItem, SubKind, UnOp,
+    Select, SortItem, Spans, SubKind, UnOp,
 };
 use crate::query::functions;
 use crate::query::lexer::{Tok, Token, tokenize};
@@ -61,8 +61,27 @@ fn is_reserved(s: &str) -> bool {
     RESERVED.iter().any(|k| k.eq_ignore_ascii_case(s))
 }
 
+/// `a op b op c …` as a balanced tree of `op`, the operands in order.
+fn balanced(op: BinOp, mut operands: Vec<Expr>) -> Expr {
+    if operands.len() == 1 {
+        return operands.pop().unwrap_or(Expr::Undefined);
+    }
+    let right = operands.split_off(operands.len() / 2);
+    Expr::Binary(
+        op,
+        Box::new(balanced(op, operands)),
+        Box::new(balanced(op, right)),
+    )
+}
+
 /// Parses and compiles a query.
 pub(crate) fn parse_query(text: &str) -> Result<Query, QueryError> {
+    parse_query_spans(text).map(|(query, _)| query)
+}
+
+/// Parses and compiles a query, with where its top-level clauses are in
+/// the text (for [`crate::query::plan`]).
+pub(crate) fn parse_query_spans(text: &str) -> Result<(Query, Spans), QueryError> {
     let tokens = tokenize(text);
     let mut p = Parser {
         tokens,
@@ -70,11 +89,12 @@ pub(crate) fn parse_query(text: &str) -> Result<Query, QueryError> {
         depth: 0,
         params: Vec::new(),
     };
-    let raw = p.query()?;
+    let mut raw = p.query()?;
     if p.peek() != &Tok::Eof {
         return Err(p.unexpected());
     }
-    compile(raw, p.params, fnv(text))
+    let spans = std::mem::take(&mut raw.spans);
+    Ok((compile(raw, p.params, fnv(text))?, spans))
 }
 
 /// FNV-1a, used to tie continuation tokens to their query.
@@ -218,7 +238,16 @@ impl Parser {
         }
     }
 
+    /// The character range of the tokens from `first` (a token index) to
+    /// the last one taken.
+    fn span_since(&self, first: usize) -> (usize, usize) {
+        let start = self.tokens[first.min(self.tokens.len() - 1)].start;
+        let end = self.tokens[(self.pos.max(1) - 1).min(self.tokens.len() - 1)].end;
+        (start, end.max(start))
+    }
+
     fn query(&mut self) -> Result<RawQuery, QueryError> {
+        let mut spans = Spans::default();
         self.expect_kw("SELECT")?;
         let distinct = self.eat_kw("DISTINCT");
         let top = if self.eat_kw("TOP") {
@@ -229,7 +258,9 @@ impl Parser {
         let select = if self.eat_sym("*") {
             RawSelect::Star
         } else if self.eat_kw("VALUE") {
+            let first = self.pos;
             let e = self.expr()?;
+            spans.select.push(self.span_since(first));
             if self.eat_kw("AS") {
                 self.ident()?;
             }
@@ -237,7 +268,9 @@ impl Parser {
         } else {
             let mut items = Vec::new();
             loop {
+                let first = self.pos;
                 let e = self.expr()?;
+                spans.select.push(self.span_since(first));
                 let alias = self.alias()?;
                 items.push((alias, e));
                 if !self.eat_sym(",") {
@@ -247,12 +280,18 @@ impl Parser {
             RawSelect::List(items)
         };
         let from = if self.eat_kw("FROM") {
-            Some(self.from()?)
+            let first = self.pos;
+            let from = self.from()?;
+            spans.from = Some(self.span_since(first));
+            Some(from)
         } else {
             None
         };
         let filter = if self.eat_kw("WHERE") {
-            Some(self.expr()?)
+            let first = self.pos;
+            let filter = self.expr()?;
+            spans.filter = Some(self.span_since(first));
+            Some(filter)
         } else {
             None
         };
@@ -270,7 +309,9 @@ impl Parser {
         if self.eat_kw("ORDER") {
             self.expect_kw("BY")?;
             loop {
+                let first = self.pos;
                 let expr = self.expr()?;
+                spans.order_by.push(self.span_since(first));
                 let descending = if self.eat_kw("DESC") {
                     true
                 } else {
@@ -299,6 +340,7 @@ impl Parser {
             group_by,
             order_by,
             offset_limit,
+            spans,
         })
     }
 
@@ -461,6 +503,26 @@ impl Parser {
                 break;
             }
             self.pos += 1;
+            if matches!(op, BinOp::And | BinOp::Or) {
+                // A chain of one logical operator (the SDKs' `read_items`
+                // sends hundreds of ORs) becomes a balanced tree: the same
+                // value and short-circuit order, since both are
+                // associative, at logarithmic depth.
+                let mut operands = vec![left, self.binary(prec + 1)?];
+                while self.binop().is_some_and(|(next, _)| next == op)
+                    && !(min <= 4 && self.at_predicate())
+                {
+                    self.pos += 1;
+                    operands.push(self.binary(prec + 1)?);
+                }
+                let depth = operands.len().next_power_of_two().trailing_zeros() as usize;
+                for _ in 0..depth {
+                    self.enter()?;
+                    *levels += 1;
+                }
+                left = balanced(op, operands);
+                continue;
+            }
             self.enter()?;
             *levels += 1;
             let right = self.binary(prec + 1)?;
@@ -947,6 +1009,7 @@ fn compile_scoped(
         mut group_by,
         mut order_by,
         offset_limit,
+        spans: _,
     } = raw;
     let base = outer.map_or(0, <[String]>::len);
     let outer_scope = outer.unwrap_or(&[]).to_vec();

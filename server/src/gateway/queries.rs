@@ -123,6 +123,7 @@ impl Gateway {
         }
         let mut options = QueryOptions {
             partition_key,
+            partitions: None,
             max_item_count,
             continuation: header(&req.headers, "x-ms-continuation")?
                 .filter(|c| !c.is_empty())
