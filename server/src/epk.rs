@@ -3,8 +3,9 @@
 //!
 //! Clients scope some requests by EPK range instead of by key (the Python
 //! SDK's per-partition-key change feed sends `x-ms-start-epk` and
-//! `x-ms-end-epk`). Partita has one range, so the only use is filtering: a
-//! change belongs to the request if its key's EPK is in the range.
+//! `x-ms-end-epk`), and a container's physical partitions are EPK ranges
+//! ([`range_bounds`]): a document belongs to a request's range if its
+//! key's EPK is in it.
 //!
 //! Hash V2 (the default for new containers): MurmurHash3 x64 128-bit, seed
 //! 0, over the key's binary encoding (type byte: undefined 0, null 1, false
@@ -189,6 +190,36 @@ fn component_epk(key: &PartitionKey) -> String {
     hash.iter().map(|b| format!("{b:02X}")).collect()
 }
 
+/// The `[minInclusive, maxExclusive)` bounds of `count` physical
+/// partitions that split the ring evenly, for a container of hash
+/// `version`: from `""` to `"FF"`, the inner bounds at equal steps of the
+/// hash (Hash V2: the 126-bit value, as 32 hex digits; Hash V1: the 32-bit
+/// hash in the number encoding its EPKs begin with, so a key's EPK falls
+/// in the range of its hash). A hierarchical key's EPK begins with its
+/// first component's, so the first level decides.
+pub(crate) fn range_bounds(count: u32, version: Option<u64>) -> Vec<(String, String)> {
+    let count = count.max(1);
+    let inner = (1..count).map(|k| match version {
+        Some(1) => {
+            let hash = (u64::from(k) << 32) / u64::from(count);
+            let mut out = Vec::new();
+            encode_number_v1(hash as f64, &mut out);
+            out.iter().map(|b| format!("{b:02X}")).collect::<String>()
+        }
+        _ => format!(
+            "{:032X}",
+            ((1u128 << 126) / u128::from(count)) * u128::from(k)
+        ),
+    });
+    let mut bounds: Vec<String> = vec![String::new()];
+    bounds.extend(inner);
+    bounds.push("FF".to_owned());
+    bounds
+        .windows(2)
+        .map(|w| (w[0].clone(), w[1].clone()))
+        .collect()
+}
+
 /// Whether `epk` lies in `[start, end)` (a point range when start = end).
 /// EPKs compare as their hex text; `""` is the ring's start, `"FF"` its end.
 pub(crate) fn in_range(epk: &str, start: &str, end: &str) -> bool {
@@ -358,5 +389,33 @@ mod tests {
         assert!(in_range(epk, "", "FF"));
         assert!(in_range(epk, epk, epk));
         assert!(!in_range(epk, "", "062B23DEC15212F01B9A85F4E93A940C"));
+    }
+
+    #[test]
+    fn physical_ranges_tile_the_ring_and_spread_the_keys() {
+        for version in [None, Some(1)] {
+            let ranges = range_bounds(5, version);
+            assert_eq!(ranges.len(), 5);
+            assert_eq!((ranges[0].0.as_str(), ranges[4].1.as_str()), ("", "FF"));
+            for pair in ranges.windows(2) {
+                assert_eq!(pair[0].1, pair[1].0);
+                assert!(pair[0].0 < pair[0].1, "{pair:?}");
+            }
+            let mut used = [0usize; 5];
+            for i in 0..200 {
+                let key = PartitionKey::from(format!("pk_{i:04}"));
+                let epk = effective_partition_key_in(&key, version);
+                let hits: Vec<usize> = (0..5)
+                    .filter(|&r| in_range(&epk, &ranges[r].0, &ranges[r].1))
+                    .collect();
+                assert_eq!(hits.len(), 1, "{epk} in {hits:?}");
+                used[hits[0]] += 1;
+            }
+            assert!(used.iter().all(|&n| n > 10), "{version:?}: {used:?}");
+        }
+        assert_eq!(
+            range_bounds(1, None),
+            vec![(String::new(), "FF".to_owned())]
+        );
     }
 }

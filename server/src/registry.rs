@@ -10,7 +10,8 @@
 //!   __partita_server / ["v1"]
 //!     db-1    {"type": "database",   "name": "blog"}
 //!     coll-2  {"type": "collection", "db": "blog", "name": "posts",
-//!              "engine": "c2-posts", "definition": {partitionKey, indexingPolicy, ...}}
+//!              "engine": "c2-posts", "definition": {partitionKey, indexingPolicy, ...},
+//!              "ranges": 2}
 //!     drop-coll-3 {"type": "dropped", "engine": "c3-old"}   (only while deleting)
 //!     offer-4 {"type": "offer", "owner": "coll-2", "rid": "AAAE",
 //!              "content": {"offerThroughput": 400}}
@@ -23,7 +24,9 @@
 //! An offer (the throughput a client provisioned for a database or
 //! container) is written in the same transaction as its owner's document
 //! and deleted in the same transaction as its owner. Partita enforces
-//! nothing from it: it is stored and echoed.
+//! nothing from it: it is stored and echoed, and a container's throughput
+//! at creation fixes how many physical partitions it has (`"ranges"` in
+//! its document; none, in stores from before, is one).
 //!
 //! Each Cosmos container maps to an engine container named `c{n}-{name}`
 //! (`n` never reused), so two databases may hold containers of the same name.
@@ -91,20 +94,45 @@ pub(crate) struct CollEntry {
     pub(crate) rid: String,
     /// `dbs/{dbRid}/colls/{collRid}/`, the database part taken from `rid`.
     pub(crate) self_link: String,
+    /// Its physical partitions (partition-key ranges), fixed at creation by
+    /// its throughput: `[minInclusive, maxExclusive)` of each, in order.
+    pub(crate) ranges: Vec<(String, String)>,
 }
 
 impl CollEntry {
     /// The effective partition key of `key` here, by the hash version the
     /// container was defined with.
     pub(crate) fn epk(&self, key: &engine::PartitionKey) -> String {
-        let version = self
-            .definition
+        crate::epk::effective_partition_key_in(key, CollEntry::hash_version(&self.definition))
+    }
+
+    /// The hash version the container was defined with.
+    fn hash_version(definition: &Map<String, Value>) -> Option<u64> {
+        definition
             .get("partitionKey")
             .and_then(|pk| pk.get("version"))
-            .and_then(Value::as_u64);
-        crate::epk::effective_partition_key_in(key, version)
+            .and_then(Value::as_u64)
+    }
+
+    /// The ranges of `count` physical partitions of a container defined by
+    /// `definition`.
+    fn ranges_for(count: u32, definition: &Map<String, Value>) -> Vec<(String, String)> {
+        crate::epk::range_bounds(count, CollEntry::hash_version(definition))
+    }
+
+    /// The index of the physical partition that holds `key`.
+    pub(crate) fn range_of(&self, key: &engine::PartitionKey) -> usize {
+        let epk = self.epk(key);
+        self.ranges
+            .iter()
+            .position(|(min, max)| crate::epk::in_range(&epk, min, max))
+            .unwrap_or(0)
     }
 }
+
+/// The most physical partitions a container gets (the service's 1,000,000
+/// RU/s limit gives 167).
+pub(crate) const MAX_PHYSICAL_PARTITIONS: u32 = 256;
 
 /// The throughput a client provisioned for a database or container.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -138,6 +166,20 @@ impl Throughput {
                 json!({"offerThroughput": max / 10, "offerAutopilotSettings": settings})
             }
         }
+    }
+
+    /// How many physical partitions a container created with this
+    /// throughput gets, as on the service: one per 6,000 RU/s of manual
+    /// throughput, one per 10,000 RU/s of autoscale maximum, at least one
+    /// and (Partita's bound) at most [`MAX_PHYSICAL_PARTITIONS`].
+    pub(crate) fn physical_partitions(&self) -> u32 {
+        let (throughput, per_partition) = match *self {
+            Throughput::Manual(n) => (n, 6_000),
+            Throughput::Autoscale { max, .. } => (max, 10_000),
+        };
+        throughput
+            .div_ceil(per_partition)
+            .clamp(1, u64::from(MAX_PHYSICAL_PARTITIONS)) as u32
     }
 
     /// The throughput a stored `content` holds (`None` if it holds none).
@@ -273,13 +315,19 @@ impl Registry {
                 continue;
             };
             let rid = container.resource_id();
+            let definition = value["definition"].as_object().cloned().unwrap_or_default();
+            // Stores written before physical partitions have one.
+            let count = value["ranges"]
+                .as_u64()
+                .map_or(1, |n| n.clamp(1, u64::from(MAX_PHYSICAL_PARTITIONS)) as u32);
             let coll = CollEntry {
                 name: value["name"].as_str().unwrap_or_default().to_owned(),
                 doc_id: doc.id().to_owned(),
                 self_link: collection_self_link(&rid),
                 rid,
                 container,
-                definition: value["definition"].as_object().cloned().unwrap_or_default(),
+                ranges: CollEntry::ranges_for(count, &definition),
+                definition,
                 etag: doc.etag().to_owned(),
                 ts: doc.ts(),
             };
@@ -525,6 +573,7 @@ impl Registry {
             ..ContainerProperties::new(&engine_id, &path)
         })?);
         let doc_id = format!("coll-{ordinal}");
+        let ranges = throughput.map_or(1, |t| t.physical_partitions());
         let offer_ordinal = throughput.map(|_| {
             *ordinal += 1;
             *ordinal
@@ -534,7 +583,8 @@ impl Registry {
             .transaction(PARTITION, |txn| {
                 let doc = txn.create_item(
                     json!({"id": doc_id, "registry": PARTITION, "type": "collection", "db": db,
-                           "name": name, "engine": engine_id, "definition": definition}),
+                           "name": name, "engine": engine_id, "definition": definition,
+                           "ranges": ranges}),
                 )?;
                 let offer = Registry::create_offer(txn, &doc_id, offer_ordinal, throughput)?;
                 Ok::<_, engine::Error>((doc, offer))
@@ -550,6 +600,7 @@ impl Registry {
             self_link: collection_self_link(&rid),
             rid,
             container,
+            ranges: CollEntry::ranges_for(ranges, &definition),
             definition,
             etag: doc.etag().to_owned(),
             ts: doc.ts(),
@@ -611,6 +662,7 @@ impl Registry {
             ts: doc.ts(),
             rid: old.rid.clone(),
             self_link: old.self_link.clone(),
+            ranges: old.ranges.clone(),
         });
         if let Some(entry) = self.state.write().get_mut(db) {
             entry.colls.insert(name.to_owned(), coll.clone());

@@ -73,6 +73,16 @@ impl WireResponse {
         self
     }
 
+    /// Sets a header, replacing any value it had.
+    pub(crate) fn with_replaced(
+        mut self,
+        name: &'static str,
+        value: impl Into<String>,
+    ) -> WireResponse {
+        self.headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+        self.with(name, value)
+    }
+
     /// The value of a header this response carries.
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
@@ -97,6 +107,8 @@ pub struct WireError {
     pub logs: Option<String>,
     /// The collection operation a script's failure came from, if known.
     pub failed_operation: Option<partita::FailedOperation>,
+    /// The body's `additionalErrorInfo` (a query's plan, with 400/1004).
+    pub additional_info: Option<Box<str>>,
 }
 
 impl WireError {
@@ -108,6 +120,7 @@ impl WireError {
             message: message.into(),
             logs: None,
             failed_operation: None,
+            additional_info: None,
         }
     }
 
@@ -150,6 +163,9 @@ impl WireError {
         if let Some(operation) = &self.failed_operation {
             body["failedOperation"] = operation.to_json();
         }
+        if let Some(info) = &self.additional_info {
+            body["additionalErrorInfo"] = json!(info);
+        }
         let mut response = WireResponse::json(self.status, &body);
         if let Some(substatus) = self.substatus {
             response = response.with("x-ms-substatus", substatus.to_string());
@@ -182,6 +198,7 @@ impl From<Error> for WireError {
             message,
             logs,
             failed_operation: e.failed_operation().cloned(),
+            additional_info: None,
         }
     }
 }

@@ -446,6 +446,149 @@ fn create_coll_with(gw: &Gateway, name: &str, headers: &[(&str, &str)]) -> (Wire
     call(gw, signed("POST", "/dbs/d/colls", headers, body.as_bytes()))
 }
 
+/// A container gets one physical partition per 6,000 RU/s, as on the
+/// service: `pkranges` lists them tiling the ring, a range header confines
+/// a query, a query across ranges pages range by range, one that needs the
+/// client's pipeline is the service's 400/1004 with its plan, and responses
+/// name the range that served them. Survives a restart.
+#[test]
+fn throughput_gives_several_physical_partitions_served_range_by_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = setup_on(gateway(Database::open(dir.path()).unwrap()));
+    let (r, body) = create_coll_with(&gw, "m", &[("x-ms-offer-throughput", "12000")]);
+    assert_eq!(r.status, 201, "{body}");
+    let ranges_of = |gw: &Gateway| {
+        let (r, body) = call(gw, signed("GET", "/dbs/d/colls/m/pkranges", &[], b""));
+        assert_eq!(r.status, 200, "{body}");
+        body["PartitionKeyRanges"].as_array().unwrap().clone()
+    };
+    let ranges = ranges_of(&gw);
+    assert_eq!(ranges.len(), 2);
+    assert_eq!(ranges[0]["minInclusive"], "");
+    assert_eq!(ranges[0]["maxExclusive"], ranges[1]["minInclusive"]);
+    assert_eq!(ranges[1]["maxExclusive"], "FF");
+    // Keys on both sides of the boundary (Hash V2 EPKs).
+    let mut by_range = [0usize; 2];
+    for i in 0..20 {
+        let doc = format!(r#"{{"id":"d{i}","pk":"k{i}","n":{i}}}"#);
+        let pk = format!(r#"["k{i}"]"#);
+        let (r, body) = call(
+            &gw,
+            signed(
+                "POST",
+                "/dbs/d/colls/m/docs",
+                &[("x-ms-documentdb-partitionkey", &pk)],
+                doc.as_bytes(),
+            ),
+        );
+        assert_eq!(r.status, 201, "{body}");
+        let range: usize = r
+            .header("x-ms-documentdb-partitionkeyrangeid")
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(
+            r.header("x-ms-session-token")
+                .unwrap()
+                .starts_with(&format!("{range}:"))
+        );
+        by_range[range] += 1;
+    }
+    assert!(by_range.iter().all(|&n| n > 0), "{by_range:?}");
+    let query = |headers: &[(&str, &str)], sql: &str| {
+        let body = json!({"query": sql}).to_string();
+        let mut all = vec![
+            ("x-ms-documentdb-isquery", "true"),
+            ("content-type", "application/query+json"),
+        ];
+        all.extend_from_slice(headers);
+        call(
+            &gw,
+            signed("POST", "/dbs/d/colls/m/docs", &all, body.as_bytes()),
+        )
+    };
+    // One range: only its documents.
+    for (range, expected) in by_range.iter().enumerate() {
+        let id = range.to_string();
+        let (r, body) = query(
+            &[("x-ms-documentdb-partitionkeyrangeid", &id)],
+            "SELECT * FROM c",
+        );
+        assert_eq!(r.status, 200, "{body}");
+        assert_eq!(body["_count"], *expected as u64);
+    }
+    let (r, body) = query(
+        &[("x-ms-documentdb-partitionkeyrangeid", "7")],
+        "SELECT * FROM c",
+    );
+    assert_eq!(
+        (r.status, r.header("x-ms-substatus")),
+        (410, Some("1002")),
+        "{body}"
+    );
+    // Across ranges: a page per range, the second reached by the token.
+    let cross = ("x-ms-documentdb-query-enablecrosspartition", "true");
+    let (r, first) = query(&[cross], "SELECT * FROM c");
+    assert_eq!(first["_count"], by_range[0] as u64);
+    let token = r.header("x-ms-continuation").unwrap().to_owned();
+    let (r, second) = query(&[cross, ("x-ms-continuation", &token)], "SELECT * FROM c");
+    assert_eq!(second["_count"], by_range[1] as u64);
+    assert!(r.header("x-ms-continuation").is_none());
+    // ORDER BY across ranges: the SDK's pipeline, with the plan.
+    let (r, body) = query(&[cross], "SELECT * FROM c ORDER BY c.n DESC");
+    assert_error(
+        &r,
+        &body,
+        400,
+        "BadRequest",
+        "can not be directly served by the gateway",
+    );
+    assert_eq!(r.header("x-ms-substatus"), Some("1004"));
+    let plan: Value = serde_json::from_str(body["additionalErrorInfo"].as_str().unwrap()).unwrap();
+    assert_eq!(plan["queryInfo"]["orderBy"], json!(["Descending"]));
+    let rewritten = plan["queryInfo"]["rewrittenQuery"]
+        .as_str()
+        .unwrap()
+        .replace("{documentdb-formattableorderbyquery-filter}", "true");
+    let (r, body) = query(&[("x-ms-documentdb-partitionkeyrangeid", "1")], &rewritten);
+    assert_eq!(r.status, 200, "{body}");
+    let keys: Vec<i64> = body["Documents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| row["orderByItems"][0]["item"].as_i64().unwrap())
+        .collect();
+    assert_eq!(keys.len(), by_range[1]);
+    assert!(keys.windows(2).all(|w| w[0] > w[1]), "{keys:?}");
+    // The Data Explorer's header: the query evaluated whole.
+    let whole = ("x-partita-query-whole", "true");
+    let (r, body) = query(&[cross, whole], "SELECT VALUE c.n FROM c ORDER BY c.n DESC");
+    assert_eq!(r.status, 200, "{body}");
+    assert_eq!(body["Documents"], json!((0..20).rev().collect::<Vec<_>>()));
+    // Statistics per range.
+    let (r, body) = call(
+        &gw,
+        signed(
+            "GET",
+            "/dbs/d/colls/m",
+            &[("x-ms-documentdb-populatepartitionstatistics", "true")],
+            b"",
+        ),
+    );
+    assert_eq!(r.status, 200, "{body}");
+    let counts: Vec<u64> = body["statistics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["documentCount"].as_u64().unwrap())
+        .collect();
+    assert_eq!(counts, by_range.map(|n| n as u64));
+    // The ranges are fixed at creation and survive a restart.
+    drop(gw);
+    let gw = gateway(Database::open(dir.path()).unwrap());
+    assert_eq!(ranges_of(&gw), ranges);
+}
+
 const AUTOSCALE_7000: &str = r#"{"maxThroughput": 7000, "autoUpgradePolicy": {"throughputPolicy": {"incrementPercent": 0}}}"#;
 
 #[test]
@@ -2730,6 +2873,11 @@ pub(crate) fn js_sdk() -> PathBuf {
 #[test]
 fn the_javascript_sdk_runs_batches_bulk_and_patches() {
     run_js_acceptance("cosmos_batch.mjs");
+}
+
+#[test]
+fn the_javascript_sdk_runs_cross_partition_queries_over_several_ranges() {
+    run_js_acceptance("cosmos_query.mjs");
 }
 
 #[test]

@@ -117,6 +117,7 @@ export async function render(root, ctx) {
           "x-ms-documentdb-isquery": "true",
           "content-type": "application/query+json",
           "x-ms-documentdb-query-enablecrosspartition": "true",
+          "x-partita-query-whole": "true",
           "x-ms-max-item-count": "200",
         },
       });

@@ -224,7 +224,10 @@ export async function render(root, ctx) {
       if (!pk.value.trim()) throw Object.assign(new Error("enter the partition key as JSON (e.g. \"p1\")"), { status: 0 });
       headers["x-ms-documentdb-partitionkey"] = partitionKeyHeader(parseJson(pk.value, "the partition key"));
     } else {
+      // Evaluated over every partition at once: the page has no SDK
+      // pipeline to merge what several physical partitions return.
       headers["x-ms-documentdb-query-enablecrosspartition"] = "true";
+      headers["x-partita-query-whole"] = "true";
     }
     return { body: { query: sql.value, parameters }, headers };
   }

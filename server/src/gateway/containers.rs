@@ -49,9 +49,9 @@ impl Gateway {
 
     /// A container's definition; with `x-ms-documentdb-populatequotainfo`
     /// its usage and quota headers, with
-    /// `x-ms-documentdb-populatepartitionstatistics` the `statistics` of its
-    /// one partition-key range (both count every document: asked for
-    /// rarely, by tools and tests).
+    /// `x-ms-documentdb-populatepartitionstatistics` the `statistics` of
+    /// each of its partition-key ranges (both count every document: asked
+    /// for rarely, by tools and tests).
     pub(super) fn read_collection(
         &self,
         db: &str,
@@ -64,12 +64,20 @@ impl Gateway {
         let statistics = flag(&req.headers, "x-ms-documentdb-populatepartitionstatistics")?;
         let usage = (quota || statistics).then(|| Usage::of(&coll));
         if let (true, Some(usage)) = (statistics, &usage) {
-            body["statistics"] = json!([{
-                "id": "0",
-                "sizeInKB": usage.bytes.div_ceil(1024),
-                "documentCount": usage.documents,
-                "partitionKeys": [],
-            }]);
+            let ranges: Vec<Value> = usage
+                .per_range
+                .iter()
+                .enumerate()
+                .map(|(id, (documents, bytes))| {
+                    json!({
+                        "id": id.to_string(),
+                        "sizeInKB": bytes.div_ceil(1024),
+                        "documentCount": documents,
+                        "partitionKeys": [],
+                    })
+                })
+                .collect();
+            body["statistics"] = Value::Array(ranges);
         }
         let mut response = WireResponse::json(200, &body);
         if let (true, Some(usage)) = (quota, &usage) {
@@ -154,6 +162,8 @@ const QUOTA_KB: u64 = 10_485_760;
 struct Usage {
     documents: usize,
     bytes: usize,
+    /// Documents and bytes in each physical partition.
+    per_range: Vec<(usize, usize)>,
     procedures: usize,
     triggers: usize,
     udfs: usize,
@@ -163,15 +173,21 @@ impl Usage {
     fn of(coll: &CollEntry) -> Usage {
         let raw = coll.container.raw();
         let (mut documents, mut bytes) = (0, 0);
+        let mut per_range = vec![(0, 0); coll.ranges.len()];
         for key in raw.partition_keys() {
             let partition = raw.snapshot(&key);
             documents += partition.len();
             bytes += partition.size();
+            if let Some(range) = per_range.get_mut(coll.range_of(&key)) {
+                range.0 += partition.len();
+                range.1 += partition.size();
+            }
         }
         let scripts = |kind| coll.container.list_scripts(kind).len();
         Usage {
             documents,
             bytes,
+            per_range,
             procedures: scripts(ScriptKind::StoredProcedure),
             triggers: scripts(ScriptKind::Trigger),
             udfs: scripts(ScriptKind::UserDefinedFunction),

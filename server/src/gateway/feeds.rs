@@ -15,7 +15,6 @@ use serde_json::{Value, json};
 
 use super::Gateway;
 use super::responses::{charge, child_rid, feed_body};
-use crate::epk;
 use crate::registry::CollEntry;
 use crate::wire::{WireError, WireRequest, WireResponse, header, max_item_count};
 
@@ -256,18 +255,18 @@ pub(super) fn conflicts(
 }
 
 /// The logical partitions a change-feed request reads: those under its
-/// partition-key header, within its EPK range (the Python SDK scopes a
-/// per-partition-key feed so), or all.
+/// partition-key header, within its physical partition and EPK range (the
+/// Python SDK scopes a per-partition-key feed by EPK), or all.
 struct Scope {
     key: Option<PartitionKey>,
-    epk_range: Option<(String, String)>,
+    epk_ranges: Vec<(String, String)>,
 }
 
 impl Scope {
     fn of(gateway: &Gateway, coll: &CollEntry, req: &WireRequest) -> Result<Scope, WireError> {
         Ok(Scope {
             key: gateway.partition_key(coll, req)?,
-            epk_range: super::queries::epk_range(req)?,
+            epk_ranges: super::queries::epk_ranges(coll, req)?,
         })
     }
 
@@ -277,10 +276,7 @@ impl Scope {
         {
             return false;
         }
-        match &self.epk_range {
-            Some((start, end)) => epk::in_range(&coll.epk(&change.partition_key), start, end),
-            None => true,
-        }
+        super::queries::in_all(coll, &change.partition_key, &self.epk_ranges)
     }
 }
 
@@ -335,16 +331,26 @@ pub(super) fn pkranges(coll: &CollEntry, req: &WireRequest) -> Result<WireRespon
     if header(&req.headers, "if-none-match")? == Some(PKRANGES_ETAG) {
         return Ok(WireResponse::empty(304).with("etag", PKRANGES_ETAG));
     }
-    let rid = child_rid(&coll.rid, 0x5, 0);
-    let range = json!({
-        "id": "0", "_rid": rid, "_self": format!("{}pkranges/{rid}/", coll.self_link),
-        "_etag": PKRANGES_ETAG, "_ts": coll.ts,
-        "minInclusive": "", "maxExclusive": "FF", "ridPrefix": 0, "throughputFraction": 1.0,
-        "status": "online", "parents": []
-    });
+    let fraction = 1.0 / coll.ranges.len() as f64;
+    let ranges: Vec<Value> = coll
+        .ranges
+        .iter()
+        .enumerate()
+        .map(|(i, (min, max))| {
+            let rid = child_rid(&coll.rid, 0x5, i as u64);
+            json!({
+                "id": i.to_string(), "_rid": rid,
+                "_self": format!("{}pkranges/{rid}/", coll.self_link),
+                "_etag": PKRANGES_ETAG, "_ts": coll.ts,
+                "minInclusive": min, "maxExclusive": max, "ridPrefix": i,
+                "throughputFraction": fraction, "status": "online", "parents": []
+            })
+        })
+        .collect();
+    let count = ranges.len();
     Ok(WireResponse::json(
         200,
-        &json!({"_rid": coll.rid, "PartitionKeyRanges": [range], "_count": 1}),
+        &json!({"_rid": coll.rid, "PartitionKeyRanges": ranges, "_count": count}),
     )
     .with("etag", PKRANGES_ETAG))
 }

@@ -9,7 +9,7 @@
 //!     /dbs[/{db}]                      registry (databases)
 //!     /dbs/{db}/colls[/{c}]            registry (containers)
 //!     /dbs/{db}/colls/{c}/docs[/{id}]  engine: CRUD, queries, read feed, change feed
-//!     /dbs/{db}/colls/{c}/pkranges     one range "" .. "FF" (304 on a matching If-None-Match)
+//!     /dbs/{db}/colls/{c}/pkranges     its physical partitions, "" .. "FF" (304 on a matching If-None-Match)
 //!     /dbs/{db}/colls/{c}/conflicts    always empty: one region never has write conflicts
 //!     /dbs/{db}/colls/{c}/{sprocs,triggers,udfs}[/{id}]   scripts; POST sprocs/{id} executes
 //!     /dbs/{db}/colls/{c}/operations/partitionkeydelete   POST: delete one logical partition
@@ -31,10 +31,13 @@
 //! under its last rid, then its rids are replaced by the names they stand
 //! for, so every route is reachable both ways.
 //!
-//! The server has one partition-key range, so it always evaluates queries
-//! whole (ORDER BY, TOP, aggregates across every logical partition) and
-//! answers query-plan requests with a transparent plan. Request charges
-//! come from `crate::charge`, so they are the same as the library's.
+//! A container has as many physical partitions (partition-key ranges) as
+//! its throughput gives it at creation, as on the service. A query across
+//! several ranges that orders, aggregates, deduplicates or cuts its rows is
+//! the service's 400/1004, and the SDK's own pipeline runs the plan
+//! (`queries.rs`) range by range; any other query across ranges pages
+//! through them in order. Request charges come from `crate::charge`, so
+//! they are the same as the library's.
 //!
 //! One file per resource, each adding its handlers to [`Gateway`]:
 //! `account.rs`, `databases.rs`, `containers.rs`, `documents.rs` (point
@@ -383,6 +386,61 @@ impl Gateway {
     }
 
     fn collection_route(
+        &self,
+        method: &str,
+        coll: &CollEntry,
+        rest: &[&str],
+        req: &WireRequest,
+    ) -> Result<WireResponse, WireError> {
+        let response = self.collection_resource(method, coll, rest, req)?;
+        Ok(self.range_session_token(coll, req, response))
+    }
+
+    /// Names the physical partition a request was served by, in the
+    /// session token and in `x-ms-documentdb-partitionkeyrangeid`, as the
+    /// service does: the range its partition key hashes to or its range
+    /// header names; for a request across ranges every range in the token
+    /// (the SDKs keep one token per range, and refresh their routing map
+    /// when a response names a range they do not know).
+    fn range_session_token(
+        &self,
+        coll: &CollEntry,
+        req: &WireRequest,
+        mut response: WireResponse,
+    ) -> WireResponse {
+        if response.status == 401 {
+            return response;
+        }
+        let ranges: Vec<usize> = match (
+            header(&req.headers, "x-ms-documentdb-partitionkeyrangeid"),
+            self.partition_key(coll, req),
+        ) {
+            (Ok(Some(id)), _) => {
+                let bare = id.rsplit(',').next().unwrap_or(id).trim();
+                vec![bare.parse().unwrap_or(0)]
+            }
+            (_, Ok(Some(key)))
+                if key.components().len() == coll.container.partition_key_path().levels() =>
+            {
+                vec![coll.range_of(&key)]
+            }
+            _ => (0..coll.ranges.len()).collect(),
+        };
+        if let [range] = ranges.as_slice() {
+            response = response.with("x-ms-documentdb-partitionkeyrangeid", range.to_string());
+        }
+        if coll.ranges.len() < 2 {
+            return response;
+        }
+        let token = match response.header("x-ms-session-token") {
+            Some(token) => token.strip_prefix("0:").unwrap_or(token).to_owned(),
+            None => format!("-1#{}", self.session.load(Ordering::Relaxed)),
+        };
+        let compound: Vec<String> = ranges.iter().map(|r| format!("{r}:{token}")).collect();
+        response.with_replaced("x-ms-session-token", compound.join(","))
+    }
+
+    fn collection_resource(
         &self,
         method: &str,
         coll: &CollEntry,

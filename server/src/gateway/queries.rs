@@ -3,8 +3,11 @@
 //! query plans, and queries over the lists of databases, containers and
 //! scripts.
 //!
-//! The server has one partition-key range, so it evaluates every query
-//! whole and answers plan requests with a transparent plan. A page is cut
+//! A query is confined to a physical partition by its range header, or to
+//! an EPK range; across several ranges, one that needs the client's
+//! pipeline is a 400/1004 with the plan (`engine::query::plan`), and any
+//! other pages range by range (`{"range", "token"}` continuations). A
+//! container with one range evaluates every query whole. A page is cut
 //! to the response limit by running it again with fewer items, so its
 //! continuation resumes exactly after what was sent.
 
@@ -45,56 +48,6 @@ impl Gateway {
         self.query_page(coll, req, "SELECT * FROM c", &Params::new(), false)
     }
 
-    /// The partitions a request without a partition-key header is scoped
-    /// to by `x-ms-start-epk`/`x-ms-end-epk` (the Python SDK's prefix
-    /// queries on a hierarchical key, and feed ranges): `None` for the whole
-    /// ring or no range, else the key or prefix whose partitions are exactly
-    /// those with an EPK in the range (a key no partition has when none is).
-    fn epk_scope(
-        &self,
-        coll: &CollEntry,
-        req: &WireRequest,
-    ) -> Result<Option<PartitionKey>, WireError> {
-        let Some((start, end)) = epk_range(req)? else {
-            return Ok(None);
-        };
-        if start.is_empty() && end.eq_ignore_ascii_case("FF") {
-            return Ok(None);
-        }
-        let all = coll.container.partition_keys();
-        let keys: Vec<&PartitionKey> = all
-            .iter()
-            .filter(|k| epk::in_range(&coll.epk(k), &start, &end))
-            .collect();
-        let Some(first) = keys.first() else {
-            return Ok(Some(absent_key(coll, &all)));
-        };
-        // The longest common prefix of the keys in the range, which is the
-        // scope if nothing else is under it.
-        let mut common = first.components().to_vec();
-        for key in &keys[1..] {
-            let n = common
-                .iter()
-                .zip(key.components())
-                .take_while(|(a, b)| a == b)
-                .count();
-            common.truncate(n);
-        }
-        let scope = if coll.container.partition_key_path().is_hierarchical() {
-            PartitionKey::Multi(common.into())
-        } else {
-            (*first).clone()
-        };
-        if all.iter().filter(|k| k.starts_with(&scope)).count() != keys.len() {
-            return Err(WireError::bad_request(format!(
-                "the effective partition-key range [{start}, {end}) covers part of the \
-                 partitions under {scope}: Partita serves ranges that are one partition key, a \
-                 prefix of a hierarchical key, or the whole ring"
-            )));
-        }
-        Ok(Some(scope))
-    }
-
     /// Runs one page of a query, cut to the response limit.
     fn query_page(
         &self,
@@ -106,12 +59,21 @@ impl Gateway {
     ) -> Result<WireResponse, WireError> {
         let started = Instant::now();
         let max_item_count = max_item_count(&req.headers)?;
-        let partition_key = match self.partition_key(coll, req)? {
-            Some(key) => Some(key),
-            None => self.epk_scope(coll, req)?,
-        };
-        let scoped = partition_key.is_some();
+        let partition_key = self.partition_key(coll, req)?;
+        let ranges = epk_ranges(coll, req)?;
+        let partitions = (!ranges.is_empty()).then(|| {
+            coll.container
+                .partition_keys()
+                .into_iter()
+                .filter(|k| in_all(coll, k, &ranges))
+                .collect()
+        });
+        let scoped = partition_key.is_some() || partitions.is_some();
         let mut null_when_undefined = false;
+        // `x-partita-query-whole` (the Data Explorer, which has no SDK
+        // pipeline) asks for the query evaluated over every partition at once.
+        let mut by_range =
+            !scoped && coll.ranges.len() > 1 && !flag(&req.headers, "x-partita-query-whole")?;
         // A query of no one partition; a syntax error is its own 400,
         // reported when it runs.
         if is_query
@@ -119,19 +81,54 @@ impl Gateway {
             && let Ok(parsed) = query::parse(sql)
         {
             refuse_fan_out(coll, req, &parsed)?;
+            let plan = query::plan(sql, params).ok();
+            if by_range && let Some(plan) = plan.as_ref().filter(|p| p.needs_client()) {
+                return Err(needs_a_plan(plan));
+            }
+            // GROUP BY is answered whole.
+            by_range &= plan.is_some_and(|plan| !plan.group_by);
             null_when_undefined = value_aggregate_across(req, &parsed)?;
         }
+        let continuation = header(&req.headers, "x-ms-continuation")?
+            .filter(|c| !c.is_empty())
+            .map(str::to_owned);
+        // Across several physical partitions the service answers range by
+        // range, a page never spanning two: the token says which range and
+        // where in it.
+        let (range, continuation) = if by_range {
+            range_continuation(coll, continuation.as_deref())?
+        } else {
+            (0, continuation)
+        };
         let mut options = QueryOptions {
             partition_key,
-            partitions: None,
+            partitions,
             max_item_count,
-            continuation: header(&req.headers, "x-ms-continuation")?
-                .filter(|c| !c.is_empty())
-                .map(str::to_owned),
+            continuation,
             limits: Some(self.script_limits.clone()),
         };
         loop {
+            if by_range {
+                let bounds = std::slice::from_ref(&coll.ranges[range]);
+                options.partitions = Some(
+                    coll.container
+                        .partition_keys()
+                        .into_iter()
+                        .filter(|k| in_all(coll, k, bounds))
+                        .collect(),
+                );
+            }
             let mut page = coll.container.query_items(sql, params, &options)?;
+            if by_range {
+                // A range with nothing left still answers its (empty) page,
+                // as on the service.
+                if page.continuation.is_none() && range + 1 < coll.ranges.len() {
+                    page.continuation =
+                        Some(json!({"range": range + 1, "token": null}).to_string());
+                } else if let Some(token) = page.continuation.take() {
+                    page.continuation = Some(json!({"range": range, "token": token}).to_string());
+                }
+            }
             if null_when_undefined && page.items.is_empty() && page.continuation.is_none() {
                 page.items.push(Value::Null);
             }
@@ -175,6 +172,34 @@ impl Gateway {
     }
 }
 
+/// The physical partition a range-by-range query continues in, and the
+/// engine's token within it (`{"range": n, "token": ...}`; none: the
+/// first range from its start).
+fn range_continuation(
+    coll: &CollEntry,
+    continuation: Option<&str>,
+) -> Result<(usize, Option<String>), WireError> {
+    let Some(text) = continuation else {
+        return Ok((0, None));
+    };
+    let invalid = || {
+        WireError::bad_request(format!(
+            "invalid continuation token {text:?}: not one this container's query gave"
+        ))
+    };
+    let value: Value = serde_json::from_str(text).map_err(|_| invalid())?;
+    let range = value["range"].as_u64().ok_or_else(invalid)? as usize;
+    if range >= coll.ranges.len() {
+        return Err(invalid());
+    }
+    let token = match &value["token"] {
+        Value::Null => None,
+        Value::String(token) => Some(token.clone()),
+        _ => return Err(invalid()),
+    };
+    Ok((range, token))
+}
+
 /// `x-ms-start-epk` and `x-ms-end-epk`, which come together.
 pub(super) fn epk_range(req: &WireRequest) -> Result<Option<(String, String)>, WireError> {
     match (
@@ -189,21 +214,67 @@ pub(super) fn epk_range(req: &WireRequest) -> Result<Option<(String, String)>, W
     }
 }
 
-/// A full key of the container that no partition has, to scope a query to
-/// nothing.
-fn absent_key(coll: &CollEntry, all: &[PartitionKey]) -> PartitionKey {
-    let levels = coll.container.partition_key_path().levels();
-    (0u64..)
-        .map(|i| {
-            let component = PartitionKey::from(format!("\u{0}partita-no-partition-{i}"));
-            if levels == 1 {
-                component
-            } else {
-                PartitionKey::multi(vec![component; levels])
-            }
+/// The effective-partition-key ranges a request is confined to: the
+/// physical partition `x-ms-documentdb-partitionkeyrangeid` names, the
+/// range of `x-ms-start-epk` and `x-ms-end-epk`, or both (a key is in scope
+/// when it is in each); the whole ring is no confinement.
+pub(super) fn epk_ranges(
+    coll: &CollEntry,
+    req: &WireRequest,
+) -> Result<Vec<(String, String)>, WireError> {
+    let mut ranges = Vec::new();
+    if let Some(id) = header(&req.headers, "x-ms-documentdb-partitionkeyrangeid")? {
+        ranges.push(physical_range(coll, id)?);
+    }
+    ranges.extend(epk_range(req)?);
+    ranges.retain(|(start, end)| !(start.is_empty() && end.eq_ignore_ascii_case("FF")));
+    Ok(ranges)
+}
+
+/// Whether `key`'s EPK is in each of `ranges`.
+pub(super) fn in_all(coll: &CollEntry, key: &PartitionKey, ranges: &[(String, String)]) -> bool {
+    let epk = coll.epk(key);
+    ranges
+        .iter()
+        .all(|(start, end)| epk::in_range(&epk, start, end))
+}
+
+/// The bounds of the physical partition `id` (`"1"`, or `"{collRid},1"` as
+/// the .NET SDK writes it); a range the container does not have is gone,
+/// as after a split (410/1002).
+pub(super) fn physical_range(coll: &CollEntry, id: &str) -> Result<(String, String), WireError> {
+    let bare = id.rsplit(',').next().unwrap_or(id).trim();
+    bare.parse::<usize>()
+        .ok()
+        .and_then(|i| coll.ranges.get(i))
+        .cloned()
+        .ok_or_else(|| {
+            WireError::new(
+                410,
+                format!(
+                    "partition-key range {id:?} of container {:?} is gone: its ranges are 0 to {}",
+                    coll.name,
+                    coll.ranges.len() - 1
+                ),
+            )
+            .with_substatus(1002)
         })
-        .find(|key| !all.contains(key))
-        .unwrap_or(PartitionKey::None)
+}
+
+/// The service's 400/1004 for a query across physical partitions that
+/// needs the client's pipeline (ORDER BY, aggregates, DISTINCT, TOP,
+/// OFFSET): the SDKs then ask for the query plan and run it per range.
+fn needs_a_plan(plan: &query::Plan) -> WireError {
+    let mut error = WireError::bad_request(
+        "The provided cross partition query can not be directly served by the gateway. This is \
+         a first chance (internal) exception that all newer clients will know how to handle \
+         gracefully. This exception is traced, but unless you see it bubble up as an exception \
+         (which only happens on older SDK clients), then you can safely ignore this message.",
+    )
+    .with_substatus(1004);
+    // The JavaScript SDK takes the plan from the error.
+    error.additional_info = Some(plan_json(plan).to_string().into());
+    error
 }
 
 /// Whether `sql` is an enabled cross-partition `SELECT VALUE <aggregate>`
@@ -385,24 +456,34 @@ fn query_spec(req: &WireRequest) -> Result<(String, Params), WireError> {
     Ok((sql.clone(), params))
 }
 
-/// The query plan of a server with one partition-key range: transparent, so
-/// the client sends the query back as is and the server evaluates it whole.
+/// The query plan (`x-ms-cosmos-is-query-plan-request`), computed as the
+/// service computes it (see `engine::query::plan`): what each physical
+/// partition runs and what the client's pipeline does with the rows.
 pub(super) fn query_plan(req: &WireRequest) -> Result<WireResponse, WireError> {
-    let (sql, _) = query_spec(req)?;
-    query::parse(&sql).map_err(|e| WireError::bad_request(e.to_string()))?;
-    Ok(WireResponse::json(
-        200,
-        &json!({
-            "partitionedQueryExecutionInfoVersion": 2,
-            "queryInfo": {
-                "distinctType": "None", "top": null, "offset": null, "limit": null,
-                "orderBy": [], "orderByExpressions": [], "groupByExpressions": [],
-                "groupByAliases": [], "aggregates": [], "groupByAliasToAggregateType": {},
-                "rewrittenQuery": "", "hasSelectValue": false, "hasNonStreamingOrderBy": false
-            },
-            "queryRanges": [{"min": "", "max": "FF", "isMinInclusive": true, "isMaxInclusive": false}]
-        }),
-    ))
+    let (sql, params) = query_spec(req)?;
+    let plan = query::plan(&sql, &params).map_err(|e| WireError::bad_request(e.to_string()))?;
+    Ok(WireResponse::json(200, &plan_json(&plan)))
+}
+
+/// A plan in the service's shape (`partitionedQueryExecutionInfo`).
+fn plan_json(plan: &query::Plan) -> Value {
+    let order_by: Vec<&str> = plan
+        .order_by
+        .iter()
+        .map(|&desc| if desc { "Descending" } else { "Ascending" })
+        .collect();
+    json!({
+        "partitionedQueryExecutionInfoVersion": 2,
+        "queryInfo": {
+            "distinctType": plan.distinct.as_str(),
+            "top": plan.top, "offset": plan.offset, "limit": plan.limit,
+            "orderBy": order_by, "orderByExpressions": plan.order_by_expressions,
+            "groupByExpressions": [], "groupByAliases": [], "aggregates": plan.aggregates,
+            "groupByAliasToAggregateType": {}, "rewrittenQuery": plan.rewritten,
+            "hasSelectValue": plan.has_select_value, "hasNonStreamingOrderBy": false
+        },
+        "queryRanges": [{"min": "", "max": "FF", "isMinInclusive": true, "isMaxInclusive": false}]
+    })
 }
 
 /// A list of metadata resources, or the result of a query over them
