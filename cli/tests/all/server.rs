@@ -589,6 +589,114 @@ fn throughput_gives_several_physical_partitions_served_range_by_range() {
     assert_eq!(ranges_of(&gw), ranges);
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 24,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    /// Whatever the documents, ranges and page size: paging a query across
+    /// physical partitions range by range returns exactly the documents the
+    /// whole query does, and merging each range's rewritten ORDER BY query
+    /// (as an SDK does) gives the whole query's order.
+    #[test]
+    fn range_by_range_answers_agree_with_whole_answers(
+        throughput in prop::sample::select(vec![6000u32, 12000, 30000, 60000]),
+        docs in prop::collection::vec((0u8..40, -5i64..5), 0..40),
+        page in 1usize..7,
+    ) {
+        let gw = setup();
+        let t = throughput.to_string();
+        let (r, body) = create_coll_with(&gw, "r", &[("x-ms-offer-throughput", &t)]);
+        prop_assert_eq!(r.status, 201, "{}", body);
+        for (i, (key, n)) in docs.iter().enumerate() {
+            let doc = json!({"id": format!("d{i}"), "pk": format!("k{key}"), "n": n}).to_string();
+            let pk = json!([format!("k{key}")]).to_string();
+            let (r, _) = call(
+                &gw,
+                signed("POST", "/dbs/d/colls/r/docs", &[("x-ms-documentdb-partitionkey", &pk)], doc.as_bytes()),
+            );
+            prop_assert_eq!(r.status, 201);
+        }
+        let query = |headers: &[(&str, &str)], sql: &str| {
+            let body = json!({"query": sql}).to_string();
+            let mut all = vec![
+                ("x-ms-documentdb-isquery", "true"),
+                ("content-type", "application/query+json"),
+                ("x-ms-documentdb-query-enablecrosspartition", "true"),
+            ];
+            all.extend_from_slice(headers);
+            call(&gw, signed("POST", "/dbs/d/colls/r/docs", &all, body.as_bytes()))
+        };
+        // Range by range, `page` at a time.
+        let size = page.to_string();
+        let mut ids = Vec::new();
+        let mut token: Option<String> = None;
+        for _ in 0..200 {
+            let mut headers = vec![("x-ms-max-item-count", size.as_str())];
+            if let Some(t) = &token {
+                headers.push(("x-ms-continuation", t.as_str()));
+            }
+            let (r, body) = query(&headers, "SELECT VALUE c.id FROM c");
+            prop_assert_eq!(r.status, 200, "{}", body);
+            ids.extend(body["Documents"].as_array().unwrap().iter().cloned());
+            token = r.header("x-ms-continuation").map(str::to_owned);
+            if token.is_none() {
+                break;
+            }
+        }
+        prop_assert!(token.is_none(), "paging did not end");
+        let mut expected: Vec<Value> = (0..docs.len()).map(|i| json!(format!("d{i}"))).collect();
+        ids.sort_by_key(|v| v.to_string());
+        expected.sort_by_key(|v| v.to_string());
+        prop_assert_eq!(ids, expected);
+        // ORDER BY: each range's rewritten query, merged by the sort key.
+        let sql = "SELECT VALUE c.id FROM c ORDER BY c.n DESC";
+        let whole = query(&[("x-partita-query-whole", "true")], sql).1["Documents"].clone();
+        let (r, body) = query(&[], sql);
+        let ranges = call(&gw, signed("GET", "/dbs/d/colls/r/pkranges", &[], b"")).1["_count"]
+            .as_u64()
+            .unwrap();
+        if ranges == 1 {
+            prop_assert_eq!(r.status, 200);
+            prop_assert_eq!(&body["Documents"], &whole);
+            return Ok(());
+        }
+        prop_assert_eq!(r.header("x-ms-substatus"), Some("1004"));
+        let plan: Value = serde_json::from_str(body["additionalErrorInfo"].as_str().unwrap()).unwrap();
+        let rewritten = plan["queryInfo"]["rewrittenQuery"]
+            .as_str()
+            .unwrap()
+            .replace("{documentdb-formattableorderbyquery-filter}", "true");
+        let mut merged: Vec<i64> = Vec::new();
+        for range in 0..ranges {
+            let id = range.to_string();
+            let (r, body) = query(&[("x-ms-documentdb-partitionkeyrangeid", &id)], &rewritten);
+            prop_assert_eq!(r.status, 200, "{}", body);
+            let keys: Vec<i64> = body["Documents"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|row| row["orderByItems"][0]["item"].as_i64().unwrap())
+                .collect();
+            prop_assert!(keys.windows(2).all(|w| w[0] >= w[1]), "range {} unsorted", range);
+            merged.extend(keys);
+        }
+        merged.sort_by(|a, b| b.cmp(a));
+        let whole_keys: Vec<i64> = whole
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|id| {
+                let i: usize = id.as_str().unwrap()[1..].parse().unwrap();
+                docs[i].1
+            })
+            .collect();
+        prop_assert_eq!(merged, whole_keys);
+    }
+}
+
 const AUTOSCALE_7000: &str = r#"{"maxThroughput": 7000, "autoUpgradePolicy": {"throughputPolicy": {"incrementPercent": 0}}}"#;
 
 #[test]
