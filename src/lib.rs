@@ -36,6 +36,7 @@ pub mod charge;
 mod container;
 mod error;
 pub mod fuzz;
+mod import;
 mod intercept;
 mod recording;
 mod scripts;
@@ -49,6 +50,7 @@ pub use host_api::Statistics;
 /// Strict JSON text: serde_json's parser, refusing duplicate member names
 /// (what every untrusted document or parameter list goes through).
 pub use host_api::strict;
+pub use import::{ImportError, ImportOptions, ImportReport};
 pub use partita_alloc::MiMalloc;
 pub use recording::FailedOperation;
 pub use runtime::{

@@ -64,10 +64,16 @@ pub(crate) fn error_json(err: &anyhow::Error) -> Value {
             "substatus": e.substatus().unwrap_or(0),
             "message": e.to_string(),
         }),
-        _ => match err.downcast_ref::<crate::item::BatchFailed>() {
-            Some(e) => json!({"status": e.status, "substatus": 0, "message": e.to_string(),
-                              "failedOperation": e.index}),
-            None => json!({"status": 400, "substatus": 0, "message": format!("{err:#}")}),
+        _ => match (
+            err.downcast_ref::<crate::item::BatchFailed>(),
+            err.downcast_ref::<partita::ImportError>(),
+        ) {
+            (Some(e), _) => json!({"status": e.status, "substatus": 0, "message": e.to_string(),
+                                   "failedOperation": e.index}),
+            (_, Some(e)) => json!({"status": e.source.status(),
+                                   "substatus": e.source.substatus().unwrap_or(0),
+                                   "message": e.to_string(), "committed": e.committed}),
+            _ => json!({"status": 400, "substatus": 0, "message": format!("{err:#}")}),
         },
     };
     if let Some(logs) = err

@@ -21,6 +21,7 @@ mod engine;
 mod fuzz;
 mod fuzz_targets;
 mod hierarchical;
+mod import;
 mod isolation;
 mod model;
 mod parity;

@@ -436,6 +436,7 @@ fn usage_errors_exit_2_and_every_command_has_help_with_an_example() {
         &["item", "replace"],
         &["item", "read"],
         &["item", "delete"],
+        &["item", "import"],
         &["query"],
         &["sproc"],
         &["sproc", "create"],
@@ -1281,4 +1282,76 @@ fn time_to_live_unique_keys_and_partition_deletes_from_the_command_line() {
     cli.fails(&["item", "read", "users", "--pk", "t", "--id", "u1"], 404);
     let again = cli.ok(&["item", "delete-partition", "users", "--pk", "t"]);
     assert_eq!(again["deleted"], 0);
+}
+
+#[test]
+fn documents_are_imported_in_bulk_from_json_lines() {
+    let cli = Cli::new();
+    cli.ok(&["container", "create", "docs", "--pk", "/pk"]);
+    let file = cli.dir.path().join("docs.jsonl");
+    let mut lines = String::new();
+    for i in 0..250 {
+        lines.push_str(&json!({"id": format!("d{i}"), "pk": format!("p{}", i % 5)}).to_string());
+        lines.push('\n');
+    }
+    lines.push('\n'); // blank lines are skipped
+    std::fs::write(&file, &lines).unwrap();
+    let path = file.to_str().unwrap();
+    let imported = cli.ok(&["item", "import", "docs", path, "--chunk-size", "100"]);
+    assert_eq!(imported["documents"], 250);
+    assert_eq!(imported["transactions"], 15);
+    assert!(imported["documentsPerSecond"].as_f64().unwrap() > 0.0);
+    let count = cli.ok(&["query", "docs", "SELECT VALUE COUNT(1) FROM c"]);
+    assert_eq!(count["items"], json!([250]));
+
+    // Again: every document exists (409), unless --upsert.
+    let failed = cli.fails(&["item", "import", "docs", path], 409);
+    assert_eq!(failed["committed"], 0);
+    assert!(
+        failed["message"]
+            .as_str()
+            .unwrap()
+            .contains("already exists")
+    );
+    cli.ok(&["item", "import", "docs", path, "--upsert"]);
+
+    // A line that is not JSON stops the import there, naming it; what came
+    // before it is written.
+    let bad = cli.dir.path().join("bad.jsonl");
+    std::fs::write(
+        &bad,
+        "{\"id\": \"n1\", \"pk\": \"q\"}\n{\"id\": \"n2\", \"pk\": \n",
+    )
+    .unwrap();
+    let failed = cli.fails(&["item", "import", "docs", bad.to_str().unwrap()], 400);
+    let message = failed["message"].as_str().unwrap();
+    assert!(message.contains("bad.jsonl line 2"), "{message}");
+    assert!(message.contains("after 1 documents"), "{message}");
+    cli.ok(&["item", "read", "docs", "--pk", "q", "--id", "n1"]);
+
+    // Standard input.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_partita"))
+        .arg("--data")
+        .arg(cli.dir.path())
+        .args(["item", "import", "docs", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run partita item import -");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"{\"id\": \"s1\", \"pk\": \"s\"}\n{\"id\": \"s2\", \"pk\": \"s\"}\n")
+        .expect("write stdin");
+    let output = child.wait_with_output().expect("import output");
+    assert!(output.status.success());
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        (
+            report["documents"].as_u64(),
+            report["transactions"].as_u64()
+        ),
+        (Some(2), Some(1))
+    );
 }
