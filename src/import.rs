@@ -194,23 +194,19 @@ impl Container {
         groups: Vec<Group>,
         options: &ImportOptions,
     ) -> Result<(), ImportError> {
-        let next = AtomicUsize::new(0);
         let committed = AtomicUsize::new(0);
         let failed: Mutex<Option<(PartitionKey, u64, Box<Error>)>> = Mutex::new(None);
-        let groups: Vec<Mutex<Option<Group>>> =
-            groups.into_iter().map(|g| Mutex::new(Some(g))).collect();
         let threads = options.threads.clamp(1, groups.len().max(1));
+        let queue = Mutex::new(groups.into_iter());
         std::thread::scope(|scope| {
             for _ in 0..threads {
                 scope.spawn(|| {
                     loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(slot) = groups.get(i) else { break };
                         if failed.lock().is_ok_and(|f| f.is_some()) {
                             break;
                         }
-                        let Some(group) = slot.lock().ok().and_then(|mut g| g.take()) else {
-                            continue;
+                        let Some(group) = queue.lock().ok().and_then(|mut q| q.next()) else {
+                            break;
                         };
                         let count = group.docs.len();
                         let result = self.transaction(group.key.clone(), |txn| {

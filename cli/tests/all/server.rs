@@ -495,18 +495,7 @@ fn throughput_gives_several_physical_partitions_served_range_by_range() {
         by_range[range] += 1;
     }
     assert!(by_range.iter().all(|&n| n > 0), "{by_range:?}");
-    let query = |headers: &[(&str, &str)], sql: &str| {
-        let body = json!({"query": sql}).to_string();
-        let mut all = vec![
-            ("x-ms-documentdb-isquery", "true"),
-            ("content-type", "application/query+json"),
-        ];
-        all.extend_from_slice(headers);
-        call(
-            &gw,
-            signed("POST", "/dbs/d/colls/m/docs", &all, body.as_bytes()),
-        )
-    };
+    let query = |headers: &[(&str, &str)], sql: &str| post_query(&gw, "m", sql, headers);
     // One range: only its documents.
     for (range, expected) in by_range.iter().enumerate() {
         let id = range.to_string();
@@ -620,14 +609,9 @@ proptest! {
             prop_assert_eq!(r.status, 201);
         }
         let query = |headers: &[(&str, &str)], sql: &str| {
-            let body = json!({"query": sql}).to_string();
-            let mut all = vec![
-                ("x-ms-documentdb-isquery", "true"),
-                ("content-type", "application/query+json"),
-                ("x-ms-documentdb-query-enablecrosspartition", "true"),
-            ];
+            let mut all = vec![("x-ms-documentdb-query-enablecrosspartition", "true")];
             all.extend_from_slice(headers);
-            call(&gw, signed("POST", "/dbs/d/colls/r/docs", &all, body.as_bytes()))
+            post_query(&gw, "r", sql, &all)
         };
         // Range by range, `page` at a time.
         let size = page.to_string();
@@ -1224,15 +1208,21 @@ fn cross_partition_value_aggregates_answer_as_the_sdks_aggregate_them() {
     assert_eq!(body["Documents"], json!([{"$1": 1}]));
 }
 
-/// A query POST with the given extra headers; the ids it returns, sorted.
-fn query_ids(gw: &Gateway, coll: &str, sql: &str, headers: &[(&str, &str)]) -> (u16, Value) {
+/// A query POST to container `coll` of database `d` with the given extra
+/// headers.
+fn post_query(
+    gw: &Gateway,
+    coll: &str,
+    sql: &str,
+    headers: &[(&str, &str)],
+) -> (WireResponse, Value) {
     let mut all = vec![
         ("x-ms-documentdb-isquery", "True"),
         ("content-type", "application/query+json"),
     ];
     all.extend_from_slice(headers);
     let body = json!({"query": sql, "parameters": []}).to_string();
-    let (r, body) = call(
+    call(
         gw,
         signed(
             "POST",
@@ -1240,7 +1230,12 @@ fn query_ids(gw: &Gateway, coll: &str, sql: &str, headers: &[(&str, &str)]) -> (
             &all,
             body.as_bytes(),
         ),
-    );
+    )
+}
+
+/// A query POST with the given extra headers; the ids it returns, sorted.
+fn query_ids(gw: &Gateway, coll: &str, sql: &str, headers: &[(&str, &str)]) -> (u16, Value) {
+    let (r, body) = post_query(gw, coll, sql, headers);
     if r.status != 200 {
         return (r.status, body);
     }

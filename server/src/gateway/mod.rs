@@ -411,14 +411,16 @@ impl Gateway {
         if response.status == 401 {
             return response;
         }
-        let ranges: Vec<usize> = match (
-            header(&req.headers, "x-ms-documentdb-partitionkeyrangeid"),
-            self.partition_key(coll, req),
-        ) {
-            (Ok(Some(id)), _) => {
-                let bare = id.rsplit(',').next().unwrap_or(id).trim();
-                vec![bare.parse().unwrap_or(0)]
-            }
+        // One range serves everything: no header or key to look at.
+        if coll.ranges.len() == 1 {
+            return response.with("x-ms-documentdb-partitionkeyrangeid", "0");
+        }
+        let named = header(&req.headers, "x-ms-documentdb-partitionkeyrangeid")
+            .ok()
+            .flatten()
+            .and_then(|id| queries::range_index(coll, id));
+        let ranges: Vec<usize> = match (named, self.partition_key(coll, req)) {
+            (Some(range), _) => vec![range],
             (_, Ok(Some(key)))
                 if key.components().len() == coll.container.partition_key_path().levels() =>
             {
@@ -428,9 +430,6 @@ impl Gateway {
         };
         if let [range] = ranges.as_slice() {
             response = response.with("x-ms-documentdb-partitionkeyrangeid", range.to_string());
-        }
-        if coll.ranges.len() < 2 {
-            return response;
         }
         let token = match response.header("x-ms-session-token") {
             Some(token) => token.strip_prefix("0:").unwrap_or(token).to_owned(),

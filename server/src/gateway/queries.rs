@@ -243,11 +243,8 @@ pub(super) fn in_all(coll: &CollEntry, key: &PartitionKey, ranges: &[(String, St
 /// the .NET SDK writes it); a range the container does not have is gone,
 /// as after a split (410/1002).
 pub(super) fn physical_range(coll: &CollEntry, id: &str) -> Result<(String, String), WireError> {
-    let bare = id.rsplit(',').next().unwrap_or(id).trim();
-    bare.parse::<usize>()
-        .ok()
-        .and_then(|i| coll.ranges.get(i))
-        .cloned()
+    range_index(coll, id)
+        .map(|i| coll.ranges[i].clone())
         .ok_or_else(|| {
             WireError::new(
                 410,
@@ -259,6 +256,14 @@ pub(super) fn physical_range(coll: &CollEntry, id: &str) -> Result<(String, Stri
             )
             .with_substatus(1002)
         })
+}
+
+/// The index of the physical partition `id` names, if the container has it.
+pub(super) fn range_index(coll: &CollEntry, id: &str) -> Option<usize> {
+    let bare = id.rsplit(',').next().unwrap_or(id).trim();
+    bare.parse::<usize>()
+        .ok()
+        .filter(|&i| i < coll.ranges.len())
 }
 
 /// The service's 400/1004 for a query across physical partitions that
