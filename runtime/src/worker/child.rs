@@ -4,7 +4,9 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::io::{self, BufReader, BufWriter};
+use std::fs::File;
+use std::io::{self, BufReader, Write};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use host_api::{
@@ -26,9 +28,9 @@ const MAX_SCRIPTS: usize = 256;
 /// Serves calls from the host on standard input and output until the host
 /// closes standard input. Returns the process exit code: 0 at a clean end,
 /// 2 when the host broke the protocol.
-pub(super) fn serve() -> i32 {
+pub(super) fn serve(outbox: Outbox) -> i32 {
     let mut input = BufReader::new(io::stdin().lock());
-    let mut output = BufWriter::new(io::stdout().lock());
+    let mut output = outbox;
     // The text of the scripts this worker ran, so that a call names its
     // script instead of carrying it.
     let mut scripts: HashMap<ScriptRef, String> = HashMap::new();
@@ -141,7 +143,7 @@ struct Proxy<'a> {
 }
 
 type Input = BufReader<io::StdinLock<'static>>;
-type Output = BufWriter<io::StdoutLock<'static>>;
+type Output = Outbox;
 
 impl Proxy<'_> {
     fn call(&self, call: HostCall) -> Result<ReplyWire, HostError> {
@@ -167,10 +169,12 @@ impl Proxy<'_> {
                 return Ok(reply);
             }
             // Only its failure would be seen: go on as if it succeeded,
-            // without waiting. Sent at once, so that the host can stop this
-            // run as soon as it fails, and run the call again.
+            // without waiting. Sent with the next message that is flushed
+            // (the next operation that waits, or the call's `Done`), so
+            // that the host wakes once for all of them; if it failed, the
+            // host stops this run there and runs the call again.
             Some((reply, _)) => {
-                wire::send(&mut **output, &FromWorker::Speculate(call)).map_err(lost)?;
+                wire::send_unflushed(&mut **output, &FromWorker::Speculate(call)).map_err(lost)?;
                 return Ok(reply);
             }
             None => wire::send(&mut **output, &FromWorker::Call(call)).map_err(lost)?,
@@ -361,5 +365,79 @@ impl Collection for Proxy<'_> {
     /// The host fills in the call's statistics from its own collection.
     fn stats(&self) -> Statistics {
         Statistics::default()
+    }
+}
+
+/// The worker's standard output: frames are written into a buffer and go
+/// out when the script thread flushes (a message that must go at once) or
+/// when the buffer has waited past a tick of [`Outbox::flush_stale`]. A
+/// speculated write is buffered until the next flush, so that the host
+/// wakes once for it and what follows; the tick bounds how long a failed
+/// one can go unnoticed by a script that then never calls the host.
+#[derive(Clone)]
+pub(super) struct Outbox(Arc<Mutex<Pending>>);
+
+struct Pending {
+    out: File,
+    frames: Vec<u8>,
+    /// Whether `frames` was already waiting at the last tick.
+    stale: bool,
+}
+
+impl Outbox {
+    /// An outbox writing to a duplicate of this process's standard output.
+    pub(super) fn stdout() -> io::Result<Outbox> {
+        use std::os::fd::AsFd;
+        let out = File::from(io::stdout().as_fd().try_clone_to_owned()?);
+        Ok(Outbox(Arc::new(Mutex::new(Pending {
+            out,
+            frames: Vec::new(),
+            stale: false,
+        }))))
+    }
+
+    fn pending(&self) -> MutexGuard<'_, Pending> {
+        // Whole frames are appended under the lock: a panic cannot leave
+        // half of one.
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Called every tick by the watcher thread: writes out frames that
+    /// were already waiting at the previous tick.
+    pub(super) fn flush_stale(&self) {
+        let mut pending = self.pending();
+        if pending.frames.is_empty() {
+            return;
+        }
+        if pending.stale {
+            // A failure here is the script thread's to find out.
+            let _ = pending.write_out();
+        } else {
+            pending.stale = true;
+        }
+    }
+}
+
+impl Pending {
+    fn write_out(&mut self) -> io::Result<()> {
+        let result = self.out.write_all(&self.frames);
+        self.frames.clear();
+        self.stale = false;
+        result
+    }
+}
+
+impl Write for Outbox {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        self.pending().frames.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        let mut pending = self.pending();
+        if pending.frames.is_empty() {
+            return Ok(());
+        }
+        pending.write_out()
     }
 }

@@ -49,8 +49,11 @@
 //! * Round trips are what isolation costs (each wakes the other side), so
 //!   a call makes as few as the script allows. A write whose callback can
 //!   only see the error (`function (err) {…}`: see `js::run::Seen`) is
-//!   *speculated*: the worker sends it and goes on as if it succeeded. If
-//!   it fails, the host kills that worker at once, rolls the collection
+//!   *speculated*: the worker goes on as if it succeeded and sends it with
+//!   its next message that has to go at once (an operation it waits for,
+//!   or the call's end), so the host wakes once for all of them, or after
+//!   at most two [`TICK`]s when the script computes without calling the
+//!   host. If it fails, the host kills that worker, rolls the collection
 //!   back to where the call began ([`Collection::mark`]) and runs the call
 //!   again without speculation, so the script and the caller see exactly
 //!   what they would in process; that script is not speculated again. A
@@ -336,11 +339,14 @@ pub fn worker_main() -> ! {
     // the default hook would also print it to stderr, which nobody drains
     // while the worker lives.
     std::panic::set_hook(Box::new(|_| {}));
-    exit_with_the_host();
+    let Ok(outbox) = child::Outbox::stdout() else {
+        std::process::exit(3)
+    };
+    exit_with_the_host(outbox.clone());
     let code = std::thread::Builder::new()
         .name("script".into())
         .stack_size(crate::SCRIPT_THREAD_STACK)
-        .spawn(child::serve)
+        .spawn(move || child::serve(outbox))
         .map_or(3, |thread| thread.join().unwrap_or(3));
     std::process::exit(code)
 }
@@ -350,12 +356,16 @@ pub fn worker_main() -> ! {
 /// native loop would never read the end of its input. A thread waits for
 /// the host's end of stdin to close (`POLLHUP`, asked for without reading,
 /// so the script thread's reads are undisturbed) and exits the process.
-fn exit_with_the_host() {
-    let watch = || {
+/// Every [`TICK`] it also writes out what the script thread left waiting
+/// in `outbox` since the previous tick.
+fn exit_with_the_host(outbox: child::Outbox) {
+    let watch = move || {
         let stdin = std::io::stdin();
         let mut fds = [PollFd::new(&stdin, PollFlags::empty())];
+        let tick = timespec(TICK);
         loop {
-            match poll(&mut fds, None) {
+            match poll(&mut fds, Some(&tick)) {
+                Ok(0) => outbox.flush_stale(),
                 Ok(_) if !fds[0].revents().is_empty() => std::process::exit(0),
                 Err(rustix::io::Errno::INTR) | Ok(_) => {}
                 Err(_) => std::process::exit(0),
@@ -491,6 +501,13 @@ impl Worker {
         }
     }
 }
+
+/// How often a worker's watcher thread looks for messages the script
+/// thread left unsent: a speculated write waits for the next message that
+/// must go at once, and at most two ticks when none comes (a script that
+/// computes without calling the host). Twenty wake-ups a second of an
+/// idle worker cost nothing measurable.
+const TICK: Duration = Duration::from_millis(50);
 
 /// How long a side that expects a message soon polls for it before it
 /// blocks, when the machine has a core to spare for it (see
