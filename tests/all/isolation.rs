@@ -637,6 +637,177 @@ fn workers_beyond_the_idle_limit_are_reaped() -> Result {
     Ok(())
 }
 
+/// A pool whose workers take queued calls as soon as one of them runs,
+/// started as `program` (a link to the worker, so that a test can find
+/// its own workers).
+fn queueing_pool(program: &std::path::Path) -> WorkerPool {
+    WorkerPool::new(WorkerOptions {
+        running: 1,
+        ..WorkerOptions::new(program, Vec::<String>::new())
+    })
+}
+
+fn worker_link(dir: &tempfile::TempDir, name: &str) -> Result<std::path::PathBuf> {
+    let program = dir.path().join(name);
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_script-worker"), &program)?;
+    Ok(program)
+}
+
+fn comment_on(posts: &Container, limits: &Limits, post: &str, id: &str) -> partita::Result<Value> {
+    posts
+        .execute_stored_procedure(
+            "createComment",
+            post,
+            vec![json!(post), json!({ "id": id })],
+            Some(&partita::ProcedureOptions {
+                limits: Some(limits.clone()),
+                ..Default::default()
+            }),
+        )
+        .map(|response| response.body)
+}
+
+#[test]
+fn calls_queued_behind_each_other_in_a_worker_stay_atomic() -> Result {
+    let db = Database::in_memory();
+    let posts = posts(&db)?;
+    for t in 2..=4 {
+        let post = format!("p{t}");
+        posts.create_item(post.as_str(), blog::post(&post, "u1", 1), None)?;
+    }
+    let dir = tempfile::tempdir()?;
+    let pool = queueing_pool(&worker_link(&dir, "queue-worker")?);
+    let limits = isolated(&pool);
+    let calls = 25;
+    std::thread::scope(|s| {
+        for t in 1..=4 {
+            let (posts, limits) = (&posts, &limits);
+            s.spawn(move || {
+                for i in 0..calls {
+                    comment_on(posts, limits, &format!("p{t}"), &format!("c{t}-{i}"))
+                        .expect("createComment");
+                }
+            });
+        }
+    });
+    for t in 1..=4 {
+        let post = format!("p{t}");
+        let count = posts.read_item(post.as_str(), &post)?["commentCount"].clone();
+        let comments = posts
+            .read_feed(post.as_str(), &Default::default())?
+            .items
+            .len()
+            - 1;
+        assert_eq!((count, comments), (json!(calls), calls), "{post}");
+    }
+    let stats = pool.stats();
+    assert!(
+        stats.queued > 0,
+        "four callers on one running worker queue: {stats:?}"
+    );
+    assert_eq!((stats.lost, stats.reruns), (0, 0), "{stats:?}");
+    Ok(())
+}
+
+/// Starts `first` on post p1 in a thread and, as soon as its worker has
+/// taken it, a createComment on p2, until the second call was queued
+/// behind the first and then moved (up to ten tries: the queue only takes
+/// a call while the call ahead began within 10 ms, which a loaded machine
+/// can miss). With `never_ends`, the
+/// first call runs until its workers are killed, which happens after the
+/// second call returned. The workers are `name` (a name of the test's
+/// own: it kills them by name). Returns the first call's outcome and the
+/// pool's statistics.
+fn queued_behind(
+    name: &str,
+    first: &str,
+    first_limits: impl Fn(Limits) -> Limits,
+    never_ends: bool,
+) -> Result<(Value, String)> {
+    let dir = tempfile::tempdir()?;
+    let program = worker_link(&dir, name)?;
+    let mut last = None;
+    for _ in 0..10 {
+        let db = Database::in_memory();
+        let posts = posts(&db)?;
+        posts.create_item("p2", blog::post("p2", "u1", 1), None)?;
+        procedure(&posts, "first", first)?;
+        let pool = queueing_pool(&program);
+        let limits = isolated(&pool);
+        let slow_limits = first_limits(limits.clone());
+        let (first_outcome, second) = std::thread::scope(|s| {
+            let slow = s.spawn(|| {
+                let options = partita::ProcedureOptions {
+                    limits: Some(slow_limits.clone()),
+                    ..Default::default()
+                };
+                let result = posts.execute_stored_procedure("first", "p1", vec![], Some(&options));
+                outcome(result.map(|r| r.body))
+            });
+            while pool.stats().started == 0 {
+                std::thread::yield_now();
+            }
+            let second = comment_on(&posts, &limits, "p2", "c1");
+            if never_ends {
+                assert!(
+                    !slow.is_finished(),
+                    "the second call did not wait for the first"
+                );
+                for (pid, _) in children_running(&program) {
+                    let _ = std::process::Command::new("kill")
+                        .args(["-9", &pid.to_string()])
+                        .status();
+                }
+            }
+            (slow.join().expect("the first call's thread"), second)
+        });
+        // Wherever it ran, the second call ran once and whole.
+        second?;
+        assert_eq!(posts.read_item("p2", "p2")?["commentCount"], 1);
+        assert_eq!(posts.read_feed("p2", &Default::default())?.items.len(), 2);
+        let stats = pool.stats();
+        last = Some((first_outcome, format!("{stats:?}")));
+        if stats.moved > 0 {
+            assert!(stats.queued > 0, "{stats:?}");
+            return Ok(last.expect("set above"));
+        }
+    }
+    anyhow::bail!("the second call never queued behind the first: {last:?}")
+}
+
+#[test]
+fn a_call_queued_behind_a_long_one_runs_in_another_worker() -> Result {
+    // The first call would run for its whole wall clock (ten minutes, a
+    // ceiling that only a hang reaches); the second leaves the queue and
+    // returns while it runs, then the test kills the first one's worker.
+    let (first, stats) = queued_behind(
+        "long-ahead",
+        "function () { while (true) {} }",
+        |l| Limits {
+            wall_time: Duration::from_secs(600),
+            ..l
+        },
+        true,
+    )?;
+    assert_eq!(
+        first["status"], 500,
+        "the worker was killed: {first} {stats}"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_call_queued_behind_one_that_kills_its_worker_runs_in_another() -> Result {
+    let (first, stats) = queued_behind(
+        "dying-ahead",
+        "function () { var s = '0123456789abcdef'; while (true) { s = s + s; } }",
+        |l| l,
+        false,
+    )?;
+    assert_eq!(first["status"], 408, "{first} {stats}");
+    Ok(())
+}
+
 /// Calls that exercise the worker's two shortcuts, reading ahead the
 /// document a procedure began with last time and not waiting for a write
 /// whose callback sees only the error, each where it pays and where it

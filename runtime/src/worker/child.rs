@@ -3,7 +3,7 @@
 //! the host, write the result, repeat until the host closes the pipe.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::io::{self, BufReader, Write};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -25,22 +25,32 @@ use crate::{Failure, Limits, Script};
 /// The most script texts a worker keeps; past it, it starts over.
 const MAX_SCRIPTS: usize = 256;
 
-/// Serves calls from the host on standard input and output until the host
-/// closes standard input. Returns the process exit code: 0 at a clean end,
-/// 2 when the host broke the protocol.
-pub(super) fn serve(outbox: Outbox) -> i32 {
-    let mut input = BufReader::new(io::stdin().lock());
-    let mut output = outbox;
+/// Serves calls from the host until the host closes standard input.
+/// Calls arrive on standard input, in the order the host sent them; each
+/// names the channel of `channels` its answers go to. Calls that arrive
+/// while one runs wait in a queue. Returns the process exit code: 0 at a
+/// clean end, 2 when the host broke the protocol.
+pub(super) fn serve(channels: Vec<Outbox>) -> i32 {
+    let mut input = Inbox {
+        input: BufReader::new(io::stdin().lock()),
+        queue: VecDeque::new(),
+    };
     // The text of the scripts this worker ran, so that a call names its
     // script instead of carrying it.
     let mut scripts: HashMap<ScriptRef, String> = HashMap::new();
     loop {
-        let message = match wire::receive::<ToWorker>(&mut input) {
-            Ok(Some(message)) => message,
+        let (seq, channel, message) = match input.next_call() {
+            Ok(Some(call)) => call,
             Ok(None) => return 0,
             Err(_) => return 2,
         };
-        let sent = match message {
+        let Some(output) = usize::try_from(channel).ok().and_then(|c| channels.get(c)) else {
+            return 2;
+        };
+        let mut output = output.clone();
+        // A failure to write an answer means that call's host side left
+        // (it gave up waiting behind another call): go on with the next.
+        let _ = match message {
             ToWorker::Run {
                 script,
                 invocation,
@@ -57,15 +67,18 @@ pub(super) fn serve(outbox: Outbox) -> i32 {
                 };
                 if !scripts.contains_key(&script) {
                     if wire::send(&mut output, &FromWorker::NeedScript).is_err() {
-                        return 2;
+                        continue;
                     }
-                    let Ok(Some(ToWorker::Script { body })) = wire::receive(&mut input) else {
-                        return 2;
-                    };
-                    if scripts.len() >= MAX_SCRIPTS {
-                        scripts.clear();
+                    match input.answer(seq) {
+                        Ok(ToWorker::Script { body }) => {
+                            if scripts.len() >= MAX_SCRIPTS {
+                                scripts.clear();
+                            }
+                            scripts.insert(script.clone(), body);
+                        }
+                        Err(Answer::Cancelled) => continue,
+                        Ok(_) | Err(Answer::Broken(_)) => return 2,
                     }
-                    scripts.insert(script.clone(), body);
                 }
                 let body = &scripts[&script];
                 let mut proxy = Proxy {
@@ -75,8 +88,10 @@ pub(super) fn serve(outbox: Outbox) -> i32 {
                     speculate,
                     prefetch: RefCell::new(prefetch),
                     prefetch_used: false,
+                    seq,
                     pipes: RefCell::new((&mut input, &mut output)),
                     links: RefCell::new(HashMap::new()),
+                    broken: RefCell::new(false),
                 };
                 let script = Script {
                     id: &script.id,
@@ -90,6 +105,9 @@ pub(super) fn serve(outbox: Outbox) -> i32 {
                     &Limits::from(limits),
                 );
                 let prefetch_used = proxy.prefetch_used;
+                if proxy.broken.into_inner() {
+                    return 2;
+                }
                 wire::send(
                     &mut output,
                     &FromWorker::Done {
@@ -110,10 +128,73 @@ pub(super) fn serve(outbox: Outbox) -> i32 {
                     &FromWorker::UdfDone(result.map_err(Into::into)),
                 )
             }
-            ToWorker::Reply(_) | ToWorker::Script { .. } => return 2,
+            ToWorker::Reply(_) | ToWorker::Script { .. } | ToWorker::Cancel => return 2,
         };
-        if sent.is_err() {
-            return 2;
+    }
+}
+
+/// Standard input: the calls the host sent, and the answers to the
+/// running call's questions, in one stream.
+struct Inbox {
+    input: BufReader<io::StdinLock<'static>>,
+    /// Calls that arrived while another ran, in the order sent.
+    queue: VecDeque<(u64, u32, ToWorker)>,
+}
+
+/// Why no answer came for the running call.
+enum Answer {
+    /// Its host side gave up on it.
+    Cancelled,
+    /// The input ended or broke the protocol.
+    Broken(io::Error),
+}
+
+impl Inbox {
+    /// The next call to run: the oldest queued one, or the next to arrive.
+    fn next_call(&mut self) -> io::Result<Option<(u64, u32, ToWorker)>> {
+        loop {
+            if let Some(call) = self.queue.pop_front() {
+                return Ok(Some(call));
+            }
+            match wire::receive_addressed(&mut self.input)? {
+                None => return Ok(None),
+                // A call that already ended, or one never seen.
+                Some((_, _, ToWorker::Cancel)) => {}
+                Some(call @ (_, _, ToWorker::Run { .. } | ToWorker::Udf { .. })) => {
+                    return Ok(Some(call));
+                }
+                Some(_) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        "an answer with no call running",
+                    ));
+                }
+            }
+        }
+    }
+
+    /// The host's answer for call `seq`, queueing the calls that arrive
+    /// before it.
+    fn answer(&mut self, seq: u64) -> Result<ToWorker, Answer> {
+        loop {
+            let next = wire::receive_addressed(&mut self.input).map_err(Answer::Broken)?;
+            let Some((of, channel, message)) = next else {
+                return Err(Answer::Broken(io::ErrorKind::UnexpectedEof.into()));
+            };
+            match message {
+                ToWorker::Run { .. } | ToWorker::Udf { .. } => {
+                    self.queue.push_back((of, channel, message));
+                }
+                ToWorker::Cancel if of == seq => return Err(Answer::Cancelled),
+                ToWorker::Cancel => self.queue.retain(|(queued, _, _)| *queued != of),
+                answer if of == seq => return Ok(answer),
+                _ => {
+                    return Err(Answer::Broken(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        "an answer for another call",
+                    )));
+                }
+            }
         }
     }
 }
@@ -133,17 +214,19 @@ struct Proxy<'a> {
     /// other operation first makes it stale (it could write that document).
     prefetch: RefCell<Option<Prefetched>>,
     prefetch_used: bool,
-    /// Standard input and output. In a cell because one operation
-    /// (`resolve_document_link`) takes `&self` and still needs the host.
-    pipes: RefCell<(&'a mut Input, &'a mut Output)>,
+    /// This call's sequence number: the host's answers carry it.
+    seq: u64,
+    /// Standard input and this call's output channel. In a cell because
+    /// one operation (`resolve_document_link`) takes `&self` and still
+    /// needs the host.
+    pipes: RefCell<(&'a mut Inbox, &'a mut Outbox)>,
     /// The `_self` link of every document a point operation of this call
     /// returned, and its id: what the host would resolve that link to
     /// while the document exists, so resolving it costs no round trip.
     links: RefCell<HashMap<String, String>>,
+    /// Whether standard input broke the protocol: the worker ends.
+    broken: RefCell<bool>,
 }
-
-type Input = BufReader<io::StdinLock<'static>>;
-type Output = Outbox;
 
 impl Proxy<'_> {
     fn call(&self, call: HostCall) -> Result<ReplyWire, HostError> {
@@ -179,12 +262,23 @@ impl Proxy<'_> {
             }
             None => wire::send(&mut **output, &FromWorker::Call(call)).map_err(lost)?,
         }
-        if input.buffer().is_empty() {
+        if input.input.buffer().is_empty() {
             super::spin_until_readable(io::stdin(), self.spin);
         }
-        match wire::receive::<ToWorker>(&mut **input).map_err(lost)? {
-            Some(ToWorker::Reply(reply)) => reply.map_err(HostError::from),
-            Some(_) | None => Err(lost(io::ErrorKind::InvalidData.into())),
+        match input.answer(self.seq) {
+            Ok(ToWorker::Reply(reply)) => reply.map_err(HostError::from),
+            Err(Answer::Cancelled) => Err(HostError::abort(
+                ErrorCode::INTERNAL,
+                "the call's host side gave up on it",
+            )),
+            Ok(_) => {
+                *self.broken.borrow_mut() = true;
+                Err(lost(io::ErrorKind::InvalidData.into()))
+            }
+            Err(Answer::Broken(e)) => {
+                *self.broken.borrow_mut() = true;
+                Err(lost(e))
+            }
         }
     }
 
@@ -368,7 +462,12 @@ impl Collection for Proxy<'_> {
     }
 }
 
-/// The worker's standard output: frames are written into a buffer and go
+/// The environment variable in which the host names a worker's output
+/// channels beyond standard output: inherited pipe descriptors, separated
+/// by commas.
+pub(super) const CHANNELS_VAR: &str = "PARTITA_WORKER_CHANNELS";
+
+/// One of the worker's output channels: frames are written into a buffer and go
 /// out when the script thread flushes (a message that must go at once) or
 /// when the buffer has waited past a tick of [`Outbox::flush_stale`]. A
 /// speculated write is buffered until the next flush, so that the host
@@ -385,15 +484,38 @@ struct Pending {
 }
 
 impl Outbox {
-    /// An outbox writing to a duplicate of this process's standard output.
-    pub(super) fn stdout() -> io::Result<Outbox> {
-        use std::os::fd::AsFd;
-        let out = File::from(io::stdout().as_fd().try_clone_to_owned()?);
-        Ok(Outbox(Arc::new(Mutex::new(Pending {
+    /// This worker's output channels: a duplicate of standard output,
+    /// then the pipes the host named in [`CHANNELS_VAR`].
+    pub(super) fn channels() -> io::Result<Vec<Outbox>> {
+        use std::os::fd::{AsFd, FromRawFd, OwnedFd, RawFd};
+        let invalid = |what: String| io::Error::new(io::ErrorKind::InvalidInput, what);
+        let stdout = io::stdout().as_fd().try_clone_to_owned()?;
+        let mut channels = vec![Outbox::new(File::from(stdout))];
+        let named = std::env::var(CHANNELS_VAR).unwrap_or_default();
+        let mut taken: Vec<RawFd> = Vec::new();
+        for fd in named.split(',').filter(|fd| !fd.is_empty()) {
+            let fd: RawFd = fd
+                .parse()
+                .map_err(|_| invalid(format!("{CHANNELS_VAR}: {fd:?} is not a descriptor")))?;
+            if fd <= 2 || taken.contains(&fd) {
+                return Err(invalid(format!("{CHANNELS_VAR}: {fd} cannot be a channel")));
+            }
+            taken.push(fd);
+            // SAFETY: the host that started this process left these pipes
+            // open in it for this purpose and named them here; nothing
+            // else in the process owns them, and each is taken once.
+            let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+            channels.push(Outbox::new(File::from(owned)));
+        }
+        Ok(channels)
+    }
+
+    fn new(out: File) -> Outbox {
+        Outbox(Arc::new(Mutex::new(Pending {
             out,
             frames: Vec::new(),
             stale: false,
-        }))))
+        })))
     }
 
     fn pending(&self) -> MutexGuard<'_, Pending> {

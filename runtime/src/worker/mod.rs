@@ -62,11 +62,26 @@
 //!   read is not charged if the script does not take it). The worker keeps
 //!   the text of the scripts it ran and asks for one it lacks. For the
 //!   blog's createComment that leaves one message each way per call.
-//! * A worker serves one call at a time and is reused (its sandbox pool and
+//! * A worker runs one call at a time and is reused (its sandbox pool and
 //!   compiled-script cache stay warm, and boa's per-call isolation holds as
 //!   in process); a dead one is replaced by a fresh process on the next
-//!   call. The pool spawns workers on demand, one per concurrent call, and
-//!   keeps up to [`WorkerOptions::max_idle`] idle ones.
+//!   call. It can *hold* up to [`CHANNELS`] calls: they share its stdin
+//!   (each frame names its call's sequence number) and each has an output
+//!   channel of its own (stdout, or an inherited pipe). The worker runs
+//!   them in the order sent and queues the rest.
+//! * The pool starts workers on demand until [`WorkerOptions::running`]
+//!   of them run calls (the cores, by default); then a call queues behind
+//!   the least busy worker that began or ended a call within [`FLOWING`].
+//!   Waking a blocked process costs more than the call's own work on a
+//!   busy machine, and its memory is cold after others ran: a worker with
+//!   a queue goes from one call to the next without either. A queued call
+//!   that has heard nothing after [`RESCUE`] while a call sent before it
+//!   still runs sends a `Cancel`, retires that worker (it takes no more
+//!   calls, and is killed once its calls end; the channel is never read
+//!   again) and runs in another worker, unqueued; so does a call whose
+//!   worker died before it began. Only the call's own host thread performs
+//!   its operations, so a call sent twice is performed at most once. Up to
+//!   [`WorkerOptions::max_idle`] idle workers are kept.
 //!
 //! The worker program is any executable that calls [`worker_main`] (the
 //! `partita` binary does, as `partita script-worker`). The cost is a few
@@ -78,15 +93,15 @@
 mod child;
 mod wire;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::ffi::OsString;
 use std::fmt;
-use std::io::{self, BufReader, Read};
+use std::io::{self, BufReader, PipeReader, Read};
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
-use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStderr, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use host_api::{Collection, HostError, QueryRequest, WriteOptions};
@@ -95,8 +110,8 @@ use rustix::process::{Pid, Resource, Rlimit, prlimit};
 use serde_json::Value;
 
 use self::wire::{
-    CollectionWire, DocumentWire, FromWorker, HostCall, InvocationWire, Prefetched, ReplyWire,
-    ScriptRef, ToWorker,
+    Addressed, CollectionWire, DocumentWire, FromWorker, HostCall, InvocationWire, Prefetched,
+    ReplyWire, ScriptRef, ToWorker,
 };
 use crate::{Budget, Error, Failure, Invocation, Limits, Output, Script, Statistics};
 
@@ -123,6 +138,13 @@ pub struct WorkerOptions {
     /// Idle workers kept for the next calls; more concurrent calls spawn
     /// more workers, and those beyond this exit when their call is done.
     pub max_idle: usize,
+    /// How many workers run calls before a new call queues behind one of
+    /// them instead of waking another (a queued call starts without a
+    /// wake-up, in a worker whose memory is in the caches). The default is
+    /// the machine's cores. A call never queues behind one that has run
+    /// for more than 10 ms, and leaves the queue for another worker after
+    /// 50 ms.
+    pub running: usize,
 }
 
 impl WorkerOptions {
@@ -136,6 +158,7 @@ impl WorkerOptions {
             args: args.into_iter().map(Into::into).collect(),
             address_space: 2 << 30,
             max_idle: 16,
+            running: cores(),
         }
     }
 }
@@ -151,7 +174,8 @@ pub struct WorkerPool {
 
 struct Inner {
     options: WorkerOptions,
-    idle: Mutex<Vec<Worker>>,
+    /// The worker processes that take calls, busy or idle.
+    workers: Mutex<Vec<Arc<Process>>>,
     started: AtomicU64,
     lost: AtomicU64,
     /// Calls running in the pool's workers now.
@@ -159,6 +183,8 @@ struct Inner {
     read_ahead: AtomicU64,
     speculated: AtomicU64,
     reruns: AtomicU64,
+    queued: AtomicU64,
+    moved: AtomicU64,
     /// What earlier calls of each script taught the pool.
     hints: Mutex<HashMap<ScriptRef, Hint>>,
 }
@@ -210,6 +236,11 @@ pub struct WorkerStats {
     pub speculated: u64,
     /// Calls run a second time because a speculated write failed.
     pub reruns: u64,
+    /// Calls sent to a worker behind another call.
+    pub queued: u64,
+    /// Calls sent again to another worker before they began: they waited
+    /// too long behind another call, or their worker died first.
+    pub moved: u64,
 }
 
 impl WorkerPool {
@@ -219,13 +250,15 @@ impl WorkerPool {
         WorkerPool {
             inner: Arc::new(Inner {
                 options,
-                idle: Mutex::new(Vec::new()),
+                workers: Mutex::new(Vec::new()),
                 started: AtomicU64::new(0),
                 lost: AtomicU64::new(0),
                 in_flight: AtomicUsize::new(0),
                 read_ahead: AtomicU64::new(0),
                 speculated: AtomicU64::new(0),
                 reruns: AtomicU64::new(0),
+                queued: AtomicU64::new(0),
+                moved: AtomicU64::new(0),
                 hints: Mutex::new(HashMap::new()),
             }),
         }
@@ -244,37 +277,102 @@ impl WorkerPool {
             read_ahead: self.inner.read_ahead.load(Ordering::Relaxed),
             speculated: self.inner.speculated.load(Ordering::Relaxed),
             reruns: self.inner.reruns.load(Ordering::Relaxed),
+            queued: self.inner.queued.load(Ordering::Relaxed),
+            moved: self.inner.moved.load(Ordering::Relaxed),
         }
     }
 
-    /// An idle worker that is still alive, or a new one. (An idle worker
-    /// can die from outside, the OOM killer say; one that dies after this
-    /// check fails the call it was given.)
-    fn take(&self) -> io::Result<Worker> {
-        loop {
-            let idle = self.idle().pop();
-            match idle {
-                Some(mut worker) => {
-                    if let Ok(None) = worker.child.try_wait() {
-                        return Ok(worker);
-                    }
+    /// A channel of a worker process for one call whose first message is
+    /// `size` bytes: once [`WorkerOptions::running`] workers run calls, one
+    /// queued behind the calls of the least busy worker that is still
+    /// making progress (when `queue` allows and the message is small);
+    /// else an idle worker's (the one used last, if still alive); else a
+    /// new worker's.
+    fn lease(&self, queue: bool, size: usize) -> io::Result<Lease> {
+        let now = Instant::now();
+        {
+            let mut workers = self.workers();
+            // Idle workers can die from outside (the OOM killer, say):
+            // those are dropped here; one that dies after this check fails
+            // the call it was given, which then runs elsewhere.
+            workers.retain(|p| p.state().calls > 0 || matches!(p.child().try_wait(), Ok(None)));
+            let mut idle: Option<(Instant, &Arc<Process>)> = None;
+            let mut busy: Option<(usize, &Arc<Process>)> = None;
+            let mut running = 0;
+            for process in workers.iter() {
+                let state = process.state();
+                if state.calls > 0 {
+                    running += 1;
                 }
-                None => {
-                    let worker = Worker::start(&self.inner.options)?;
-                    self.inner.started.fetch_add(1, Ordering::Relaxed);
-                    return Ok(worker);
+                if state.free.is_empty() {
+                    continue;
+                }
+                if state.calls == 0 {
+                    if idle.is_none_or(|(last, _)| state.progress > last) {
+                        idle = Some((state.progress, process));
+                    }
+                } else if now.saturating_duration_since(state.progress) < FLOWING
+                    && busy.is_none_or(|(calls, _)| state.calls < calls)
+                {
+                    busy = Some((state.calls, process));
                 }
             }
+            // With a worker running on every core, a call waits behind one
+            // rather than wake another: it starts as soon as a core would
+            // be free for it anyway, without a wake-up, in a worker whose
+            // memory is still in the caches.
+            let queueing = queue && size <= MAX_QUEUED && running >= self.inner.options.running;
+            if let (true, Some((_, process))) = (queueing, busy)
+                && let Some(lease) = Lease::new(process, now)
+            {
+                self.inner.queued.fetch_add(1, Ordering::Relaxed);
+                return Ok(lease);
+            }
+            if let Some(lease) = idle.and_then(|(_, process)| Lease::new(process, now)) {
+                return Ok(lease);
+            }
         }
+        let process = Arc::new(Process::start(&self.inner.options)?);
+        // Its progress counts from when it could first take a call.
+        let lease = Lease::new(&process, Instant::now())
+            .ok_or_else(|| io::Error::other("a new script worker has no free channel"))?;
+        self.workers().push(process);
+        self.inner.started.fetch_add(1, Ordering::Relaxed);
+        Ok(lease)
+    }
+
+    /// Called when a call on `process` ended well: past the idle limit, an
+    /// idle worker is retired and killed.
+    fn ended(&self, process: &Arc<Process>) {
+        if process.state().calls > 0 {
+            return;
+        }
+        let mut workers = self.workers();
+        let idle = workers.iter().filter(|p| p.state().calls == 0).count();
+        if idle > self.inner.options.max_idle && process.state().calls == 0 {
+            workers.retain(|p| !Arc::ptr_eq(p, process));
+            drop(workers);
+            process.retire();
+        }
+    }
+
+    /// Takes `process` out of the pool: it gets no more calls, and is
+    /// killed once those it has end.
+    fn remove(&self, process: &Arc<Process>) {
+        self.workers().retain(|p| !Arc::ptr_eq(p, process));
+        process.retire();
+    }
+
+    fn workers(&self) -> MutexGuard<'_, Vec<Arc<Process>>> {
+        // A panic while holding the lock leaves a valid Vec.
+        self.inner.workers.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Counts a call in, and says how long its two sides may poll for
     /// messages ([`SPIN`]): only while every call's two sides can have a
     /// core of their own.
     fn enter(&self) -> (InFlight<'_>, Duration) {
-        static CORES: OnceLock<usize> = OnceLock::new();
-        let cores =
-            *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        let cores = cores();
         let calls = self.inner.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
         let spin = if calls * 2 <= cores {
             SPIN
@@ -295,19 +393,6 @@ impl WorkerPool {
             hints.clear();
         }
         change(hints.entry(key.clone()).or_default());
-    }
-
-    fn give_back(&self, worker: Worker) {
-        let mut idle = self.idle();
-        if idle.len() < self.inner.options.max_idle {
-            idle.push(worker);
-        }
-        // Otherwise it is dropped: killed and reaped.
-    }
-
-    fn idle(&self) -> std::sync::MutexGuard<'_, Vec<Worker>> {
-        // A panic while holding the lock leaves a valid Vec.
-        self.inner.idle.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -339,14 +424,14 @@ pub fn worker_main() -> ! {
     // the default hook would also print it to stderr, which nobody drains
     // while the worker lives.
     std::panic::set_hook(Box::new(|_| {}));
-    let Ok(outbox) = child::Outbox::stdout() else {
+    let Ok(channels) = child::Outbox::channels() else {
         std::process::exit(3)
     };
-    exit_with_the_host(outbox.clone());
+    exit_with_the_host(channels.clone());
     let code = std::thread::Builder::new()
         .name("script".into())
         .stack_size(crate::SCRIPT_THREAD_STACK)
-        .spawn(move || child::serve(outbox))
+        .spawn(move || child::serve(channels))
         .map_or(3, |thread| thread.join().unwrap_or(3));
     std::process::exit(code)
 }
@@ -357,15 +442,15 @@ pub fn worker_main() -> ! {
 /// the host's end of stdin to close (`POLLHUP`, asked for without reading,
 /// so the script thread's reads are undisturbed) and exits the process.
 /// Every [`TICK`] it also writes out what the script thread left waiting
-/// in `outbox` since the previous tick.
-fn exit_with_the_host(outbox: child::Outbox) {
+/// in its output channels since the previous tick.
+fn exit_with_the_host(channels: Vec<child::Outbox>) {
     let watch = move || {
         let stdin = std::io::stdin();
         let mut fds = [PollFd::new(&stdin, PollFlags::empty())];
         let tick = timespec(TICK);
         loop {
             match poll(&mut fds, Some(&tick)) {
-                Ok(0) => outbox.flush_stale(),
+                Ok(0) => channels.iter().for_each(child::Outbox::flush_stale),
                 Ok(_) if !fds[0].revents().is_empty() => std::process::exit(0),
                 Err(rustix::io::Errno::INTR) | Ok(_) => {}
                 Err(_) => std::process::exit(0),
@@ -380,21 +465,62 @@ fn exit_with_the_host(outbox: child::Outbox) {
         .spawn(watch);
 }
 
-/// A running worker process and its pipes.
-struct Worker {
-    child: Child,
-    input: ChildStdin,
-    output: BufReader<ChildStdout>,
-    stderr: ChildStderr,
+/// How many calls one worker process can hold at once, the one it runs
+/// and those queued behind it: one output channel each.
+const CHANNELS: usize = 8;
+
+/// A call is queued behind a busy worker only while that worker makes
+/// progress: a call of it began or ended this recently. One that has run
+/// longer takes no more calls until it ends.
+const FLOWING: Duration = Duration::from_millis(10);
+
+/// How long a queued call waits for its first message while a call ahead
+/// of it still runs, before it leaves the queue and runs elsewhere (its
+/// worker then takes no more calls).
+const RESCUE: Duration = Duration::from_millis(50);
+
+/// The largest first message a call may queue with: the seven a worker
+/// can have queued then fit in its input pipe (64 KiB) together, so no
+/// writer waits for the call ahead.
+const MAX_QUEUED: usize = 4 << 10;
+
+fn cores() -> usize {
+    static CORES: OnceLock<usize> = OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
-/// A worker is never dropped in the middle of a call (those are buried),
-/// so it is idle: kill it and reap it, or it stays a zombie for as long as
-/// the host lives.
-impl Drop for Worker {
+/// A running worker process: its input, shared by the calls sent to it
+/// (in order, each with a sequence number), and its output channels, one
+/// per call it holds.
+struct Process {
+    child: Mutex<Child>,
+    input: Mutex<ChildStdin>,
+    stderr: Mutex<ChildStderr>,
+    state: Mutex<State>,
+}
+
+struct State {
+    /// The output channels no call holds.
+    free: Vec<(u32, BufReader<PipeReader>)>,
+    /// Calls holding a channel of this worker.
+    calls: usize,
+    next_seq: u64,
+    /// Calls sent and not yet ended, by sequence number. The worker runs
+    /// its calls in the order sent, so a call is still queued while one
+    /// sent before it is here.
+    unfinished: BTreeSet<u64>,
+    /// When a call of this worker last began on an idle worker or ended.
+    progress: Instant,
+    /// Out of the pool: killed when its last call ends.
+    retired: bool,
+}
+
+/// Killed and reaped, or it stays a zombie for as long as the host lives.
+impl Drop for Process {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let child = self.child.get_mut().unwrap_or_else(|e| e.into_inner());
+        let _ = child.kill();
+        let _ = child.wait();
     }
 }
 
@@ -404,9 +530,13 @@ enum Lost {
     Deadline,
     /// A pipe failed or the worker broke the protocol (EOF when it died).
     Pipe(io::Error),
+    /// The call could not be sent (the worker had died).
+    Unsent(io::Error),
     /// The host gave up on this run (a speculated write failed): the
     /// worker, still running it, is killed; it is not a loss.
     Voided,
+    /// The call waited past [`RESCUE`] behind another that still runs.
+    Queued,
 }
 
 impl From<io::Error> for Lost {
@@ -415,24 +545,58 @@ impl From<io::Error> for Lost {
     }
 }
 
-impl Worker {
-    fn start(options: &WorkerOptions) -> io::Result<Worker> {
-        let mut child = Command::new(&options.program)
+impl Process {
+    fn start(options: &WorkerOptions) -> io::Result<Process> {
+        use std::os::fd::{AsRawFd, BorrowedFd};
+        use std::os::unix::process::CommandExt;
+        // Channel 0 is the worker's stdout; the others are pipes it
+        // inherits, named in its environment.
+        let (first, stdout) = std::io::pipe()?;
+        let mut readers = vec![(0, BufReader::new(first))];
+        let mut inherited = Vec::new();
+        for channel in 1..CHANNELS as u32 {
+            let (reader, writer) = std::io::pipe()?;
+            readers.push((channel, BufReader::new(reader)));
+            // Above the standard descriptors, which the spawn replaces in
+            // the child (a host started with one of them closed could get
+            // it for a pipe).
+            inherited.push(rustix::io::fcntl_dupfd_cloexec(&writer, 3)?);
+        }
+        let fds: Vec<i32> = inherited.iter().map(|w| w.as_raw_fd()).collect();
+        let named = fds.iter().map(i32::to_string).collect::<Vec<_>>().join(",");
+        let mut command = Command::new(&options.program);
+        command
             .args(&options.args)
             .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
+            .stdout(stdout)
             .stderr(Stdio::piped())
             .env_clear()
-            .spawn()
-            .map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!(
-                        "cannot start the script worker {}: {e}",
-                        options.program.display()
-                    ),
-                )
-            })?;
+            .env(child::CHANNELS_VAR, named);
+        // The pipes are close-on-exec, so no other process this host starts
+        // inherits them; the worker keeps its own across `exec`.
+        // SAFETY: runs in the forked child before `exec`; it only makes
+        // `fcntl` calls on descriptors that `inherited` keeps open until
+        // after the spawn, and allocates nothing.
+        unsafe {
+            command.pre_exec(move || {
+                for &fd in &fds {
+                    let fd = BorrowedFd::borrow_raw(fd);
+                    rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::empty())?;
+                }
+                Ok(())
+            });
+        }
+        let mut child = command.spawn().map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "cannot start the script worker {}: {e}",
+                    options.program.display()
+                ),
+            )
+        })?;
+        drop(command);
+        drop(inherited);
         let pid = Some(Pid::from_child(&child));
         let limit = |n| Rlimit {
             current: Some(n),
@@ -447,34 +611,161 @@ impl Worker {
                 "cannot limit the script worker's memory: {e}"
             )));
         }
-        let (Some(input), Some(output), Some(stderr)) =
-            (child.stdin.take(), child.stdout.take(), child.stderr.take())
-        else {
-            unreachable!("all three pipes were requested")
+        let (Some(input), Some(stderr)) = (child.stdin.take(), child.stderr.take()) else {
+            unreachable!("both pipes were requested")
         };
-        Ok(Worker {
-            child,
-            input,
-            output: BufReader::new(output),
-            stderr,
+        readers.reverse(); // Channel 0 is taken first.
+        Ok(Process {
+            child: Mutex::new(child),
+            input: Mutex::new(input),
+            stderr: Mutex::new(stderr),
+            state: Mutex::new(State {
+                free: readers,
+                calls: 0,
+                next_seq: 1,
+                unfinished: BTreeSet::new(),
+                progress: Instant::now(),
+                retired: false,
+            }),
         })
     }
 
+    fn state(&self) -> MutexGuard<'_, State> {
+        // Every update of the state completes under the lock.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn child(&self) -> MutexGuard<'_, Child> {
+        self.child.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Marks it retired, and kills it if no call holds it.
+    fn retire(&self) {
+        let mut state = self.state();
+        state.retired = true;
+        if state.calls == 0 {
+            drop(state);
+            let _ = self.child().kill();
+        }
+    }
+
+    /// Kills the worker (if it still runs), reaps it and says why it is
+    /// gone: its exit status and the last lines it wrote to stderr.
+    fn bury(&self) -> Death {
+        let status = {
+            let mut child = self.child();
+            let _ = child.kill();
+            child.wait().ok()
+        };
+        let mut stderr = self.stderr.lock().unwrap_or_else(|e| e.into_inner());
+        Death {
+            signal: status.and_then(|s| s.signal()),
+            code: status.and_then(|s| s.code()),
+            last_words: last_words(&mut stderr),
+        }
+    }
+}
+
+/// One call's hold on a worker: an output channel, and the call's place in
+/// the worker's order once sent.
+struct Lease {
+    process: Arc<Process>,
+    channel: u32,
+    /// The channel's reader; `None` once the call left it with messages
+    /// possibly still to come (the channel is then never used again).
+    reader: Option<BufReader<PipeReader>>,
+    /// The call's sequence number, once sent.
+    seq: u64,
+    /// Whether any message of this call arrived.
+    heard: bool,
+    /// When the call was leased a channel.
+    since: Instant,
+}
+
+impl Lease {
+    /// A free channel of `process`, if it has one.
+    fn new(process: &Arc<Process>, now: Instant) -> Option<Lease> {
+        let mut state = process.state();
+        let (channel, reader) = state.free.pop()?;
+        if state.calls == 0 {
+            state.progress = now;
+        }
+        state.calls += 1;
+        Some(Lease {
+            process: Arc::clone(process),
+            channel,
+            reader: Some(reader),
+            seq: 0,
+            heard: false,
+            since: now,
+        })
+    }
+
+    /// Sends the call's first message, taking the next place in the
+    /// worker's order.
+    fn start(&mut self, message: &mut Addressed) -> io::Result<()> {
+        let mut input = self.process.input.lock().unwrap_or_else(|e| e.into_inner());
+        self.seq = {
+            let mut state = self.process.state();
+            let seq = state.next_seq;
+            state.next_seq += 1;
+            state.unfinished.insert(seq);
+            seq
+        };
+        message.send(&mut *input, self.seq, self.channel)
+    }
+
+    /// Sends a message of the running call (an answer, a script's text).
     fn send(&mut self, message: &ToWorker) -> io::Result<()> {
-        wire::send(&mut self.input, message)
+        let mut message = Addressed::new(message)?;
+        let mut input = self.process.input.lock().unwrap_or_else(|e| e.into_inner());
+        message.send(&mut *input, self.seq, self.channel)
+    }
+
+    /// Whether a call sent before this one has not ended: then this one
+    /// has not begun.
+    fn behind(&self) -> bool {
+        self.process
+            .state()
+            .unfinished
+            .range(..self.seq)
+            .next()
+            .is_some()
     }
 
     /// The next message, waiting until `deadline` at most, polling for
-    /// `spin` first.
+    /// `spin` first. Before the first one, a call that waits past
+    /// [`RESCUE`] behind another is [`Lost::Queued`].
     fn receive(&mut self, deadline: Instant, spin: Duration) -> Result<FromWorker, Lost> {
-        if self.output.buffer().is_empty() && !spin_until_readable(self.output.get_ref(), spin) {
+        let Some(reader) = &mut self.reader else {
+            return Err(Lost::Pipe(io::ErrorKind::BrokenPipe.into()));
+        };
+        if reader.buffer().is_empty() && !spin_until_readable(reader.get_ref(), spin) {
+            let mut rescue = (!self.heard).then(|| self.since + RESCUE);
             loop {
-                let left = deadline.saturating_duration_since(Instant::now());
+                let now = Instant::now();
+                let until = rescue.map_or(deadline, |r| r.min(deadline));
+                let left = until.saturating_duration_since(now);
                 if left.is_zero() {
-                    return Err(Lost::Deadline);
+                    if now >= deadline {
+                        return Err(Lost::Deadline);
+                    }
+                    let behind = self
+                        .process
+                        .state()
+                        .unfinished
+                        .range(..self.seq)
+                        .next()
+                        .is_some();
+                    if behind {
+                        return Err(Lost::Queued);
+                    }
+                    // It runs: no more rescue checks.
+                    rescue = None;
+                    continue;
                 }
                 let timeout = timespec(left);
-                let mut fds = [PollFd::new(self.output.get_ref(), PollFlags::IN)];
+                let mut fds = [PollFd::new(reader.get_ref(), PollFlags::IN)];
                 match poll(&mut fds, Some(&timeout)) {
                     Ok(0) => continue,
                     Ok(_) => break,
@@ -483,21 +774,43 @@ impl Worker {
                 }
             }
         }
-        match wire::receive(&mut self.output)? {
-            Some(message) => Ok(message),
+        match wire::receive(reader)? {
+            Some(message) => {
+                self.heard = true;
+                Ok(message)
+            }
             None => Err(Lost::Pipe(io::ErrorKind::UnexpectedEof.into())),
         }
     }
 
-    /// Kills the worker (if it still runs), reaps it and says why it is
-    /// gone: its exit status and the last lines it wrote to stderr.
-    fn bury(mut self) -> Death {
-        let _ = self.child.kill();
-        let status = self.child.wait().ok();
-        Death {
-            signal: status.and_then(|s| s.signal()),
-            code: status.and_then(|s| s.code()),
-            last_words: last_words(&mut self.stderr),
+    /// The call ended well: its channel is free again.
+    fn finish(mut self) {
+        let mut state = self.process.state();
+        state.unfinished.remove(&self.seq);
+        state.progress = Instant::now();
+        if let Some(reader) = self.reader.take() {
+            state.free.push((self.channel, reader));
+        }
+    }
+
+    /// The call leaves the queue it waits in: the worker is told to drop
+    /// it, and the channel, which may yet get messages, is not used again.
+    fn cancel(mut self) -> io::Result<()> {
+        self.reader = None;
+        self.process.state().unfinished.remove(&self.seq);
+        self.send(&ToWorker::Cancel)
+    }
+}
+
+/// The call no longer holds the worker: a retired worker is killed after
+/// its last call.
+impl Drop for Lease {
+    fn drop(&mut self) {
+        let mut state = self.process.state();
+        state.calls -= 1;
+        if state.retired && state.calls == 0 {
+            drop(state);
+            let _ = self.process.child().kill();
         }
     }
 }
@@ -584,8 +897,9 @@ impl Death {
                     limit: limits.wall_time,
                 });
             }
-            Lost::Pipe(e) => e,
+            Lost::Pipe(e) | Lost::Unsent(e) => e,
             Lost::Voided => return Error::Internal("the run was voided".to_owned()),
+            Lost::Queued => return Error::Internal("the call waited in a queue".to_owned()),
         };
         // Nothing a script does reaches the worker's stderr (its logs are
         // captured, panics are silent): only the Rust runtime's reports.
@@ -806,7 +1120,7 @@ fn attempt(
     let mut speculation_failed = false;
     let mut first_read = None;
     let mut first = true;
-    let conversation = converse(pool, request, spin, started, limits, |worker, message| {
+    let conversation = converse(pool, request, spin, started, limits, |lease, message| {
         if !matches!(message, FromWorker::NeedScript)
             && std::mem::take(&mut first)
             && let FromWorker::Call(HostCall::Read { id }) = &message
@@ -816,12 +1130,12 @@ fn attempt(
         match message {
             FromWorker::NeedScript => {
                 let body = body.to_owned();
-                worker.send(&ToWorker::Script { body })?;
+                lease.send(&ToWorker::Script { body })?;
                 Ok(None)
             }
             FromWorker::Call(call) => {
                 let reply = perform(&mut *collection, call);
-                worker.send(&ToWorker::Reply(reply))?;
+                lease.send(&ToWorker::Reply(reply))?;
                 Ok(None)
             }
             FromWorker::Post(call) => {
@@ -928,7 +1242,11 @@ type Conversation<T> = Result<T, Failure>;
 /// Sends `request` to a worker and hands every message to `on_message`
 /// until it returns the result. On any failure (the worker died, broke the
 /// protocol or ran past the deadline) the worker is buried and the failure
-/// explained; otherwise the worker goes back to the pool.
+/// explained; otherwise the worker stays in the pool.
+///
+/// A call that never began in its worker (it was queued behind a call
+/// that still runs, or that worker died or was killed first) runs in
+/// another worker, never queued again; nothing of it was performed.
 #[allow(clippy::result_large_err)] // As `run_js`.
 fn converse<T>(
     pool: &WorkerPool,
@@ -936,7 +1254,7 @@ fn converse<T>(
     spin: Duration,
     started: Instant,
     limits: &Limits,
-    mut on_message: impl FnMut(&mut Worker, FromWorker) -> Result<Option<T>, Lost>,
+    mut on_message: impl FnMut(&mut Lease, FromWorker) -> Result<Option<T>, Lost>,
 ) -> Conversation<T> {
     let fail = |error: Error| Failure {
         error,
@@ -946,51 +1264,68 @@ fn converse<T>(
             ..Statistics::default()
         },
     };
-    // An idle worker may die between `take` and the request: then the
-    // request cannot be sent, and a fresh one takes it.
-    let mut attempts = 0;
-    let mut worker = loop {
-        let mut candidate = match pool.take() {
-            Ok(worker) => worker,
-            Err(e) => return Err(fail(Error::Internal(e.to_string()))),
-        };
-        match candidate.send(request) {
-            Ok(()) => break candidate,
-            Err(e) => {
-                attempts += 1;
-                let death = candidate.bury();
-                if attempts == 2 {
-                    // A fresh worker that cannot take a call either: say
-                    // why it died.
-                    pool.inner.lost.fetch_add(1, Ordering::Relaxed);
-                    let error = death.error(&Lost::Pipe(e), limits, &pool.inner.options);
-                    return Err(fail(error));
-                }
-            }
-        }
+    let mut message = match Addressed::new(request) {
+        Ok(message) => message,
+        Err(e) => return Err(fail(Error::Internal(e.to_string()))),
     };
     let deadline = started + limits.wall_time + KILL_GRACE;
-    let outcome = (|| {
-        loop {
-            let message = worker.receive(deadline, spin)?;
-            if let Some(done) = on_message(&mut worker, message)? {
+    let mut queue = true;
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let mut lease = match pool.lease(queue, message.len()) {
+            Ok(lease) => lease,
+            Err(e) => return Err(fail(Error::Internal(e.to_string()))),
+        };
+        let outcome = (|| {
+            lease.start(&mut message).map_err(Lost::Unsent)?;
+            loop {
+                let message = lease.receive(deadline, spin)?;
+                if let Some(done) = on_message(&mut lease, message)? {
+                    return Ok(done);
+                }
+            }
+        })();
+        let lost = match outcome {
+            Ok(done) => {
+                let process = Arc::clone(&lease.process);
+                lease.finish();
+                pool.ended(&process);
                 return Ok(done);
             }
-        }
-    })();
-    match outcome {
-        Ok(done) => {
-            pool.give_back(worker);
-            Ok(done)
-        }
-        Err(Lost::Voided) => {
-            drop(worker);
-            Err(fail(Error::Internal("the run was voided".to_owned())))
-        }
-        Err(lost) => {
-            pool.inner.lost.fetch_add(1, Ordering::Relaxed);
-            let death = worker.bury();
-            Err(fail(death.error(&lost, limits, &pool.inner.options)))
+            Err(lost) => lost,
+        };
+        match lost {
+            Lost::Voided => {
+                pool.remove(&lease.process);
+                let _ = lease.process.child().kill();
+                return Err(fail(Error::Internal("the run was voided".to_owned())));
+            }
+            Lost::Queued => {
+                pool.remove(&lease.process);
+                // A failure to tell the worker is its own: it is retired.
+                let _ = lease.cancel();
+                pool.inner.moved.fetch_add(1, Ordering::Relaxed);
+                queue = false;
+            }
+            lost => {
+                // Whether this call had begun in the worker: one that had
+                // not is sent again, elsewhere (twice more at most).
+                let begun = lease.heard
+                    || match lost {
+                        Lost::Unsent(_) => false,
+                        Lost::Deadline => true,
+                        _ => !lease.behind(),
+                    };
+                pool.remove(&lease.process);
+                let death = lease.process.bury();
+                if begun || attempts >= 3 {
+                    pool.inner.lost.fetch_add(1, Ordering::Relaxed);
+                    return Err(fail(death.error(&lost, limits, &pool.inner.options)));
+                }
+                pool.inner.moved.fetch_add(1, Ordering::Relaxed);
+                queue = false;
+            }
         }
     }
 }

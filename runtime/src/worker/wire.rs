@@ -4,8 +4,15 @@
 //! a createComment's messages carry two documents each way, and decoding
 //! them is cheaper without JSON's escapes and number parsing.
 //!
+//! A worker has one input (its stdin) shared by the calls sent to it, and
+//! one output channel per call it can hold (stdout and inherited pipes).
+//! So every frame the host sends is *addressed*: after the length, the
+//! call's sequence number (8 bytes) and the channel its answers go to (4
+//! bytes, both little-endian); see [`Addressed`].
+//!
 //! ```text
 //!   host ──Run / Udf──► worker      (a Run names its script and may carry a document read ahead)
+//!   host ──Cancel─────► worker      (a call queued behind another left: drop it)
 //!   host ◄──NeedScript─ worker      (a script it has not run: the host sends its text)
 //!   host ──Script─────► worker
 //!   host ◄──Call────── worker      (one per collection operation whose result is seen)
@@ -73,6 +80,9 @@ pub(super) enum ToWorker {
     Script { body: String },
     /// The answer to the worker's last [`FromWorker::Call`].
     Reply(Result<ReplyWire, HostErrorWire>),
+    /// Drop the call with this frame's sequence number: its host side
+    /// gave up waiting behind another call and runs it elsewhere.
+    Cancel,
 }
 
 /// Worker to host.
@@ -609,7 +619,13 @@ pub(super) fn send(out: &mut impl Write, message: &impl Serialize) -> io::Result
 
 /// Writes one frame into `out`'s buffer, to go with the next flushed one.
 pub(super) fn send_unflushed(out: &mut impl Write, message: &impl Serialize) -> io::Result<()> {
-    let mut frame = vec![0u8; 4];
+    out.write_all(&frame(4, message)?)
+}
+
+/// A frame of `message` with `header` bytes before it, of which the first
+/// four hold the frame's length (what follows them) and the rest are zero.
+fn frame(header: usize, message: &impl Serialize) -> io::Result<Vec<u8>> {
+    let mut frame = vec![0u8; header];
     rmp_serde::encode::write_named(&mut frame, message).map_err(invalid)?;
     let len = frame.len() - 4;
     if len > MAX_FRAME {
@@ -619,12 +635,19 @@ pub(super) fn send_unflushed(out: &mut impl Write, message: &impl Serialize) -> 
     }
     let len = u32::try_from(len).map_err(invalid)?;
     frame[..4].copy_from_slice(&len.to_le_bytes());
-    out.write_all(&frame)
+    Ok(frame)
 }
 
 /// Reads one frame; `None` at a clean end of input (the peer closed it
 /// between frames).
 pub(super) fn receive<T: DeserializeOwned>(input: &mut impl Read) -> io::Result<Option<T>> {
+    let Some(bytes) = receive_bytes(input)? else {
+        return Ok(None);
+    };
+    rmp_serde::from_slice(&bytes).map(Some).map_err(invalid)
+}
+
+fn receive_bytes(input: &mut impl Read) -> io::Result<Option<Vec<u8>>> {
     let mut len = [0u8; 4];
     let mut got = 0;
     while got < len.len() {
@@ -644,7 +667,51 @@ pub(super) fn receive<T: DeserializeOwned>(input: &mut impl Read) -> io::Result<
     }
     let mut bytes = vec![0; len];
     input.read_exact(&mut bytes)?;
-    rmp_serde::from_slice(&bytes).map(Some).map_err(invalid)
+    Ok(Some(bytes))
+}
+
+/// The bytes of an addressed frame before its message: the frame's length,
+/// the call's sequence number and the channel its answers go to.
+const ADDRESS: usize = 4 + 8 + 4;
+
+/// A host-to-worker message encoded once, to be addressed to a call and
+/// written with [`Addressed::send`] (a call that moves to another worker
+/// is sent again under a new address).
+pub(super) struct Addressed(Vec<u8>);
+
+impl Addressed {
+    pub(super) fn new(message: &ToWorker) -> io::Result<Addressed> {
+        frame(ADDRESS, message).map(Addressed)
+    }
+
+    /// The message's size in bytes.
+    pub(super) fn len(&self) -> usize {
+        self.0.len() - ADDRESS
+    }
+
+    /// Writes the frame for call `seq`, whose answers go to `channel`, in
+    /// one write.
+    pub(super) fn send(&mut self, out: &mut impl Write, seq: u64, channel: u32) -> io::Result<()> {
+        self.0[4..12].copy_from_slice(&seq.to_le_bytes());
+        self.0[12..16].copy_from_slice(&channel.to_le_bytes());
+        out.write_all(&self.0)?;
+        out.flush()
+    }
+}
+
+/// Reads one addressed frame: the call's sequence number, its channel and
+/// the message; `None` at a clean end of input.
+pub(super) fn receive_addressed(input: &mut impl Read) -> io::Result<Option<(u64, u32, ToWorker)>> {
+    let Some(bytes) = receive_bytes(input)? else {
+        return Ok(None);
+    };
+    let Some((address, message)) = bytes.split_at_checked(ADDRESS - 4) else {
+        return Err(invalid("a frame shorter than its address"));
+    };
+    let seq = u64::from_le_bytes(address[..8].try_into().map_err(invalid)?);
+    let channel = u32::from_le_bytes(address[8..].try_into().map_err(invalid)?);
+    let message = rmp_serde::from_slice(message).map_err(invalid)?;
+    Ok(Some((seq, channel, message)))
 }
 
 fn invalid(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> io::Error {
@@ -670,6 +737,29 @@ mod tests {
             Some(ToWorker::Reply(Ok(ReplyWire::Done)))
         ));
         assert!(receive::<ToWorker>(&mut input).unwrap().is_none());
+    }
+
+    #[test]
+    fn addressed_frames_carry_their_call_and_channel() {
+        let mut message = Addressed::new(&ToWorker::Cancel).unwrap();
+        let mut buf = Vec::new();
+        message.send(&mut buf, 7, 3).unwrap();
+        message.send(&mut buf, u64::MAX, 0).unwrap();
+        let mut input = &buf[..];
+        assert!(matches!(
+            receive_addressed(&mut input).unwrap(),
+            Some((7, 3, ToWorker::Cancel))
+        ));
+        assert!(matches!(
+            receive_addressed(&mut input).unwrap(),
+            Some((u64::MAX, 0, ToWorker::Cancel))
+        ));
+        assert!(receive_addressed(&mut input).unwrap().is_none());
+        // A frame too short for its address is refused.
+        let mut short = 3u32.to_le_bytes().to_vec();
+        short.extend_from_slice(&[1, 2, 3]);
+        let err = receive_addressed(&mut &short[..]).err().unwrap();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
     }
 
     #[test]
