@@ -394,7 +394,7 @@ fn no_state_survives_from_one_call_to_the_next_in_a_worker() -> Result {
 }
 
 #[test]
-fn concurrent_calls_each_get_a_worker_and_stay_atomic() -> Result {
+fn concurrent_calls_in_workers_stay_atomic() -> Result {
     let db = Database::in_memory();
     let posts = posts(&db)?;
     let pool = pool();
