@@ -467,9 +467,14 @@ impl AbiCase {
     }
 }
 
-/// One container with the ABI fuzz guest, shared by every case (each
-/// case compares the change log before and after its call).
-static ABI: LazyLock<(Database, Container)> = LazyLock::new(|| {
+/// One container with the ABI fuzz guest, shared by every case of
+/// `wasm_abi` and by nothing else: each case compares the change log
+/// before and after its call, so a write by another test running beside
+/// it would be counted as the case's.
+static ABI: LazyLock<(Database, Container)> = LazyLock::new(abi_container);
+
+/// A container with the ABI fuzz guest.
+fn abi_container() -> (Database, Container) {
     let (db, c) = container();
     c.create_script(ScriptProperties::wasm(
         "abi",
@@ -478,7 +483,7 @@ static ABI: LazyLock<(Database, Container)> = LazyLock::new(|| {
     ))
     .expect("the ABI fuzz guest compiles");
     (db, c)
-});
+}
 
 fn abi_call_is_clean(case: &AbiCase) -> Result<(), TestCaseError> {
     let c = &ABI.1;
@@ -536,9 +541,9 @@ proptest! {
     }
 }
 
-/// Runs one hand-made case on the ABI fuzz guest: the import's result, or
-/// the call's error status.
-fn abi_call(op: &str, args: Vec<u32>, payload: &[u8]) -> Result<i64, u16> {
+/// Runs one hand-made case on the ABI fuzz guest in `c`: the import's
+/// result, or the call's error status.
+fn abi_call(c: &Container, op: &str, args: Vec<u32>, payload: &[u8]) -> Result<i64, u16> {
     let case = AbiCase {
         op: SHAPES
             .iter()
@@ -548,10 +553,7 @@ fn abi_call(op: &str, args: Vec<u32>, payload: &[u8]) -> Result<i64, u16> {
         payload: payload.to_vec(),
         in_bounds: true,
     };
-    match ABI
-        .1
-        .execute_stored_procedure("abi", "a", vec![json!(case.hex())], None)
-    {
+    match c.execute_stored_procedure("abi", "a", vec![json!(case.hex())], None) {
         Ok(response) => Ok(response.body.as_i64().expect("a number")),
         Err(e) => Err(e.status()),
     }
@@ -563,11 +565,13 @@ fn abi_call(op: &str, args: Vec<u32>, payload: &[u8]) -> Result<i64, u16> {
 /// traps.
 #[test]
 fn the_abi_fuzz_guest_reaches_every_outcome() {
+    let (_db, c) = abi_container();
+    let abi_call = |op: &str, args: Vec<u32>, payload: &[u8]| abi_call(&c, op, args, payload);
     let doc = br#"{"id":"made-by-abi","pk":"a"}"#;
     let n = doc.len() as u32;
     let r = abi_call("create", vec![PAYLOAD, n, 0, 0, OUT, 0x1000], doc).unwrap();
     assert!(r > i64::from(n), "{r}");
-    assert!(ABI.1.read_item("a", "made-by-abi").is_ok());
+    assert!(c.read_item("a", "made-by-abi").is_ok());
     let bad = b"{\"id\":\"\xff\",\"pk\":\"a\"}";
     let r = abi_call(
         "create",
