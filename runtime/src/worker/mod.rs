@@ -630,6 +630,12 @@ impl Process {
         })
     }
 
+    /// Whether a call sent before call `seq` has not ended (the worker
+    /// runs its calls in the order sent, so `seq` has not begun).
+    fn ahead_of(&self, seq: u64) -> bool {
+        self.state().unfinished.range(..seq).next().is_some()
+    }
+
     fn state(&self) -> MutexGuard<'_, State> {
         // Every update of the state completes under the lock.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
@@ -725,12 +731,7 @@ impl Lease {
     /// Whether a call sent before this one has not ended: then this one
     /// has not begun.
     fn behind(&self) -> bool {
-        self.process
-            .state()
-            .unfinished
-            .range(..self.seq)
-            .next()
-            .is_some()
+        self.process.ahead_of(self.seq)
     }
 
     /// The next message, waiting until `deadline` at most, polling for
@@ -750,14 +751,7 @@ impl Lease {
                     if now >= deadline {
                         return Err(Lost::Deadline);
                     }
-                    let behind = self
-                        .process
-                        .state()
-                        .unfinished
-                        .range(..self.seq)
-                        .next()
-                        .is_some();
-                    if behind {
+                    if self.process.ahead_of(self.seq) {
                         return Err(Lost::Queued);
                     }
                     // It runs: no more rescue checks.
