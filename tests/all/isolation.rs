@@ -669,36 +669,44 @@ fn comment_on(posts: &Container, limits: &Limits, post: &str, id: &str) -> parti
 
 #[test]
 fn calls_queued_behind_each_other_in_a_worker_stay_atomic() -> Result {
-    let db = Database::in_memory();
-    let posts = posts(&db)?;
-    for t in 2..=4 {
-        let post = format!("p{t}");
-        posts.create_item(post.as_str(), blog::post(&post, "u1", 1), None)?;
-    }
     let dir = tempfile::tempdir()?;
     let pool = queueing_pool(&worker_link(&dir, "queue-worker")?);
     let limits = isolated(&pool);
     let calls = 25;
-    std::thread::scope(|s| {
-        for t in 1..=4 {
-            let (posts, limits) = (&posts, &limits);
-            s.spawn(move || {
-                for i in 0..calls {
-                    comment_on(posts, limits, &format!("p{t}"), &format!("c{t}-{i}"))
-                        .expect("createComment");
-                }
-            });
+    // A call queues only behind a worker that began or ended a call in the
+    // last 10 ms, which a loaded machine can miss for a whole round: up to
+    // five rounds, each checked, until one call queued.
+    for _ in 0..5 {
+        let db = Database::in_memory();
+        let posts = posts(&db)?;
+        for t in 2..=4 {
+            let post = format!("p{t}");
+            posts.create_item(post.as_str(), blog::post(&post, "u1", 1), None)?;
         }
-    });
-    for t in 1..=4 {
-        let post = format!("p{t}");
-        let count = posts.read_item(post.as_str(), &post)?["commentCount"].clone();
-        let comments = posts
-            .read_feed(post.as_str(), &Default::default())?
-            .items
-            .len()
-            - 1;
-        assert_eq!((count, comments), (json!(calls), calls), "{post}");
+        std::thread::scope(|s| {
+            for t in 1..=4 {
+                let (posts, limits) = (&posts, &limits);
+                s.spawn(move || {
+                    for i in 0..calls {
+                        comment_on(posts, limits, &format!("p{t}"), &format!("c{t}-{i}"))
+                            .expect("createComment");
+                    }
+                });
+            }
+        });
+        for t in 1..=4 {
+            let post = format!("p{t}");
+            let count = posts.read_item(post.as_str(), &post)?["commentCount"].clone();
+            let comments = posts
+                .read_feed(post.as_str(), &Default::default())?
+                .items
+                .len()
+                - 1;
+            assert_eq!((count, comments), (json!(calls), calls), "{post}");
+        }
+        if pool.stats().queued > 0 {
+            break;
+        }
     }
     let stats = pool.stats();
     assert!(
