@@ -31,7 +31,7 @@ use std::path::Path;
 
 use engine::query::Params;
 use engine::{
-    BatchOperation, BatchOperationResult, BatchResponse, Change, ComputedProperty,
+    BatchOperation, BatchOperationResult, BatchResponse, CacheStats, Change, ComputedProperty,
     ContainerProperties, Document, FeedOptions, FeedPage, Lsn, Options, PartitionKey, Patch,
     QueryItemsOptions, QueryPage, Script, ScriptKind, ScriptProperties, Txn,
 };
@@ -212,6 +212,12 @@ impl Database {
         self.raw.options()
     }
 
+    /// What the partition cache holds and has done (see
+    /// [`Options::cache_bytes`]).
+    pub fn cache_stats(&self) -> CacheStats {
+        self.raw.cache_stats()
+    }
+
     /// Why the database refuses writes (after a storage failure), if it does.
     pub fn failure(&self) -> Option<String> {
         self.raw.failure()
@@ -368,9 +374,13 @@ impl Container {
         self.raw.data_dir()
     }
 
-    /// Every logical partition's key.
-    pub fn partition_keys(&self) -> Vec<PartitionKey> {
-        self.raw.partition_keys()
+    /// The keys of the logical partitions that hold at least one document,
+    /// in ascending order.
+    ///
+    /// # Errors
+    /// 500 when storage cannot be read.
+    pub fn partition_keys(&self) -> Result<Vec<PartitionKey>> {
+        Ok(self.raw.partition_keys()?)
     }
 
     /// Begins a native transaction on one logical partition (see

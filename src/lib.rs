@@ -65,7 +65,8 @@ pub use engine::{
     MAX_PATCH_OPERATIONS, Patch, PatchOperation,
 };
 pub use engine::{
-    Change, ChangeKind, Clock, ComputedProperty, ContainerProperties, Document, Durability,
-    ErrorCode, FeedOptions, FeedPage, Lsn, ManualClock, Options, PartitionKey, QueryPage, Script,
-    ScriptKind, ScriptLanguage, ScriptProperties, TriggerOperation, TriggerType, Txn, UniqueKey,
+    CacheStats, Change, ChangeKind, Clock, ComputedProperty, ContainerProperties, Document,
+    Durability, ErrorCode, FeedOptions, FeedPage, Lsn, ManualClock, Options, PartitionKey,
+    QueryPage, Script, ScriptKind, ScriptLanguage, ScriptProperties, TriggerOperation, TriggerType,
+    Txn, UniqueKey,
 };

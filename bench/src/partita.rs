@@ -347,7 +347,7 @@ impl Target for PartitaTarget {
         match workload {
             Workload::CreateComment => {
                 let (mut count_sum, mut comments) = (0, 0);
-                for key in posts.partition_keys() {
+                for key in posts.partition_keys()? {
                     let partita::PartitionKey::String(id) = &key else {
                         continue;
                     };
@@ -358,7 +358,10 @@ impl Target for PartitaTarget {
                 check_comments(calls, count_sum, comments)
             }
             Workload::TruncateFeed | Workload::FeedRead => {
-                let snapshot = feed.raw().snapshot(&"post".into());
+                let snapshot = feed
+                    .raw()
+                    .snapshot(&"post".into())
+                    .map_err(partita::Error::from)?;
                 let newest = snapshot
                     .documents()
                     .max_by(|a, b| date(a).cmp(date(b)))

@@ -14,7 +14,7 @@
 //! `alt_link + "/docs/" + id` or by its `_self`. Segment keywords compare
 //! case-insensitively, and a trailing `/` is allowed.
 
-use std::collections::BTreeMap;
+use std::cell::RefCell;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
@@ -46,13 +46,27 @@ pub struct QueryItemsOptions {
     pub continuation: Option<String>,
 }
 
-/// Committed snapshots of a set of logical partitions, by key, without the
-/// documents that have expired.
-struct Snapshots(BTreeMap<PartitionKey, Arc<PartitionState>>, Option<Expiry>);
+/// The committed state of a set of logical partitions, each taken when the
+/// query first scans it (one at a time: a partition not in memory is read
+/// from storage without entering the cache, and dropped once the query
+/// moves on), without the documents that have expired.
+struct Snapshots<'a> {
+    container: &'a Container,
+    /// In ascending order.
+    keys: Vec<PartitionKey>,
+    /// A query of one logical partition: a use of it, which may bring it
+    /// into the cache (see `ContainerInner::peek`).
+    admits: bool,
+    expiry: Option<Expiry>,
+    /// The partition scanned last, for the next scan of it.
+    last: RefCell<Option<(PartitionKey, Arc<PartitionState>)>>,
+    /// The first storage error: the query fails with it.
+    failed: RefCell<Option<Error>>,
+}
 
-impl Source for Snapshots {
+impl Source for Snapshots<'_> {
     fn partitions(&self) -> Vec<PartitionKey> {
-        self.0.keys().cloned().collect()
+        self.keys.clone()
     }
 
     fn scan(
@@ -61,15 +75,37 @@ impl Source for Snapshots {
         after: Option<u64>,
         f: &mut dyn FnMut(u64, &Value, usize) -> ControlFlow<()>,
     ) {
-        if let Some(state) = self.0.get(key) {
-            let expiry = self.1.as_ref();
-            scan(
-                state,
-                after,
-                &|slot| expiry.is_some_and(|e| e.expired(slot.document.value())),
-                f,
-            );
+        if self.keys.binary_search(key).is_err() || self.failed.borrow().is_some() {
+            return;
         }
+        let cached = match &*self.last.borrow() {
+            Some((k, state)) if k == key => Some(Arc::clone(state)),
+            _ => None,
+        };
+        let state = match cached {
+            Some(state) => state,
+            None => match self
+                .container
+                .inner
+                .peek(&self.container.db, key, self.admits)
+            {
+                Ok(state) => {
+                    *self.last.borrow_mut() = Some((key.clone(), Arc::clone(&state)));
+                    state
+                }
+                Err(err) => {
+                    *self.failed.borrow_mut() = Some(err);
+                    return;
+                }
+            },
+        };
+        let expiry = self.expiry.as_ref();
+        scan(
+            &state,
+            after,
+            &|slot| expiry.is_some_and(|e| e.expired(slot.document.value())),
+            f,
+        );
     }
 }
 
@@ -153,24 +189,34 @@ impl Container {
                     self.partition_keys_under(key)?
                 }
             }
-            None => self.partition_keys(),
+            None => self.partition_keys()?,
         };
         let keys: Vec<PartitionKey> = match &options.partitions {
             Some(only) => keys.into_iter().filter(|k| only.contains(k)).collect(),
             None => keys,
         };
-        let source = Snapshots(
-            keys.into_iter()
-                .map(|key| (key.clone(), self.snapshot(&key)))
-                .collect(),
-            self.inner.expiry(|| self.db.now_secs()),
-        );
+        let mut keys = keys;
+        keys.sort();
+        keys.dedup();
+        let admits = keys.len() == 1 && options.partition_key.is_some();
+        let source = Snapshots {
+            container: self,
+            admits,
+            keys,
+            expiry: self.inner.expiry(|| self.db.now_secs()),
+            last: RefCell::new(None),
+            failed: RefCell::new(None),
+        };
         let query_options = QueryOptions {
             max_item_count: options.max_item_count,
             continuation: options.continuation.as_deref().filter(|c| !c.is_empty()),
             udf: udfs,
         };
-        Ok(query::execute(&parsed, params, &source, &query_options)?)
+        let page = query::execute(&parsed, params, &source, &query_options);
+        if let Some(err) = source.failed.into_inner() {
+            return Err(err);
+        }
+        Ok(page?)
     }
 }
 

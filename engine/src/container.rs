@@ -8,7 +8,9 @@
 //!
 //! Logical partitions live in one of the container's physical partitions
 //! (see [`crate::partition::physical_partition`]); each physical partition
-//! has its own map, so looking up partitions scales with them.
+//! has its own map, so looking up partitions scales with them. The maps
+//! hold the partitions in the cache ([`crate::cache`]): a partition not in
+//! memory is read from storage when it is needed.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -24,11 +26,19 @@ use serde_json::Value;
 use crate::database::DbInner;
 use crate::document::{Document, serialized_len};
 use crate::error::{Error, Result};
-use crate::partition::{LogicalPartition, PartitionState, physical_partition};
+use crate::partition::{
+    FOOTPRINT_PER_PARTITION, LogicalPartition, PartitionState, Slot, physical_partition,
+};
 use crate::query::{ComputedProperties, Query, QueryError};
 use crate::settings::{ComputedProperty, Expiry, UniqueKey, UniqueKeys};
 use crate::storage::{Change, ContainerMeta, Lsn, ScriptRecord};
 use crate::txn::{ItemOptions, Txn};
+
+/// How many reads of a logical partition that is not in memory load it
+/// (see `ContainerInner::read_either`): reading a partition costs about as
+/// much as reading a few of its documents one at a time, so loading pays
+/// off for a partition read repeatedly, not for one read in passing.
+pub(crate) const ADMIT_AFTER_READS: u32 = 4;
 
 /// The database name in name-based links (`dbs/partita/colls/posts`).
 pub const DATABASE_ID: &str = "partita";
@@ -181,9 +191,9 @@ pub(crate) struct ContainerInner {
     seq: AtomicU64,
     rid_prefix: [u8; 8],
     self_prefix: String,
-    /// Per physical partition, its logical partitions (foldhash: looked up
-    /// by every transaction).
-    physical:
+    /// Per physical partition, its logical partitions in the cache
+    /// (foldhash: looked up by every transaction).
+    pub(crate) physical:
         Vec<RwLock<HashMap<PartitionKey, Arc<LogicalPartition>, foldhash::quality::RandomState>>>,
     /// Stored procedures, triggers and UDFs by kind and id.
     pub(crate) scripts: RwLock<HashMap<(ScriptKind, String), Arc<ScriptRecord>>>,
@@ -371,24 +381,206 @@ impl ContainerInner {
         physical_partition(key, self.meta.physical_partitions) as usize
     }
 
-    /// The logical partition for `key`, created (empty) if needed.
-    pub(crate) fn partition(&self, key: PartitionKey) -> Arc<LogicalPartition> {
-        let physical = &self.physical[self.physical_index(&key)];
-        if let Some(p) = physical.read().get(&key) {
-            return p.clone();
-        }
-        physical
-            .write()
-            .entry(key.clone())
-            .or_insert_with(|| Arc::new(LogicalPartition::new(key)))
-            .clone()
-    }
-
-    fn find_partition(&self, key: &PartitionKey) -> Option<Arc<LogicalPartition>> {
+    /// The logical partition for `key` if it is in memory, without
+    /// creating it.
+    fn find(&self, key: &PartitionKey) -> Option<Arc<LogicalPartition>> {
         self.physical[self.physical_index(key)]
             .read()
             .get(key)
             .cloned()
+    }
+
+    /// The logical partition for `key`, in the cache: created if needed,
+    /// its documents not read yet over a storage that keeps them.
+    pub(crate) fn partition(&self, db: &DbInner, key: PartitionKey) -> Arc<LogicalPartition> {
+        let physical = &self.physical[self.physical_index(&key)];
+        if let Some(p) = physical.read().get(&key) {
+            db.cache.touch(p);
+            return p.clone();
+        }
+        let (partition, created) = {
+            let mut map = physical.write();
+            match map.get(&key) {
+                Some(p) => (p.clone(), false),
+                None => {
+                    let p = Arc::new(LogicalPartition::new(
+                        key.clone(),
+                        !db.storage.keeps_documents(),
+                    ));
+                    map.insert(key, p.clone());
+                    (p, true)
+                }
+            }
+        };
+        db.cache.touch(&partition);
+        if created && db.cache.charge(&partition, FOOTPRINT_PER_PARTITION) {
+            db.evict();
+        }
+        partition
+    }
+
+    /// The logical partition for `key` with its documents in memory, read
+    /// from storage if they are not.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when storage cannot be read.
+    pub(crate) fn loaded_partition(
+        &self,
+        db: &DbInner,
+        key: PartitionKey,
+    ) -> Result<Arc<LogicalPartition>> {
+        self.load(db, self.partition(db, key))
+    }
+
+    /// Reads `partition`'s documents from storage unless they are in
+    /// memory.
+    fn load(
+        &self,
+        db: &DbInner,
+        partition: Arc<LogicalPartition>,
+    ) -> Result<Arc<LogicalPartition>> {
+        if partition.is_loaded() {
+            return Ok(partition);
+        }
+        let over = {
+            let _loading = partition.loading.lock();
+            if partition.is_loaded() {
+                false
+            } else {
+                let state = self.read_state(db, &partition.key)?;
+                let bytes = FOOTPRINT_PER_PARTITION + state.footprint();
+                partition.install(state);
+                db.cache.loaded();
+                db.cache.charge(&partition, bytes)
+            }
+        };
+        if over {
+            db.evict();
+        }
+        Ok(partition)
+    }
+
+    /// A logical partition's documents as storage has them.
+    fn read_state(&self, db: &DbInner, key: &PartitionKey) -> Result<PartitionState> {
+        let mut state = PartitionState::default();
+        for doc in db.storage.read_partition(&self.meta.id, key)? {
+            state.put(
+                Arc::from(doc.document.id()),
+                Slot {
+                    rid: doc.rid,
+                    size: doc.size,
+                    document: doc.document,
+                },
+            );
+        }
+        Ok(state)
+    }
+
+    /// `memory(partition)` when the partition's documents are in memory
+    /// (they stay once they are); otherwise `storage()`, holding the
+    /// partition's `loading` lock so that no transaction begins on it
+    /// meanwhile.
+    ///
+    /// A read that `admits` is a use of this one partition (a point read,
+    /// its read feed or query): its entry stays in the cache, unloaded, and
+    /// the [`ADMIT_AFTER_READS`]th such read while it is there loads the
+    /// partition, so a partition read again and again is served from
+    /// memory, while one read now and then costs one storage read instead
+    /// of reading every document of its partition. Any other read (one
+    /// partition of many) leaves no entry behind, unless `storage` loaded
+    /// it (a whole partition read while the cache has room to spare).
+    fn read_either<T>(
+        &self,
+        db: &DbInner,
+        partition: Arc<LogicalPartition>,
+        admits: bool,
+        memory: impl FnOnce(&LogicalPartition) -> T,
+        storage: impl FnOnce(&LogicalPartition) -> Result<T>,
+    ) -> Result<T> {
+        if partition.is_loaded() {
+            return Ok(memory(&partition));
+        }
+        if admits && partition.reads.fetch_add(1, Ordering::Relaxed) + 1 >= ADMIT_AFTER_READS {
+            let partition = self.load(db, partition)?;
+            return Ok(memory(&partition));
+        }
+        let loading = partition.loading.lock();
+        if partition.is_loaded() {
+            return Ok(memory(&partition));
+        }
+        let res = storage(&partition);
+        drop(loading);
+        if !admits {
+            // Ours and the map's: nobody else uses it, nothing is loaded.
+            let physical = &self.physical[self.physical_index(&partition.key)];
+            let mut map = physical.write();
+            if Arc::strong_count(&partition) == 2 && !partition.is_loaded() {
+                map.remove(&partition.key);
+                drop(map);
+                db.cache.release(&partition, false);
+            }
+        }
+        res
+    }
+
+    /// A snapshot of one logical partition's committed documents, read
+    /// from storage when they are not in memory: a read that `admits` is a
+    /// use of this partition alone (see [`ContainerInner::read_either`]);
+    /// one that does not (one of many partitions a query reads) never
+    /// enters the cache, so it cannot evict the hot partitions.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when storage cannot be read.
+    pub(crate) fn peek(
+        &self,
+        db: &DbInner,
+        key: &PartitionKey,
+        admits: bool,
+    ) -> Result<Arc<PartitionState>> {
+        if !db.storage.keeps_documents() {
+            // Memory is the only copy: nothing to read, nothing to create.
+            return Ok(self.find(key).map(|p| p.snapshot()).unwrap_or_default());
+        }
+        let partition = self.partition(db, key.clone());
+        self.read_either(db, partition, admits, LogicalPartition::snapshot, |p| {
+            let state = self.read_state(db, key)?;
+            // Room to spare (nothing would be evicted for it): it stays.
+            let bytes = FOOTPRINT_PER_PARTITION + state.footprint();
+            if !db.cache.has_room(bytes) {
+                return Ok(Arc::new(state));
+            }
+            p.install(state);
+            db.cache.loaded();
+            if db.cache.charge(p, bytes) {
+                // Another thread took the room meanwhile.
+                db.evict();
+            }
+            Ok(p.snapshot())
+        })
+    }
+
+    /// The committed document `id` of one logical partition, read from
+    /// storage alone when the partition is not in memory (repeated reads
+    /// load it: see [`ContainerInner::read_either`]).
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when storage cannot be read.
+    pub(crate) fn read_document(
+        &self,
+        db: &DbInner,
+        key: &PartitionKey,
+        id: &str,
+    ) -> Result<Option<Document>> {
+        let in_memory =
+            |p: &LogicalPartition| p.snapshot().get(id).map(|slot| slot.document.clone());
+        if !db.storage.keeps_documents() {
+            return Ok(self.find(key).and_then(|p| in_memory(&p)));
+        }
+        let partition = self.partition(db, key.clone());
+        self.read_either(db, partition, true, in_memory, |_| {
+            let stored = db.storage.read_document(&self.meta.id, key, id)?;
+            Ok(stored.map(|d| d.document))
+        })
     }
 
     /// Sets `_rid`, `_self`, `_etag`, `_attachments` and `_ts` (to `ts`) on
@@ -483,26 +675,6 @@ impl ContainerInner {
             map.insert(key.to_owned(), new);
         }
         delta
-    }
-
-    pub(crate) fn load_document(
-        &self,
-        key: PartitionKey,
-        rid: u64,
-        size: usize,
-        document: Document,
-    ) {
-        let partition = self.partition(key);
-        let mut committed = partition.committed.write();
-        let id: Arc<str> = Arc::from(document.id());
-        Arc::make_mut(&mut committed).put(
-            id,
-            crate::partition::Slot {
-                rid,
-                size,
-                document,
-            },
-        );
     }
 }
 
@@ -689,43 +861,52 @@ impl Container {
         &self,
         partition_key: impl Into<PartitionKey>,
     ) -> Result<usize> {
-        let key = partition_key.into();
-        if self.inner.find_partition(&key).is_none() {
-            return Ok(0);
-        }
-        self.transaction(key, |txn| Ok::<_, Error>(txn.delete_all()))
+        self.transaction(partition_key.into(), |txn| Ok::<_, Error>(txn.delete_all()))
     }
 
     /// Deletes the expired documents of every logical partition now, each
     /// partition's in one transaction (deletes in the change log), and
-    /// returns how many. The database's background purge calls it; the
-    /// documents are invisible from the moment they expire either way.
+    /// returns how many. The documents are invisible from the moment they
+    /// expire either way.
     ///
     /// # Errors
     /// [`Error::LockTimeout`], [`Error::ReadOnly`], storage errors.
     pub fn purge_expired(&self) -> Result<usize> {
+        Ok(self.purge_expired_after(None, usize::MAX)?.0)
+    }
+
+    /// [`Container::purge_expired`] for at most `max` logical partitions,
+    /// those whose keys follow `after` in key order: the database's
+    /// background purge goes through a large container a slice at a time.
+    /// Returns how many documents it deleted and the last key it visited
+    /// (`None` once it reached the end).
+    pub(crate) fn purge_expired_after(
+        &self,
+        after: Option<&PartitionKey>,
+        max: usize,
+    ) -> Result<(usize, Option<PartitionKey>)> {
         let Some(expiry) = self.inner.expiry(|| self.db.now_secs()) else {
-            return Ok(0);
+            return Ok((0, None));
         };
-        let partitions: Vec<Arc<LogicalPartition>> = self
-            .inner
-            .physical
-            .iter()
-            .flat_map(|physical| physical.read().values().cloned().collect::<Vec<_>>())
-            .collect();
+        let keys = self.partition_keys()?;
+        let start = after.map_or(0, |after| keys.partition_point(|k| k <= after));
+        let slice = &keys[start..];
         let mut purged = 0;
-        for partition in partitions {
-            let any = partition
-                .snapshot()
+        // In memory or not: the ones in storage are read without entering
+        // the cache.
+        for key in slice.iter().take(max) {
+            let any = self
+                .inner
+                .peek(&self.db, key, false)?
                 .documents()
                 .any(|doc| expiry.expired(doc.value()));
             if any {
-                purged += self.transaction(partition.key.clone(), |txn| {
-                    Ok::<_, Error>(txn.purge_expired())
-                })?;
+                purged +=
+                    self.transaction(key.clone(), |txn| Ok::<_, Error>(txn.purge_expired()))?;
             }
         }
-        Ok(purged)
+        let last = (slice.len() > max).then(|| slice[max - 1].clone());
+        Ok((purged, last))
     }
 
     /// The container's resource id (`_rid`), the collection segment of its
@@ -863,10 +1044,9 @@ impl Container {
     pub fn read_item(&self, partition_key: impl Into<PartitionKey>, id: &str) -> Result<Document> {
         let key = self.inner.full_key(partition_key.into())?;
         let expiry = self.inner.expiry(|| self.db.now_secs());
-        self.snapshot(&key)
-            .get(id)
-            .filter(|slot| expiry.is_none_or(|e| !e.expired(slot.document.value())))
-            .map(|slot| slot.document.clone())
+        self.inner
+            .read_document(&self.db, &key, id)?
+            .filter(|doc| expiry.is_none_or(|e| !e.expired(doc.value())))
             .ok_or_else(|| Error::NotFound {
                 container: self.inner.meta.id.clone(),
                 partition_key: key,
@@ -890,7 +1070,7 @@ impl Container {
             return Ok(None);
         };
         Ok(self
-            .snapshot(&key)
+            .snapshot(&key)?
             .get_by_rid(rid)
             .map(|slot| slot.document.id().to_owned()))
     }
@@ -955,14 +1135,15 @@ impl Container {
             // prefix merge into one state in rid order, and the feed's rid
             // continuation works unchanged.
             let mut merged = PartitionState::default();
-            for partition in self.partitions_under(&key) {
+            for partition in self.partitions_under(&key)? {
                 for slot in partition.scan_after(None) {
                     merged.put(Arc::from(slot.document.id()), slot.clone());
                 }
             }
             Arc::new(merged)
         } else {
-            self.snapshot(&key)
+            // A use of this partition: read again, it enters the cache.
+            self.inner.peek(&self.db, &key, true)?
         };
         let expiry = self.inner.expiry(|| self.db.now_secs());
         let (items, continuation, _bytes) = feed_page(
@@ -978,12 +1159,16 @@ impl Container {
     }
 
     /// Snapshots of the logical partitions whose key starts with `prefix`
-    /// (as [`ContainerInner::scoped_key`] spells it), in key order.
-    pub(crate) fn partitions_under(&self, prefix: &PartitionKey) -> Vec<Arc<PartitionState>> {
-        self.partition_keys()
+    /// (as [`ContainerInner::scoped_key`] spells it), in key order; those
+    /// not in memory are read without entering the cache.
+    pub(crate) fn partitions_under(
+        &self,
+        prefix: &PartitionKey,
+    ) -> Result<Vec<Arc<PartitionState>>> {
+        self.partition_keys()?
             .into_iter()
             .filter(|k| k.starts_with(prefix))
-            .map(|k| self.snapshot(&k))
+            .map(|k| self.inner.peek(&self.db, &k, false))
             .collect()
     }
 
@@ -999,38 +1184,48 @@ impl Container {
     ) -> Result<Vec<PartitionKey>> {
         let prefix = self.inner.scoped_key(partition_key.into())?;
         Ok(self
-            .partition_keys()
+            .partition_keys()?
             .into_iter()
             .filter(|k| k.starts_with(&prefix))
             .collect())
     }
 
-    /// A consistent snapshot of one logical partition's committed documents.
-    pub fn snapshot(&self, partition_key: &PartitionKey) -> Arc<PartitionState> {
-        self.inner
-            .find_partition(partition_key)
-            .map(|p| p.snapshot())
-            .unwrap_or_default()
+    /// A consistent snapshot of one logical partition's committed
+    /// documents: from memory when the partition is in the cache, otherwise
+    /// read from storage without entering it (reading every partition must
+    /// not evict the ones transactions use).
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when storage cannot be read.
+    pub fn snapshot(&self, partition_key: &PartitionKey) -> Result<Arc<PartitionState>> {
+        self.inner.peek(&self.db, partition_key, false)
     }
 
     /// The keys of the logical partitions that hold at least one document,
-    /// in ascending order.
-    pub fn partition_keys(&self) -> Vec<PartitionKey> {
-        let mut keys: Vec<PartitionKey> = self
-            .inner
-            .physical
-            .iter()
-            .flat_map(|physical| {
-                physical
-                    .read()
-                    .values()
-                    .filter(|p| !p.snapshot().is_empty())
-                    .map(|p| p.key.clone())
-                    .collect::<Vec<_>>()
-            })
-            .collect();
+    /// in ascending order, whether they are in memory or not.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when storage cannot be read.
+    pub fn partition_keys(&self) -> Result<Vec<PartitionKey>> {
+        let mut keys: Vec<PartitionKey> = if self.db.storage.keeps_documents() {
+            // Every committed document is in storage.
+            self.db.storage.partition_keys(&self.inner.meta.id)?
+        } else {
+            self.inner
+                .physical
+                .iter()
+                .flat_map(|physical| {
+                    physical
+                        .read()
+                        .values()
+                        .filter(|p| !p.snapshot().is_empty())
+                        .map(|p| p.key.clone())
+                        .collect::<Vec<_>>()
+                })
+                .collect()
+        };
         keys.sort();
-        keys
+        Ok(keys)
     }
 
     /// The change log after `after`, in LSN order: up to `max_changes`

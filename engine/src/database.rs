@@ -14,8 +14,9 @@
 //! partition map → a partition's `writer` → its `committed` state → the
 //! storage's own locks. Only `writer` is held for longer than a map lookup.
 //!
-//! Start-up loads every container and document into memory: the data set
-//! must fit in memory (a non-goal to lift later).
+//! Start-up reads the containers and their scripts, never documents: a
+//! logical partition is read into the partition cache ([`crate::cache`])
+//! when it is first needed, and evicted when the cache needs its room.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -26,8 +27,9 @@ use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
+use crate::cache::{Cache, CacheStats};
 use crate::clock::Clock;
-use host_api::PartitionKeyPath;
+use host_api::{PartitionKey, PartitionKeyPath};
 
 use crate::container::{Container, ContainerInner, ContainerProperties};
 use crate::document::validate_id;
@@ -62,6 +64,12 @@ pub struct Options {
     /// first such container). `None`: never; call
     /// [`Database::purge_expired`]. Expired items are invisible either way.
     pub purge_interval: Option<Duration>,
+    /// Durable: how much memory, in bytes, the logical partitions kept in
+    /// memory may take (an estimate: see [`Database::cache_stats`]); the
+    /// least recently used are evicted beyond it, and read from storage
+    /// again when needed. The default is a quarter of the machine's memory.
+    /// In memory, every partition stays (memory is the only copy).
+    pub cache_bytes: usize,
 }
 
 impl Default for Options {
@@ -72,12 +80,15 @@ impl Default for Options {
             checkpoint_pages: crate::storage::CHECKPOINT_PAGES,
             clock: Clock::system(),
             purge_interval: Some(Duration::from_secs(1)),
+            cache_bytes: crate::cache::default_budget(),
         }
     }
 }
 
 pub(crate) struct DbInner {
     pub(crate) storage: Box<dyn Storage>,
+    /// Which logical partitions are in memory.
+    pub(crate) cache: Cache,
     containers: RwLock<HashMap<String, Arc<ContainerInner>>>,
     pub(crate) options: Options,
     failed: AtomicBool,
@@ -113,6 +124,46 @@ impl DbInner {
             err => Error::after_failure(err).to_string(),
         };
         self.refuse_writes(reason);
+    }
+
+    /// Evicts the least recently used logical partitions nobody holds
+    /// until the cache is at three quarters of its budget, unless it is
+    /// within budget or another thread is at it (see [`crate::cache`]).
+    pub(crate) fn evict(&self) {
+        let Some(target) = self.cache.begin_pass() else {
+            return;
+        };
+        let containers: Vec<Arc<ContainerInner>> =
+            self.containers.read().values().cloned().collect();
+        let mut candidates = Vec::new();
+        for (c, container) in containers.iter().enumerate() {
+            for (m, map) in container.physical.iter().enumerate() {
+                for (key, partition) in map.read().iter() {
+                    if Arc::strong_count(partition) == 1 && !partition.is_pinned() {
+                        let used = partition.used.load(Ordering::Relaxed);
+                        candidates.push((used, c, m, key.clone()));
+                    }
+                }
+            }
+        }
+        candidates.sort_unstable_by_key(|&(used, ..)| used);
+        for (_, c, m, key) in candidates {
+            if self.cache.used() <= target {
+                break;
+            }
+            let mut map = containers[c].physical[m].write();
+            // Still nobody's but the map's: nobody can take it while the
+            // map is locked.
+            if map
+                .get(&key)
+                .is_some_and(|p| Arc::strong_count(p) == 1 && !p.is_pinned())
+                && let Some(partition) = map.remove(&key)
+            {
+                drop(map);
+                self.cache.release(&partition, true);
+            }
+        }
+        self.cache.end_pass();
     }
 
     /// Refuses every later write with 503 and `reason` (the first reason
@@ -182,6 +233,13 @@ impl Database {
         self.inner.dir.as_deref()
     }
 
+    /// What the partition cache holds and has done: its budget, the
+    /// estimated bytes of the partitions in memory, how many partitions
+    /// were read from storage and how many evicted.
+    pub fn cache_stats(&self) -> CacheStats {
+        self.inner.cache.stats()
+    }
+
     /// The options the database was opened with.
     pub fn options(&self) -> &Options {
         &self.inner.options
@@ -211,12 +269,11 @@ impl Database {
                     .write()
                     .insert((script.kind, script.id.clone()), Arc::new(script));
             }
-            for doc in loaded.documents {
-                container.load_document(doc.partition_key, doc.rid, doc.size, doc.document);
-            }
             containers.insert(container.meta.id.clone(), Arc::new(container));
         }
+        let budget = storage.keeps_documents().then_some(options.cache_bytes);
         let inner = DbInner {
+            cache: Cache::new(budget),
             storage,
             containers: RwLock::new(containers),
             options,
@@ -380,6 +437,14 @@ impl Database {
                 .inspect_err(|e| self.inner.mark_failed(e))
         })?;
         containers.remove(id);
+        drop(containers);
+        // Its partitions leave the cache (handles kept by callers keep what
+        // they hold, uncounted).
+        for map in &container.physical {
+            for (_, partition) in map.write().drain() {
+                self.inner.cache.release(&partition, false);
+            }
+        }
         Ok(())
     }
 
@@ -408,6 +473,18 @@ impl Database {
     /// # Errors
     /// [`Error::LockTimeout`], [`Error::ReadOnly`], storage errors.
     pub fn purge_expired(&self) -> Result<usize> {
+        self.purge_slice(&mut HashMap::new(), usize::MAX)
+    }
+
+    /// One pass of the background purge: in each container, at most
+    /// `max` logical partitions, from where its cursor in `cursors` says
+    /// the last pass stopped (so a large store is purged a slice per pass,
+    /// not read whole every second).
+    fn purge_slice(
+        &self,
+        cursors: &mut HashMap<String, PartitionKey>,
+        max: usize,
+    ) -> Result<usize> {
         self.inner.check_writable()?;
         let containers: Vec<Arc<ContainerInner>> =
             self.inner.containers.read().values().cloned().collect();
@@ -417,10 +494,19 @@ impl Database {
                 db: self.inner.clone(),
                 inner,
             };
-            match container.purge_expired() {
-                Ok(n) => purged += n,
+            let id = container.id().to_owned();
+            match container.purge_expired_after(cursors.get(&id), max) {
+                Ok((n, last)) => {
+                    purged += n;
+                    match last {
+                        Some(key) => cursors.insert(id, key),
+                        None => cursors.remove(&id),
+                    };
+                }
                 // Deleted meanwhile: nothing left to purge.
-                Err(Error::ContainerNotFound(_)) => {}
+                Err(Error::ContainerNotFound(_)) => {
+                    cursors.remove(&id);
+                }
                 Err(e) => return Err(e),
             }
         }
@@ -486,7 +572,12 @@ pub(crate) fn start_purger(db: &Arc<DbInner>) {
     });
 }
 
+/// How many logical partitions of a container one pass of the background
+/// purge visits.
+const PURGE_PARTITIONS_PER_PASS: usize = 256;
+
 fn run_purger(db: &Weak<DbInner>, stop: &(Mutex<bool>, Condvar), interval: Duration) {
+    let mut cursors = HashMap::new();
     loop {
         {
             let mut stopped = stop.0.lock();
@@ -500,7 +591,7 @@ fn run_purger(db: &Weak<DbInner>, stop: &(Mutex<bool>, Condvar), interval: Durat
         let Some(inner) = db.upgrade() else { return };
         // A failure (a busy partition, a read-only store) is retried at the
         // next pass; expired items are invisible meanwhile.
-        let _ = Database { inner }.purge_expired();
+        let _ = Database { inner }.purge_slice(&mut cursors, PURGE_PARTITIONS_PER_PASS);
     }
 }
 

@@ -34,6 +34,7 @@
 //! memory. Queries use Cosmos DB's SQL dialect ([`query`], [`Container::query_items`]).
 
 pub mod batch;
+mod cache;
 mod clock;
 mod collection;
 mod container;
@@ -53,6 +54,7 @@ mod txn;
 pub use batch::{
     BatchOperation, BatchOperationKind, BatchOperationResult, BatchResponse, MAX_BATCH_OPERATIONS,
 };
+pub use cache::CacheStats;
 pub use clock::{Clock, ManualClock};
 pub use collection::QueryItemsOptions;
 pub use container::{Container, ContainerProperties, DATABASE_ID, FeedOptions, FeedPage};

@@ -68,6 +68,7 @@
 //! not unlock on drop: more unsafe code for no speed.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use host_api::PartitionKey;
@@ -92,6 +93,8 @@ pub(crate) struct Slot {
 /// published; cloning is O(1).
 #[derive(Clone, Default)]
 pub struct PartitionState {
+    /// The serialized size of the documents, in bytes.
+    bytes: usize,
     by_rid: OrdMap<u64, Slot>,
     /// foldhash (seeded per process), not SipHash: ids are hashed several
     /// times per transaction, and this map only serves one partition.
@@ -117,20 +120,26 @@ impl PartitionState {
                 self.by_id.remove(existing.document.id());
                 self.by_id.insert(id, slot.rid);
             }
+            self.bytes = self.bytes - existing.size + slot.size;
             *existing = slot;
             return;
         }
         // A new rid for an existing id (deleted and re-created in one
         // transaction): the old entry goes.
-        if let Some(old_rid) = self.by_id.insert(id, slot.rid) {
-            self.by_rid.remove(&old_rid);
+        if let Some(old_rid) = self.by_id.insert(id, slot.rid)
+            && let Some(old) = self.by_rid.remove(&old_rid)
+        {
+            self.bytes -= old.size;
         }
+        self.bytes += slot.size;
         self.by_rid.insert(slot.rid, slot);
     }
 
     pub(crate) fn remove(&mut self, id: &str) {
-        if let Some(rid) = self.by_id.remove(id) {
-            self.by_rid.remove(&rid);
+        if let Some(rid) = self.by_id.remove(id)
+            && let Some(old) = self.by_rid.remove(&rid)
+        {
+            self.bytes -= old.size;
         }
     }
 
@@ -154,7 +163,15 @@ impl PartitionState {
 
     /// The serialized size of its documents, in bytes.
     pub fn size(&self) -> usize {
-        self.by_rid.values().map(|slot| slot.size).sum()
+        self.bytes
+    }
+
+    /// An estimate of the memory the partition's documents take, in bytes:
+    /// what the partition cache counts. A parsed document takes several
+    /// times its text (a map node per member, an allocation per string),
+    /// and each entry of the two maps some more.
+    pub(crate) fn footprint(&self) -> usize {
+        self.bytes * FOOTPRINT_PER_BYTE + self.by_rid.len() * FOOTPRINT_PER_DOCUMENT
     }
 
     /// The documents in insertion (rid) order.
@@ -163,28 +180,94 @@ impl PartitionState {
     }
 }
 
+/// Memory per byte of a document's text, for [`PartitionState::footprint`].
+/// With [`FOOTPRINT_PER_DOCUMENT`], 2.8 KB for a document of 200 bytes
+/// (about 400 with its system properties): a process holding 1,000,000 of
+/// them in memory had a resident size of 2,840 MB (`partita-store-bench`).
+const FOOTPRINT_PER_BYTE: usize = 4;
+
+/// Memory per document beside its text, for [`PartitionState::footprint`].
+const FOOTPRINT_PER_DOCUMENT: usize = 1_200;
+
+/// What the partition cache counts for a partition entry itself (its key,
+/// locks and map slot), loaded or not.
+pub(crate) const FOOTPRINT_PER_PARTITION: usize = 512;
+
 /// One logical partition: its key, its writer lock and its committed state.
+///
+/// A partition is in its physical partition's map while it is in the
+/// cache; its documents are read from storage the first time they are
+/// needed (`loaded`), and the cache drops the whole entry when nobody holds
+/// it. So a partition never has two entries, and no transaction, load or
+/// read of storage on it is under way when it leaves.
 pub(crate) struct LogicalPartition {
     pub(crate) key: PartitionKey,
     /// Held by the open read-write transaction, for its whole life (or
     /// until a writer takes it over from a transaction past its deadline).
     pub(crate) writer: Arc<WriterLock>,
-    /// The last committed state.
+    /// The last committed state (empty until `loaded`).
     pub(crate) committed: RwLock<Arc<PartitionState>>,
+    /// Whether `committed` holds the partition's documents: set once they
+    /// are read from storage, or from the start over a storage that keeps
+    /// no documents (everything is in memory).
+    loaded: AtomicBool,
+    /// Held while the documents are read from storage, to load them or to
+    /// read them without loading: a transaction cannot begin on a partition
+    /// that is not loaded, so no commit is under way meanwhile.
+    pub(crate) loading: Mutex<()>,
+    /// Reads of it while it was not loaded, which admit it to the cache
+    /// from the second on.
+    pub(crate) reads: AtomicU32,
+    /// Never evicted (see [`LogicalPartition::pin`]).
+    pinned: AtomicBool,
+    /// What the cache counts for it, in bytes.
+    pub(crate) charged: AtomicUsize,
+    /// The cache's epoch when it was last used: eviction takes the oldest.
+    pub(crate) used: AtomicU64,
 }
 
 impl LogicalPartition {
-    pub(crate) fn new(key: PartitionKey) -> LogicalPartition {
+    pub(crate) fn new(key: PartitionKey, loaded: bool) -> LogicalPartition {
         LogicalPartition {
             key,
             writer: Arc::new(WriterLock::default()),
             committed: RwLock::new(Arc::default()),
+            loaded: AtomicBool::new(loaded),
+            loading: Mutex::new(()),
+            reads: AtomicU32::new(0),
+            pinned: AtomicBool::new(false),
+            charged: AtomicUsize::new(0),
+            used: AtomicU64::new(0),
         }
     }
 
     /// The current committed snapshot.
     pub(crate) fn snapshot(&self) -> Arc<PartitionState> {
         self.committed.read().clone()
+    }
+
+    /// Whether the documents are in memory.
+    pub(crate) fn is_loaded(&self) -> bool {
+        self.loaded.load(Ordering::Acquire)
+    }
+
+    /// Keeps the partition in memory for good: a commit on it failed and
+    /// may have reached storage unacknowledged, so storage is no longer
+    /// what readers should see of it (until a restart makes it the truth).
+    pub(crate) fn pin(&self) {
+        self.pinned.store(true, Ordering::Release);
+    }
+
+    /// Whether eviction must leave it.
+    pub(crate) fn is_pinned(&self) -> bool {
+        self.pinned.load(Ordering::Acquire)
+    }
+
+    /// Installs the documents read from storage; the caller holds
+    /// `loading`.
+    pub(crate) fn install(&self, state: PartitionState) {
+        *self.committed.write() = Arc::new(state);
+        self.loaded.store(true, Ordering::Release);
     }
 }
 

@@ -656,7 +656,11 @@ mod database_tests {
             (purge[0].id.as_str(), purge[0].kind),
             ("short", ChangeKind::Delete)
         );
-        assert_eq!(c.snapshot(&"p".into()).len(), 2, "gone from storage");
+        assert_eq!(
+            c.snapshot(&"p".into()).unwrap().len(),
+            2,
+            "gone from storage"
+        );
         assert_eq!(db.purge_expired().unwrap(), 0);
 
         clock.advance(Duration::from_secs(90));
@@ -838,7 +842,7 @@ mod database_tests {
                 .iter()
                 .all(|ch| ch.kind == ChangeKind::Delete && ch.lsn == changes[0].lsn)
         );
-        assert!(c.snapshot(&"p".into()).is_empty());
+        assert!(c.snapshot(&"p".into()).unwrap().is_empty());
         assert!(c.read_item("q", "a").is_ok());
         assert_eq!(c.delete_all_items_by_partition_key("nobody").unwrap(), 0);
         assert_eq!(c.delete_all_items_by_partition_key("p").unwrap(), 0);
@@ -861,7 +865,7 @@ mod database_tests {
         clock.advance(Duration::from_secs(1));
         // Polls with a ceiling, never a timing assertion.
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        while !c.snapshot(&"p".into()).is_empty() {
+        while !c.snapshot(&"p".into()).unwrap().is_empty() {
             assert!(std::time::Instant::now() < deadline, "never purged");
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -870,6 +874,43 @@ mod database_tests {
             (changes[0].id.as_str(), changes[0].kind),
             ("a", ChangeKind::Delete)
         );
+    }
+
+    #[test]
+    fn the_purge_goes_through_a_container_a_slice_at_a_time() {
+        let clock = ManualClock::new(UNIX_EPOCH + Duration::from_secs(1_000_000));
+        let options = Options {
+            clock: clock.clock(),
+            purge_interval: None,
+            ..Options::default()
+        };
+        let db = Database::with_storage(Box::new(MemoryStorage::new()), options).unwrap();
+        let c = db
+            .create_container_with(ContainerProperties::new("c", "/pk").with_default_ttl(1))
+            .unwrap();
+        for p in 0..10 {
+            for id in ["a", "b"] {
+                c.create_item(
+                    format!("p{p}"),
+                    json!({"id": id, "pk": format!("p{p}")}),
+                    None,
+                )
+                .unwrap();
+            }
+        }
+        clock.advance(Duration::from_secs(1));
+        let (mut cursor, mut slices, mut purged) = (None, 0, 0);
+        loop {
+            let (n, last) = c.purge_expired_after(cursor.as_ref(), 4).unwrap();
+            purged += n;
+            slices += 1;
+            match last {
+                Some(key) => cursor = Some(key),
+                None => break,
+            }
+        }
+        assert_eq!((slices, purged), (3, 20));
+        assert!(c.partition_keys().unwrap().is_empty());
     }
 
     #[test]

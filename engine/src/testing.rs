@@ -43,11 +43,12 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use host_api::ScriptKind;
+use host_api::{PartitionKey, ScriptKind};
 
 use crate::error::{Error, Result};
 use crate::storage::{
-    Change, CommitRecord, ContainerMeta, LoadedContainer, Lsn, ScriptRecord, SqliteStorage, Storage,
+    Change, CommitRecord, ContainerMeta, LoadedContainer, LoadedDocument, Lsn, ScriptRecord,
+    SqliteStorage, Storage,
 };
 
 /// Where an injected commit failure happens.
@@ -260,6 +261,31 @@ impl<S: Storage> Storage for FaultyStorage<S> {
 
     fn read_changes(&self, container: &str, after: Lsn, max_changes: usize) -> Result<Vec<Change>> {
         self.inner.read_changes(container, after, max_changes)
+    }
+
+    fn keeps_documents(&self) -> bool {
+        self.inner.keeps_documents()
+    }
+
+    fn read_partition(
+        &self,
+        container: &str,
+        partition_key: &PartitionKey,
+    ) -> Result<Vec<LoadedDocument>> {
+        self.inner.read_partition(container, partition_key)
+    }
+
+    fn read_document(
+        &self,
+        container: &str,
+        partition_key: &PartitionKey,
+        id: &str,
+    ) -> Result<Option<LoadedDocument>> {
+        self.inner.read_document(container, partition_key, id)
+    }
+
+    fn partition_keys(&self, container: &str) -> Result<Vec<PartitionKey>> {
+        self.inner.partition_keys(container)
     }
 
     fn wants_text(&self) -> bool {

@@ -52,7 +52,9 @@ use crate::document::{
     Document, MAX_DOCUMENT_SIZE, MAX_NESTING, checked_len, drop_deep, validate_id,
 };
 use crate::error::{Error, Result};
-use crate::partition::{LogicalPartition, PartitionState, Slot, WriterLock};
+use crate::partition::{
+    FOOTPRINT_PER_PARTITION, LogicalPartition, PartitionState, Slot, WriterLock,
+};
 use crate::patch::Patch;
 use crate::query::Udf;
 use crate::settings::Expiry;
@@ -200,7 +202,7 @@ impl Txn {
                 )));
             }
         }
-        let partition = container.partition(key);
+        let partition = container.loaded_partition(&db, key)?;
         let timeout = db.options.lock_timeout;
         let Some(generation) = partition.writer.acquire(timeout, deadline) else {
             return Err(Error::LockTimeout {
@@ -698,10 +700,13 @@ impl Txn {
             changes,
         };
         let alive = container.alive()?;
-        let lsn = db
-            .storage
-            .commit(record)
-            .inspect_err(|err| db.mark_failed(err))?;
+        let lsn = db.storage.commit(record).inspect_err(|err| {
+            db.mark_failed(err);
+            // The record may have reached storage without being
+            // acknowledged: reads go on showing what was, so the partition
+            // never leaves memory to be read back with it.
+            partition.pin();
+        })?;
         drop(alive);
         // Drop our reference to the old state first, so that when no reader
         // holds it either, the new state is built in place.
@@ -713,6 +718,13 @@ impl Txn {
                 Some(slot) => state.put(write.id, slot),
                 None => state.remove(&write.id),
             }
+        }
+        let footprint = FOOTPRINT_PER_PARTITION + state.footprint();
+        drop(committed);
+        drop(_lease);
+        if db.cache.bounded() && db.cache.charge(&partition, footprint) {
+            // Not this partition: the Arc held here keeps it.
+            db.evict();
         }
         Ok(Some(lsn))
     }

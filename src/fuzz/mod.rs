@@ -626,6 +626,9 @@ fn open_fuzz_db(dir: &Path) -> Result<Database, engine::Error> {
         Box::new(CrashStorage::new(storage)),
         Options {
             durability: Durability::None,
+            // No room: a partition is evicted once no call holds it, so
+            // calls also run on partitions read back from storage.
+            cache_bytes: 0,
             ..Options::default()
         },
     )
@@ -674,7 +677,7 @@ fn run_once(
     }
     let mut expected = HashMap::new();
     for pk in &config.partition_keys {
-        expected.insert(pk.clone(), (0, documents(&container, pk)));
+        expected.insert(pk.clone(), (0, documents(&container, pk)?));
     }
     drop(container);
     let shared = Shared {
@@ -720,7 +723,7 @@ fn run_once(
         let db = shared.db.read();
         let container = db.container(CONTAINER)?;
         for (pk, (_, state)) in shared.expected.lock().iter() {
-            let now = documents(&container, pk);
+            let now = documents(&container, pk)?;
             if &now != state {
                 report.violation = Some(Violation {
                     call: report.calls.saturating_sub(1),
@@ -793,7 +796,7 @@ fn recover(shared: &Shared<'_>) -> Result<Option<Violation>, FuzzError> {
     let mut expected = shared.expected.lock();
     let mut found = None;
     for pk in &shared.config.partition_keys {
-        let now = documents(&container, pk);
+        let now = documents(&container, pk)?;
         let crash = crashes.iter().find(|c| &c.pk == pk);
         let want: &[Value] = match crash {
             Some(Crash {
@@ -839,12 +842,12 @@ struct CallOutcome {
 }
 
 /// The partition's documents with system properties, in storage order.
-fn documents(container: &Container, pk: &PartitionKey) -> Vec<Value> {
-    container
-        .snapshot(pk)
+fn documents(container: &Container, pk: &PartitionKey) -> Result<Vec<Value>, engine::Error> {
+    Ok(container
+        .snapshot(pk)?
         .documents()
         .map(|d| d.value().clone())
-        .collect()
+        .collect())
 }
 
 /// A document without the system properties a second run assigns anew.
@@ -1274,12 +1277,20 @@ fn settle(
                 }
             }
             if shared.config.concurrency <= 1 || shared.calls == 1 {
-                let published = documents(&call.container, &call.pk);
+                let (published, message) = match documents(&call.container, &call.pk) {
+                    Ok(published) => (
+                        published,
+                        "the published partition differs from what the call committed".to_owned(),
+                    ),
+                    Err(e) => (
+                        Vec::new(),
+                        format!("the published partition cannot be read: {e}"),
+                    ),
+                };
                 if published != post {
                     return Settled::LostCommit(Violation {
                         kind: "lost_commit",
-                        message: "the published partition differs from what the call committed"
-                            .into(),
+                        message,
                         state: published.iter().map(strip).collect(),
                         ..base.clone()
                     });

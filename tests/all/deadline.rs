@@ -14,9 +14,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use engine::storage::{
-    Change, CommitRecord, ContainerMeta, LoadedContainer, Lsn, MemoryStorage, ScriptRecord, Storage,
+    Change, CommitRecord, ContainerMeta, LoadedContainer, LoadedDocument, Lsn, MemoryStorage,
+    ScriptRecord, Storage,
 };
-use engine::{Database, Error, Options, ScriptKind};
+use engine::{Database, Error, Options, PartitionKey, ScriptKind};
 use serde_json::json;
 
 type Result<T = ()> = anyhow::Result<T>;
@@ -189,6 +190,27 @@ impl Storage for GatedStorage {
         max_changes: usize,
     ) -> engine::Result<Vec<Change>> {
         self.inner.read_changes(container, after, max_changes)
+    }
+    fn keeps_documents(&self) -> bool {
+        self.inner.keeps_documents()
+    }
+    fn read_partition(
+        &self,
+        container: &str,
+        partition_key: &PartitionKey,
+    ) -> engine::Result<Vec<LoadedDocument>> {
+        self.inner.read_partition(container, partition_key)
+    }
+    fn read_document(
+        &self,
+        container: &str,
+        partition_key: &PartitionKey,
+        id: &str,
+    ) -> engine::Result<Option<LoadedDocument>> {
+        self.inner.read_document(container, partition_key, id)
+    }
+    fn partition_keys(&self, container: &str) -> engine::Result<Vec<PartitionKey>> {
+        self.inner.partition_keys(container)
     }
     fn wants_text(&self) -> bool {
         self.inner.wants_text()

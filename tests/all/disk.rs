@@ -271,9 +271,14 @@ fn check_writable_again(db: &Database, acked: &[String]) -> anyhow::Result<()> {
 /// The database in `dir` on the small disk (still full).
 fn open_full(dir: &Path) -> anyhow::Result<Database> {
     let storage = sqlite_on_small_disk(&dir.join(engine::DATA_FILE), PAGES)?;
+    // No room in the partition cache: reads after a restart find the
+    // documents in storage, not in memory.
     Ok(Database::with_storage(
         Box::new(storage),
-        Options::default(),
+        Options {
+            cache_bytes: 0,
+            ..Options::default()
+        },
     )?)
 }
 

@@ -11,6 +11,7 @@
 mod support;
 
 mod batch;
+mod cache;
 mod change_feed;
 mod charge;
 mod collection;

@@ -85,7 +85,7 @@ fn workload_call(posts: &Container, i: usize) -> Result<(), u16> {
 
 /// The comments present in p1, and whether commentCount matches them.
 fn comments(posts: &Container) -> (Vec<String>, bool) {
-    let snapshot = posts.raw().snapshot(&"p1".into());
+    let snapshot = posts.raw().snapshot(&"p1".into()).expect("read p1");
     let mut ids: Vec<String> = snapshot
         .documents()
         .filter(|d| d.id() != "p1")

@@ -30,7 +30,7 @@ use std::io::Write;
 
 use anyhow::Context;
 use partita::{
-    BatchOperation, ContainerProperties, Database, FeedOptions, Patch, ScriptKind,
+    BatchOperation, ContainerProperties, Database, FeedOptions, Options, Patch, ScriptKind,
     ScriptProperties, TriggerOperation, TriggerType, WriteOptions,
 };
 use serde_json::json;
@@ -89,7 +89,15 @@ fn batch(container: &partita::Container, pk: &str, ops: Vec<BatchOperation>) -> 
 
 fn main() -> anyhow::Result<()> {
     let dir = std::env::args().nth(1).context("usage: crash-writer DIR")?;
-    let db = Database::open(&dir)?;
+    // No room in the partition cache: partitions are evicted and read back
+    // from storage (its pending documents too) between the crashes.
+    let db = Database::open_with(
+        &dir,
+        Options {
+            cache_bytes: 0,
+            ..Options::default()
+        },
+    )?;
     let container = match db.container("crash") {
         Ok(container) => container,
         Err(_) => {

@@ -57,7 +57,7 @@ pub fn post(post_id: &str, user_id: &str, seq: u64) -> Value {
 /// # Errors
 /// 404 when the post does not exist.
 pub fn comment_counts(posts: &Container, post_id: &str) -> Result<(i64, i64)> {
-    let snapshot = posts.raw().snapshot(&post_id.into());
+    let snapshot = posts.raw().snapshot(&post_id.into())?;
     let mut post_count = None;
     let mut comments = 0;
     for doc in snapshot.documents() {

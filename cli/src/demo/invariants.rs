@@ -26,8 +26,8 @@ fn for_each_document(
     container: &Container,
     mut f: impl FnMut(&Document) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
-    for key in container.partition_keys() {
-        for doc in container.raw().snapshot(&key).documents() {
+    for key in container.partition_keys()? {
+        for doc in container.raw().snapshot(&key)?.documents() {
             f(doc)?;
         }
     }
@@ -40,8 +40,8 @@ fn for_each_document(
 /// Names the first post whose counts are wrong.
 pub(crate) fn counts(posts: &Container) -> anyhow::Result<String> {
     let mut checked = 0;
-    for key in posts.partition_keys() {
-        let snapshot = posts.raw().snapshot(&key);
+    for key in posts.partition_keys()? {
+        let snapshot = posts.raw().snapshot(&key)?;
         let (mut post, mut comments, mut likes) = (None, 0, 0);
         for doc in snapshot.documents() {
             match doc["type"].as_str() {

@@ -307,7 +307,7 @@ impl Blog {
             .flatten()
         {
             ensure!(
-                container.partition_keys().is_empty(),
+                container.partition_keys()?.is_empty(),
                 "container {:?} already holds documents: the demo loads a fresh blog; remove the data directory or name another",
                 container.id()
             );

@@ -8,10 +8,11 @@ use std::collections::HashMap;
 
 use parking_lot::Mutex;
 
-use host_api::ScriptKind;
+use host_api::{PartitionKey, ScriptKind};
 
 use super::{
-    Change, ChangeKind, CommitRecord, ContainerMeta, LoadedContainer, Lsn, ScriptRecord, Storage,
+    Change, ChangeKind, CommitRecord, ContainerMeta, LoadedContainer, LoadedDocument, Lsn,
+    ScriptRecord, Storage,
 };
 use crate::document::{Document, now_secs};
 use crate::error::Result;
@@ -96,6 +97,31 @@ impl Storage for MemoryStorage {
             }));
         }
         Ok(res)
+    }
+
+    fn keeps_documents(&self) -> bool {
+        false
+    }
+
+    fn read_partition(
+        &self,
+        _container: &str,
+        _partition_key: &PartitionKey,
+    ) -> Result<Vec<LoadedDocument>> {
+        Ok(Vec::new())
+    }
+
+    fn read_document(
+        &self,
+        _container: &str,
+        _partition_key: &PartitionKey,
+        _id: &str,
+    ) -> Result<Option<LoadedDocument>> {
+        Ok(None)
+    }
+
+    fn partition_keys(&self, _container: &str) -> Result<Vec<PartitionKey>> {
+        Ok(Vec::new())
     }
 
     fn wants_text(&self) -> bool {

@@ -1,10 +1,12 @@
 //! Durable storage behind a narrow trait.
 //!
-//! The engine keeps every container's documents in memory and owns all
-//! concurrency (one writer per logical partition, readers on snapshots). A
-//! [`Storage`] only has to do three things: remember containers, make a
-//! committed transaction's *effects* durable atomically while appending them
-//! to the container's change log, and give everything back at start-up.
+//! The engine owns all concurrency (one writer per logical partition,
+//! readers on snapshots) and keeps a bounded cache of logical partitions
+//! in memory. A [`Storage`] has to do four things: remember containers,
+//! make a committed transaction's *effects* durable atomically while
+//! appending them to the container's change log, give the definitions back
+//! at start-up, and read a logical partition's documents (all of them, one,
+//! or which partitions hold any) when the engine asks.
 //!
 //! ```text
 //!   Txn::commit ──► Storage::commit(CommitRecord) ──► durable? ──► publish in memory
@@ -28,6 +30,11 @@
 //!   as durable, and never a part of a record;
 //! * an `Err` from `commit` means the record may or may not be durable; the
 //!   engine then refuses all further writes (it never retries);
+//! * `read_partition`, `read_document` and `partition_keys` see every
+//!   acknowledged commit; the engine calls them for a logical partition
+//!   only while no commit on it is in flight (it holds the partition's
+//!   load lock, which a transaction needs before it can begin), so they
+//!   never have to tell a written commit from an acknowledged one;
 //! * a store that cannot write when it is opened (a full disk, a read-only
 //!   file system, no permission) opens read-only rather than not at all,
 //!   with everything committed readable, and says why in
@@ -211,11 +218,9 @@ pub struct Change {
     pub ts: u64,
 }
 
-/// A document as loaded at start-up.
+/// A document as read back from the store.
 #[derive(Clone, Debug)]
 pub struct LoadedDocument {
-    /// The logical partition.
-    pub partition_key: PartitionKey,
     /// The document's resource id.
     pub rid: u64,
     /// The document, with system properties.
@@ -260,16 +265,14 @@ pub struct LoadedContainer {
     pub scripts: Vec<ScriptRecord>,
     /// The highest sequence number (rid or etag) it ever used; 0 if none.
     pub max_seq: u64,
-    /// Its documents, in no particular order.
-    pub documents: Vec<LoadedDocument>,
 }
 
 /// The durable store. See the module docs for the contract.
 pub trait Storage: Send + Sync {
-    /// Everything stored, for start-up: called once, right after the store
-    /// is opened and before any write (the SQLite store folds its log into
-    /// its document table while it runs, so a later call could miss
-    /// documents not yet folded).
+    /// The containers and their scripts, for start-up: called once, right
+    /// after the store is opened and before any write. Documents are read
+    /// later, a logical partition at a time, so this costs the same however
+    /// many there are.
     ///
     /// # Errors
     /// [`crate::Error::Storage`] when the store cannot be read.
@@ -324,6 +327,45 @@ pub trait Storage: Send + Sync {
     /// # Errors
     /// [`crate::Error::Storage`] when the log cannot be read.
     fn read_changes(&self, container: &str, after: Lsn, max_changes: usize) -> Result<Vec<Change>>;
+
+    /// Whether the store keeps documents and gives them back through
+    /// [`Storage::read_partition`], [`Storage::read_document`] and
+    /// [`Storage::partition_keys`]. A store that does not
+    /// ([`MemoryStorage`]) leaves them to the engine's memory, which then
+    /// keeps every partition and never evicts one.
+    fn keeps_documents(&self) -> bool;
+
+    /// Every committed document of the logical partition `partition_key`
+    /// of `container`, in no particular order.
+    ///
+    /// # Errors
+    /// [`crate::Error::Storage`] when the store cannot be read.
+    fn read_partition(
+        &self,
+        container: &str,
+        partition_key: &PartitionKey,
+    ) -> Result<Vec<LoadedDocument>>;
+
+    /// The committed document `id` of the logical partition
+    /// `partition_key` of `container`, if there is one.
+    ///
+    /// # Errors
+    /// [`crate::Error::Storage`] when the store cannot be read.
+    fn read_document(
+        &self,
+        container: &str,
+        partition_key: &PartitionKey,
+        id: &str,
+    ) -> Result<Option<LoadedDocument>>;
+
+    /// The keys of the logical partitions of `container` that hold at
+    /// least one committed document, in no particular order. Also called
+    /// while commits on other partitions are in flight: a partition whose
+    /// first commit is being written may be listed (and then read empty).
+    ///
+    /// # Errors
+    /// [`crate::Error::Storage`] when the store cannot be read.
+    fn partition_keys(&self, container: &str) -> Result<Vec<PartitionKey>>;
 
     /// Whether [`RecordChange::text`] should be filled in (the caller
     /// serializes documents anyway to check their size).

@@ -63,8 +63,10 @@
 //! fold in memory (latest version per document) and writes them into
 //! `docs` in one transaction, in key order, just before each checkpoint,
 //! when [`MAX_PENDING`] have gathered, and when the store closes. Opening
-//! first folds what the log holds past `folded` (what a crash left
-//! unfolded), then loads `docs`. So a transaction only appends to the end
+//! folds what the log holds past `folded` (what a crash left unfolded) and
+//! reads no document: the engine reads a logical partition from `docs`
+//! (one range of its index) when it needs it, with the pending documents
+//! of that partition laid over the rows. So a transaction only appends to the end
 //! of the log, instead of writing each document twice and dirtying the
 //! `docs` B-tree pages of unrelated partitions, and a hot document (a post
 //! whose comment count every comment bumps) reaches `docs` once per fold
@@ -79,7 +81,7 @@
 //! outcome of a failed fsync is unknown, and retrying it can silently lose
 //! data, so the store becomes read-only until it is reopened.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -89,7 +91,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use host_api::{PartitionKey, ScriptKind, TriggerOperation, TriggerType};
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, RwLock};
 use rusqlite::{Connection, OpenFlags, params};
 
 use super::{
@@ -168,7 +170,8 @@ CREATE TABLE IF NOT EXISTS scripts (
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS folded (
     container TEXT PRIMARY KEY,
-    lsn INTEGER NOT NULL
+    lsn INTEGER NOT NULL,
+    seq INTEGER
 );
 ";
 
@@ -217,6 +220,16 @@ fn create_schema(conn: &mut Connection, unfolded_store: bool) -> rusqlite::Resul
     if !has_settings {
         tx.execute_batch("ALTER TABLE containers ADD COLUMN settings TEXT NOT NULL DEFAULT '{}'")?;
     }
+    // Stores from before the folded sequence number: `NULL` until the next
+    // fold, read from the log meanwhile (`log_state`).
+    let has_seq: bool = tx.query_row(
+        "SELECT COUNT(*) > 0 FROM pragma_table_info('folded') WHERE name = 'seq'",
+        [],
+        |row| row.get(0),
+    )?;
+    if !has_seq {
+        tx.execute_batch("ALTER TABLE folded ADD COLUMN seq INTEGER")?;
+    }
     for (table, columns) in relaid {
         tx.execute_batch(&format!(
             "INSERT INTO {table} ({columns}) SELECT {columns} FROM {table}_old_layout; DROP TABLE {table}_old_layout;"
@@ -232,14 +245,23 @@ fn create_schema(conn: &mut Connection, unfolded_store: bool) -> rusqlite::Resul
 
 /// A document's latest committed state, not yet folded into `docs`:
 /// `None` for a delete.
+#[derive(Clone)]
 struct Pending {
     rid: u64,
     document: Option<(Document, Arc<str>)>,
 }
 
 /// Documents committed since the last fold, by (container, partition key
-/// as stored, id): ordered, so a fold writes `docs` in key order.
+/// as stored, id): ordered, so a fold writes `docs` in key order and a
+/// read finds one partition's in one range.
 type PendingDocs = BTreeMap<(Arc<str>, String, Arc<str>), Pending>;
+
+/// The pending documents, shared by the write side (which adds a batch's
+/// after it committed, and clears them after a fold committed) and the
+/// readers of partitions (which lay them over `docs`). A reader copies its
+/// partition's out before it reads `docs`, so a fold between the two
+/// only means it reads the same versions twice.
+type SharedPending = Arc<RwLock<PendingDocs>>;
 
 enum Request {
     Commit(CommitRecord, mpsc::SyncSender<Result<Lsn>>),
@@ -407,16 +429,15 @@ pub struct SqliteStorage {
     writer: Arc<Mutex<Option<Writer>>>,
     reader: Mutex<Connection>,
     shared: Arc<Shared>,
-    /// Set when the store opened read-only.
-    read_only: Option<ReadOnly>,
-}
-
-/// A store opened read-only: why, and the documents its log holds past
-/// the folded marks, which `load` lays over `docs` (folding them would
-/// write).
-struct ReadOnly {
-    reason: String,
-    unfolded: PendingDocs,
+    /// The documents committed since the last fold (for a store opened
+    /// read-only: those its log holds past the folded marks, which are
+    /// never folded, since folding would write).
+    pending: SharedPending,
+    /// Per container, the highest sequence number it used, as of the open
+    /// (for `load`).
+    max_seq: HashMap<String, u64>,
+    /// Why the store refuses writes, when it opened read-only.
+    read_only: Option<String>,
 }
 
 /// Why opening a store for writing failed: the error, and SQLite's code
@@ -625,14 +646,12 @@ impl SqliteStorage {
         writer
             .busy_timeout(Duration::from_secs(10))
             .map_err(|e| Error::storage("configure sqlite", e))?;
-        let next_lsn = max_per_container(
-            &writer,
-            "SELECT container, MAX(lsn) FROM changes GROUP BY container",
-        )?;
+        let (next_lsn, mut max_seq) = log_state(&writer)?;
         // Folds into `docs` what the log holds past each container's mark:
         // the commits a crash left unfolded.
-        let mut unfolded = unfolded(&writer, &next_lsn)?;
-        fold(&mut writer, &mut unfolded, &next_lsn).map_err(OpenFailure::sqlite("recover"))?;
+        let unfolded = Arc::new(RwLock::new(unfolded(&writer, &next_lsn, &mut max_seq)?));
+        fold(&mut writer, &unfolded, &next_lsn, &max_seq)
+            .map_err(OpenFailure::sqlite("recover"))?;
         // A write that reaches the disk, or the store opens read-only: an
         // unchanged header page still appends a frame to the log (a log
         // that has room from before is room to write in).
@@ -679,10 +698,12 @@ impl SqliteStorage {
             Durability::None => None,
         };
         let every = i64::from(checkpoint_pages);
+        let pending = SharedPending::default();
         let writer = Arc::new(Mutex::new(Some(Writer {
             conn: writer,
             next_lsn,
-            pending: PendingDocs::new(),
+            max_seq: max_seq.clone(),
+            pending: Arc::clone(&pending),
             wal_pages,
             every,
             next_checkpoint: every,
@@ -702,6 +723,8 @@ impl SqliteStorage {
             writer,
             reader: Mutex::new(reader),
             shared,
+            pending,
+            max_seq,
             read_only: None,
         })
     }
@@ -734,24 +757,23 @@ impl SqliteStorage {
         } else {
             Connection::open_with_flags(file_uri(path, "immutable=1"), flags).map_err(bad)?
         };
-        let next_lsn = max_per_container(
-            &reader,
-            "SELECT container, MAX(lsn) FROM changes GROUP BY container",
-        )?;
-        let unfolded = unfolded(&reader, &next_lsn)?;
+        let (next_lsn, mut max_seq) = log_state(&reader)?;
+        let unfolded = unfolded(&reader, &next_lsn, &mut max_seq)?;
         Ok(SqliteStorage {
             sender: None,
             committer: None,
             writer: Arc::new(Mutex::new(None)),
             reader: Mutex::new(reader),
             shared: Arc::new(Shared::new(next_lsn)),
-            read_only: Some(ReadOnly { reason, unfolded }),
+            pending: Arc::new(RwLock::new(unfolded)),
+            max_seq,
+            read_only: Some(reason),
         })
     }
 
     fn meta(&self, op: MetaOp) -> Result<()> {
-        if let Some(read_only) = &self.read_only {
-            return Err(Error::ReadOnly(read_only.reason.clone()));
+        if let Some(reason) = &self.read_only {
+            return Err(Error::ReadOnly(reason.clone()));
         }
         let (reply, receive) = mpsc::sync_channel(1);
         self.send(Request::Meta(op, reply));
@@ -831,86 +853,18 @@ impl Storage for SqliteStorage {
                     meta,
                     max_seq: 0,
                     scripts: Vec::new(),
-                    documents: Vec::new(),
                 })
             })
             .collect::<Result<_>>()?;
-        let max_seq = max_per_container(
-            &conn,
-            "SELECT container, MAX(seq) FROM changes GROUP BY container",
-        )?;
         let index: HashMap<String, usize> = containers
             .iter()
             .enumerate()
             .map(|(i, c)| (c.meta.id.clone(), i))
             .collect();
         for c in &mut containers {
-            c.max_seq = max_seq.get(&c.meta.id).copied().unwrap_or(0);
+            c.max_seq = self.max_seq.get(&c.meta.id).copied().unwrap_or(0);
         }
         load_scripts(&conn, &index, &mut containers)?;
-        // Read-only, the log's unfolded documents replace their rows.
-        let unfolded = self.read_only.as_ref().map(|r| &r.unfolded);
-        let mut stmt = conn
-            .prepare("SELECT container, pk, id, rid, body FROM docs")
-            .map_err(bad)?;
-        let mut rows = stmt.query([]).map_err(bad)?;
-        while let Some(row) = rows.next().map_err(bad)? {
-            let container: String = row.get(0).map_err(bad)?;
-            let pk: String = row.get(1).map_err(bad)?;
-            let id: String = row.get(2).map_err(bad)?;
-            if let Some(unfolded) = unfolded {
-                let key = (
-                    Arc::from(container.as_str()),
-                    pk.clone(),
-                    Arc::from(id.as_str()),
-                );
-                if unfolded.contains_key(&key) {
-                    continue;
-                }
-            }
-            let rid: i64 = row.get(3).map_err(bad)?;
-            let body: String = row.get(4).map_err(bad)?;
-            let corrupt = |what: &str| {
-                Error::Storage(format!(
-                    "corrupt row in docs: container {container:?}, pk {pk}, id {id:?}: {what}"
-                ))
-            };
-            let &i = index
-                .get(&container)
-                .ok_or_else(|| corrupt("unknown container"))?;
-            let partition_key = PartitionKey::parse(&pk).map_err(|e| corrupt(&e.to_string()))?;
-            let value: serde_json::Value =
-                serde_json::from_str(&body).map_err(|e| corrupt(&e.to_string()))?;
-            let c = &mut containers[i];
-            c.max_seq = c.max_seq.max(rid as u64);
-            c.documents.push(LoadedDocument {
-                partition_key,
-                rid: rid as u64,
-                size: body.len(),
-                document: Document::new(value),
-            });
-        }
-        for ((container, pk, id), doc) in unfolded.into_iter().flatten() {
-            let Some((document, text)) = &doc.document else {
-                continue;
-            };
-            let corrupt = |what: &str| {
-                Error::Storage(format!(
-                    "corrupt change log entry: container {container:?}, pk {pk}, id {id:?}: {what}"
-                ))
-            };
-            let &i = index
-                .get(&**container)
-                .ok_or_else(|| corrupt("unknown container"))?;
-            let c = &mut containers[i];
-            c.max_seq = c.max_seq.max(doc.rid);
-            c.documents.push(LoadedDocument {
-                partition_key: PartitionKey::parse(pk).map_err(|e| corrupt(&e.to_string()))?,
-                rid: doc.rid,
-                size: text.len(),
-                document: document.clone(),
-            });
-        }
         Ok(containers)
     }
 
@@ -939,8 +893,8 @@ impl Storage for SqliteStorage {
     }
 
     fn commit(&self, record: CommitRecord) -> Result<Lsn> {
-        if let Some(read_only) = &self.read_only {
-            return Err(Error::ReadOnly(read_only.reason.clone()));
+        if let Some(reason) = &self.read_only {
+            return Err(Error::ReadOnly(reason.clone()));
         }
         let (reply, receive) = mpsc::sync_channel(1);
         let request = Request::Commit(record, reply);
@@ -1023,26 +977,177 @@ impl Storage for SqliteStorage {
         Ok(res)
     }
 
+    fn keeps_documents(&self) -> bool {
+        true
+    }
+
+    fn read_partition(
+        &self,
+        container: &str,
+        partition_key: &PartitionKey,
+    ) -> Result<Vec<LoadedDocument>> {
+        let pk = partition_key.to_json_array();
+        // The pending documents first: a fold after this copy leaves the
+        // same versions in `docs`.
+        let overlay = pending_of(&self.pending.read(), container, &pk);
+        let conn = self.reader.lock();
+        let bad = |e: rusqlite::Error| Error::storage("read a partition", e);
+        let mut stmt = conn
+            .prepare_cached("SELECT id, rid, body FROM docs WHERE container = ?1 AND pk = ?2")
+            .map_err(bad)?;
+        let mut rows = stmt.query(params![container, pk]).map_err(bad)?;
+        let mut docs = Vec::new();
+        while let Some(row) = rows.next().map_err(bad)? {
+            let id = row
+                .get_ref(0)
+                .map_err(bad)?
+                .as_str()
+                .map_err(|e| bad(e.into()))?;
+            // `overlay` is in id order, as the pending map keeps it.
+            if overlay.binary_search_by(|(k, _)| (**k).cmp(id)).is_ok() {
+                continue;
+            }
+            let rid = row.get::<_, i64>(1).map_err(bad)? as u64;
+            let body = row
+                .get_ref(2)
+                .map_err(bad)?
+                .as_str()
+                .map_err(|e| bad(e.into()))?;
+            docs.push(parse_row(container, &pk, id, rid, body)?);
+        }
+        docs.extend(overlay.into_iter().filter_map(|(_, p)| p.loaded()));
+        Ok(docs)
+    }
+
+    fn read_document(
+        &self,
+        container: &str,
+        partition_key: &PartitionKey,
+        id: &str,
+    ) -> Result<Option<LoadedDocument>> {
+        let pk = partition_key.to_json_array();
+        let key = (Arc::from(container), pk, Arc::from(id));
+        if let Some(pending) = self.pending.read().get(&key) {
+            return Ok(pending.clone().loaded());
+        }
+        let pk = key.1;
+        let conn = self.reader.lock();
+        let bad = |e: rusqlite::Error| Error::storage("read a document", e);
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT rid, body FROM docs WHERE container = ?1 AND pk = ?2 AND id = ?3",
+            )
+            .map_err(bad)?;
+        let mut rows = stmt.query(params![container, pk, id]).map_err(bad)?;
+        let Some(row) = rows.next().map_err(bad)? else {
+            return Ok(None);
+        };
+        let rid = row.get::<_, i64>(0).map_err(bad)? as u64;
+        let body = row
+            .get_ref(1)
+            .map_err(bad)?
+            .as_str()
+            .map_err(|e| bad(e.into()))?;
+        parse_row(container, &pk, id, rid, body).map(Some)
+    }
+
+    fn partition_keys(&self, container: &str) -> Result<Vec<PartitionKey>> {
+        // From the pending documents: the partitions that gained or kept
+        // one, and the ids deleted from each.
+        let mut keys: BTreeSet<String> = BTreeSet::new();
+        let mut deleted: HashMap<String, Vec<Arc<str>>> = HashMap::new();
+        {
+            let pending = self.pending.read();
+            let start = (Arc::from(container), String::new(), Arc::from(""));
+            for ((c, pk, id), doc) in pending.range(start..) {
+                if **c != *container {
+                    break;
+                }
+                if doc.document.is_some() {
+                    keys.insert(pk.clone());
+                } else {
+                    deleted.entry(pk.clone()).or_default().push(Arc::clone(id));
+                }
+            }
+        }
+        let conn = self.reader.lock();
+        let bad = |e: rusqlite::Error| Error::storage("list partitions", e);
+        // One index seek per partition (a skip scan), not a row per document.
+        let mut next = conn
+            .prepare_cached(
+                "SELECT pk FROM docs WHERE container = ?1 AND pk > ?2 ORDER BY pk LIMIT 1",
+            )
+            .map_err(bad)?;
+        let mut ids = conn
+            .prepare_cached("SELECT id FROM docs WHERE container = ?1 AND pk = ?2")
+            .map_err(bad)?;
+        let mut last = String::new();
+        while let Some(pk) = next
+            .query_row(params![container, last], |row| row.get::<_, String>(0))
+            .map(Some)
+            .or_else(|e| match e {
+                rusqlite::Error::QueryReturnedNoRows => Ok(None),
+                e => Err(bad(e)),
+            })?
+        {
+            if !keys.contains(&pk) {
+                // A partition whose pending deletes may have emptied it.
+                let kept = match deleted.get(&pk) {
+                    None => true,
+                    Some(gone) => {
+                        let mut rows = ids.query(params![container, pk]).map_err(bad)?;
+                        let mut kept = false;
+                        while let Some(row) = rows.next().map_err(bad)? {
+                            let id: String = row.get(0).map_err(bad)?;
+                            if !gone.iter().any(|g| **g == *id) {
+                                kept = true;
+                                break;
+                            }
+                        }
+                        kept
+                    }
+                };
+                if kept {
+                    keys.insert(pk.clone());
+                }
+            }
+            last = pk;
+        }
+        keys.iter()
+            .map(|pk| {
+                PartitionKey::parse(pk).map_err(|e| {
+                    Error::Storage(format!(
+                        "corrupt partition key {pk} in docs of container {container:?}: {e}"
+                    ))
+                })
+            })
+            .collect()
+    }
+
     fn wants_text(&self) -> bool {
         true
     }
 
     fn read_only(&self) -> Option<String> {
-        self.read_only.as_ref().map(|r| r.reason.clone())
+        self.read_only.clone()
     }
 }
 
 /// The latest state of each document the log holds past its container's
 /// mark: the commits a crash left unfolded. Read at open, before anything
 /// is loaded.
-fn unfolded(conn: &Connection, next_lsn: &HashMap<String, u64>) -> Result<PendingDocs> {
+fn unfolded(
+    conn: &Connection,
+    next_lsn: &HashMap<String, u64>,
+    max_seq: &mut HashMap<String, u64>,
+) -> Result<PendingDocs> {
     let bad = |e: rusqlite::Error| Error::storage("recover", e);
     let folded = max_per_container(conn, "SELECT container, lsn FROM folded")?;
     let mut pending = PendingDocs::new();
     {
         let mut stmt = conn
             .prepare(
-                "SELECT lsn, pk, id, rid, body FROM changes WHERE container = ?1 AND lsn > ?2 ORDER BY lsn, idx",
+                "SELECT lsn, pk, id, rid, body, seq FROM changes WHERE container = ?1 AND lsn > ?2 ORDER BY lsn, idx",
             )
             .map_err(bad)?;
         for container in next_lsn.keys() {
@@ -1069,11 +1174,105 @@ fn unfolded(conn: &Connection, next_lsn: &HashMap<String, u64>) -> Result<Pendin
                     Arc::from(row.get::<_, String>(2).map_err(bad)?),
                 );
                 let rid = row.get::<_, i64>(3).map_err(bad)? as u64;
+                let seq = row.get::<_, i64>(5).map_err(bad)? as u64;
+                let max = max_seq.entry(container.clone()).or_default();
+                *max = (*max).max(seq);
                 pending.insert(key, Pending { rid, document });
             }
         }
     }
     Ok(pending)
+}
+
+/// Where each container's log stands at open: the last LSN it holds (for
+/// the containers with any), and the highest sequence number among the
+/// changes folded into `docs`. A few index lookups per container, however
+/// long the log: a store whose marks predate the folded sequence number
+/// reads it from the log, once, until its next fold records it.
+fn log_state(conn: &Connection) -> Result<(HashMap<String, u64>, HashMap<String, u64>)> {
+    let bad = |e: rusqlite::Error| Error::storage("open the change log", e);
+    let ids: Vec<String> = conn
+        .prepare("SELECT id FROM containers")
+        .map_err(bad)?
+        .query_map([], |row| row.get(0))
+        .map_err(bad)?
+        .collect::<rusqlite::Result<_>>()
+        .map_err(bad)?;
+    let mut next_lsn = HashMap::new();
+    let mut max_seq = HashMap::new();
+    for id in ids {
+        let last: Option<i64> = conn
+            .query_row(
+                "SELECT MAX(lsn) FROM changes WHERE container = ?1",
+                params![id],
+                |row| row.get(0),
+            )
+            .map_err(bad)?;
+        let mark: Option<(i64, Option<i64>)> = conn
+            .query_row(
+                "SELECT lsn, seq FROM folded WHERE container = ?1",
+                params![id],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .map(Some)
+            .or_else(|e| match e {
+                rusqlite::Error::QueryReturnedNoRows => Ok(None),
+                e => Err(e),
+            })
+            .map_err(bad)?;
+        let seq = match mark {
+            Some((_, Some(seq))) => seq,
+            Some((lsn, None)) => conn
+                .query_row(
+                    "SELECT COALESCE(MAX(seq), 0) FROM changes WHERE container = ?1 AND lsn <= ?2",
+                    params![id, lsn],
+                    |row| row.get(0),
+                )
+                .map_err(bad)?,
+            None => 0,
+        };
+        max_seq.insert(id.clone(), seq.max(0) as u64);
+        if let Some(last) = last {
+            next_lsn.insert(id, last.max(0) as u64);
+        }
+    }
+    Ok((next_lsn, max_seq))
+}
+
+/// The pending documents of one partition, in id order.
+fn pending_of(pending: &PendingDocs, container: &str, pk: &str) -> Vec<(Arc<str>, Pending)> {
+    let start = (Arc::from(container), pk.to_owned(), Arc::from(""));
+    pending
+        .range(start..)
+        .take_while(|((c, p, _), _)| **c == *container && p == pk)
+        .map(|((_, _, id), doc)| (Arc::clone(id), doc.clone()))
+        .collect()
+}
+
+impl Pending {
+    /// The document as a read returns it; `None` for a delete.
+    fn loaded(self) -> Option<LoadedDocument> {
+        let (document, text) = self.document?;
+        Some(LoadedDocument {
+            rid: self.rid,
+            size: text.len(),
+            document,
+        })
+    }
+}
+
+/// A row of `docs` as a read returns it.
+fn parse_row(container: &str, pk: &str, id: &str, rid: u64, body: &str) -> Result<LoadedDocument> {
+    let value: serde_json::Value = serde_json::from_str(body).map_err(|e| {
+        Error::Storage(format!(
+            "corrupt row in docs: container {container:?}, pk {pk}, id {id:?}: {e}"
+        ))
+    })?;
+    Ok(LoadedDocument {
+        rid,
+        size: body.len(),
+        document: Document::new(value),
+    })
 }
 
 /// Adds every stored script to its container.
@@ -1170,7 +1369,10 @@ fn max_per_container(conn: &Connection, sql: &str) -> Result<HashMap<String, u64
 struct Writer {
     conn: Connection,
     next_lsn: HashMap<String, u64>,
-    pending: PendingDocs,
+    /// Per container, the highest sequence number written, which a fold
+    /// records with its mark.
+    max_seq: HashMap<String, u64>,
+    pending: SharedPending,
     /// The log's size in pages, from SQLite's wal hook.
     wal_pages: Arc<AtomicI64>,
     /// Checkpoint every this many pages of log.
@@ -1209,12 +1411,18 @@ impl Writer {
             }
             return None;
         }
-        let lsns = match write_batch(&mut self.conn, &batch, &self.next_lsn, &mut self.pending) {
+        let written = write_batch(
+            &mut self.conn,
+            &batch,
+            &self.next_lsn,
+            &self.pending,
+            &mut self.max_seq,
+        );
+        let lsns = match written {
             Ok(lsns) => lsns,
             Err(err) => {
-                // What is pending is in the log (or was never acknowledged):
-                // the next open replays it. Nothing is folded from now on.
-                self.pending.clear();
+                // What is pending stays, for reads; the next open replays
+                // it from the log. Nothing is folded from now on.
                 let reason = shared.fail(err.to_string());
                 for request in batch {
                     request.fail(|| Error::Storage(reason.clone()));
@@ -1279,7 +1487,7 @@ impl Writer {
         if pages >= self.next_checkpoint {
             // Fold first: the checkpoint then copies the folded pages too,
             // and the log restarts with nothing pending.
-            fold_or_fail(&mut self.conn, &mut self.pending, &self.next_lsn, shared);
+            self.fold(shared);
             let pages = self.wal_pages.load(Ordering::Relaxed);
             self.next_checkpoint = pages + self.every;
             if let Err(err) = checkpoint(&self.conn) {
@@ -1291,8 +1499,8 @@ impl Writer {
     }
 
     fn fold_when_full(&mut self, shared: &Shared) {
-        if self.pending.len() >= MAX_PENDING {
-            fold_or_fail(&mut self.conn, &mut self.pending, &self.next_lsn, shared);
+        if self.pending.read().len() >= MAX_PENDING {
+            self.fold(shared);
         }
     }
 
@@ -1303,7 +1511,7 @@ impl Writer {
     /// file and deletes it, which must sync.
     fn close(mut self, shared: &Shared) {
         if shared.failed.lock().is_none() {
-            fold_or_fail(&mut self.conn, &mut self.pending, &self.next_lsn, shared);
+            self.fold(shared);
         }
         if let Some(syncer) = self.syncer.take() {
             drop(syncer.sender);
@@ -1348,17 +1556,14 @@ fn run_committer(writer: &Mutex<Option<Writer>>, queue: &mpsc::Receiver<Request>
     }
 }
 
-/// Folds the pending documents into `docs`; a failure makes the store
-/// refuse writes, like a failed batch (the log still has everything).
-fn fold_or_fail(
-    conn: &mut Connection,
-    pending: &mut PendingDocs,
-    next_lsn: &HashMap<String, u64>,
-    shared: &Shared,
-) {
-    if let Err(err) = fold(conn, pending, next_lsn) {
-        pending.clear();
-        shared.fail(format!("fold the change log into docs: {err}"));
+impl Writer {
+    /// Folds the pending documents into `docs`; a failure makes the store
+    /// refuse writes, like a failed batch (the log still has everything,
+    /// and reads still find the documents pending).
+    fn fold(&mut self, shared: &Shared) {
+        if let Err(err) = fold(&mut self.conn, &self.pending, &self.next_lsn, &self.max_seq) {
+            shared.fail(format!("fold the change log into docs: {err}"));
+        }
     }
 }
 
@@ -1366,13 +1571,17 @@ fn fold_or_fail(
 /// the last LSN written as folded: one transaction, so a crash leaves
 /// either all of it or none (and the log is replayed from the old mark).
 /// Between batches every written commit is pending or already folded, so
-/// the mark is exact.
+/// the mark is exact. Readers of partitions read the pending documents
+/// while the fold writes them (only the write side changes them, and it is
+/// here); they are cleared once the fold has committed.
 fn fold(
     conn: &mut Connection,
-    pending: &mut PendingDocs,
+    pending: &RwLock<PendingDocs>,
     next_lsn: &HashMap<String, u64>,
+    max_seq: &HashMap<String, u64>,
 ) -> rusqlite::Result<()> {
-    if pending.is_empty() {
+    let pending_docs = pending.read();
+    if pending_docs.is_empty() {
         return Ok(());
     }
     let tx = conn.transaction()?;
@@ -1382,7 +1591,7 @@ fn fold(
         )?;
         let mut delete_doc =
             tx.prepare_cached("DELETE FROM docs WHERE container = ?1 AND pk = ?2 AND id = ?3")?;
-        for ((container, pk, id), doc) in pending.iter() {
+        for ((container, pk, id), doc) in pending_docs.iter() {
             match &doc.document {
                 Some((document, text)) => {
                     put_doc.execute(params![
@@ -1400,14 +1609,17 @@ fn fold(
                 }
             }
         }
-        let mut mark =
-            tx.prepare_cached("INSERT OR REPLACE INTO folded (container, lsn) VALUES (?1, ?2)")?;
+        let mut mark = tx.prepare_cached(
+            "INSERT OR REPLACE INTO folded (container, lsn, seq) VALUES (?1, ?2, ?3)",
+        )?;
         for (container, lsn) in next_lsn {
-            mark.execute(params![container, *lsn as i64])?;
+            let seq = max_seq.get(container).copied().unwrap_or(0);
+            mark.execute(params![container, *lsn as i64, seq as i64])?;
         }
     }
+    drop(pending_docs);
     tx.commit()?;
-    pending.clear();
+    pending.write().clear();
     Ok(())
 }
 
@@ -1554,16 +1766,26 @@ fn write_meta(tx: &rusqlite::Transaction<'_>, op: &MetaOp) -> rusqlite::Result<(
 
 /// Writes a batch in one transaction. Returns each request's LSN (zero for
 /// container creations).
+/// The batch's documents join `pending` once it committed, and the
+/// highest sequence numbers `max_seq`.
 fn write_batch(
     conn: &mut Connection,
     batch: &[Request],
     next_lsn: &HashMap<String, u64>,
-    pending: &mut PendingDocs,
+    pending: &RwLock<PendingDocs>,
+    max_seq: &mut HashMap<String, u64>,
 ) -> Result<Vec<Lsn>> {
     let bad = |e: rusqlite::Error| Error::storage("commit", e);
     let tx = conn.transaction().map_err(bad)?;
     let mut staged: HashMap<&str, u64> = HashMap::new();
     let mut lsns = Vec::with_capacity(batch.len());
+    // What the batch does to the pending documents, in batch order.
+    enum Effect<'a> {
+        DeleteContainer(&'a str),
+        /// A document's latest state, and the sequence number of its write.
+        Put((Arc<str>, String, Arc<str>), Pending, u64),
+    }
+    let mut effects = Vec::new();
     {
         let mut log = tx
             .prepare_cached(
@@ -1578,7 +1800,7 @@ fn write_batch(
                         // Commits after the deletion in this batch start over,
                         // and nothing before it is folded.
                         staged.insert(id, 0);
-                        pending.retain(|(container, _, _), _| **container != **id);
+                        effects.push(Effect::DeleteContainer(id));
                     }
                     lsns.push(Lsn::ZERO);
                     continue;
@@ -1616,7 +1838,7 @@ fn write_batch(
                     (Some(doc), Some(text)) => Some((doc.clone(), text)),
                     _ => None,
                 };
-                pending.insert(
+                effects.push(Effect::Put(
                     (
                         Arc::clone(&record.container),
                         pk.clone(),
@@ -1626,12 +1848,31 @@ fn write_batch(
                         rid: change.rid,
                         document,
                     },
-                );
+                    change.seq,
+                ));
             }
             lsns.push(Lsn(lsn as u64));
         }
     }
     tx.commit().map_err(bad)?;
+    let mut pending = pending.write();
+    for effect in effects {
+        match effect {
+            Effect::DeleteContainer(id) => {
+                pending.retain(|(container, _, _), _| **container != *id);
+                max_seq.remove(id);
+            }
+            Effect::Put(key, doc, seq) => {
+                match max_seq.get_mut(&*key.0) {
+                    Some(max) => *max = (*max).max(seq),
+                    None => {
+                        max_seq.insert(key.0.to_string(), seq);
+                    }
+                }
+                pending.insert(key, doc);
+            }
+        }
+    }
     Ok(lsns)
 }
 
@@ -1657,6 +1898,52 @@ mod tests {
                 document: Some(doc),
             }],
         }
+    }
+
+    #[test]
+    fn what_is_pending_stays_readable_after_a_failed_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        let storage =
+            SqliteStorage::open_limited(&path, Durability::Full, CHECKPOINT_PAGES, Some(40))
+                .unwrap();
+        storage.create_container(&meta()).unwrap();
+        let pad = "x".repeat(3_000);
+        let mut acked = Vec::new();
+        for i in 0..1_000 {
+            let id = format!("d{i}");
+            let mut r = record(&id);
+            let doc = Document::new(serde_json::json!({"id": id, "pk": "a", "pad": pad}));
+            r.changes[0].text = Some(Arc::from(doc.value().to_string()));
+            r.changes[0].document = Some(doc);
+            match storage.commit(r) {
+                Ok(_) => acked.push(id),
+                Err(_) => break,
+            }
+        }
+        assert!(
+            storage.commit(record("after")).is_err(),
+            "the disk never filled"
+        );
+        // Nothing was folded: every acknowledged document is pending, and
+        // the failure kept them (docs lacks them until a restart replays).
+        assert_eq!(count(&path, "SELECT COUNT(*) FROM docs"), 0);
+        let key = PartitionKey::from("a");
+        let mut read: Vec<String> = storage
+            .read_partition("c", &key)
+            .unwrap()
+            .into_iter()
+            .map(|d| d.document.id().to_owned())
+            .collect();
+        read.sort();
+        acked.sort();
+        assert_eq!(read, acked);
+        assert_eq!(
+            storage.partition_keys("c").unwrap(),
+            std::slice::from_ref(&key)
+        );
+        assert!(storage.read_document("c", &key, "d0").unwrap().is_some());
+        assert!(storage.read_document("c", &key, "after").unwrap().is_none());
     }
 
     #[test]
@@ -1698,7 +1985,7 @@ mod tests {
         let storage = SqliteStorage::open(&path, Durability::Full).unwrap();
         let loaded = storage.load().unwrap();
         assert_eq!(loaded.len(), 1);
-        assert_eq!(loaded[0].documents.len(), 2);
+        assert_eq!(documents(&storage).len(), 2);
         assert_eq!(storage.commit(record("c")).unwrap(), Lsn(3));
         let ids: Vec<String> = storage
             .read_changes("c", Lsn(1), 10)
@@ -1726,8 +2013,15 @@ mod tests {
             Request::Meta(MetaOp::CreateContainer(meta), meta_reply),
             Request::Commit(record("new"), reply),
         ];
-        let mut pending = PendingDocs::new();
-        let lsns = write_batch(&mut conn, &batch, &HashMap::new(), &mut pending).unwrap();
+        let pending = RwLock::new(PendingDocs::new());
+        let lsns = write_batch(
+            &mut conn,
+            &batch,
+            &HashMap::new(),
+            &pending,
+            &mut HashMap::new(),
+        )
+        .unwrap();
         assert_eq!(
             lsns,
             [Lsn::ZERO, Lsn(1), Lsn(2), Lsn::ZERO, Lsn::ZERO, Lsn(1)]
@@ -1736,11 +2030,8 @@ mod tests {
         let storage = SqliteStorage::open(&path, Durability::Full).unwrap();
         let loaded = storage.load().unwrap();
         assert_eq!(loaded.len(), 1);
-        let ids: Vec<&str> = loaded[0]
-            .documents
-            .iter()
-            .map(|d| d.document.id())
-            .collect();
+        let docs = documents(&storage);
+        let ids: Vec<&str> = docs.iter().map(|d| d.document.id()).collect();
         assert_eq!(ids, ["new"]);
         assert_eq!(storage.read_changes("c", Lsn::ZERO, 10).unwrap().len(), 1);
         // Across batches: the committer forgets the deleted container's LSNs.
@@ -1847,12 +2138,26 @@ mod tests {
         r
     }
 
-    /// id → `n` of every loaded document of the one container.
+    /// Every document of the container `c`, partition by partition.
+    fn documents(storage: &SqliteStorage) -> Vec<LoadedDocument> {
+        let mut docs = Vec::new();
+        for key in storage.partition_keys("c").unwrap() {
+            let partition = storage.read_partition("c", &key).unwrap();
+            assert!(!partition.is_empty(), "{key} is listed and empty");
+            for doc in &partition {
+                let read = storage.read_document("c", &key, doc.document.id()).unwrap();
+                assert_eq!(read.map(|d| d.rid), Some(doc.rid));
+            }
+            docs.extend(partition);
+        }
+        docs
+    }
+
+    /// id → `n` of every document of the one container.
     fn loaded(storage: &SqliteStorage) -> BTreeMap<String, u64> {
         let containers = storage.load().unwrap();
         assert_eq!(containers.len(), 1);
-        containers[0]
-            .documents
+        documents(storage)
             .iter()
             .map(|d| {
                 let v = d.document.value();
@@ -1926,16 +2231,16 @@ mod tests {
         let (_dir, path) = closed_after_history();
         // A folded store, then commits that were not folded (a crash).
         let mut conn = Connection::open(&path).unwrap();
-        let mut pending = PendingDocs::new();
+        let pending = RwLock::new(PendingDocs::new());
         let (reply, _) = mpsc::sync_channel(2);
         let batch = vec![
             Request::Commit(write("c", None), reply.clone()),
             Request::Commit(write("e", Some(5)), reply),
         ];
         let next = HashMap::from([("c".to_owned(), 6)]);
-        let lsns = write_batch(&mut conn, &batch, &next, &mut pending).unwrap();
+        let lsns = write_batch(&mut conn, &batch, &next, &pending, &mut HashMap::new()).unwrap();
         assert_eq!(lsns, [Lsn(7), Lsn(8)]);
-        assert_eq!(pending.len(), 2);
+        assert_eq!(pending.read().len(), 2);
         drop(conn);
         let storage = SqliteStorage::open(&path, Durability::Full).unwrap();
         let expected = BTreeMap::from([("a".to_owned(), 3), ("e".to_owned(), 5)]);

@@ -13,11 +13,12 @@ use runtime::{Invocation, Limits};
 use serde_json::{Value, json};
 
 fn count(c: &engine::Container, pk: &str) -> usize {
-    c.snapshot(&PartitionKey::from(pk)).len()
+    c.snapshot(&PartitionKey::from(pk)).expect("snapshot").len()
 }
 
 fn docs(c: &engine::Container, pk: &str) -> Vec<Value> {
     c.snapshot(&PartitionKey::from(pk))
+        .expect("snapshot")
         .documents()
         .map(|d| d.value().clone())
         .collect()

@@ -14,11 +14,12 @@ use crate::support::wasm::{call, call_with, module, script};
 use crate::support::{self, container, failure, ok_body, sproc, wat};
 
 fn count(c: &engine::Container, pk: &str) -> usize {
-    c.snapshot(&PartitionKey::from(pk)).len()
+    c.snapshot(&PartitionKey::from(pk)).expect("snapshot").len()
 }
 
 fn docs(c: &engine::Container, pk: &str) -> Vec<Value> {
     c.snapshot(&PartitionKey::from(pk))
+        .expect("snapshot")
         .documents()
         .map(|d| d.value().clone())
         .collect()

@@ -39,7 +39,9 @@ fn hostile(m: &[u8], limits: &Limits) -> Failure {
         limits,
     ));
     assert_eq!(
-        c.snapshot(&PartitionKey::from("p1")).len(),
+        c.snapshot(&PartitionKey::from("p1"))
+            .expect("snapshot")
+            .len(),
         0,
         "rolled back"
     );
@@ -268,7 +270,12 @@ fn bad_data_is_an_error_code_not_a_trap() {
         let (_db, c) = container("posts", "/postId");
         let out = call(&c, "p1", &m, vec![]).unwrap_or_else(|f| panic!("{op}: {}", f.error));
         assert!(!out.logs.is_empty(), "{op}");
-        assert_eq!(c.snapshot(&PartitionKey::from("p1")).len(), 0);
+        assert_eq!(
+            c.snapshot(&PartitionKey::from("p1"))
+                .expect("snapshot")
+                .len(),
+            0
+        );
     }
 
     // Writing another partition after a good write, then failing: the

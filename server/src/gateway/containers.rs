@@ -62,7 +62,9 @@ impl Gateway {
         let mut body = collection_json(&coll);
         let quota = flag(&req.headers, "x-ms-documentdb-populatequotainfo")?;
         let statistics = flag(&req.headers, "x-ms-documentdb-populatepartitionstatistics")?;
-        let usage = (quota || statistics).then(|| Usage::of(&coll));
+        let usage = (quota || statistics)
+            .then(|| Usage::of(&coll))
+            .transpose()?;
         if let (true, Some(usage)) = (statistics, &usage) {
             let ranges: Vec<Value> = usage
                 .per_range
@@ -170,12 +172,12 @@ struct Usage {
 }
 
 impl Usage {
-    fn of(coll: &CollEntry) -> Usage {
+    fn of(coll: &CollEntry) -> Result<Usage, WireError> {
         let raw = coll.container.raw();
         let (mut documents, mut bytes) = (0, 0);
         let mut per_range = vec![(0, 0); coll.ranges.len()];
-        for key in raw.partition_keys() {
-            let partition = raw.snapshot(&key);
+        for key in raw.partition_keys()? {
+            let partition = raw.snapshot(&key)?;
             documents += partition.len();
             bytes += partition.size();
             if let Some(range) = per_range.get_mut(coll.range_of(&key)) {
@@ -184,14 +186,14 @@ impl Usage {
             }
         }
         let scripts = |kind| coll.container.list_scripts(kind).len();
-        Usage {
+        Ok(Usage {
             documents,
             bytes,
             per_range,
             procedures: scripts(ScriptKind::StoredProcedure),
             triggers: scripts(ScriptKind::Trigger),
             udfs: scripts(ScriptKind::UserDefinedFunction),
-        }
+        })
     }
 }
 

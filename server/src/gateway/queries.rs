@@ -61,13 +61,16 @@ impl Gateway {
         let max_item_count = max_item_count(&req.headers)?;
         let partition_key = self.partition_key(coll, req)?;
         let ranges = epk_ranges(coll, req)?;
-        let partitions = (!ranges.is_empty()).then(|| {
-            coll.container
-                .partition_keys()
-                .into_iter()
-                .filter(|k| in_all(coll, k, &ranges))
-                .collect()
-        });
+        let partitions = match ranges.is_empty() {
+            true => None,
+            false => Some(
+                coll.container
+                    .partition_keys()?
+                    .into_iter()
+                    .filter(|k| in_all(coll, k, &ranges))
+                    .collect(),
+            ),
+        };
         let scoped = partition_key.is_some() || partitions.is_some();
         let mut null_when_undefined = false;
         // `x-partita-query-whole` (the Data Explorer, which has no SDK
@@ -112,7 +115,7 @@ impl Gateway {
                 let bounds = std::slice::from_ref(&coll.ranges[range]);
                 options.partitions = Some(
                     coll.container
-                        .partition_keys()
+                        .partition_keys()?
                         .into_iter()
                         .filter(|k| in_all(coll, k, bounds))
                         .collect(),

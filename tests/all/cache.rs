@@ -1,0 +1,234 @@
+//! The partition cache: a durable store opens without reading a document,
+//! keeps in memory what its budget allows, evicts the rest and reads it
+//! back from storage, and nothing committed is ever missing on the way.
+//!
+//! `PARTITA_CACHE_STEPS` (default 3,000) bounds the random steps of the
+//! eviction test.
+
+use std::collections::BTreeMap;
+
+use partita::{
+    Container, Database, FeedOptions, Options, Params, PartitionKey, QueryOptions, ScriptProperties,
+};
+use serde_json::{Value, json};
+
+/// Upserts every document it is given, in one transaction.
+const UPSERT_ALL: &str = r#"function upsertAll(docs) {
+    var c = getContext().getCollection();
+    docs.forEach(function (doc) {
+        c.upsertDocument(c.getSelfLink(), doc, function (err) { if (err) throw err; });
+    });
+}"#;
+
+/// A durable database in `dir` whose partition cache holds `cache_bytes`.
+fn open(dir: &std::path::Path, cache_bytes: usize) -> anyhow::Result<Database> {
+    Ok(Database::open_with(
+        dir,
+        Options {
+            cache_bytes,
+            ..Options::default()
+        },
+    )?)
+}
+
+/// `n` documents over `partitions` partitions of the container "c".
+fn fill(db: &Database, partitions: usize, n: usize) -> anyhow::Result<Container> {
+    let c = db.create_container("c", "/pk")?;
+    let docs = (0..n)
+        .map(|i| json!({"id": format!("d{i}"), "pk": format!("p{}", i % partitions), "n": i}));
+    c.import_items(docs, &Default::default(), &mut |_| {})?;
+    Ok(c)
+}
+
+#[test]
+fn a_store_opens_without_reading_a_document() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    {
+        let db = open(dir.path(), 1 << 30)?;
+        fill(&db, 100, 2_000)?;
+    }
+    let db = open(dir.path(), 1 << 30)?;
+    let stats = db.cache_stats();
+    assert_eq!((stats.loads, stats.used), (0, 0), "{stats:?}");
+    let c = db.container("c")?;
+    // A point read reads one document, not its partition; a partition
+    // read again and again is loaded, at the fourth read.
+    for _ in 0..3 {
+        assert_eq!(c.read_item("p8", "d8")?["n"], 8);
+    }
+    assert_eq!(db.cache_stats().loads, 0);
+    assert_eq!(c.read_item("p8", "d108")?["n"], 108);
+    assert_eq!(db.cache_stats().loads, 1);
+    // A transaction reads its partition once, then works in memory.
+    c.transaction("p7", |txn| {
+        let mut doc = txn.read_item("d7")?.into_value();
+        doc["n"] = json!(-7);
+        txn.replace_item("d7", doc, None)
+    })?;
+    c.transaction("p7", |txn| txn.read_item("d107"))?;
+    assert_eq!(db.cache_stats().loads, 2);
+    assert_eq!(c.read_item("p7", "d7")?["n"], -7);
+    Ok(())
+}
+
+/// What the test expects of the store: pk → id → n.
+type Model = BTreeMap<String, BTreeMap<String, i64>>;
+
+/// A tiny deterministic generator (the steps must replay alike).
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}
+
+fn check_partition(c: &Container, model: &Model, pk: &str) -> anyhow::Result<()> {
+    let want = model.get(pk).cloned().unwrap_or_default();
+    let feed = c.read_feed(pk, &FeedOptions::default())?;
+    let got: BTreeMap<String, i64> = feed
+        .items
+        .iter()
+        .map(|d| (d.id().to_owned(), d["n"].as_i64().unwrap_or(i64::MIN)))
+        .collect();
+    anyhow::ensure!(got == want, "partition {pk}: {got:?}, expected {want:?}");
+    Ok(())
+}
+
+fn check_all(c: &Container, model: &Model) -> anyhow::Result<()> {
+    let keys: Vec<PartitionKey> = model
+        .iter()
+        .filter(|(_, docs)| !docs.is_empty())
+        .map(|(pk, _)| PartitionKey::from(pk.as_str()))
+        .collect();
+    anyhow::ensure!(c.partition_keys()? == keys, "partition keys");
+    for pk in model.keys() {
+        check_partition(c, model, pk)?;
+    }
+    let total: usize = model.values().map(BTreeMap::len).sum();
+    let page = c.query_items(
+        "SELECT VALUE COUNT(1) FROM c",
+        &Params::default(),
+        &QueryOptions::default(),
+    )?;
+    anyhow::ensure!(
+        page.items == [json!(total)],
+        "count {:?}, expected {total}",
+        page.items
+    );
+    Ok(())
+}
+
+#[test]
+fn evicted_partitions_read_back_everything_committed() -> anyhow::Result<()> {
+    let steps: u64 = std::env::var("PARTITA_CACHE_STEPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3_000);
+    let dir = tempfile::tempdir()?;
+    // Room for a few partitions of 40 small documents, not for 60.
+    let budget = 200_000;
+    let db = open(dir.path(), budget)?;
+    let c = db.create_container("c", "/pk")?;
+    c.create_script(ScriptProperties::stored_procedure("upsertAll", UPSERT_ALL))?;
+    let mut model = Model::new();
+    let mut rng = Lcg(7);
+    for step in 0..steps {
+        let pk = format!("p{}", rng.below(60));
+        let id = format!("d{}", rng.below(40));
+        let n = step as i64;
+        let docs = model.entry(pk.clone()).or_default();
+        match rng.below(6) {
+            0 | 1 => {
+                c.upsert_item(pk.as_str(), json!({"id": id, "pk": pk, "n": n}), None)?;
+                docs.insert(id, n);
+            }
+            2 => match c.delete_item(pk.as_str(), &id, None) {
+                Ok(_) => assert!(docs.remove(&id).is_some(), "{pk}/{id} deleted twice"),
+                Err(e) if e.status() == 404 => assert!(!docs.contains_key(&id)),
+                Err(e) => return Err(e.into()),
+            },
+            3 => {
+                // A procedure writes three documents in one transaction.
+                let batch: Vec<Value> = (0..3)
+                    .map(|k| json!({"id": format!("b{k}"), "pk": pk, "n": n}))
+                    .collect();
+                c.execute_stored_procedure("upsertAll", pk.as_str(), vec![json!(batch)], None)?;
+                for k in 0..3 {
+                    docs.insert(format!("b{k}"), n);
+                }
+            }
+            4 => {
+                let got = c.read_item(pk.as_str(), &id).ok().map(|d| d["n"].as_i64());
+                assert_eq!(
+                    got,
+                    docs.get(&id).map(|&n| Some(n)),
+                    "step {step}: {pk}/{id}"
+                );
+            }
+            _ => check_partition(&c, &model, &pk)?,
+        }
+    }
+    let stats = db.cache_stats();
+    assert!(
+        stats.evictions > 0 && stats.loads > stats.evictions / 2,
+        "{stats:?}"
+    );
+    assert!(stats.used <= budget + 64 * 1024, "{stats:?}");
+    check_all(&c, &model)?;
+    drop((c, db));
+    // Closed (folded) and opened again, with no room at all.
+    let db = open(dir.path(), 0)?;
+    check_all(&db.container("c")?, &model)
+}
+
+#[test]
+fn a_query_over_more_than_the_cache_leaves_the_hot_partitions_in_it() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    {
+        let db = open(dir.path(), 1 << 30)?;
+        fill(&db, 200, 20_000)?;
+    }
+    // Room for a few partitions of 100 documents, not for 200.
+    let db = open(dir.path(), 2_000_000)?;
+    let c = db.container("c")?;
+    for (pk, id) in [("p1", "d1"), ("p2", "d2")] {
+        c.transaction(pk, |txn| txn.read_item(id).map(drop))?;
+    }
+    let before = db.cache_stats();
+    assert_eq!(before.loads, 2);
+    let page = c.query_items(
+        "SELECT VALUE COUNT(1) FROM c WHERE c.n % 2 = 0",
+        &Params::default(),
+        &QueryOptions::default(),
+    )?;
+    assert_eq!(page.items, [json!(10_000)]);
+    // Page by page too, with continuations across partitions.
+    let mut options = QueryOptions {
+        max_item_count: Some(1_500),
+        ..QueryOptions::default()
+    };
+    let mut seen = 0;
+    loop {
+        let page = c.query_items("SELECT c.id FROM c", &Params::default(), &options)?;
+        seen += page.items.len();
+        match page.continuation {
+            Some(token) => options.continuation = Some(token),
+            None => break,
+        }
+    }
+    assert_eq!(seen, 20_000);
+    // The query kept what fitted in the room left, and evicted nothing.
+    let after = db.cache_stats();
+    assert_eq!(after.evictions, 0, "{after:?}");
+    assert!(after.loads > 2 && after.used <= 2_000_000, "{after:?}");
+    // The hot partitions are still in memory: no load for them.
+    c.transaction("p1", |txn| txn.read_item("d1").map(drop))?;
+    c.transaction("p2", |txn| txn.read_item("d2").map(drop))?;
+    assert_eq!(db.cache_stats().loads, after.loads);
+    Ok(())
+}
