@@ -48,7 +48,7 @@ use std::process::ExitCode;
 
 use clap::error::ErrorKind;
 use clap::{Parser, Subcommand};
-use partita::{Database, EngineError, Limits, ScriptKind, WorkerOptions, WorkerPool};
+use partita::{Database, EngineError, Limits, Options, ScriptKind, WorkerOptions, WorkerPool};
 use serde_json::{Value, json};
 
 use json::{error_json, usage_error};
@@ -66,6 +66,12 @@ struct Cli {
     /// Use a throwaway in-memory database instead of a data directory.
     #[arg(long, global = true, conflicts_with = "data")]
     in_memory: bool,
+    /// How much memory the logical partitions kept in memory may take
+    /// (`256MB`, `2GiB`, or bytes); the least recently used are evicted
+    /// beyond it and read from the data directory again when needed.
+    /// Default: a quarter of the machine's memory. Ignored in memory.
+    #[arg(long, global = true, value_name = "SIZE", value_parser = parse_size)]
+    cache_size: Option<usize>,
     /// Run JavaScript procedures, triggers and UDFs in worker processes
     /// (this binary, under an address-space limit and a hard wall clock)
     /// instead of in this process: slower, but a script that exhausts
@@ -174,13 +180,13 @@ fn main() -> ExitCode {
         // The server runs untrusted scripts: in worker processes unless the
         // operator says they are trusted.
         let isolate = cli.isolate_scripts || !args.scripts_in_process;
-        let db =
-            script_limits(isolate).and_then(|limits| Ok((open(cli.data, cli.in_memory)?, limits)));
+        let db = script_limits(isolate)
+            .and_then(|limits| Ok((open(cli.data, cli.in_memory, cli.cache_size)?, limits)));
         return serve::main(db, &args);
     }
     if let Command::Batch = cli.command {
         let opened = script_limits(cli.isolate_scripts)
-            .and_then(|limits| Ok((open(cli.data, cli.in_memory)?, limits)));
+            .and_then(|limits| Ok((open(cli.data, cli.in_memory, cli.cache_size)?, limits)));
         return match opened {
             Ok((db, limits)) => {
                 let input = std::io::stdin().lock();
@@ -242,9 +248,9 @@ fn run_line(db: &Database, args: Vec<String>, limits: &Limits) -> Result<Value, 
         Err(err) => return Err(usage_error(&err)),
     };
     let refuse = |message: &str| Err(json!({"status": 400, "substatus": 0, "message": message}));
-    if cli.data.is_some() || cli.in_memory {
+    if cli.data.is_some() || cli.in_memory || cli.cache_size.is_some() {
         return refuse(
-            "--data and --in-memory choose the database of the whole batch (partita --data DIR batch), not of one line",
+            "--data, --in-memory and --cache-size choose the database of the whole batch (partita --data DIR batch), not of one line",
         );
     }
     if cli.isolate_scripts {
@@ -266,18 +272,62 @@ fn standalone(command: &Command) -> bool {
     )
 }
 
-fn open(cli_data: Option<PathBuf>, in_memory: bool) -> anyhow::Result<Database> {
+fn open(
+    cli_data: Option<PathBuf>,
+    in_memory: bool,
+    cache_size: Option<usize>,
+) -> anyhow::Result<Database> {
     if in_memory {
         return Ok(Database::in_memory());
     }
-    Ok(Database::open(
+    let mut options = Options::default();
+    if let Some(bytes) = cache_size {
+        options.cache_bytes = bytes;
+    }
+    Ok(Database::open_with(
         cli_data.unwrap_or_else(|| PathBuf::from("partita-data")),
+        options,
     )?)
+}
+
+/// A size in bytes: a number, optionally followed by a unit (`B`, `KB`,
+/// `MB`, `GB`, `TB` in powers of 1,000; `KiB`, `MiB`, `GiB`, `TiB` in
+/// powers of 1,024; case does not matter).
+fn parse_size(text: &str) -> Result<usize, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size (say 256MB, 2GiB or a number of bytes)"))?;
+    let factor: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "kb" | "k" => 1e3,
+        "mb" | "m" => 1e6,
+        "gb" | "g" => 1e9,
+        "tb" | "t" => 1e12,
+        "kib" => 1024.0,
+        "mib" => 1024.0 * 1024.0,
+        "gib" => 1024.0 * 1024.0 * 1024.0,
+        "tib" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+        other => {
+            return Err(format!(
+                "unknown unit {other:?} in {text:?}: use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB"
+            ));
+        }
+    };
+    let bytes = value * factor;
+    if !bytes.is_finite() || bytes > usize::MAX as f64 {
+        return Err(format!("{text:?} is too large"));
+    }
+    Ok(bytes as usize)
 }
 
 fn run(cli: Cli) -> anyhow::Result<Value> {
     let limits = script_limits(cli.isolate_scripts)?;
-    let db = open(cli.data, cli.in_memory)?;
+    let db = open(cli.data, cli.in_memory, cli.cache_size)?;
     execute(&db, cli.command, &limits)
 }
 
@@ -298,5 +348,26 @@ fn execute(db: &Database, command: Command, limits: &Limits) -> anyhow::Result<V
         Command::Trigger(command) => script::run(db, ScriptKind::Trigger, command, limits),
         Command::Udf(command) => script::run(db, ScriptKind::UserDefinedFunction, command, limits),
         Command::Changes(args) => changes::run(db, args),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_parse_with_and_without_units() {
+        assert_eq!(parse_size("268435456"), Ok(268_435_456));
+        assert_eq!(parse_size("256MB"), Ok(256_000_000));
+        assert_eq!(parse_size("256 mib"), Ok(256 << 20));
+        assert_eq!(parse_size("1.5GiB"), Ok(3 << 29));
+        assert_eq!(parse_size("0"), Ok(0));
+        assert!(
+            parse_size("256 parsecs")
+                .unwrap_err()
+                .contains("unknown unit")
+        );
+        assert!(parse_size("MB").unwrap_err().contains("not a size"));
+        assert!(parse_size("1e400").is_err());
     }
 }

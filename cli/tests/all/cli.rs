@@ -1303,6 +1303,17 @@ fn documents_are_imported_in_bulk_from_json_lines() {
     assert!(imported["documentsPerSecond"].as_f64().unwrap() > 0.0);
     let count = cli.ok(&["query", "docs", "SELECT VALUE COUNT(1) FROM c"]);
     assert_eq!(count["items"], json!([250]));
+    // A partition cache with no room reads every partition from storage.
+    let count = cli.ok(&[
+        "--cache-size",
+        "1KB",
+        "query",
+        "docs",
+        "SELECT VALUE COUNT(1) FROM c",
+    ]);
+    assert_eq!(count["items"], json!([250]));
+    let (ok, usage) = cli.run(&["--cache-size", "lots", "query", "docs", "SELECT 1"]);
+    assert!(!ok && usage.to_string().contains("not a size"), "{usage}");
 
     // Again: every document exists (409), unless --upsert.
     let failed = cli.fails(&["item", "import", "docs", path], 409);
