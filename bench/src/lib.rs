@@ -34,7 +34,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 pub use process::{PeerOptions, install_interrupt_handler};
-pub use report::{Measured, Outcome, PARTITA_JS, PARTITA_WASM, Report, Row};
+pub use report::{Measured, Outcome, PARTITA_JS, PARTITA_WASM, Report, Row, cpu_model};
 pub use runner::{Budget, Config, RowSpec, run, run_row};
 
 /// The number of posts the feed keeps (truncateFeed's `maxDocs`).

@@ -104,6 +104,19 @@ pub struct Report {
     pub budget: String,
 }
 
+/// The CPU model from /proc/cpuinfo, or "unknown".
+pub fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
 impl Report {
     pub(crate) fn new(rows: Vec<Row>, slots: &[Slot], config: &Config) -> Report {
         let targets = slots
@@ -116,15 +129,7 @@ impl Report {
                 (s.system().to_owned(), s.durability(), settings)
             })
             .collect();
-        let cpu = std::fs::read_to_string("/proc/cpuinfo")
-            .ok()
-            .and_then(|info| {
-                info.lines()
-                    .find(|l| l.starts_with("model name"))
-                    .and_then(|l| l.split_once(':'))
-                    .map(|(_, v)| v.trim().to_owned())
-            })
-            .unwrap_or_else(|| "unknown".to_owned());
+        let cpu = cpu_model();
         let budget = match config.budget {
             Budget::Time { warm_up, measure } => format!(
                 "{:.1} s warm-up + {:.1} s timed per row",

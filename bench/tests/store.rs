@@ -1,0 +1,72 @@
+//! `partita-store-bench` end to end on a tiny store: builds both stores,
+//! measures each in a child process, and prints the table and the JSON.
+//! No timing is checked; the children check every read and query result.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+#[test]
+fn the_store_bench_prints_its_table_and_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("store.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_partita-store-bench"))
+        .args([
+            "--sizes", "2000", "--rounds", "1", "--reads", "500", "--json",
+        ])
+        .arg(&json)
+        .arg("--dir")
+        .arg(dir.path().join("stores"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("| measure | Partita 2k | SQLite 2k | × |"),
+        "{stdout}"
+    );
+    for row in [
+        "| build (documents/s) |",
+        "| open + first read (ms) |",
+        "| VmRSS after open (MB) |",
+        "| cold point read p99 (µs) |",
+        "| query c.n = @n, all partitions, first run (ms) |",
+        "| query c.n = @n, all partitions, later runs (ms) |",
+    ] {
+        assert!(stdout.contains(row), "{row} missing from\n{stdout}");
+    }
+    // Only the cache's row has a figure for one side alone.
+    for line in stdout.lines().filter(|l| !l.contains("partition cache")) {
+        assert!(!line.contains("| – |"), "a figure is missing:\n{stdout}");
+    }
+
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let size = &report["sizes"][0];
+    assert_eq!(size["docs"], 2000);
+    for system in ["partita", "sqlite"] {
+        let runs = size["systems"][system]["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 1, "{system}");
+        assert!(size["systems"][system]["disk_bytes"].as_u64().unwrap() > 0);
+        assert_eq!(size["systems"][system]["build"]["reused"], false);
+    }
+
+    // A second run reuses the stores kept in --dir.
+    let out = Command::new(env!("CARGO_BIN_EXE_partita-store-bench"))
+        .args([
+            "--sizes", "2000", "--rounds", "1", "--reads", "100", "--dir",
+        ])
+        .arg(dir.path().join("stores"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("reused from an earlier run: Partita 2000, SQLite 2000"),
+        "{stdout}"
+    );
+}
