@@ -630,16 +630,32 @@ fn lock_dir(dir: &Path) -> Result<Option<File>> {
         }
         Err(e) => return Err(Error::storage(&format!("open {}", path.display()), e)),
     };
-    match file.try_lock() {
-        Ok(()) => Ok(Some(file)),
-        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked {
-            path: PathBuf::from(dir),
-        }),
-        Err(std::fs::TryLockError::Error(e)) => {
-            Err(Error::storage(&format!("lock {}", path.display()), e))
+    // A lock belongs to the open file, which a child this process forks
+    // shares until it executes its program (close-on-exec closes it only
+    // then): a database closed while another thread starts a process (a
+    // script worker) stays locked for that moment, so a reopen retries
+    // for a little while before it says the directory is in use.
+    let started = std::time::Instant::now();
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(Some(file)),
+            Err(std::fs::TryLockError::WouldBlock) if started.elapsed() < LOCK_PATIENCE => {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(Error::Locked {
+                    path: PathBuf::from(dir),
+                });
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(Error::storage(&format!("lock {}", path.display()), e));
+            }
         }
     }
 }
+
+/// How long opening a data directory waits for its lock (see `lock_dir`).
+const LOCK_PATIENCE: Duration = Duration::from_millis(250);
 
 impl std::fmt::Debug for Database {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
