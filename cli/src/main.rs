@@ -212,7 +212,7 @@ fn main() -> ExitCode {
             } else {
                 cli.data.as_deref()
             };
-            demo::run(data, args).map(|()| None)
+            demo::run(data, cli.cache_size, args).map(|()| None)
         }
         _ => run(cli).map(Some),
     };

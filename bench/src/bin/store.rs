@@ -236,6 +236,7 @@ const METRICS: &[Metric] = &[
         "query_ms",
         "query c.n = @n, all partitions, later runs (ms)",
     ),
+    Metric::plain("close_ms", "close (ms)"),
     Metric::plain(
         "cache_mb",
         "Partita's partition cache at the end, its estimate (MB)",
@@ -720,6 +721,8 @@ struct Measured {
     cold: Vec<Duration>,
     queries: Vec<Duration>,
     after_workload: Memory,
+    /// Closing the store (dropping the database or connection).
+    close: Duration,
     /// Partita's estimate of its partition cache at the end.
     cache_bytes: Option<usize>,
 }
@@ -744,6 +747,7 @@ impl Measured {
             "query_first_ms": self.queries.first().map(ms),
             "query_ms": median(self.queries.iter().skip(usize::from(self.queries.len() > 1)).map(ms).collect()),
             "query_runs_ms": self.queries.iter().map(ms).collect::<Vec<_>>(),
+            "close_ms": ms(&self.close),
             "cache_mb": self.cache_bytes.map(|b| b as f64 / 1e6),
         })
     }
@@ -807,6 +811,11 @@ fn measure_partita(
         );
     }
     let after_workload = Memory::now();
+    let cache_bytes = Some(db.cache_stats().used);
+    drop(container);
+    let started = Instant::now();
+    drop(db);
+    let close = started.elapsed();
     let res = Measured {
         open,
         first_read,
@@ -815,7 +824,8 @@ fn measure_partita(
         cold,
         queries,
         after_workload,
-        cache_bytes: Some(db.cache_stats().used),
+        close,
+        cache_bytes,
     };
     Ok(res.to_json())
 }
@@ -857,6 +867,9 @@ fn measure_sqlite(dir: &Path, plan: &ReadPlan) -> anyhow::Result<Value> {
         );
     }
     let after_workload = Memory::now();
+    let started = Instant::now();
+    drop(conn);
+    let close = started.elapsed();
     let res = Measured {
         open,
         first_read,
@@ -865,6 +878,7 @@ fn measure_sqlite(dir: &Path, plan: &ReadPlan) -> anyhow::Result<Value> {
         cold,
         queries,
         after_workload,
+        close,
         cache_bytes: None,
     };
     Ok(res.to_json())

@@ -90,7 +90,11 @@ struct Measured {
 /// Bad options, `--wasm` when the WebAssembly modules cannot be built or
 /// read, a data
 /// directory that already holds a demo, any failed request or check.
-pub(crate) fn run(data: Option<&Path>, args: &DemoArgs) -> anyhow::Result<()> {
+pub(crate) fn run(
+    data: Option<&Path>,
+    cache_size: Option<usize>,
+    args: &DemoArgs,
+) -> anyhow::Result<()> {
     let started = Instant::now();
     ensure!(
         args.seconds.is_finite() && args.seconds > 0.0,
@@ -117,7 +121,12 @@ pub(crate) fn run(data: Option<&Path>, args: &DemoArgs) -> anyhow::Result<()> {
             None => Database::in_memory(),
             Some(dir) => {
                 let dir = dir.join(version.name().to_lowercase());
-                Database::open(&dir).with_context(|| format!("opening {}", dir.display()))?
+                let mut options = partita::Options::default();
+                if let Some(bytes) = cache_size {
+                    options.cache_bytes = bytes;
+                }
+                Database::open_with(&dir, options)
+                    .with_context(|| format!("opening {}", dir.display()))?
             }
         };
         let mut blog = Blog::create(&db, version, &scripts)?;
