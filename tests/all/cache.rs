@@ -232,3 +232,91 @@ fn a_query_over_more_than_the_cache_leaves_the_hot_partitions_in_it() -> anyhow:
     assert_eq!(db.cache_stats().loads, after.loads);
     Ok(())
 }
+
+#[test]
+fn writers_and_readers_racing_evictions_see_whole_transactions() -> anyhow::Result<()> {
+    let rounds: usize = std::env::var("PARTITA_CACHE_STEPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3_000)
+        / 10;
+    let dir = tempfile::tempdir()?;
+    // Room for about one partition: every other use evicts one.
+    let db = open(dir.path(), 20_000)?;
+    let c = db.create_container("c", "/pk")?;
+    let partitions = 12;
+    for p in 0..partitions {
+        let pk = format!("p{p}");
+        c.create_item(
+            pk.as_str(),
+            json!({"id": "post", "pk": pk, "count": 0}),
+            None,
+        )?;
+    }
+    // A partition is consistent when its post counts its comments.
+    let consistent = |docs: &[partita::Document]| {
+        let count = docs
+            .iter()
+            .find(|d| d.id() == "post")
+            .map(|d| d["count"].as_u64());
+        let comments = docs.iter().filter(|d| d.id() != "post").count() as u64;
+        count == Some(Some(comments))
+    };
+    std::thread::scope(|scope| -> anyhow::Result<()> {
+        let mut handles = Vec::new();
+        for w in 0..3 {
+            let c = c.clone();
+            handles.push(scope.spawn(move || -> anyhow::Result<()> {
+                for i in 0..rounds {
+                    let pk = format!("p{}", (i * 7 + w) % partitions);
+                    c.transaction(pk.as_str(), |txn| {
+                        let mut post = txn.read_item("post")?.into_value();
+                        let n = post["count"].as_u64().unwrap_or(0);
+                        post["count"] = json!(n + 1);
+                        txn.replace_item("post", post, None)?;
+                        txn.create_item(json!({"id": format!("w{w}-{i}"), "pk": pk}))?;
+                        Ok::<_, partita::Error>(())
+                    })?;
+                }
+                Ok(())
+            }));
+        }
+        for r in 0..2 {
+            let c = c.clone();
+            handles.push(scope.spawn(move || -> anyhow::Result<()> {
+                for i in 0..rounds {
+                    let pk = format!("p{}", (i * 5 + r) % partitions);
+                    let feed = c.read_feed(pk.as_str(), &FeedOptions::default())?;
+                    anyhow::ensure!(consistent(&feed.items), "read feed of {pk} mid-transaction");
+                    let page = c.query_items(
+                        "SELECT * FROM c",
+                        &Params::default(),
+                        &QueryOptions {
+                            partition_key: Some(pk.as_str().into()),
+                            ..QueryOptions::default()
+                        },
+                    )?;
+                    let docs: Vec<partita::Document> =
+                        page.items.into_iter().map(partita::Document::new).collect();
+                    anyhow::ensure!(consistent(&docs), "query of {pk} mid-transaction");
+                    c.read_item(pk.as_str(), "post")?;
+                }
+                Ok(())
+            }));
+        }
+        for handle in handles {
+            handle.join().expect("no panic")?;
+        }
+        Ok(())
+    })?;
+    let stats = db.cache_stats();
+    assert!(stats.evictions > 0, "{stats:?}");
+    let mut comments = 0;
+    for p in 0..partitions {
+        let feed = c.read_feed(format!("p{p}").as_str(), &FeedOptions::default())?;
+        assert!(consistent(&feed.items), "p{p} at the end");
+        comments += feed.items.len() - 1;
+    }
+    assert_eq!(comments, 3 * rounds);
+    Ok(())
+}
