@@ -2,12 +2,14 @@
 //!
 //! Storage is the truth; memory holds the logical partitions that were
 //! used lately, up to a budget in bytes ([`crate::Options::cache_bytes`]).
-//! A partition is read from storage (one range of an index) the first time
-//! a transaction or a read of the whole partition needs it, and stays until
-//! the cache needs its room:
+//! A partition is read from storage (one range of an index) into the cache
+//! when a transaction needs it, at the fourth read of it alone (a point
+//! read, its feed or query), or when a read of it among many finds room to
+//! spare (see `ContainerInner::read_either`), and stays until the cache
+//! needs its room:
 //!
 //! ```text
-//!   begin / snapshot ──► entry in the physical partition's map? ──► loaded? ──► use it
+//!   begin / read     ──► entry in the physical partition's map? ──► loaded? ──► use it
 //!                              │ no: create it (unloaded)              │ no: take its `loading` lock,
 //!                              ▼                                        ▼    read storage, install
 //!                        charge its entry                         charge its documents

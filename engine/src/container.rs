@@ -447,11 +447,7 @@ impl ContainerInner {
             if partition.is_loaded() {
                 false
             } else {
-                let state = self.read_state(db, &partition.key)?;
-                let bytes = FOOTPRINT_PER_PARTITION + state.footprint();
-                partition.install(state);
-                db.cache.loaded();
-                db.cache.charge(&partition, bytes)
+                install(db, &partition, self.read_state(db, &partition.key)?)
             }
         };
         if over {
@@ -545,13 +541,13 @@ impl ContainerInner {
         self.read_either(db, partition, admits, LogicalPartition::snapshot, |p| {
             let state = self.read_state(db, key)?;
             // Room to spare (nothing would be evicted for it): it stays.
-            let bytes = FOOTPRINT_PER_PARTITION + state.footprint();
-            if !db.cache.has_room(bytes) {
+            if !db
+                .cache
+                .has_room(FOOTPRINT_PER_PARTITION + state.footprint())
+            {
                 return Ok(Arc::new(state));
             }
-            p.install(state);
-            db.cache.loaded();
-            if db.cache.charge(p, bytes) {
+            if install(db, p, state) {
                 // Another thread took the room meanwhile.
                 db.evict();
             }
@@ -676,6 +672,16 @@ impl ContainerInner {
         }
         delta
     }
+}
+
+/// Installs `state`, just read from storage under `partition`'s `loading`
+/// lock, and counts it in the cache; returns whether the cache is now over
+/// its budget.
+fn install(db: &DbInner, partition: &LogicalPartition, state: PartitionState) -> bool {
+    let bytes = FOOTPRINT_PER_PARTITION + state.footprint();
+    partition.install(state);
+    db.cache.loaded();
+    db.cache.charge(partition, bytes)
 }
 
 /// `"{ordinal:08x}-{seq:016x}"`, quoted as Cosmos DB etags are (written by

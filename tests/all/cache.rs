@@ -3,7 +3,8 @@
 //! back from storage, and nothing committed is ever missing on the way.
 //!
 //! `PARTITA_CACHE_STEPS` (default 3,000) bounds the random steps of the
-//! eviction test.
+//! eviction test, and a tenth of it each thread's transactions in the
+//! racing test.
 
 use std::collections::BTreeMap;
 
@@ -19,6 +20,14 @@ const UPSERT_ALL: &str = r#"function upsertAll(docs) {
         c.upsertDocument(c.getSelfLink(), doc, function (err) { if (err) throw err; });
     });
 }"#;
+
+/// `PARTITA_CACHE_STEPS`, 3,000 by default.
+fn steps() -> usize {
+    std::env::var("PARTITA_CACHE_STEPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3_000)
+}
 
 /// A durable database in `dir` whose partition cache holds `cache_bytes`.
 fn open(dir: &std::path::Path, cache_bytes: usize) -> anyhow::Result<Database> {
@@ -125,10 +134,7 @@ fn check_all(c: &Container, model: &Model) -> anyhow::Result<()> {
 
 #[test]
 fn evicted_partitions_read_back_everything_committed() -> anyhow::Result<()> {
-    let steps: u64 = std::env::var("PARTITA_CACHE_STEPS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(3_000);
+    let steps = steps() as u64;
     let dir = tempfile::tempdir()?;
     // Room for a few partitions of 40 small documents, not for 60.
     let budget = 200_000;
@@ -235,11 +241,7 @@ fn a_query_over_more_than_the_cache_leaves_the_hot_partitions_in_it() -> anyhow:
 
 #[test]
 fn writers_and_readers_racing_evictions_see_whole_transactions() -> anyhow::Result<()> {
-    let rounds: usize = std::env::var("PARTITA_CACHE_STEPS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(3_000)
-        / 10;
+    let rounds = steps() / 10;
     let dir = tempfile::tempdir()?;
     // Room for about one partition: every other use evicts one.
     let db = open(dir.path(), 20_000)?;
