@@ -4,7 +4,10 @@
 //! each logical partition in a chunk commit in one transaction, and several
 //! partitions' transactions commit at once, so a durable store syncs them
 //! together (group commit). No triggers run. Unique keys, sizes and ids are
-//! checked as for any write.
+//! checked as for any write. A partition that is not in memory stays out
+//! of it: only the ids being written are looked up in storage
+//! ([`engine::Container::write_documents`]), so importing more than the
+//! cache holds costs no more per document than importing less.
 //!
 //! An import is not one transaction. If it stops (a conflict, a bad
 //! document, a full disk), what committed before stays, and
@@ -209,25 +212,24 @@ impl Container {
                             break;
                         };
                         let count = group.docs.len();
-                        let result = self.transaction(group.key.clone(), |txn| {
-                            for doc in group.docs {
-                                if options.upsert {
-                                    txn.upsert_item(doc, None)?;
-                                } else {
-                                    txn.create_item(doc)?;
-                                }
-                            }
-                            Ok::<_, Error>(())
-                        });
+                        let result = self.raw().write_documents(
+                            group.key.clone(),
+                            group.docs,
+                            options.upsert,
+                        );
                         match result {
-                            Ok(()) => {
+                            Ok(_) => {
                                 committed.fetch_add(count, Ordering::Relaxed);
                             }
                             Err(e) => {
                                 if let Ok(mut f) = failed.lock() {
                                     // The earliest failure in the input wins.
                                     if f.as_ref().is_none_or(|(_, first, _)| group.first < *first) {
-                                        *f = Some((group.key, group.first, Box::new(e)));
+                                        *f = Some((
+                                            group.key,
+                                            group.first,
+                                            Box::new(Error::from(e)),
+                                        ));
                                     }
                                 }
                             }

@@ -456,6 +456,33 @@ impl ContainerInner {
         Ok(partition)
     }
 
+    /// After a detached transaction's commit on `partition` failed (see
+    /// [`Txn::begin_detached`]), which may have reached storage
+    /// unacknowledged: installs the partition as it was before, storage's
+    /// documents with the ids the transaction wrote as `before` had them,
+    /// so reads show only acknowledged commits. The caller holds the
+    /// partition's `loading` lock and pins it. If storage cannot be read,
+    /// the partition stays unloaded.
+    pub(crate) fn install_before(
+        &self,
+        db: &DbInner,
+        partition: &LogicalPartition,
+        before: &PartitionState,
+        ids: &[&str],
+    ) {
+        let Ok(mut state) = self.read_state(db, &partition.key) else {
+            return;
+        };
+        for &id in ids {
+            match before.get(id) {
+                Some(slot) => state.put(Arc::from(id), slot.clone()),
+                None => state.remove(id),
+            }
+        }
+        // Over the budget or not, it stays: it is about to be pinned.
+        install(db, partition, state);
+    }
+
     /// A logical partition's documents as storage has them.
     fn read_state(&self, db: &DbInner, key: &PartitionKey) -> Result<PartitionState> {
         let mut state = PartitionState::default();
@@ -1009,6 +1036,80 @@ impl Container {
         let value = f(&mut txn)?;
         txn.commit()?;
         Ok(value)
+    }
+
+    /// Writes `docs`, documents of the logical partition `partition_key`,
+    /// in one transaction: each is created (409 if its id exists), or
+    /// with `upsert` created or replaced. No triggers run. Returns the
+    /// transaction's LSN, `None` for no documents.
+    ///
+    /// For bulk loads (`partita::Container::import_items`): over a
+    /// partition that is not in memory, it reads from storage only the
+    /// documents with these ids and leaves the partition out of memory, so
+    /// loading more data than the cache holds never reads a partition
+    /// back whole. Readers of that partition wait for the transaction
+    /// (a few milliseconds) instead of reading around it. A container
+    /// with unique keys loads the partition as any transaction does: each
+    /// write is checked against every document of it.
+    ///
+    /// ```
+    /// # use engine::{Database, Error};
+    /// # use serde_json::json;
+    /// let db = Database::in_memory();
+    /// let posts = db.create_container("posts", "/postId")?;
+    /// let docs = (0..3).map(|i| json!({"id": format!("c{i}"), "postId": "p1"})).collect();
+    /// posts.write_documents("p1", docs, false)?;
+    /// assert_eq!(posts.read_item("p1", "c2")?["postId"], "p1");
+    /// # Ok::<(), Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Txn::create_item`] and [`Txn::upsert_item`] for the first
+    /// document that fails (nothing is written then), and the commit's.
+    pub fn write_documents(
+        &self,
+        partition_key: impl Into<PartitionKey>,
+        docs: Vec<Value>,
+        upsert: bool,
+    ) -> Result<Option<Lsn>> {
+        let write = |txn: &mut Txn, docs: Vec<Value>| -> Result<()> {
+            for doc in docs {
+                if upsert {
+                    txn.upsert_item(doc, None)?;
+                } else {
+                    txn.create_item(doc)?;
+                }
+            }
+            Ok(())
+        };
+        let (db, inner) = (&self.db, &self.inner);
+        let key = Txn::checked_key(inner, partition_key.into())?;
+        if db.storage.keeps_documents() && inner.unique_keys.is_empty() {
+            let partition = inner.partition(db, key.clone());
+            // Held until the commit: no reader reads storage, and no
+            // transaction loads the partition, while this one writes it.
+            let _loading = partition.loading.lock();
+            if !partition.is_loaded() {
+                let mut base = PartitionState::default();
+                for id in docs.iter().filter_map(|d| d.get("id")?.as_str()) {
+                    if let Some(doc) = db.storage.read_document(&inner.meta.id, &key, id)? {
+                        let slot = Slot {
+                            rid: doc.rid,
+                            size: doc.size,
+                            document: doc.document,
+                        };
+                        base.put(Arc::from(id), slot);
+                    }
+                }
+                let mut txn =
+                    Txn::begin_detached(db.clone(), inner.clone(), partition.clone(), base)?;
+                write(&mut txn, docs)?;
+                return txn.commit();
+            }
+        }
+        let mut txn = self.begin(key)?;
+        write(&mut txn, docs)?;
+        txn.commit()
     }
 
     /// Runs a transactional batch on one logical partition: every

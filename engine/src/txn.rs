@@ -152,6 +152,9 @@ pub struct Txn {
     /// The committed state when the transaction began. It cannot change while
     /// the transaction holds the writer lock (a revoked one cannot commit).
     base: Arc<PartitionState>,
+    /// A transaction on a partition that is not in memory and stays out
+    /// of it (see [`Txn::begin_detached`]).
+    detached: bool,
     writes: Vec<Write>,
     /// What the call did, for [`host_api::Collection::stats`].
     stats: Statistics,
@@ -189,6 +192,32 @@ impl Txn {
         // The deadline runs from the call: waiting for the lock counts. A
         // limit too far away for an `Instant` never expires.
         let deadline = limit.and_then(|limit| Instant::now().checked_add(limit));
+        let key = Txn::checked_key(&container, key)?;
+        let partition = container.loaded_partition(&db, key)?;
+        Txn::begin_on(db, container, partition, None, limit, deadline)
+    }
+
+    /// Begins a transaction on a logical partition that is not in memory
+    /// and stays out of it, for a caller holding the partition's `loading`
+    /// lock until the transaction ends: `base` holds the documents the
+    /// transaction may touch, read from storage, and the commit changes
+    /// storage alone. Only for writes that touch nothing else (no query,
+    /// no unique key: see [`crate::Container::write_documents`]).
+    pub(crate) fn begin_detached(
+        db: Arc<DbInner>,
+        container: Arc<ContainerInner>,
+        partition: Arc<LogicalPartition>,
+        base: PartitionState,
+    ) -> Result<Txn> {
+        debug_assert!(!partition.is_loaded());
+        Txn::begin_on(db, container, partition, Some(base), None, None)
+    }
+
+    /// `key` completed to the container's full key, checked for size.
+    pub(crate) fn checked_key(
+        container: &ContainerInner,
+        key: PartitionKey,
+    ) -> Result<PartitionKey> {
         let key = container.full_key(key)?;
         for component in key.components() {
             if let PartitionKey::String(s) = component
@@ -202,7 +231,19 @@ impl Txn {
                 )));
             }
         }
-        let partition = container.loaded_partition(&db, key)?;
+        Ok(key)
+    }
+
+    /// Takes `partition`'s writer lock; the transaction works on
+    /// `detached` when given, otherwise on the partition's committed state.
+    fn begin_on(
+        db: Arc<DbInner>,
+        container: Arc<ContainerInner>,
+        partition: Arc<LogicalPartition>,
+        detached: Option<PartitionState>,
+        limit: Option<Duration>,
+        deadline: Option<Instant>,
+    ) -> Result<Txn> {
         let timeout = db.options.lock_timeout;
         let Some(generation) = partition.writer.acquire(timeout, deadline) else {
             return Err(Error::LockTimeout {
@@ -216,7 +257,11 @@ impl Txn {
             generation,
             limit,
         };
-        let base = partition.snapshot();
+        // Taken after the lock: the committed state cannot change from here.
+        let (base, detached) = match detached {
+            Some(base) => (Arc::new(base), true),
+            None => (partition.snapshot(), false),
+        };
         let expiry = container.expiry(|| db.now_secs());
         Ok(Txn {
             expiry,
@@ -224,6 +269,7 @@ impl Txn {
             container,
             partition,
             base,
+            detached,
             writes: Vec::new(),
             stats: Statistics::default(),
             udfs: None,
@@ -672,6 +718,7 @@ impl Txn {
             container,
             partition,
             base,
+            detached,
             writes,
             lease: _lease,
             ..
@@ -705,9 +752,18 @@ impl Txn {
             // The record may have reached storage without being
             // acknowledged: reads go on showing what was, so the partition
             // never leaves memory to be read back with it.
+            if detached {
+                let ids: Vec<&str> = writes.iter().map(|w| &*w.id).collect();
+                container.install_before(&db, &partition, &base, &ids);
+            }
             partition.pin();
         })?;
         drop(alive);
+        if detached {
+            // Nothing in memory to update: readers read storage, which
+            // has it now.
+            return Ok(Some(lsn));
+        }
         // Drop our reference to the old state first, so that when no reader
         // holds it either, the new state is built in place.
         drop(base);

@@ -9,7 +9,8 @@
 use std::collections::BTreeMap;
 
 use partita::{
-    Container, Database, FeedOptions, Options, Params, PartitionKey, QueryOptions, ScriptProperties,
+    Container, Database, FeedOptions, ImportOptions, Options, Params, PartitionKey, QueryOptions,
+    ScriptProperties,
 };
 use serde_json::{Value, json};
 
@@ -129,6 +130,54 @@ fn check_all(c: &Container, model: &Model) -> anyhow::Result<()> {
         "count {:?}, expected {total}",
         page.items
     );
+    Ok(())
+}
+
+#[test]
+fn an_import_larger_than_the_cache_reads_no_partition_back() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    // Room for one of these partitions (about 140 KB each), not for 50.
+    let db = open(dir.path(), 1 << 20)?;
+    let c = db.create_container("c", "/pk")?;
+    let (partitions, n) = (50, 5_000);
+    let docs = |n: usize, v: i64| {
+        (0..n).map(move |i| json!({"id": format!("d{i}"), "pk": format!("p{}", i % 50), "v": v}))
+    };
+    // Ten chunks: each partition is written ten times.
+    let chunks = ImportOptions {
+        chunk_size: 500,
+        ..ImportOptions::default()
+    };
+    let report = c.import_items(docs(n, 1), &chunks, &mut |_| {})?;
+    assert_eq!((report.documents, report.transactions), (5_000, 500));
+    assert_eq!(db.cache_stats().loads, 0, "{:?}", db.cache_stats());
+    // One partition in memory (a transaction loads it): importing into it
+    // updates it there.
+    c.transaction("p3", |txn| txn.read_item("d3"))?;
+    assert_eq!(db.cache_stats().loads, 1);
+    let rid = c.read_item("p7", "d7")?["_rid"].clone();
+    // Creating again conflicts, and nothing of that partition's
+    // transaction is written; upserting replaces, keeping each `_rid`.
+    let err = c
+        .import_items(docs(10, 2), &ImportOptions::default(), &mut |_| {})
+        .unwrap_err();
+    assert_eq!(err.source.status(), 409);
+    let upsert = ImportOptions {
+        upsert: true,
+        ..chunks
+    };
+    c.import_items(docs(n, 3), &upsert, &mut |_| {})?;
+    assert_eq!(c.read_item("p7", "d7")?["_rid"], rid);
+    let page = c.query_items(
+        "SELECT VALUE COUNT(1) FROM c WHERE c.v = 3",
+        &Params::default(),
+        &QueryOptions::default(),
+    )?;
+    assert_eq!(page.items, [json!(n)]);
+    assert_eq!(c.read_item("p3", "d3")?["v"], 3);
+    assert_eq!(c.partition_keys()?.len(), partitions);
+    // The query kept what had room to spare, and evicted nothing.
+    assert_eq!(db.cache_stats().evictions, 0, "{:?}", db.cache_stats());
     Ok(())
 }
 

@@ -21,7 +21,7 @@ use partita::{
     BatchOperation, Container, FeedOptions, Patch, QueryOptions, ScriptProperties,
     TriggerOperation, TriggerType, WriteOptions,
 };
-use partita::{ContainerProperties, Database, Durability, ManualClock, Options};
+use partita::{ContainerProperties, Database, Durability, ImportOptions, ManualClock, Options};
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 
@@ -77,6 +77,12 @@ enum Step {
     Advance(u64),
     /// Deletes the expired documents now (the background purge is off).
     Purge,
+    /// Bulk-imports documents of one partition (`true`: upserting), a
+    /// transaction that reads only their ids when the partition is not in
+    /// memory.
+    Import(usize, Vec<(usize, i64)>, bool),
+    /// An import whose commit crashes before or after (`true`) the write.
+    CrashedImport(usize, Vec<(usize, i64)>, bool),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -106,9 +112,13 @@ fn step() -> impl Strategy<Value = Step> {
         2 => (pk.clone(), id.clone(), v.clone()).prop_map(|(p, i, v)| Step::Patch(p, i, v)),
         3 => (pk.clone(), proptest::collection::vec((batch_kind(), id.clone(), v.clone()), 1..5))
             .prop_map(|(p, ops)| Step::Batch(p, ops)),
-        2 => (pk, id, v, 1u64..4).prop_map(|(p, i, v, t)| Step::Expiring(p, i, v, t)),
+        2 => (pk.clone(), id.clone(), v.clone(), 1u64..4).prop_map(|(p, i, v, t)| Step::Expiring(p, i, v, t)),
         2 => (0u64..3).prop_map(Step::Advance),
         1 => Just(Step::Purge),
+        2 => (pk.clone(), proptest::collection::vec((id.clone(), v.clone()), 1..4), any::<bool>())
+            .prop_map(|(p, docs, upsert)| Step::Import(p, docs, upsert)),
+        1 => (pk, proptest::collection::vec((id, v), 1..4), any::<bool>())
+            .prop_map(|(p, docs, after)| Step::CrashedImport(p, docs, after)),
     ]
 }
 
@@ -413,6 +423,54 @@ fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
                 drop(c);
                 drop(db);
                 (db, c) = open(dir.path(), &crashes, &clock);
+            }
+            Step::Import(p, docs, upsert) => {
+                let bodies: Vec<Value> = docs.iter().map(|(i, v)| doc(p, IDS[*i], *v)).collect();
+                let options = ImportOptions {
+                    upsert,
+                    ..ImportOptions::default()
+                };
+                let res = c.import_items(bodies.clone(), &options, &mut |_| {});
+                // Created one by one: an id the partition or the import
+                // already has fails the whole transaction.
+                let mut after = model.clone();
+                let mut conflict = false;
+                for b in bodies {
+                    let key = (p, b["id"].as_str().unwrap_or("").to_owned());
+                    conflict |= !upsert && after.contains_key(&key);
+                    after.insert(key, b);
+                }
+                if conflict {
+                    prop_assert_eq!(res.map(drop).map_err(|e| e.source.status()), Err(409));
+                } else {
+                    prop_assert_eq!(res.expect("import").documents, docs.len() as u64);
+                    model = after;
+                }
+            }
+            Step::CrashedImport(p, docs, after) => {
+                let bodies: Vec<Value> = docs.iter().map(|(i, v)| doc(p, IDS[*i], *v)).collect();
+                crashes.fail_next_commit(if after {
+                    CommitFault::after_write("crash after the write (injected)")
+                } else {
+                    CommitFault::before_write("crash before the write (injected)")
+                });
+                let options = ImportOptions {
+                    upsert: true,
+                    ..ImportOptions::default()
+                };
+                let res = c.import_items(bodies.clone(), &options, &mut |_| {});
+                prop_assert_eq!(res.map(drop).map_err(|e| e.source.status()), Err(500));
+                // Nothing of it is visible before the restart, though the
+                // partition was not in memory when it began.
+                check(&c, &model, n)?;
+                drop(c);
+                drop(db);
+                (db, c) = open(dir.path(), &crashes, &clock);
+                if after {
+                    for b in bodies {
+                        model.insert((p, b["id"].as_str().unwrap_or("").to_owned()), b);
+                    }
+                }
             }
             Step::CrashedWrite(p, i, v, after) => {
                 crashes.fail_next_commit(if after {
