@@ -1,10 +1,26 @@
 //! In-memory storage: no files, nothing survives the process.
 //!
 //! It still keeps the change log, so the change feed works in tests and
-//! demos. The log grows without bound; use [`super::SqliteStorage`] for
-//! anything long-running.
+//! demos. The log is bounded by the live documents, not by the writes:
+//! the last [`RETAINED_COMMITS`] commits of each container are kept
+//! whole, and older ones are compacted to what Cosmos DB's latest-version
+//! change feed shows, the latest version of each document that still
+//! exists (superseded versions and deletes go).
+//!
+//! ```text
+//!   lsn 1 ....................... compacted | ......... last
+//!   latest versions only (no deletes)       | every change, whole
+//!                                           |<- RETAINED_COMMITS..2x ->|
+//! ```
+//!
+//! A reader within the window sees every change; one further behind sees
+//! each document once, at its latest version, and misses the deletes it
+//! fell behind on. Compaction runs when the whole part reaches twice the
+//! window (amortized O(1) per change), and the compacted part is swept
+//! again once more of its entries are superseded than documents live.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 
@@ -17,23 +33,112 @@ use super::{
 use crate::document::{Document, now_secs};
 use crate::error::Result;
 
+/// How many of each container's latest commits the in-memory change log
+/// keeps whole (see the module docs).
+pub const RETAINED_COMMITS: u64 = 10_000;
+
 /// Storage that keeps the change log in memory.
-#[derive(Default)]
 pub struct MemoryStorage {
-    /// Per container: the change log, whose entry `i` has LSN `i + 1`.
-    /// Records are kept as committed and turned into [`Change`]s only when
-    /// read, so a commit costs no copying; with each, the clock at commit
-    /// when it deletes something (a delete has no `_ts` of its own).
     logs: Mutex<HashMap<String, ChangeLog, foldhash::quality::RandomState>>,
+    retained: u64,
 }
 
-/// One container's change log: each commit with its clock at commit.
-type ChangeLog = Vec<(CommitRecord, u64)>;
+impl Default for MemoryStorage {
+    fn default() -> MemoryStorage {
+        MemoryStorage::with_retention(RETAINED_COMMITS)
+    }
+}
+
+/// One container's change log.
+#[derive(Default)]
+struct ChangeLog {
+    /// The commits by LSN. Records are kept as committed and turned into
+    /// [`Change`]s only when read, so a commit costs no copying; with
+    /// each, the clock at commit when it deletes something (a delete has
+    /// no `_ts` of its own).
+    records: BTreeMap<u64, (CommitRecord, u64)>,
+    /// The last LSN given.
+    last: u64,
+    /// The LSN of each document's last change, deletes compacted away
+    /// excepted.
+    latest: HashMap<(PartitionKey, Arc<str>), u64, foldhash::quality::RandomState>,
+    /// Records up to this LSN hold only changes that were latest when
+    /// they were compacted.
+    compacted: u64,
+    /// Changes up to `compacted` superseded since.
+    stale: usize,
+}
+
+impl ChangeLog {
+    fn append(&mut self, record: CommitRecord, at: u64, retained: u64) -> Lsn {
+        self.last += 1;
+        let lsn = self.last;
+        for change in &record.changes {
+            let key = (record.partition_key.clone(), change.id.clone());
+            if self
+                .latest
+                .insert(key, lsn)
+                .is_some_and(|prev| prev <= self.compacted)
+            {
+                self.stale += 1;
+            }
+        }
+        self.records.insert(lsn, (record, at));
+        if self.last >= self.compacted + 2 * retained.max(1) {
+            self.compact(self.compacted, self.last - retained);
+        }
+        if self.stale > self.latest.len().max(retained as usize) {
+            self.compact(0, self.compacted);
+        }
+        Lsn(lsn)
+    }
+
+    /// Drops from the records in `(from, to]` every change that is not its
+    /// document's latest, and the deletes, then the records left empty.
+    fn compact(&mut self, from: u64, to: u64) {
+        let ChangeLog {
+            records, latest, ..
+        } = self;
+        let mut empty = Vec::new();
+        for (&lsn, (record, _)) in records.range_mut(from + 1..=to) {
+            record.changes.retain(|change| {
+                let key = (record.partition_key.clone(), change.id.clone());
+                if latest.get(&key) != Some(&lsn) {
+                    return false;
+                }
+                if change.kind == ChangeKind::Delete {
+                    latest.remove(&key);
+                    return false;
+                }
+                true
+            });
+            if record.changes.is_empty() {
+                empty.push(lsn);
+            }
+        }
+        for lsn in empty {
+            records.remove(&lsn);
+        }
+        if from == 0 {
+            self.stale = 0;
+        }
+        self.compacted = self.compacted.max(to);
+    }
+}
 
 impl MemoryStorage {
     /// Creates an empty store.
     pub fn new() -> MemoryStorage {
         MemoryStorage::default()
+    }
+
+    /// Creates an empty store whose change logs keep the last `retained`
+    /// commits of each container whole (see the module docs).
+    pub fn with_retention(retained: u64) -> MemoryStorage {
+        MemoryStorage {
+            logs: Mutex::default(),
+            retained,
+        }
     }
 }
 
@@ -72,8 +177,7 @@ impl Storage for MemoryStorage {
             Some(log) => log,
             None => logs.entry(record.container.to_string()).or_default(),
         };
-        log.push((record, at));
-        Ok(Lsn(log.len() as u64))
+        Ok(log.append(record, at, self.retained))
     }
 
     fn read_changes(&self, container: &str, after: Lsn, max_changes: usize) -> Result<Vec<Change>> {
@@ -82,11 +186,11 @@ impl Storage for MemoryStorage {
             return Ok(Vec::new());
         };
         let mut res = Vec::new();
-        for (i, (record, at)) in log.iter().enumerate().skip(after.0 as usize) {
+        for (&lsn, (record, at)) in log.records.range(after.0 + 1..) {
             if res.len() >= max_changes.max(1) {
                 break;
             }
-            let lsn = Lsn(i as u64 + 1);
+            let lsn = Lsn(lsn);
             res.extend(record.changes.iter().map(|c| Change {
                 lsn,
                 partition_key: record.partition_key.clone(),
@@ -126,5 +230,94 @@ impl Storage for MemoryStorage {
 
     fn wants_text(&self) -> bool {
         false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::RecordChange;
+    use serde_json::json;
+
+    fn record(pk: &str, changes: &[(&str, ChangeKind, i64)]) -> CommitRecord {
+        CommitRecord {
+            container: Arc::from("c"),
+            partition_key: PartitionKey::from(pk),
+            changes: changes
+                .iter()
+                .map(|&(id, kind, v)| RecordChange {
+                    id: Arc::from(id),
+                    kind,
+                    rid: 0,
+                    seq: 0,
+                    document: (kind != ChangeKind::Delete)
+                        .then(|| Document::new(json!({"id": id, "pk": pk, "v": v}))),
+                    text: None,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn the_log_is_bounded_by_the_live_documents_not_the_writes() {
+        let retained = 100;
+        let storage = MemoryStorage::with_retention(retained);
+        // Ten documents rewritten again and again, and a new document
+        // created and deleted by every tenth commit.
+        let commits = 5_000u64;
+        for n in 0..commits {
+            let id = format!("d{}", n % 10);
+            storage
+                .commit(record("p", &[(&id, ChangeKind::Replace, n as i64)]))
+                .unwrap();
+            if n % 10 == 0 {
+                let temp = format!("t{n}");
+                storage
+                    .commit(record("q", &[(&temp, ChangeKind::Create, 0)]))
+                    .unwrap();
+                storage
+                    .commit(record("q", &[(&temp, ChangeKind::Delete, 0)]))
+                    .unwrap();
+            }
+        }
+        let last = commits + commits / 5;
+        let logs = storage.logs.lock();
+        let log = &logs["c"];
+        assert_eq!(log.last, last);
+        assert!(
+            log.records.len() as u64 <= 2 * retained + 10,
+            "{}",
+            log.records.len()
+        );
+        assert!(
+            log.latest.len() as u64 <= 2 * retained + 10,
+            "{}",
+            log.latest.len()
+        );
+        drop(logs);
+        // From the start: the latest version of each live document once,
+        // then every change of the window, deletes included.
+        let changes = storage.read_changes("c", Lsn::ZERO, usize::MAX).unwrap();
+        let window = changes.iter().filter(|c| c.lsn.0 > last - retained).count();
+        assert!(window as u64 >= retained, "{window}");
+        for d in 0..10 {
+            let id = format!("d{d}");
+            let versions: Vec<_> = changes.iter().filter(|c| c.id == id).collect();
+            let newest = versions.last().expect("a live document is in the log");
+            assert_eq!(
+                newest.document.as_ref().unwrap()["v"],
+                commits as i64 - 10 + d
+            );
+        }
+        let old_deletes = changes
+            .iter()
+            .filter(|c| c.kind == ChangeKind::Delete && c.lsn.0 <= last - 2 * retained)
+            .count();
+        assert_eq!(old_deletes, 0);
+        // LSNs stay where they were: reading after one gives what follows.
+        let tail = storage
+            .read_changes("c", Lsn(last - 5), usize::MAX)
+            .unwrap();
+        assert_eq!(tail.first().map(|c| c.lsn), Some(Lsn(last - 4)));
     }
 }

@@ -49,7 +49,7 @@ use std::sync::Arc;
 
 use host_api::{PartitionKey, ScriptKind, ScriptLanguage, TriggerOperation, TriggerType};
 
-pub use memory::MemoryStorage;
+pub use memory::{MemoryStorage, RETAINED_COMMITS};
 pub use sqlite::{CHECKPOINT_PAGES, SqliteStorage};
 
 use crate::document::Document;
