@@ -207,12 +207,14 @@ fn main() -> ExitCode {
     // The demo prints its own table; every other command prints one JSON value.
     let outcome = match &cli.command {
         Command::Demo(args) => {
-            let data = if cli.in_memory {
-                None
+            let store = if cli.in_memory {
+                demo::Store::Memory
+            } else if let Some(dir) = cli.data.as_deref() {
+                demo::Store::Dir(dir, cli.cache_size)
             } else {
-                cli.data.as_deref()
+                demo::Store::Temporary(cli.cache_size.unwrap_or(demo::CACHE_BYTES))
             };
-            demo::run(data, cli.cache_size, args).map(|()| None)
+            demo::run(store, args).map(|()| None)
         }
         _ => run(cli).map(Some),
     };

@@ -83,18 +83,31 @@ struct Measured {
     charge: Option<f64>,
 }
 
-/// Runs the demo in memory, or durably under `data/v1`, `data/v2`,
-/// `data/v3`, and prints its table and checks on stdout.
+/// The partition cache of the demo's temporary data directory: one
+/// model's data set takes about 4.9 GB in memory at the default scale.
+pub(crate) const CACHE_BYTES: usize = 256 << 20;
+
+/// Where the demo keeps its databases.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Store<'a> {
+    /// In memory (`--in-memory`).
+    Memory,
+    /// Durably under `DIR/v1`, `DIR/v2`, `DIR/v3` (`--data DIR`), with
+    /// `--cache-size` if given.
+    Dir(&'a Path, Option<usize>),
+    /// The default: a temporary data directory, removed at the end,
+    /// without fsync (nothing in it outlives the run), under a partition
+    /// cache of this many bytes.
+    Temporary(usize),
+}
+
+/// Runs the demo in `store` and prints its table and checks on stdout.
 ///
 /// # Errors
 /// Bad options, `--wasm` when the WebAssembly modules cannot be built or
-/// read, a data
-/// directory that already holds a demo, any failed request or check.
-pub(crate) fn run(
-    data: Option<&Path>,
-    cache_size: Option<usize>,
-    args: &DemoArgs,
-) -> anyhow::Result<()> {
+/// read, a data directory that already holds a demo, any failed request
+/// or check.
+pub(crate) fn run(store: Store<'_>, args: &DemoArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     ensure!(
         args.seconds.is_finite() && args.seconds > 0.0,
@@ -116,18 +129,33 @@ pub(crate) fn run(
     let mut results: Vec<(Version, Vec<Measured>)> = Vec::new();
     let mut loads = Vec::new();
     let mut checks = Vec::new();
+    let temporary = match store {
+        Store::Temporary(_) => Some(
+            tempfile::Builder::new()
+                .prefix("partita-demo-")
+                .tempdir()
+                .context("creating the demo's temporary data directory")?,
+        ),
+        _ => None,
+    };
     for version in Version::ALL {
-        let db = match data {
-            None => Database::in_memory(),
-            Some(dir) => {
-                let dir = dir.join(version.name().to_lowercase());
-                let mut options = partita::Options::default();
-                if let Some(bytes) = cache_size {
-                    options.cache_bytes = bytes;
-                }
-                Database::open_with(&dir, options)
-                    .with_context(|| format!("opening {}", dir.display()))?
+        let open = |dir: &Path, cache: Option<usize>, durability| {
+            let dir = dir.join(version.name().to_lowercase());
+            let mut options = partita::Options {
+                durability,
+                ..partita::Options::default()
+            };
+            if let Some(bytes) = cache {
+                options.cache_bytes = bytes;
             }
+            Database::open_with(&dir, options).with_context(|| format!("opening {}", dir.display()))
+        };
+        let db = match (store, &temporary) {
+            (Store::Dir(dir, cache), _) => open(dir, cache, partita::Durability::Full)?,
+            (Store::Temporary(cache), Some(dir)) => {
+                open(dir.path(), Some(cache), partita::Durability::None)?
+            }
+            _ => Database::in_memory(),
         };
         let mut blog = Blog::create(&db, version, &scripts)?;
         let progress = bar(
@@ -164,7 +192,14 @@ pub(crate) fn run(
     let report = Report {
         plan: &plan,
         language,
-        storage: data.map_or_else(|| "in memory".to_owned(), |d| d.display().to_string()),
+        storage: match store {
+            Store::Memory => "in memory".to_owned(),
+            Store::Dir(dir, None) => dir.display().to_string(),
+            Store::Dir(dir, Some(cache)) => format!("{}, cache {}", dir.display(), mb(cache)),
+            Store::Temporary(cache) => {
+                format!("a temporary data directory (no fsync), cache {}", mb(cache))
+            }
+        },
         loads: &loads,
         results: &results,
         checks: &checks,
@@ -263,6 +298,11 @@ fn check(blog: &mut Blog, driver: &mut Driver) -> anyhow::Result<Vec<String>> {
 }
 
 /// The most memory the process has held (Linux), in bytes.
+/// `bytes` in whole mebibytes (`256 MiB`).
+fn mb(bytes: usize) -> String {
+    format!("{} MiB", bytes >> 20)
+}
+
 fn peak_memory() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;

@@ -742,6 +742,14 @@ fn demo_prints_the_table_of_three_models_and_its_invariants() {
         })
         .collect();
     assert_eq!(rows.len(), 10, "{text}");
+    // By default in a throwaway data directory, its memory bounded.
+    assert!(
+        text.contains(
+            "\nJavaScript procedures and triggers, a temporary data directory (no fsync), \
+             cache 256 MiB;"
+        ),
+        "{text}"
+    );
     for row in &rows {
         // Three model cells, each with a latency, the request-charge column
         // and the published figure.
@@ -835,7 +843,12 @@ fn demo_runs_with_the_wasm_procedures() {
     let dir = partita_workload::guest::build().unwrap_or_else(|e| panic!("{e}"));
     let text = demo(
         "6",
-        &["--wasm", "--wasm-dir", dir.to_str().expect("UTF-8 path")],
+        &[
+            "--wasm",
+            "--wasm-dir",
+            dir.to_str().expect("UTF-8 path"),
+            "--in-memory",
+        ],
     );
     assert!(
         text.contains("\nWebAssembly procedures and triggers, in memory;"),
