@@ -177,6 +177,30 @@ impl DbInner {
     }
 }
 
+impl Drop for DbInner {
+    /// Hands the partitions in memory to a thread that frees them, so
+    /// closing does not wait for gigabytes of documents to be deallocated
+    /// (1.2 s for 2.8 GB): the fields drop after this, the storage first
+    /// (its final fold and checkpoint), then the directory's lock. In a
+    /// process that exits meanwhile the thread simply ends with it.
+    fn drop(&mut self) {
+        let containers = std::mem::take(self.containers.get_mut());
+        let cached = self.cache.used();
+        if cached < FREE_IN_BACKGROUND_BYTES {
+            return;
+        }
+        // When no thread can be started, `spawn` drops the closure, and
+        // the partitions are freed here after all.
+        let _ = std::thread::Builder::new()
+            .name("partita-free".to_owned())
+            .spawn(move || drop(containers));
+    }
+}
+
+/// The cached bytes from which closing frees the cache on a background
+/// thread rather than while it waits (about 50 ms of deallocation).
+const FREE_IN_BACKGROUND_BYTES: usize = 100 << 20;
+
 /// An open database: a set of containers. Cheap to clone; share it between
 /// threads.
 #[derive(Clone)]
