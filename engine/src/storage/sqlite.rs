@@ -138,18 +138,18 @@ CREATE TABLE IF NOT EXISTS docs (
     pk TEXT NOT NULL,
     id TEXT NOT NULL,
     rid INTEGER NOT NULL,
-    body TEXT NOT NULL,
-    etag TEXT NOT NULL,
-    ts INTEGER NOT NULL
-);
-CREATE UNIQUE INDEX IF NOT EXISTS docs_by_key ON docs (container, pk, id);
+    lsn INTEGER,
+    idx INTEGER,
+    body TEXT,
+    PRIMARY KEY (container, pk, id)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS changes (
     container TEXT NOT NULL,
     lsn INTEGER NOT NULL,
     idx INTEGER NOT NULL,
     pk TEXT NOT NULL,
     id TEXT NOT NULL,
-    op TEXT NOT NULL,
+    op NOT NULL,
     seq INTEGER NOT NULL,
     rid INTEGER NOT NULL,
     body TEXT,
@@ -175,16 +175,27 @@ CREATE TABLE IF NOT EXISTS folded (
 );
 ";
 
-/// The tables an older Partita stored `WITHOUT ROWID`, and their columns.
-/// Appending to such a table splits pages by rebalancing them with their
-/// siblings (SQLite's fast path for appends is for rowid tables), which
-/// rewrote three or four pages per transaction into the log; they are
-/// copied into the layout of [`SCHEMA`] at open.
-const RELAID: [(&str, &str); 2] = [
-    ("docs", "container, pk, id, rid, body, etag, ts"),
+/// The tables an older Partita stored in another layout, the columns
+/// copied from them, and a query that tells whether the table is of an
+/// older layout; they are copied into the layout of [`SCHEMA`] at open.
+///
+/// `changes` was `WITHOUT ROWID`: appending to such a table splits pages by
+/// rebalancing them with their siblings (SQLite's fast path for appends is
+/// for rowid tables), which rewrote three or four pages per transaction
+/// into the log. `docs` held a copy of each document's body, with its etag
+/// and timestamp; its rows keep their bodies (`lsn` and `idx` `NULL`).
+const RELAID: [(&str, &str, &str); 2] = [
+    (
+        "docs",
+        "container, pk, id, rid, body",
+        "SELECT COUNT(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'docs' \
+         AND NOT EXISTS (SELECT 1 FROM pragma_table_info('docs') WHERE name = 'lsn')",
+    ),
     (
         "changes",
         "container, lsn, idx, pk, id, op, seq, rid, body, ts",
+        "SELECT COUNT(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'changes' \
+         AND upper(sql) LIKE '%WITHOUT ROWID%'",
     ),
 ];
 
@@ -194,18 +205,9 @@ const RELAID: [(&str, &str); 2] = [
 fn create_schema(conn: &mut Connection, unfolded_store: bool) -> rusqlite::Result<()> {
     let tx = conn.transaction()?;
     let mut relaid = Vec::new();
-    for (table, columns) in RELAID {
-        let sql: Option<String> = tx
-            .query_row(
-                "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?1",
-                params![table],
-                |row| row.get(0),
-            )
-            .or_else(|e| match e {
-                rusqlite::Error::QueryReturnedNoRows => Ok(None),
-                e => Err(e),
-            })?;
-        if sql.is_some_and(|sql| sql.to_ascii_uppercase().contains("WITHOUT ROWID")) {
+    for (table, columns, older) in RELAID {
+        if tx.query_row(older, [], |row| row.get::<_, bool>(0))? {
+            // Its indexes go with it, and are dropped with it.
             tx.execute_batch(&format!("ALTER TABLE {table} RENAME TO {table}_old_layout"))?;
             relaid.push((table, columns));
         }
@@ -244,11 +246,41 @@ fn create_schema(conn: &mut Connection, unfolded_store: bool) -> rusqlite::Resul
 }
 
 /// A document's latest committed state, not yet folded into `docs`:
-/// `None` for a delete.
+/// `None` for a delete. `lsn` and `idx` name the log row that holds it,
+/// which the fold makes the `docs` row point at.
 #[derive(Clone)]
 struct Pending {
     rid: u64,
+    lsn: u64,
+    idx: u32,
     document: Option<(Document, Arc<str>)>,
+}
+
+/// How `changes.op` stores each [`ChangeKind`]: a small integer (SQLite
+/// stores 0 and 1 in the row header alone). Rows of older stores hold the
+/// name ([`ChangeKind::as_str`]), which reads still accept.
+fn op_code(kind: ChangeKind) -> i64 {
+    match kind {
+        ChangeKind::Create => 0,
+        ChangeKind::Replace => 1,
+        ChangeKind::Delete => 2,
+    }
+}
+
+/// Reads `changes.op`, as [`op_code`] or as an older store's name.
+fn parse_op(op: rusqlite::types::ValueRef<'_>) -> Option<ChangeKind> {
+    use rusqlite::types::ValueRef;
+    match op {
+        ValueRef::Integer(0) => Some(ChangeKind::Create),
+        ValueRef::Integer(1) => Some(ChangeKind::Replace),
+        ValueRef::Integer(2) => Some(ChangeKind::Delete),
+        // A column of an older store's text affinity turns codes into text.
+        ValueRef::Text(b"0") => Some(ChangeKind::Create),
+        ValueRef::Text(b"1") => Some(ChangeKind::Replace),
+        ValueRef::Text(b"2") => Some(ChangeKind::Delete),
+        ValueRef::Text(name) => ChangeKind::parse(std::str::from_utf8(name).ok()?),
+        _ => None,
+    }
 }
 
 /// Documents committed since the last fold, by (container, partition key
@@ -951,7 +983,8 @@ impl Storage for SqliteStorage {
                 break;
             }
             let pk: String = row.get(1).map_err(bad)?;
-            let op: String = row.get(3).map_err(bad)?;
+            let op = row.get_ref(3).map_err(bad)?;
+            let kind = parse_op(op);
             let body: Option<String> = row.get(4).map_err(bad)?;
             let corrupt = |what: String| {
                 Error::Storage(format!(
@@ -968,8 +1001,7 @@ impl Storage for SqliteStorage {
                 lsn,
                 partition_key: PartitionKey::parse(&pk).map_err(|e| corrupt(e.to_string()))?,
                 id: row.get(2).map_err(bad)?,
-                kind: ChangeKind::parse(&op)
-                    .ok_or_else(|| corrupt(format!("unknown op {op:?}")))?,
+                kind: kind.ok_or_else(|| corrupt(format!("unknown op {op:?}")))?,
                 document,
                 ts: row.get::<_, i64>(5).map_err(bad)?.max(0) as u64,
             });
@@ -992,8 +1024,10 @@ impl Storage for SqliteStorage {
         let overlay = pending_of(&self.pending.read(), container, &pk);
         let conn = self.reader.lock();
         let bad = |e: rusqlite::Error| Error::storage("read a partition", e);
+        // One statement, so one snapshot: the log rows the `docs` rows
+        // point at are read as of the same commit.
         let mut stmt = conn
-            .prepare_cached("SELECT id, rid, body FROM docs WHERE container = ?1 AND pk = ?2")
+            .prepare_cached(&format!("SELECT d.id, d.rid, {DOC_BODY} d.pk = ?2"))
             .map_err(bad)?;
         let mut rows = stmt.query(params![container, pk]).map_err(bad)?;
         let mut docs = Vec::new();
@@ -1011,7 +1045,7 @@ impl Storage for SqliteStorage {
             let body = row
                 .get_ref(2)
                 .map_err(bad)?
-                .as_str()
+                .as_str_or_null()
                 .map_err(|e| bad(e.into()))?;
             docs.push(parse_row(container, &pk, id, rid, body)?);
         }
@@ -1034,9 +1068,7 @@ impl Storage for SqliteStorage {
         let conn = self.reader.lock();
         let bad = |e: rusqlite::Error| Error::storage("read a document", e);
         let mut stmt = conn
-            .prepare_cached(
-                "SELECT rid, body FROM docs WHERE container = ?1 AND pk = ?2 AND id = ?3",
-            )
+            .prepare_cached(&format!("SELECT d.rid, {DOC_BODY} d.pk = ?2 AND d.id = ?3"))
             .map_err(bad)?;
         let mut rows = stmt.query(params![container, pk, id]).map_err(bad)?;
         let Some(row) = rows.next().map_err(bad)? else {
@@ -1046,7 +1078,7 @@ impl Storage for SqliteStorage {
         let body = row
             .get_ref(1)
             .map_err(bad)?
-            .as_str()
+            .as_str_or_null()
             .map_err(|e| bad(e.into()))?;
         parse_row(container, &pk, id, rid, body).map(Some)
     }
@@ -1147,7 +1179,7 @@ fn unfolded(
     {
         let mut stmt = conn
             .prepare(
-                "SELECT lsn, pk, id, rid, body, seq FROM changes WHERE container = ?1 AND lsn > ?2 ORDER BY lsn, idx",
+                "SELECT lsn, pk, id, rid, body, seq, idx FROM changes WHERE container = ?1 AND lsn > ?2 ORDER BY lsn, idx",
             )
             .map_err(bad)?;
         for container in next_lsn.keys() {
@@ -1175,9 +1207,18 @@ fn unfolded(
                 );
                 let rid = row.get::<_, i64>(3).map_err(bad)? as u64;
                 let seq = row.get::<_, i64>(5).map_err(bad)? as u64;
+                let idx = row.get::<_, i64>(6).map_err(bad)? as u32;
                 let max = max_seq.entry(container.clone()).or_default();
                 *max = (*max).max(seq);
-                pending.insert(key, Pending { rid, document });
+                pending.insert(
+                    key,
+                    Pending {
+                        rid,
+                        lsn: lsn as u64,
+                        idx,
+                        document,
+                    },
+                );
             }
         }
     }
@@ -1261,8 +1302,28 @@ impl Pending {
     }
 }
 
-/// A row of `docs` as a read returns it.
-fn parse_row(container: &str, pk: &str, id: &str, rid: u64, body: &str) -> Result<LoadedDocument> {
+/// The body of a `docs` row (`d`, of container `?1`) and the rest of a
+/// query that reads it: its own, in a row an older Partita wrote, else
+/// that of the log row it points at. A container's log rows go only with
+/// the container, so the row is there (`NULL` would be a corrupt store).
+const DOC_BODY: &str = "COALESCE(d.body, c.body) FROM docs AS d \
+     LEFT JOIN changes AS c ON c.container = d.container AND c.lsn = d.lsn AND c.idx = d.idx \
+     WHERE d.container = ?1 AND";
+
+/// A row of `docs` as a read returns it, given its body (`None`: the log
+/// row it points at is missing).
+fn parse_row(
+    container: &str,
+    pk: &str,
+    id: &str,
+    rid: u64,
+    body: Option<&str>,
+) -> Result<LoadedDocument> {
+    let body = body.ok_or_else(|| {
+        Error::Storage(format!(
+            "corrupt row in docs: container {container:?}, pk {pk}, id {id:?}: no body, and no change log entry with it"
+        ))
+    })?;
     let value: serde_json::Value = serde_json::from_str(body).map_err(|e| {
         Error::Storage(format!(
             "corrupt row in docs: container {container:?}, pk {pk}, id {id:?}: {e}"
@@ -1586,22 +1647,22 @@ fn fold(
     }
     let tx = conn.transaction()?;
     {
+        // A pointer to the log row that holds the body: one copy of each.
         let mut put_doc = tx.prepare_cached(
-            "INSERT OR REPLACE INTO docs (container, pk, id, rid, body, etag, ts) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            "INSERT OR REPLACE INTO docs (container, pk, id, rid, lsn, idx, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6, NULL)",
         )?;
         let mut delete_doc =
             tx.prepare_cached("DELETE FROM docs WHERE container = ?1 AND pk = ?2 AND id = ?3")?;
         for ((container, pk, id), doc) in pending_docs.iter() {
             match &doc.document {
-                Some((document, text)) => {
+                Some(_) => {
                     put_doc.execute(params![
                         &**container,
                         pk,
                         &**id,
                         doc.rid as i64,
-                        &**text,
-                        document.etag(),
-                        document.ts() as i64
+                        doc.lsn as i64,
+                        i64::from(doc.idx)
                     ])?;
                 }
                 None => {
@@ -1827,7 +1888,7 @@ fn write_batch(
                     idx as i64,
                     pk,
                     &*change.id,
-                    change.kind.as_str(),
+                    op_code(change.kind),
                     change.seq as i64,
                     change.rid as i64,
                     text.as_deref(),
@@ -1846,6 +1907,8 @@ fn write_batch(
                     ),
                     Pending {
                         rid: change.rid,
+                        lsn: lsn as u64,
+                        idx: idx as u32,
                         document,
                     },
                     change.seq,
@@ -2058,7 +2121,9 @@ mod tests {
         let path = dir.join("db.sqlite");
         let storage = SqliteStorage::open(&live, Durability::Full).unwrap();
         history(&storage);
-        // A document over a page: folding it needs new pages.
+        // A document over a page, and documents whose keys fill pages of
+        // docs: folding them needs new pages (`docs` rows point at the log
+        // rows holding the bodies, so the keys are what a fold writes).
         let mut big = write("big", Some(9));
         let doc = Document::new(
             serde_json::json!({"id": "big", "pk": "a", "n": 9, "pad": "x".repeat(20_000), "_etag": "\"1\"", "_ts": 1}),
@@ -2068,6 +2133,13 @@ mod tests {
         storage.commit(big).unwrap();
         let mut state = history_state();
         state.insert("big".to_owned(), 9);
+        let long_ids = 30;
+        for i in 0..long_ids {
+            let id = format!("long{i}-{}", "x".repeat(300));
+            storage.commit(write(&id, Some(i))).unwrap();
+            state.insert(id, i);
+        }
+        let logged = 7 + long_ids as usize;
         // A crash: every commit is in the log, none folded into docs.
         for suffix in ["", "-wal"] {
             std::fs::copy(
@@ -2094,13 +2166,19 @@ mod tests {
             storage.create_container(&meta()),
             Err(Error::ReadOnly(_))
         ));
-        assert_eq!(storage.read_changes("c", Lsn::ZERO, 100).unwrap().len(), 7);
+        assert_eq!(
+            storage.read_changes("c", Lsn::ZERO, 100).unwrap().len(),
+            logged
+        );
         drop(storage);
         // With space: writable, nothing lost, the log continues.
         let storage = SqliteStorage::open(&path, Durability::Full).unwrap();
         assert_eq!(storage.read_only(), None);
         assert_eq!(loaded(&storage), state);
-        assert_eq!(storage.commit(write("d", Some(1))).unwrap(), Lsn(8));
+        assert_eq!(
+            storage.commit(write("d", Some(1))).unwrap(),
+            Lsn(logged as u64 + 1)
+        );
     }
 
     fn meta() -> ContainerMeta {
@@ -2313,9 +2391,16 @@ mod tests {
         assert_eq!(
             count(
                 &path,
-                "SELECT COUNT(*) FROM sqlite_master WHERE sql LIKE '%WITHOUT ROWID%' AND name IN ('docs', 'changes')"
+                "SELECT COUNT(*) FROM sqlite_master WHERE sql LIKE '%WITHOUT ROWID%' AND name = 'changes'"
             ),
             0
+        );
+        assert_eq!(
+            count(
+                &path,
+                "SELECT COUNT(*) FROM pragma_table_info('docs') WHERE name IN ('lsn', 'idx')"
+            ),
+            2
         );
         assert_eq!(
             count(
@@ -2333,6 +2418,103 @@ mod tests {
             loaded(&storage),
             BTreeMap::from([("x".to_owned(), 7), ("y".to_owned(), 1)])
         );
+    }
+
+    #[test]
+    fn a_store_with_bodies_in_docs_keeps_them_and_points_at_the_log_after() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        // The layout before `docs` pointed at the log: rowid tables with
+        // unique indexes, a copy of each body (and its etag) in docs, ops
+        // by name, everything folded.
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(
+            r#"
+            CREATE TABLE containers (id TEXT PRIMARY KEY, ordinal INTEGER NOT NULL, pk_path TEXT NOT NULL, physical_partitions INTEGER NOT NULL, settings TEXT NOT NULL DEFAULT '{}');
+            CREATE TABLE docs (container TEXT NOT NULL, pk TEXT NOT NULL, id TEXT NOT NULL, rid INTEGER NOT NULL, body TEXT NOT NULL, etag TEXT NOT NULL, ts INTEGER NOT NULL);
+            CREATE UNIQUE INDEX docs_by_key ON docs (container, pk, id);
+            CREATE TABLE changes (container TEXT NOT NULL, lsn INTEGER NOT NULL, idx INTEGER NOT NULL, pk TEXT NOT NULL, id TEXT NOT NULL, op TEXT NOT NULL, seq INTEGER NOT NULL, rid INTEGER NOT NULL, body TEXT, ts INTEGER NOT NULL);
+            CREATE UNIQUE INDEX changes_by_lsn ON changes (container, lsn, idx);
+            CREATE TABLE scripts (container TEXT NOT NULL, kind TEXT NOT NULL, id TEXT NOT NULL, language TEXT NOT NULL, body BLOB NOT NULL, trigger_type TEXT, trigger_operation TEXT, version INTEGER NOT NULL, ts INTEGER NOT NULL, PRIMARY KEY (container, kind, id)) WITHOUT ROWID;
+            CREATE TABLE folded (container TEXT PRIMARY KEY, lsn INTEGER NOT NULL, seq INTEGER);
+            INSERT INTO containers (id, ordinal, pk_path, physical_partitions) VALUES ('c', 1, '/pk', 1);
+            INSERT INTO changes VALUES ('c', 1, 0, '["a"]', 'x', 'create', 1, 1, '{"id":"x","pk":"a","n":7}', 1);
+            INSERT INTO changes VALUES ('c', 1, 1, '["a"]', 'y', 'create', 2, 2, '{"id":"y","pk":"a","n":1}', 1);
+            INSERT INTO changes VALUES ('c', 2, 0, '["a"]', 'y', 'replace', 3, 2, '{"id":"y","pk":"a","n":2}', 1);
+            INSERT INTO changes VALUES ('c', 3, 0, '["a"]', 'gone', 'create', 4, 3, '{"id":"gone","pk":"a"}', 1);
+            INSERT INTO changes VALUES ('c', 4, 0, '["a"]', 'gone', 'delete', 5, 3, NULL, 1);
+            INSERT INTO docs VALUES ('c', '["a"]', 'x', 1, '{"id":"x","pk":"a","n":7}', '"1"', 1);
+            INSERT INTO docs VALUES ('c', '["a"]', 'y', 2, '{"id":"y","pk":"a","n":2}', '"3"', 1);
+            INSERT INTO folded VALUES ('c', 4, 5);
+            "#,
+        )
+        .unwrap();
+        drop(conn);
+        let state = BTreeMap::from([("x".to_owned(), 7), ("y".to_owned(), 2)]);
+        let storage = SqliteStorage::open(&path, Durability::Full).unwrap();
+        assert_eq!(loaded(&storage), state);
+        let kinds: Vec<ChangeKind> = storage
+            .read_changes("c", Lsn::ZERO, 10)
+            .unwrap()
+            .into_iter()
+            .map(|c| c.kind)
+            .collect();
+        use ChangeKind::{Create, Delete, Replace};
+        assert_eq!(kinds, [Create, Create, Replace, Create, Delete]);
+        // A new version of y and a new document: folded as pointers.
+        assert_eq!(storage.commit(write("y", Some(3))).unwrap(), Lsn(5));
+        assert_eq!(storage.commit(write("z", Some(4))).unwrap(), Lsn(6));
+        drop(storage);
+        assert_eq!(
+            count(&path, "SELECT COUNT(*) FROM docs WHERE body IS NOT NULL"),
+            1
+        );
+        assert_eq!(
+            count(
+                &path,
+                "SELECT COUNT(*) FROM docs WHERE body IS NULL AND lsn IN (5, 6) AND idx = 0"
+            ),
+            2
+        );
+        assert_eq!(
+            count(
+                &path,
+                "SELECT COUNT(*) FROM sqlite_master WHERE name LIKE '%old_layout%' OR name = 'docs_by_key'"
+            ),
+            0
+        );
+        let storage = SqliteStorage::open(&path, Durability::Full).unwrap();
+        let state = BTreeMap::from([
+            ("x".to_owned(), 7),
+            ("y".to_owned(), 3),
+            ("z".to_owned(), 4),
+        ]);
+        assert_eq!(loaded(&storage), state);
+        let kinds: Vec<ChangeKind> = storage
+            .read_changes("c", Lsn(4), 10)
+            .unwrap()
+            .into_iter()
+            .map(|c| c.kind)
+            .collect();
+        assert_eq!(kinds, [Replace, Replace]);
+    }
+
+    #[test]
+    fn a_docs_row_whose_log_row_is_missing_is_a_storage_error() {
+        let (_dir, path) = closed_after_history();
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch("DELETE FROM changes WHERE id = 'c'")
+            .unwrap();
+        let storage = SqliteStorage::open(&path, Durability::Full).unwrap();
+        let key = PartitionKey::from("a");
+        let err = storage.read_document("c", &key, "c").unwrap_err();
+        assert!(
+            matches!(&err, Error::Storage(m) if m.contains("no body")),
+            "{err}"
+        );
+        assert!(storage.read_partition("c", &key).is_err());
+        assert!(storage.read_document("c", &key, "a").unwrap().is_some());
     }
 
     #[test]
