@@ -70,9 +70,19 @@
 //! of the log, instead of writing each document twice and dirtying the
 //! `docs` B-tree pages of unrelated partitions, and a hot document (a post
 //! whose comment count every comment bumps) reaches `docs` once per fold
-//! instead of once per commit. Both tables are rowid tables with a unique
-//! index: appending to a `WITHOUT ROWID` table with large rows rebalances
-//! sibling pages on every split.
+//! instead of once per commit.
+//!
+//! Each body is stored once, in the log: a `docs` row holds the document's
+//! key, its rid and the (`lsn`, `idx`) of the log row with its current
+//! version, and its `body` is `NULL` (rows an older Partita wrote keep
+//! their bodies and no pointer). A read joins the two in one statement, so
+//! both come from one snapshot; the log rows a `docs` row points at are
+//! deleted only with their container, which deletes the `docs` rows with
+//! them, so a pointer always finds its row. The log is a rowid table with
+//! a unique index: appending to a `WITHOUT ROWID` table with large rows
+//! rebalances sibling pages on every split. `docs` rows are small (tens of
+//! bytes) and written in key order by the fold, so `docs` is `WITHOUT
+//! ROWID`, keyed by (container, pk, id), and needs no separate index.
 //!
 //! A second connection serves reads of the change log; WAL mode lets it read
 //! committed data while the committer writes.
