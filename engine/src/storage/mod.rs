@@ -13,7 +13,7 @@
 //!                        │                                 │
 //!                        │ assigns the LSN                 └─ error: store goes read-only
 //!                        ▼
-//!              docs(container, pk, id, rid, body, etag, ts)
+//!              docs(container, pk, id, rid, lsn, idx, body)   (lsn, idx: the log row with the body)
 //!              changes(container, lsn, idx, pk, id, op, seq, rid, body, ts)
 //! ```
 //!
