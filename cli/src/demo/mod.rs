@@ -297,12 +297,12 @@ fn check(blog: &mut Blog, driver: &mut Driver) -> anyhow::Result<Vec<String>> {
     Ok(lines)
 }
 
-/// The most memory the process has held (Linux), in bytes.
 /// `bytes` in whole mebibytes (`256 MiB`).
 fn mb(bytes: usize) -> String {
     format!("{} MiB", bytes >> 20)
 }
 
+/// The most memory the process has held (Linux), in bytes.
 fn peak_memory() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
