@@ -31,7 +31,7 @@ use crate::partition::{
 };
 use crate::query::{ComputedProperties, Query, QueryError};
 use crate::settings::{ComputedProperty, Expiry, UniqueKey, UniqueKeys};
-use crate::storage::{Change, ContainerMeta, Lsn, ScriptRecord};
+use crate::storage::{Change, ContainerMeta, LoadedDocument, Lsn, ScriptRecord};
 use crate::txn::{ItemOptions, Txn};
 
 /// How many reads of a logical partition that is not in memory load it
@@ -487,14 +487,7 @@ impl ContainerInner {
     fn read_state(&self, db: &DbInner, key: &PartitionKey) -> Result<PartitionState> {
         let mut state = PartitionState::default();
         for doc in db.storage.read_partition(&self.meta.id, key)? {
-            state.put(
-                Arc::from(doc.document.id()),
-                Slot {
-                    rid: doc.rid,
-                    size: doc.size,
-                    document: doc.document,
-                },
-            );
+            put_loaded(&mut state, doc);
         }
         Ok(state)
     }
@@ -699,6 +692,16 @@ impl ContainerInner {
         }
         delta
     }
+}
+
+/// Adds a document read from storage to `state`.
+fn put_loaded(state: &mut PartitionState, doc: LoadedDocument) {
+    let slot = Slot {
+        rid: doc.rid,
+        size: doc.size,
+        document: doc.document,
+    };
+    state.put(Arc::from(slot.document.id()), slot);
 }
 
 /// Installs `state`, just read from storage under `partition`'s `loading`
@@ -1093,12 +1096,7 @@ impl Container {
                 let mut base = PartitionState::default();
                 for id in docs.iter().filter_map(|d| d.get("id")?.as_str()) {
                     if let Some(doc) = db.storage.read_document(&inner.meta.id, &key, id)? {
-                        let slot = Slot {
-                            rid: doc.rid,
-                            size: doc.size,
-                            document: doc.document,
-                        };
-                        base.put(Arc::from(id), slot);
+                        put_loaded(&mut base, doc);
                     }
                 }
                 let mut txn =
