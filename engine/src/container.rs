@@ -24,13 +24,14 @@ use parking_lot::{Mutex, RwLock};
 use serde_json::Value;
 
 use crate::database::DbInner;
-use crate::document::{Document, serialized_len};
+use crate::document::Document;
 use crate::error::{Error, Result};
 use crate::partition::{
     FOOTPRINT_PER_PARTITION, LogicalPartition, PartitionState, Slot, physical_partition,
 };
 use crate::query::{ComputedProperties, Query, QueryError};
 use crate::settings::{ComputedProperty, Expiry, UniqueKey, UniqueKeys};
+use crate::stamp::{Stamp, encode_rid};
 use crate::storage::{Change, ContainerMeta, LoadedDocument, Lsn, ScriptRecord};
 use crate::txn::{ItemOptions, Txn};
 
@@ -42,11 +43,6 @@ pub(crate) const ADMIT_AFTER_READS: u32 = 4;
 
 /// The database name in name-based links (`dbs/partita/colls/posts`).
 pub const DATABASE_ID: &str = "partita";
-
-/// The database part of every `_rid` and `_self` unless the container's
-/// properties name another (Cosmos DB has one database rid per account
-/// database; Partita's database is the whole store).
-const DATABASE_RID: [u8; 4] = *b"Part";
 
 /// A container's definition, as given to [`crate::Database::create_container_with`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -189,8 +185,8 @@ pub(crate) struct ContainerInner {
     pub(crate) path: PartitionKeyPath,
     /// The last sequence number handed out (rids and etags).
     seq: AtomicU64,
-    rid_prefix: [u8; 8],
-    self_prefix: String,
+    /// What its documents' system properties are made of.
+    stamp: Stamp,
     /// Per physical partition, its logical partitions in the cache
     /// (foldhash: looked up by every transaction).
     pub(crate) physical:
@@ -218,15 +214,6 @@ impl ContainerInner {
     pub(crate) fn new(meta: ContainerMeta, max_seq: u64) -> Result<ContainerInner> {
         let path = PartitionKeyPath::parse(&meta.partition_key_path)
             .map_err(|e| Error::BadRequest(e.to_string()))?;
-        let database_rid = meta.database_rid.unwrap_or(DATABASE_RID);
-        let mut rid_prefix = [0; 8];
-        rid_prefix[..4].copy_from_slice(&database_rid);
-        rid_prefix[4..].copy_from_slice(&meta.ordinal.to_be_bytes());
-        let self_prefix = format!(
-            "dbs/{}/colls/{}/docs/",
-            encode_rid(&database_rid),
-            encode_rid(&rid_prefix)
-        );
         let physical = (0..meta.physical_partitions.max(1))
             .map(|_| RwLock::default())
             .collect();
@@ -238,11 +225,10 @@ impl ContainerInner {
             settings_lock: Mutex::new(()),
             unique_keys: UniqueKeys::new(&meta.unique_keys),
             id: Arc::from(meta.id.as_str()),
+            stamp: Stamp::of(&meta),
             meta,
             path,
             seq: AtomicU64::new(max_seq),
-            rid_prefix,
-            self_prefix,
             physical,
             scripts: RwLock::default(),
             alive: RwLock::new(true),
@@ -317,17 +303,15 @@ impl ContainerInner {
 
     /// `dbs/{dbRid}/colls/{collRid}/`.
     pub(crate) fn self_link(&self) -> String {
-        self.self_prefix
-            .strip_suffix("docs/")
-            .unwrap_or(&self.self_prefix)
-            .to_owned()
+        let prefix = self.stamp.self_prefix();
+        prefix.strip_suffix("docs/").unwrap_or(prefix).to_owned()
     }
 
     /// The rid of a document `_rid` of this container, if it is one.
     pub(crate) fn decode_document_rid(&self, text: &str) -> Option<u64> {
         let bytes = STANDARD.decode(text.replace('-', "/")).ok()?;
         let bytes: [u8; 16] = bytes.try_into().ok()?;
-        (bytes[..8] == self.rid_prefix)
+        (bytes[..8] == *self.stamp.rid_prefix())
             .then(|| u64::from_be_bytes(bytes[8..].try_into().expect("8 bytes")))
     }
 
@@ -600,97 +584,9 @@ impl ContainerInner {
     }
 
     /// Sets `_rid`, `_self`, `_etag`, `_attachments` and `_ts` (to `ts`) on
-    /// a document being written. Returns by how many bytes that changed the document's
-    /// serialized length, so the caller can keep an exact size without
-    /// measuring the document again.
+    /// a document being written; see [`Stamp::apply`].
     pub(crate) fn stamp(&self, doc: &mut Value, rid: u64, seq: u64, ts: u64) -> isize {
-        let Value::Object(map) = doc else { return 0 };
-        let mut rid_bytes = [0; 16];
-        rid_bytes[..8].copy_from_slice(&self.rid_prefix);
-        rid_bytes[8..].copy_from_slice(&rid.to_be_bytes());
-        // 16 bytes are 24 base64 characters. Cosmos DB spells rids with `-`
-        // in place of `/`, so they fit in a link segment.
-        let mut rid_buf = [0u8; 24];
-        let n = STANDARD.encode_slice(rid_bytes, &mut rid_buf).unwrap_or(0);
-        for b in &mut rid_buf[..n] {
-            if *b == b'/' {
-                *b = b'-';
-            }
-        }
-        let rid_text = std::str::from_utf8(&rid_buf[..n]).unwrap_or_default();
-        let self_link = || {
-            let mut link = String::with_capacity(self.self_prefix.len() + n + 1);
-            link.push_str(&self.self_prefix);
-            link.push_str(rid_text);
-            link.push('/');
-            link
-        };
-        let self_ok = |s: &str| {
-            s.len() == self.self_prefix.len() + n + 1
-                && s.starts_with(&self.self_prefix)
-                && s[self.self_prefix.len()..].starts_with(rid_text)
-                && s.ends_with('/')
-        };
-        // The new values and their serialized lengths, known without
-        // measuring: rids, links and the attachments link are base64 and
-        // path characters (nothing to escape), an etag is 27 characters of
-        // which two are quotes (escaped as `\"`).
-        let new_value = |slot: usize| -> (Value, usize) {
-            match slot {
-                0 => (Value::String(rid_text.to_owned()), n + 2),
-                1 => {
-                    let link = self_link();
-                    let len = link.len() + 2;
-                    (Value::String(link), len)
-                }
-                2 => (
-                    Value::String(etag(self.meta.ordinal, seq)),
-                    ETAG_LEN + 2 + 2,
-                ),
-                3 => (Value::String(ATTACHMENTS.to_owned()), ATTACHMENTS.len() + 2),
-                _ => (Value::from(ts), decimal_len(ts)),
-            }
-        };
-        let mut delta = 0;
-        // One pass over the members updates the system properties that are
-        // already there without hashing a key (a document that was read,
-        // changed and written back has all of them). Values that are already
-        // right (`_rid`, `_self`, `_attachments` on a replace) are kept.
-        let mut found = [false; 5];
-        for (key, value) in map.iter_mut() {
-            let slot = match key.as_str() {
-                "_rid" => 0,
-                "_self" => 1,
-                "_etag" => 2,
-                "_attachments" => 3,
-                "_ts" => 4,
-                _ => continue,
-            };
-            found[slot] = true;
-            let unchanged = match slot {
-                0 => value.as_str() == Some(rid_text),
-                1 => value.as_str().is_some_and(self_ok),
-                3 => value.as_str() == Some(ATTACHMENTS),
-                _ => false,
-            };
-            if unchanged {
-                continue;
-            }
-            let (new, new_len) = new_value(slot);
-            // The old value is whatever the caller sent (depth-checked).
-            delta += new_len as isize - serialized_len(value) as isize;
-            *value = new;
-        }
-        for (slot, key) in SYSTEM_PROPERTIES.into_iter().enumerate() {
-            if found[slot] {
-                continue;
-            }
-            let (new, new_len) = new_value(slot);
-            // A comma (unless the map was empty), the key, a colon, the value.
-            delta += isize::from(!map.is_empty()) + (key.len() + 2 + 1 + new_len) as isize;
-            map.insert(key.to_owned(), new);
-        }
-        delta
+        self.stamp.apply(doc, rid, seq, ts)
     }
 }
 
@@ -712,48 +608,6 @@ fn install(db: &DbInner, partition: &LogicalPartition, state: PartitionState) ->
     partition.install(state);
     db.cache.loaded();
     db.cache.charge(partition, bytes)
-}
-
-/// `"{ordinal:08x}-{seq:016x}"`, quoted as Cosmos DB etags are (written by
-/// hand: `format!` was a measurable part of every write).
-fn etag(ordinal: u32, seq: u64) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut buf = [0u8; ETAG_LEN];
-    buf[0] = b'"';
-    for i in 0..8 {
-        buf[1 + i] = HEX[(ordinal >> (28 - 4 * i) & 0xf) as usize];
-    }
-    buf[9] = b'-';
-    for i in 0..16 {
-        buf[10 + i] = HEX[(seq >> (60 - 4 * i) & 0xf) as usize];
-    }
-    buf[26] = b'"';
-    std::str::from_utf8(&buf).unwrap_or_default().to_owned()
-}
-
-/// The system properties the engine sets, in the order it appends them.
-const SYSTEM_PROPERTIES: [&str; 5] = ["_rid", "_self", "_etag", "_attachments", "_ts"];
-
-/// The length of an etag's text: a quote, 8 + 1 + 16 hex digits, a quote.
-const ETAG_LEN: usize = 27;
-
-/// The number of decimal digits of `n`.
-fn decimal_len(mut n: u64) -> usize {
-    let mut digits = 1;
-    while n >= 10 {
-        n /= 10;
-        digits += 1;
-    }
-    digits
-}
-
-/// The value of `_attachments` (Cosmos DB's relative attachments link).
-const ATTACHMENTS: &str = "attachments/";
-
-/// Cosmos DB encodes resource ids in base64 with `-` in place of `/`, so they
-/// fit in a path segment.
-fn encode_rid(bytes: &[u8]) -> String {
-    STANDARD.encode(bytes).replace('/', "-")
 }
 
 /// One page of a partition's documents in rid order, resuming after the rid
@@ -948,7 +802,7 @@ impl Container {
     /// The container's resource id (`_rid`), the collection segment of its
     /// documents' `_self` links (Cosmos DB's 8-byte collection rid, base64).
     pub fn resource_id(&self) -> String {
-        encode_rid(&self.inner.rid_prefix)
+        encode_rid(self.inner.stamp.rid_prefix())
     }
 
     /// The partition-key path.
@@ -1372,17 +1226,5 @@ impl std::fmt::Debug for Container {
             .field("partition_key_path", &self.inner.meta.partition_key_path)
             .field("physical_partitions", &self.inner.meta.physical_partitions)
             .finish()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn etags_are_quoted_hex() {
-        assert_eq!(super::etag(1, 0x2a), format!("\"{:08x}-{:016x}\"", 1, 0x2a));
-        assert_eq!(
-            super::etag(u32::MAX, u64::MAX),
-            format!("\"{:08x}-{:016x}\"", u32::MAX, u64::MAX)
-        );
     }
 }

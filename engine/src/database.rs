@@ -705,4 +705,50 @@ mod tests {
         let c = db.create_container("c", "/pk").unwrap();
         assert_eq!(c.data_dir(), Some(dir.path()));
     }
+
+    /// Storage keeps a body without the system properties the engine
+    /// appended (`stamp::Stamp::tail`): the engine must stamp what storage
+    /// expects, or every body is stored whole, twice the size.
+    #[test]
+    fn stored_bodies_leave_out_the_system_properties_and_read_back_whole() {
+        use serde_json::json;
+        let dir = tempfile::tempdir().unwrap();
+        let written = {
+            let db = Database::open(dir.path()).unwrap();
+            // A second container, so the ordinal in rids and etags is not 1.
+            db.create_container("first", "/pk").unwrap();
+            let posts = db.create_container("posts", "/pk").unwrap();
+            posts
+                .create_item("a", json!({"id": "x", "pk": "a", "n": 1}), None)
+                .unwrap();
+            posts
+                .upsert_item("a", json!({"id": "x", "pk": "a", "n": 2}), None)
+                .unwrap();
+            // A document read and written back keeps its members in place.
+            let mut read = posts.read_item("a", "x").unwrap().value().clone();
+            read["n"] = json!(3);
+            posts.replace_item("a", "x", read, None).unwrap();
+            posts
+                .create_item("b", json!({"id": "y", "pk": "b"}), None)
+                .unwrap();
+            [("a", "x"), ("b", "y")].map(|(pk, id)| posts.read_item(pk, id).unwrap())
+        };
+        let conn = rusqlite::Connection::open(dir.path().join(DATA_FILE)).unwrap();
+        let kinds: Vec<String> = conn
+            .prepare("SELECT typeof(body) FROM changes ORDER BY lsn")
+            .unwrap()
+            .query_map([], |row| row.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert_eq!(kinds, ["blob"; 4]);
+        drop(conn);
+        let db = Database::open(dir.path()).unwrap();
+        let posts = db.container("posts").unwrap();
+        for doc in written {
+            let pk = doc.value()["pk"].as_str().unwrap().to_owned();
+            let read = posts.read_item(pk.as_str(), doc.id()).unwrap();
+            assert_eq!(read.value().to_string(), doc.value().to_string());
+        }
+    }
 }

@@ -46,6 +46,7 @@ pub mod patch;
 pub mod query;
 mod script;
 mod settings;
+mod stamp;
 pub mod storage;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

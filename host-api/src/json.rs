@@ -232,7 +232,8 @@ fn number_len(n: &serde_json::Number) -> usize {
     }
 }
 
-fn decimal_digits(mut n: u64) -> usize {
+/// The number of decimal digits of `n`: the length of its JSON text.
+pub fn decimal_digits(mut n: u64) -> usize {
     let mut digits = 1;
     while n >= 10 {
         n /= 10;

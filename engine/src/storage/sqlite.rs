@@ -84,6 +84,14 @@
 //! bytes) and written in key order by the fold, so `docs` is `WITHOUT
 //! ROWID`, keyed by (container, pk, id), and needs no separate index.
 //!
+//! A body is stored without the system properties the engine appended to
+//! it (`_rid`, `_self`, `_etag`, `_attachments`, `_ts`: about half of a
+//! small document), as a BLOB: they follow from the log row's `rid`,
+//! `seq` and `ts` and the container's [`Stamp`], and every read puts them
+//! back ([`stored_body`], [`body_text`]). A body that does not end with
+//! them exactly (a script added a member after `_ts`) is stored whole, as
+//! TEXT, as are the bodies of stores written before.
+//!
 //! A second connection serves reads of the change log; WAL mode lets it read
 //! committed data while the committer writes.
 //!
@@ -112,6 +120,7 @@ use crate::document::{Document, now_secs};
 use crate::error::{Error, Result};
 use crate::script::TriggerNames;
 use crate::settings::{parse_settings, settings_json};
+use crate::stamp::Stamp;
 
 /// The default of how many pages the write-ahead log grows to before a
 /// commit copies them back into the database file
@@ -362,11 +371,18 @@ struct Shared {
     in_place_failed: AtomicBool,
     /// The log file for fsyncs in place (the syncer has its own handle).
     in_place_wal: Mutex<Option<File>>,
+    /// Per container, what its documents' system properties are made of:
+    /// bodies are stored without them ([`stored_body`]).
+    stamps: RwLock<Stamps>,
 }
 
+/// Per container id, its [`Stamp`].
+type Stamps = HashMap<String, Arc<Stamp>>;
+
 impl Shared {
-    /// The state of a store whose containers are durable up to `durable`.
-    fn new(durable: HashMap<String, u64>) -> Shared {
+    /// The state of a store whose containers are durable up to `durable`
+    /// and stamped as `stamps`.
+    fn new(durable: HashMap<String, u64>, stamps: Stamps) -> Shared {
         Shared {
             failed: Mutex::new(None),
             durable: Mutex::new(durable),
@@ -376,6 +392,7 @@ impl Shared {
             in_place_done: Condvar::new(),
             in_place_failed: AtomicBool::new(false),
             in_place_wal: Mutex::new(None),
+            stamps: RwLock::new(stamps),
         }
     }
 
@@ -689,9 +706,15 @@ impl SqliteStorage {
             .busy_timeout(Duration::from_secs(10))
             .map_err(|e| Error::storage("configure sqlite", e))?;
         let (next_lsn, mut max_seq) = log_state(&writer)?;
+        let stamps = stamps(&writer)?;
         // Folds into `docs` what the log holds past each container's mark:
         // the commits a crash left unfolded.
-        let unfolded = Arc::new(RwLock::new(unfolded(&writer, &next_lsn, &mut max_seq)?));
+        let unfolded = Arc::new(RwLock::new(unfolded(
+            &writer,
+            &next_lsn,
+            &mut max_seq,
+            &stamps,
+        )?));
         fold(&mut writer, &unfolded, &next_lsn, &max_seq)
             .map_err(OpenFailure::sqlite("recover"))?;
         // A write that reaches the disk, or the store opens read-only: an
@@ -717,7 +740,7 @@ impl SqliteStorage {
             .execute_batch("PRAGMA synchronous = FULL")
             .map_err(|e| Error::storage("configure sqlite", e))?;
 
-        let shared = Arc::new(Shared::new(next_lsn.clone()));
+        let shared = Arc::new(Shared::new(next_lsn.clone(), stamps));
         let syncer = match durability {
             Durability::Full => {
                 let (sender, receiver) = mpsc::channel();
@@ -800,13 +823,14 @@ impl SqliteStorage {
             Connection::open_with_flags(file_uri(path, "immutable=1"), flags).map_err(bad)?
         };
         let (next_lsn, mut max_seq) = log_state(&reader)?;
-        let unfolded = unfolded(&reader, &next_lsn, &mut max_seq)?;
+        let stamps = stamps(&reader)?;
+        let unfolded = unfolded(&reader, &next_lsn, &mut max_seq, &stamps)?;
         Ok(SqliteStorage {
             sender: None,
             committer: None,
             writer: Arc::new(Mutex::new(None)),
             reader: Mutex::new(reader),
-            shared: Arc::new(Shared::new(next_lsn)),
+            shared: Arc::new(Shared::new(next_lsn, stamps)),
             pending: Arc::new(RwLock::new(unfolded)),
             max_seq,
             read_only: Some(reason),
@@ -853,51 +877,14 @@ fn wait<T>(reply: mpsc::Receiver<Result<T>>) -> Result<T> {
 impl Storage for SqliteStorage {
     fn load(&self) -> Result<Vec<LoadedContainer>> {
         let conn = self.reader.lock();
-        let bad = |e: rusqlite::Error| Error::storage("load", e);
-        let mut containers: Vec<LoadedContainer> = conn
-            .prepare(
-                "SELECT id, ordinal, pk_path, physical_partitions, settings FROM containers ORDER BY ordinal",
-            )
-            .map_err(bad)?
-            .query_map([], |row| {
-                let id: String = row.get(0)?;
-                let settings: String = row.get(4)?;
-                Ok((
-                    ContainerMeta {
-                        ordinal: row.get(1)?,
-                        partition_key_path: row.get(2)?,
-                        physical_partitions: row.get(3)?,
-                        default_ttl: None,
-                        unique_keys: Vec::new(),
-                        database_rid: None,
-                        computed_properties: Vec::new(),
-                        id,
-                    },
-                    settings,
-                ))
+        let mut containers: Vec<LoadedContainer> = container_metas(&conn)?
+            .into_iter()
+            .map(|meta| LoadedContainer {
+                meta,
+                max_seq: 0,
+                scripts: Vec::new(),
             })
-            .map_err(bad)?
-            .map(|row| {
-                let (mut meta, settings) = row.map_err(bad)?;
-                (
-                    meta.default_ttl,
-                    meta.unique_keys,
-                    meta.database_rid,
-                    meta.computed_properties,
-                ) =
-                    parse_settings(&settings).map_err(|e| {
-                        Error::Storage(format!(
-                            "corrupt settings of container {:?}: {e}",
-                            meta.id
-                        ))
-                    })?;
-                Ok(LoadedContainer {
-                    meta,
-                    max_seq: 0,
-                    scripts: Vec::new(),
-                })
-            })
-            .collect::<Result<_>>()?;
+            .collect();
         let index: HashMap<String, usize> = containers
             .iter()
             .enumerate()
@@ -980,12 +967,13 @@ impl Storage for SqliteStorage {
         let bad = |e: rusqlite::Error| Error::storage("read change log", e);
         let mut stmt = conn
             .prepare_cached(
-                "SELECT lsn, pk, id, op, body, ts FROM changes WHERE container = ?1 AND lsn > ?2 AND lsn <= ?3 ORDER BY lsn, idx",
+                "SELECT lsn, pk, id, op, body, ts, rid, seq FROM changes WHERE container = ?1 AND lsn > ?2 AND lsn <= ?3 ORDER BY lsn, idx",
             )
             .map_err(bad)?;
         let mut rows = stmt
             .query(params![container, after.0 as i64, durable as i64])
             .map_err(bad)?;
+        let stamp = self.shared.stamps.read().get(container).cloned();
         let mut res: Vec<Change> = Vec::new();
         while let Some(row) = rows.next().map_err(bad)? {
             let lsn = Lsn(row.get::<_, i64>(0).map_err(bad)? as u64);
@@ -995,12 +983,16 @@ impl Storage for SqliteStorage {
             let pk: String = row.get(1).map_err(bad)?;
             let op = row.get_ref(3).map_err(bad)?;
             let kind = parse_op(op);
-            let body: Option<String> = row.get(4).map_err(bad)?;
+            let ts = row.get::<_, i64>(5).map_err(bad)?.max(0) as u64;
+            let rid = row.get::<_, i64>(6).map_err(bad)? as u64;
+            let seq = row.get::<_, i64>(7).map_err(bad)? as u64;
             let corrupt = |what: String| {
                 Error::Storage(format!(
                     "corrupt change log entry {lsn} of {container:?}: {what}"
                 ))
             };
+            let body = body_text(row.get_ref(4).map_err(bad)?, stamp.as_deref(), rid, seq, ts)
+                .map_err(corrupt)?;
             let document = match body {
                 Some(text) => Some(Document::new(
                     serde_json::from_str(&text).map_err(|e| corrupt(e.to_string()))?,
@@ -1013,7 +1005,7 @@ impl Storage for SqliteStorage {
                 id: row.get(2).map_err(bad)?,
                 kind: kind.ok_or_else(|| corrupt(format!("unknown op {op:?}")))?,
                 document,
-                ts: row.get::<_, i64>(5).map_err(bad)?.max(0) as u64,
+                ts,
             });
         }
         Ok(res)
@@ -1040,6 +1032,7 @@ impl Storage for SqliteStorage {
             .prepare_cached(&format!("SELECT d.id, d.rid, {DOC_BODY} d.pk = ?2"))
             .map_err(bad)?;
         let mut rows = stmt.query(params![container, pk]).map_err(bad)?;
+        let stamp = self.shared.stamps.read().get(container).cloned();
         let mut docs = Vec::new();
         while let Some(row) = rows.next().map_err(bad)? {
             let id = row
@@ -1052,12 +1045,15 @@ impl Storage for SqliteStorage {
                 continue;
             }
             let rid = row.get::<_, i64>(1).map_err(bad)? as u64;
-            let body = row
-                .get_ref(2)
-                .map_err(bad)?
-                .as_str_or_null()
-                .map_err(|e| bad(e.into()))?;
-            docs.push(parse_row(container, &pk, id, rid, body)?);
+            docs.push(parse_row(
+                row,
+                2,
+                stamp.as_deref(),
+                container,
+                &pk,
+                id,
+                rid,
+            )?);
         }
         docs.extend(overlay.into_iter().filter_map(|(_, p)| p.loaded()));
         Ok(docs)
@@ -1085,12 +1081,8 @@ impl Storage for SqliteStorage {
             return Ok(None);
         };
         let rid = row.get::<_, i64>(0).map_err(bad)? as u64;
-        let body = row
-            .get_ref(1)
-            .map_err(bad)?
-            .as_str_or_null()
-            .map_err(|e| bad(e.into()))?;
-        parse_row(container, &pk, id, rid, body).map(Some)
+        let stamp = self.shared.stamps.read().get(container).cloned();
+        parse_row(row, 1, stamp.as_deref(), container, &pk, id, rid).map(Some)
     }
 
     fn partition_keys(&self, container: &str) -> Result<Vec<PartitionKey>> {
@@ -1182,6 +1174,7 @@ fn unfolded(
     conn: &Connection,
     next_lsn: &HashMap<String, u64>,
     max_seq: &mut HashMap<String, u64>,
+    stamps: &Stamps,
 ) -> Result<PendingDocs> {
     let bad = |e: rusqlite::Error| Error::storage("recover", e);
     let folded = max_per_container(conn, "SELECT container, lsn FROM folded")?;
@@ -1189,23 +1182,31 @@ fn unfolded(
     {
         let mut stmt = conn
             .prepare(
-                "SELECT lsn, pk, id, rid, body, seq, idx FROM changes WHERE container = ?1 AND lsn > ?2 ORDER BY lsn, idx",
+                "SELECT lsn, pk, id, rid, body, seq, idx, ts FROM changes WHERE container = ?1 AND lsn > ?2 ORDER BY lsn, idx",
             )
             .map_err(bad)?;
         for container in next_lsn.keys() {
             let after = folded.get(container).copied().unwrap_or(0);
             let mut rows = stmt.query(params![container, after as i64]).map_err(bad)?;
             let name: Arc<str> = Arc::from(container.as_str());
+            let stamp = stamps.get(container).map(|s| &**s);
             while let Some(row) = rows.next().map_err(bad)? {
                 let lsn: i64 = row.get(0).map_err(bad)?;
-                let body: Option<String> = row.get(4).map_err(bad)?;
+                let rid = row.get::<_, i64>(3).map_err(bad)? as u64;
+                let seq = row.get::<_, i64>(5).map_err(bad)? as u64;
+                let idx = row.get::<_, i64>(6).map_err(bad)? as u32;
+                let ts = row.get::<_, i64>(7).map_err(bad)?.max(0) as u64;
+                let corrupt = |e: String| {
+                    Error::Storage(format!(
+                        "corrupt change log entry {lsn} of {container:?}: {e}"
+                    ))
+                };
+                let body = body_text(row.get_ref(4).map_err(bad)?, stamp, rid, seq, ts)
+                    .map_err(corrupt)?;
                 let document = match body {
                     Some(text) => {
-                        let value = serde_json::from_str(&text).map_err(|e| {
-                            Error::Storage(format!(
-                                "corrupt change log entry {lsn} of {container:?}: {e}"
-                            ))
-                        })?;
+                        let value =
+                            serde_json::from_str(&text).map_err(|e| corrupt(e.to_string()))?;
                         Some((Document::new(value), Arc::from(text)))
                     }
                     None => None,
@@ -1215,9 +1216,6 @@ fn unfolded(
                     row.get::<_, String>(1).map_err(bad)?,
                     Arc::from(row.get::<_, String>(2).map_err(bad)?),
                 );
-                let rid = row.get::<_, i64>(3).map_err(bad)? as u64;
-                let seq = row.get::<_, i64>(5).map_err(bad)? as u64;
-                let idx = row.get::<_, i64>(6).map_err(bad)? as u32;
                 let max = max_seq.entry(container.clone()).or_default();
                 *max = (*max).max(seq);
                 pending.insert(
@@ -1233,6 +1231,103 @@ fn unfolded(
         }
     }
     Ok(pending)
+}
+
+/// Every container's definition, in creation order.
+fn container_metas(conn: &Connection) -> Result<Vec<ContainerMeta>> {
+    let bad = |e: rusqlite::Error| Error::storage("load", e);
+    conn.prepare(
+        "SELECT id, ordinal, pk_path, physical_partitions, settings FROM containers ORDER BY ordinal",
+    )
+    .map_err(bad)?
+    .query_map([], |row| {
+        let id: String = row.get(0)?;
+        let settings: String = row.get(4)?;
+        Ok((
+            ContainerMeta {
+                ordinal: row.get(1)?,
+                partition_key_path: row.get(2)?,
+                physical_partitions: row.get(3)?,
+                default_ttl: None,
+                unique_keys: Vec::new(),
+                database_rid: None,
+                computed_properties: Vec::new(),
+                id,
+            },
+            settings,
+        ))
+    })
+    .map_err(bad)?
+    .map(|row| {
+        let (mut meta, settings) = row.map_err(bad)?;
+        (
+            meta.default_ttl,
+            meta.unique_keys,
+            meta.database_rid,
+            meta.computed_properties,
+        ) = parse_settings(&settings).map_err(|e| {
+            Error::Storage(format!("corrupt settings of container {:?}: {e}", meta.id))
+        })?;
+        Ok(meta)
+    })
+    .collect()
+}
+
+/// Every container's [`Stamp`].
+fn stamps(conn: &Connection) -> Result<Stamps> {
+    Ok(container_metas(conn)?
+        .into_iter()
+        .map(|meta| {
+            let stamp = Arc::new(Stamp::of(&meta));
+            (meta.id, stamp)
+        })
+        .collect())
+}
+
+/// A document's text as `changes.body` stores it: without the system
+/// properties the engine appended ([`Stamp::tail`]), as a BLOB, when it
+/// ends with them (they are about half of a small document, and follow
+/// from the row's `rid`, `seq` and `ts` columns); whole, as TEXT, when it
+/// does not (a document a script rewrote with members after `_ts`).
+fn stored_body<'a>(
+    text: &'a str,
+    stamp: Option<&Stamp>,
+    rid: u64,
+    seq: u64,
+    ts: u64,
+) -> rusqlite::types::ToSqlOutput<'a> {
+    use rusqlite::types::{ToSqlOutput, ValueRef};
+    if let Some(head) = stamp.and_then(|s| text.strip_suffix(s.tail(rid, seq, ts).as_str())) {
+        return ToSqlOutput::Borrowed(ValueRef::Blob(head.as_bytes()));
+    }
+    ToSqlOutput::Borrowed(ValueRef::Text(text.as_bytes()))
+}
+
+/// A document's text as [`stored_body`] stored it, `None` for `NULL`.
+///
+/// # Errors
+/// What is wrong with it: not UTF-8, or stored without its system
+/// properties in a container storage has no [`Stamp`] for.
+fn body_text<'a>(
+    body: rusqlite::types::ValueRef<'a>,
+    stamp: Option<&Stamp>,
+    rid: u64,
+    seq: u64,
+    ts: u64,
+) -> std::result::Result<Option<std::borrow::Cow<'a, str>>, String> {
+    use rusqlite::types::ValueRef;
+    let utf8 = |bytes: &'a [u8]| std::str::from_utf8(bytes).map_err(|e| e.to_string());
+    match body {
+        ValueRef::Null => Ok(None),
+        ValueRef::Text(text) => Ok(Some(utf8(text)?.into())),
+        ValueRef::Blob(head) => {
+            let stamp = stamp.ok_or("a body without its system properties, in no container")?;
+            let mut text = utf8(head)?.to_owned();
+            text.push_str(&stamp.tail(rid, seq, ts));
+            Ok(Some(text.into()))
+        }
+        ValueRef::Integer(_) | ValueRef::Real(_) => Err("a body that is a number".to_owned()),
+    }
 }
 
 /// Where each container's log stands at open: the last LSN it holds (for
@@ -1312,33 +1407,44 @@ impl Pending {
     }
 }
 
-/// The body of a `docs` row (`d`, of container `?1`) and the rest of a
-/// query that reads it: its own, in a row an older Partita wrote, else
-/// that of the log row it points at. A container's log rows go only with
-/// the container, so the row is there (`NULL` would be a corrupt store).
-const DOC_BODY: &str = "COALESCE(d.body, c.body) FROM docs AS d \
+/// The body of a `docs` row (`d`, of container `?1`), the `seq` and `ts`
+/// that complete it ([`body_text`]), and the rest of a query that reads
+/// them: its own body, in a row an older Partita wrote, else that of the
+/// log row it points at. A container's log rows go only with the
+/// container, so the row is there (`NULL` would be a corrupt store).
+const DOC_BODY: &str = "COALESCE(d.body, c.body), c.seq, c.ts FROM docs AS d \
      LEFT JOIN changes AS c ON c.container = d.container AND c.lsn = d.lsn AND c.idx = d.idx \
      WHERE d.container = ?1 AND";
 
-/// A row of `docs` as a read returns it, given its body (`None`: the log
-/// row it points at is missing).
+/// A row of `docs` as a read returns it, from the columns of [`DOC_BODY`]
+/// that start at `at`.
 fn parse_row(
+    row: &rusqlite::Row<'_>,
+    at: usize,
+    stamp: Option<&Stamp>,
     container: &str,
     pk: &str,
     id: &str,
     rid: u64,
-    body: Option<&str>,
 ) -> Result<LoadedDocument> {
-    let body = body.ok_or_else(|| {
+    let corrupt = |what: String| {
         Error::Storage(format!(
-            "corrupt row in docs: container {container:?}, pk {pk}, id {id:?}: no body, and no change log entry with it"
+            "corrupt row in docs: container {container:?}, pk {pk}, id {id:?}: {what}"
         ))
-    })?;
-    let value: serde_json::Value = serde_json::from_str(body).map_err(|e| {
-        Error::Storage(format!(
-            "corrupt row in docs: container {container:?}, pk {pk}, id {id:?}: {e}"
-        ))
-    })?;
+    };
+    let column = |i: usize| row.get_ref(at + i).map_err(|e| corrupt(e.to_string()));
+    let number = |i: usize| -> Result<u64> {
+        Ok(column(i)?
+            .as_i64_or_null()
+            .map_err(|e| corrupt(e.to_string()))?
+            .unwrap_or(0)
+            .max(0) as u64)
+    };
+    let body = body_text(column(0)?, stamp, rid, number(1)?, number(2)?)
+        .map_err(corrupt)?
+        .ok_or_else(|| corrupt("no body, and no change log entry with it".to_owned()))?;
+    let value: serde_json::Value =
+        serde_json::from_str(&body).map_err(|e| corrupt(e.to_string()))?;
     Ok(LoadedDocument {
         rid,
         size: body.len(),
@@ -1488,6 +1594,7 @@ impl Writer {
             &self.next_lsn,
             &self.pending,
             &mut self.max_seq,
+            &shared.stamps,
         );
         let lsns = match written {
             Ok(lsns) => lsns,
@@ -1845,6 +1952,7 @@ fn write_batch(
     next_lsn: &HashMap<String, u64>,
     pending: &RwLock<PendingDocs>,
     max_seq: &mut HashMap<String, u64>,
+    stamps: &RwLock<Stamps>,
 ) -> Result<Vec<Lsn>> {
     let bad = |e: rusqlite::Error| Error::storage("commit", e);
     let tx = conn.transaction().map_err(bad)?;
@@ -1867,6 +1975,14 @@ fn write_batch(
             let record = match request {
                 Request::Meta(op, _) => {
                     write_meta(&tx, op).map_err(bad)?;
+                    // Before the commits that follow it in the batch. A
+                    // stamp left by a failed batch stamps nothing: no
+                    // later batch is written.
+                    if let MetaOp::CreateContainer(meta) = op {
+                        stamps
+                            .write()
+                            .insert(meta.id.clone(), Arc::new(Stamp::of(meta)));
+                    }
                     if let MetaOp::DeleteContainer(id) = op {
                         // Commits after the deletion in this batch start over,
                         // and nothing before it is folded.
@@ -1885,13 +2001,17 @@ fn write_batch(
             *last += 1;
             let lsn = *last as i64;
             let pk = record.partition_key.to_json_array();
+            let stamp = stamps.read().get(container).cloned();
             for (idx, change) in record.changes.iter().enumerate() {
                 let text: Option<Arc<str>> = match (&change.text, &change.document) {
                     (Some(text), _) => Some(Arc::clone(text)),
                     (None, Some(doc)) => Some(Arc::from(doc.value().to_string())),
                     (None, None) => None,
                 };
-                let ts = change.document.as_ref().map_or_else(now_secs, Document::ts) as i64;
+                let ts = change.document.as_ref().map_or_else(now_secs, Document::ts);
+                let body = text
+                    .as_deref()
+                    .map(|text| stored_body(text, stamp.as_deref(), change.rid, change.seq, ts));
                 log.execute(params![
                     container,
                     lsn,
@@ -1901,8 +2021,8 @@ fn write_batch(
                     op_code(change.kind),
                     change.seq as i64,
                     change.rid as i64,
-                    text.as_deref(),
-                    ts
+                    body,
+                    ts as i64
                 ])
                 .map_err(bad)?;
                 let document = match (&change.document, text) {
@@ -2093,6 +2213,7 @@ mod tests {
             &HashMap::new(),
             &pending,
             &mut HashMap::new(),
+            &RwLock::default(),
         )
         .unwrap();
         assert_eq!(
@@ -2204,15 +2325,23 @@ mod tests {
         }
     }
 
-    /// A commit of `id` with body `n`, or its delete.
+    /// A commit of `id` with body `n`, or its delete. The document is
+    /// stamped as the engine stamps it, so storage keeps it without its
+    /// system properties, except `c`'s, which has a member after them (as
+    /// a script that adds one to a document it read writes it).
     fn write(id: &str, n: Option<u64>) -> CommitRecord {
         let mut r = record(id);
         let change = &mut r.changes[0];
         match n {
             Some(n) => {
-                let doc = Document::new(
-                    serde_json::json!({"id": id, "pk": "a", "n": n, "_etag": "\"1\"", "_ts": 1}),
-                );
+                change.rid = u64::from(id.as_bytes()[0]);
+                change.seq = 10 * n + change.rid;
+                let mut value = serde_json::json!({"id": id, "pk": "a", "n": n});
+                Stamp::of(&meta()).apply(&mut value, change.rid, change.seq, 1_700_000_000 + n);
+                if id == "c" {
+                    value["z"] = serde_json::json!("after _ts");
+                }
+                let doc = Document::new(value);
                 change.kind = ChangeKind::Replace;
                 change.text = Some(Arc::from(doc.value().to_string()));
                 change.document = Some(doc);
@@ -2315,6 +2444,70 @@ mod tests {
     }
 
     #[test]
+    fn bodies_are_stored_without_their_system_properties_and_read_back_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        let copy = dir.path().join("copy.sqlite");
+        let storage = SqliteStorage::open(&path, Durability::Full).unwrap();
+        history(&storage);
+        let text = |r: CommitRecord| r.changes[0].text.as_deref().map(str::to_owned);
+        let logged: Vec<Option<String>> = [
+            ("a", Some(1)),
+            ("b", Some(1)),
+            ("a", Some(2)),
+            ("c", Some(1)),
+            ("b", None),
+            ("a", Some(3)),
+        ]
+        .into_iter()
+        .map(|(id, n)| text(write(id, n)))
+        .collect();
+        let state = BTreeMap::from([
+            ("a".to_owned(), text(write("a", Some(3))).unwrap()),
+            ("c".to_owned(), text(write("c", Some(1))).unwrap()),
+        ]);
+        // Every document exactly as committed, and its size that of its
+        // whole text.
+        let check = |storage: &SqliteStorage| {
+            let read: BTreeMap<String, String> = documents(storage)
+                .into_iter()
+                .map(|d| {
+                    let text = d.document.value().to_string();
+                    assert_eq!(d.size, text.len());
+                    (d.document.id().to_owned(), text)
+                })
+                .collect();
+            assert_eq!(read, state);
+            let changes = storage.read_changes("c", Lsn::ZERO, 100).unwrap();
+            let changes: Vec<Option<String>> = changes
+                .iter()
+                .map(|c| c.document.as_ref().map(|d| d.value().to_string()))
+                .collect();
+            assert_eq!(changes, logged);
+        };
+        // Pending, then replayed from the log after a crash, then folded.
+        check(&storage);
+        for suffix in ["", "-wal"] {
+            let from = format!("{}{suffix}", path.display());
+            std::fs::copy(from, format!("{}{suffix}", copy.display())).unwrap();
+        }
+        check(&SqliteStorage::open(&copy, Durability::Full).unwrap());
+        drop(storage);
+        check(&SqliteStorage::open(&path, Durability::Full).unwrap());
+        // Four bodies without their system properties; `c`'s whole.
+        let typed = |kind: &str| {
+            count(
+                &path,
+                &format!("SELECT COUNT(*) FROM changes WHERE typeof(body) = '{kind}'"),
+            )
+        };
+        assert_eq!((typed("blob"), typed("text"), typed("null")), (4, 1, 1));
+        let stamped = "SELECT COUNT(*) FROM changes WHERE typeof(body) = 'blob' \
+             AND (instr(CAST(body AS TEXT), '\"_rid\"') OR instr(CAST(body AS TEXT), '\"_etag\"'))";
+        assert_eq!(count(&path, stamped), 0);
+    }
+
+    #[test]
     fn a_fold_then_more_commits_replays_only_past_the_mark() {
         let (_dir, path) = closed_after_history();
         // A folded store, then commits that were not folded (a crash).
@@ -2326,7 +2519,15 @@ mod tests {
             Request::Commit(write("e", Some(5)), reply),
         ];
         let next = HashMap::from([("c".to_owned(), 6)]);
-        let lsns = write_batch(&mut conn, &batch, &next, &pending, &mut HashMap::new()).unwrap();
+        let lsns = write_batch(
+            &mut conn,
+            &batch,
+            &next,
+            &pending,
+            &mut HashMap::new(),
+            &RwLock::default(),
+        )
+        .unwrap();
         assert_eq!(lsns, [Lsn(7), Lsn(8)]);
         assert_eq!(pending.read().len(), 2);
         drop(conn);

@@ -1,0 +1,289 @@
+//! The system properties the engine stamps on every document it writes
+//! (`_rid`, `_self`, `_etag`, `_attachments`, `_ts`: see [`crate::document`]),
+//! and their text as storage leaves it out of a stored body
+//! ([`Stamp::tail`]).
+//!
+//! All five follow from the container (its database rid and ordinal), the
+//! document's rid, the write's sequence number and its time, which storage
+//! keeps in columns of their own; a body that ends with them as the engine
+//! appends them is stored without them and completed on every read.
+
+use std::fmt::Write as _;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use host_api::json::decimal_digits;
+use serde_json::Value;
+
+use crate::document::serialized_len;
+use crate::storage::ContainerMeta;
+
+/// The database part of every `_rid` and `_self` unless the container's
+/// properties name another (Cosmos DB has one database rid per account
+/// database; Partita's database is the whole store).
+const DATABASE_RID: [u8; 4] = *b"Part";
+
+/// What a container's system properties are made of.
+#[derive(Debug)]
+pub(crate) struct Stamp {
+    /// The container's ordinal, the first half of every etag.
+    ordinal: u32,
+    /// The database rid and the ordinal: the first half of every `_rid`.
+    rid_prefix: [u8; 8],
+    /// `dbs/{database rid}/colls/{container rid}/docs/`.
+    self_prefix: String,
+}
+
+/// A document's `_rid` as text: 16 bytes are 24 base64 characters.
+struct RidText {
+    buf: [u8; 24],
+    len: usize,
+}
+
+impl RidText {
+    fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.buf[..self.len]).unwrap_or_default()
+    }
+}
+
+impl Stamp {
+    /// The stamp of the container `meta` describes.
+    pub(crate) fn of(meta: &ContainerMeta) -> Stamp {
+        let database_rid = meta.database_rid.unwrap_or(DATABASE_RID);
+        let mut rid_prefix = [0; 8];
+        rid_prefix[..4].copy_from_slice(&database_rid);
+        rid_prefix[4..].copy_from_slice(&meta.ordinal.to_be_bytes());
+        let self_prefix = format!(
+            "dbs/{}/colls/{}/docs/",
+            encode_rid(&database_rid),
+            encode_rid(&rid_prefix)
+        );
+        Stamp {
+            ordinal: meta.ordinal,
+            rid_prefix,
+            self_prefix,
+        }
+    }
+
+    /// The database rid and the container's ordinal, the container's own
+    /// resource id.
+    pub(crate) fn rid_prefix(&self) -> &[u8; 8] {
+        &self.rid_prefix
+    }
+
+    /// `dbs/{database rid}/colls/{container rid}/docs/`.
+    pub(crate) fn self_prefix(&self) -> &str {
+        &self.self_prefix
+    }
+
+    /// The `_rid` of the container's document `rid`. Cosmos DB spells rids
+    /// with `-` in place of `/`, so they fit in a link segment.
+    fn rid_text(&self, rid: u64) -> RidText {
+        let mut rid_bytes = [0; 16];
+        rid_bytes[..8].copy_from_slice(&self.rid_prefix);
+        rid_bytes[8..].copy_from_slice(&rid.to_be_bytes());
+        let mut buf = [0u8; 24];
+        let len = STANDARD.encode_slice(rid_bytes, &mut buf).unwrap_or(0);
+        for b in &mut buf[..len] {
+            if *b == b'/' {
+                *b = b'-';
+            }
+        }
+        RidText { buf, len }
+    }
+
+    /// Sets `_rid`, `_self`, `_etag`, `_attachments` and `_ts` (to `ts`) on
+    /// a document being written, appending those it lacks in that order. Returns by how many bytes that changed the document's
+    /// serialized length, so the caller can keep an exact size without
+    /// measuring the document again.
+    pub(crate) fn apply(&self, doc: &mut Value, rid: u64, seq: u64, ts: u64) -> isize {
+        let Value::Object(map) = doc else { return 0 };
+        let rid_buf = self.rid_text(rid);
+        let rid_text = rid_buf.as_str();
+        let n = rid_text.len();
+        let self_link = || {
+            let mut link = String::with_capacity(self.self_prefix.len() + n + 1);
+            link.push_str(&self.self_prefix);
+            link.push_str(rid_text);
+            link.push('/');
+            link
+        };
+        let self_ok = |s: &str| {
+            s.len() == self.self_prefix.len() + n + 1
+                && s.starts_with(&self.self_prefix)
+                && s[self.self_prefix.len()..].starts_with(rid_text)
+                && s.ends_with('/')
+        };
+        // The new values and their serialized lengths, known without
+        // measuring: rids, links and the attachments link are base64 and
+        // path characters (nothing to escape), an etag is 27 characters of
+        // which two are quotes (escaped as `\"`).
+        let new_value = |slot: usize| -> (Value, usize) {
+            match slot {
+                0 => (Value::String(rid_text.to_owned()), n + 2),
+                1 => {
+                    let link = self_link();
+                    let len = link.len() + 2;
+                    (Value::String(link), len)
+                }
+                2 => (Value::String(etag(self.ordinal, seq)), ETAG_LEN + 2 + 2),
+                3 => (Value::String(ATTACHMENTS.to_owned()), ATTACHMENTS.len() + 2),
+                _ => (Value::from(ts), decimal_digits(ts)),
+            }
+        };
+        let mut delta = 0;
+        // One pass over the members updates the system properties that are
+        // already there without hashing a key (a document that was read,
+        // changed and written back has all of them). Values that are already
+        // right (`_rid`, `_self`, `_attachments` on a replace) are kept.
+        let mut found = [false; 5];
+        for (key, value) in map.iter_mut() {
+            let slot = match key.as_str() {
+                "_rid" => 0,
+                "_self" => 1,
+                "_etag" => 2,
+                "_attachments" => 3,
+                "_ts" => 4,
+                _ => continue,
+            };
+            found[slot] = true;
+            let unchanged = match slot {
+                0 => value.as_str() == Some(rid_text),
+                1 => value.as_str().is_some_and(self_ok),
+                3 => value.as_str() == Some(ATTACHMENTS),
+                _ => false,
+            };
+            if unchanged {
+                continue;
+            }
+            let (new, new_len) = new_value(slot);
+            // The old value is whatever the caller sent (depth-checked).
+            delta += new_len as isize - serialized_len(value) as isize;
+            *value = new;
+        }
+        for (slot, key) in SYSTEM_PROPERTIES.into_iter().enumerate() {
+            if found[slot] {
+                continue;
+            }
+            let (new, new_len) = new_value(slot);
+            // A comma (unless the map was empty), the key, a colon, the value.
+            delta += isize::from(!map.is_empty()) + (key.len() + 2 + 1 + new_len) as isize;
+            map.insert(key.to_owned(), new);
+        }
+        delta
+    }
+
+    /// The end of a document's JSON text when it ends with the five system
+    /// properties in the order [`Stamp::apply`] appends them, as of the
+    /// write with sequence number `seq` at `ts`: from `"_rid"` to the
+    /// object's closing brace. Storage keeps a body that ends with it
+    /// without it ([`crate::storage`]).
+    pub(crate) fn tail(&self, rid: u64, seq: u64, ts: u64) -> String {
+        let rid = self.rid_text(rid);
+        let rid = rid.as_str();
+        let etag = etag(self.ordinal, seq);
+        // The etag's own quotes, escaped inside the JSON string.
+        let etag = &etag[1..etag.len() - 1];
+        let mut tail =
+            String::with_capacity(96 + 2 * rid.len() + self.self_prefix.len() + etag.len());
+        tail.push_str("\"_rid\":\"");
+        tail.push_str(rid);
+        tail.push_str("\",\"_self\":\"");
+        tail.push_str(&self.self_prefix);
+        tail.push_str(rid);
+        tail.push_str("/\",\"_etag\":\"\\\"");
+        tail.push_str(etag);
+        tail.push_str("\\\"\",\"_attachments\":\"");
+        tail.push_str(ATTACHMENTS);
+        tail.push_str("\",\"_ts\":");
+        let _ = write!(tail, "{ts}}}");
+        tail
+    }
+}
+
+/// `"{ordinal:08x}-{seq:016x}"`, quoted as Cosmos DB etags are (written by
+/// hand: `format!` was a measurable part of every write).
+pub(crate) fn etag(ordinal: u32, seq: u64) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut buf = [0u8; ETAG_LEN];
+    buf[0] = b'"';
+    for i in 0..8 {
+        buf[1 + i] = HEX[(ordinal >> (28 - 4 * i) & 0xf) as usize];
+    }
+    buf[9] = b'-';
+    for i in 0..16 {
+        buf[10 + i] = HEX[(seq >> (60 - 4 * i) & 0xf) as usize];
+    }
+    buf[26] = b'"';
+    std::str::from_utf8(&buf).unwrap_or_default().to_owned()
+}
+
+/// The system properties the engine sets, in the order it appends them.
+const SYSTEM_PROPERTIES: [&str; 5] = ["_rid", "_self", "_etag", "_attachments", "_ts"];
+
+/// The length of an etag's text: a quote, 8 + 1 + 16 hex digits, a quote.
+const ETAG_LEN: usize = 27;
+
+/// The value of `_attachments` (Cosmos DB's relative attachments link).
+const ATTACHMENTS: &str = "attachments/";
+
+/// Cosmos DB encodes resource ids in base64 with `-` in place of `/`, so they
+/// fit in a path segment.
+pub(crate) fn encode_rid(bytes: &[u8]) -> String {
+    STANDARD.encode(bytes).replace('/', "-")
+}
+
+#[cfg(test)]
+mod tests {
+    use host_api::json::to_text;
+    use serde_json::json;
+
+    use super::*;
+
+    fn meta(ordinal: u32, database_rid: Option<[u8; 4]>) -> ContainerMeta {
+        ContainerMeta {
+            id: "c".to_owned(),
+            ordinal,
+            partition_key_path: "/pk".to_owned(),
+            physical_partitions: 1,
+            default_ttl: None,
+            unique_keys: Vec::new(),
+            database_rid,
+            computed_properties: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn etags_are_quoted_hex() {
+        assert_eq!(etag(1, 0x2a), format!("\"{:08x}-{:016x}\"", 1, 0x2a));
+        assert_eq!(
+            etag(u32::MAX, u64::MAX),
+            format!("\"{:08x}-{:016x}\"", u32::MAX, u64::MAX)
+        );
+    }
+
+    #[test]
+    fn a_stamped_document_ends_with_its_tail() {
+        let stamps = [meta(1, None), meta(u32::MAX, Some([0xff; 4]))].map(|m| Stamp::of(&m));
+        // The third document has two of the five already: they keep their
+        // place, so the text does not end with the five in order.
+        let documents = [
+            (json!({}), true),
+            (json!({"id": "x", "pk": "a/b", "n": [1, {"m": null}]}), true),
+            (json!({"id": "y", "_ts": 3, "_etag": "old"}), false),
+        ];
+        for stamp in &stamps {
+            for rid in [0, 1, 62, 63, 0xfbff, u64::MAX] {
+                for (seq, ts) in [(0, 0), (7, 1_764_400_000), (u64::MAX, u64::MAX)] {
+                    for (doc, ends_with_tail) in &documents {
+                        let mut doc = doc.clone();
+                        stamp.apply(&mut doc, rid, seq, ts);
+                        let text = to_text(&doc, serialized_len(&doc));
+                        let tail = stamp.tail(rid, seq, ts);
+                        assert_eq!(text.ends_with(&tail), *ends_with_tail, "{text} / {tail}");
+                    }
+                }
+            }
+        }
+    }
+}
