@@ -18,6 +18,8 @@
 //! fell behind on. Compaction runs when the whole part reaches twice the
 //! window (amortized O(1) per change), and the compacted part is swept
 //! again once more of its entries are superseded than documents live.
+//! What compaction drops is freed by the committing thread after it has
+//! released the log, so other commits do not wait for the freeing.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -60,8 +62,11 @@ struct ChangeLog {
     /// The last LSN given.
     last: u64,
     /// The LSN of each document's last change, deletes compacted away
-    /// excepted.
-    latest: HashMap<(PartitionKey, Arc<str>), u64, foldhash::quality::RandomState>,
+    /// excepted, by partition and id (so a commit finds its documents
+    /// without copying its partition key).
+    latest: HashMap<PartitionKey, Latest, foldhash::quality::RandomState>,
+    /// How many documents `latest` holds.
+    documents: usize,
     /// Records up to this LSN hold only changes that were latest when
     /// they were compacted.
     compacted: u64,
@@ -69,49 +74,71 @@ struct ChangeLog {
     stale: usize,
 }
 
+/// One partition's documents in [`ChangeLog::latest`]: id → LSN.
+type Latest = HashMap<Arc<str>, u64, foldhash::quality::RandomState>;
+
+/// Changes a compaction dropped, freed once the log is released.
+type Dropped = Vec<super::RecordChange>;
+
 impl ChangeLog {
-    fn append(&mut self, record: CommitRecord, at: u64, retained: u64) -> Lsn {
+    fn append(
+        &mut self,
+        record: CommitRecord,
+        at: u64,
+        retained: u64,
+        dropped: &mut Dropped,
+    ) -> Lsn {
         self.last += 1;
         let lsn = self.last;
+        let latest = match self.latest.get_mut(&record.partition_key) {
+            Some(latest) => latest,
+            None => self.latest.entry(record.partition_key.clone()).or_default(),
+        };
         for change in &record.changes {
-            let key = (record.partition_key.clone(), change.id.clone());
-            if self
-                .latest
-                .insert(key, lsn)
-                .is_some_and(|prev| prev <= self.compacted)
-            {
-                self.stale += 1;
+            match latest.insert(Arc::clone(&change.id), lsn) {
+                None => self.documents += 1,
+                Some(prev) if prev <= self.compacted => self.stale += 1,
+                Some(_) => {}
             }
         }
         self.records.insert(lsn, (record, at));
         if self.last >= self.compacted + 2 * retained.max(1) {
-            self.compact(self.compacted, self.last - retained);
+            self.compact(self.compacted, self.last - retained, dropped);
         }
-        if self.stale > self.latest.len().max(retained as usize) {
-            self.compact(0, self.compacted);
+        if self.stale > self.documents.max(retained as usize) {
+            self.compact(0, self.compacted, dropped);
         }
         Lsn(lsn)
     }
 
     /// Drops from the records in `(from, to]` every change that is not its
-    /// document's latest, and the deletes, then the records left empty.
-    fn compact(&mut self, from: u64, to: u64) {
+    /// document's latest, and the deletes, then the records left empty;
+    /// what it drops goes to `dropped`.
+    fn compact(&mut self, from: u64, to: u64, dropped: &mut Dropped) {
         let ChangeLog {
-            records, latest, ..
+            records,
+            latest,
+            documents,
+            ..
         } = self;
         let mut empty = Vec::new();
         for (&lsn, (record, _)) in records.range_mut(from + 1..=to) {
-            record.changes.retain(|change| {
-                let key = (record.partition_key.clone(), change.id.clone());
-                if latest.get(&key) != Some(&lsn) {
-                    return false;
+            let mut partition = latest.get_mut(&record.partition_key);
+            dropped.extend(record.changes.extract_if(.., |change| {
+                let current = partition.as_deref().and_then(|p| p.get(&change.id)) == Some(&lsn);
+                if current && change.kind == ChangeKind::Delete {
+                    if let Some(p) = partition.as_deref_mut()
+                        && p.remove(&change.id).is_some()
+                    {
+                        *documents -= 1;
+                    }
+                    return true;
                 }
-                if change.kind == ChangeKind::Delete {
-                    latest.remove(&key);
-                    return false;
-                }
-                true
-            });
+                !current
+            }));
+            if partition.is_some_and(|p| p.is_empty()) {
+                latest.remove(&record.partition_key);
+            }
             if record.changes.is_empty() {
                 empty.push(lsn);
             }
@@ -172,12 +199,18 @@ impl Storage for MemoryStorage {
     fn commit(&self, record: CommitRecord) -> Result<Lsn> {
         let deletes = record.changes.iter().any(|c| c.kind == ChangeKind::Delete);
         let at = if deletes { now_secs() } else { 0 };
-        let mut logs = self.logs.lock();
-        let log = match logs.get_mut(&*record.container) {
-            Some(log) => log,
-            None => logs.entry(record.container.to_string()).or_default(),
+        let mut dropped = Dropped::new();
+        let lsn = {
+            let mut logs = self.logs.lock();
+            let log = match logs.get_mut(&*record.container) {
+                Some(log) => log,
+                None => logs.entry(record.container.to_string()).or_default(),
+            };
+            log.append(record, at, self.retained, &mut dropped)
         };
-        Ok(log.append(record, at, self.retained))
+        // Freed here, with the log released.
+        drop(dropped);
+        Ok(lsn)
     }
 
     fn read_changes(&self, container: &str, after: Lsn, max_changes: usize) -> Result<Vec<Change>> {
@@ -289,11 +322,9 @@ mod tests {
             "{}",
             log.records.len()
         );
-        assert!(
-            log.latest.len() as u64 <= 2 * retained + 10,
-            "{}",
-            log.latest.len()
-        );
+        let documents: usize = log.latest.values().map(HashMap::len).sum();
+        assert_eq!(documents, log.documents);
+        assert!(documents as u64 <= 2 * retained + 10, "{documents}");
         drop(logs);
         // From the start: the latest version of each live document once,
         // then every change of the window, deletes included.
