@@ -186,6 +186,14 @@ pub(crate) fn run(store: Store<'_>, args: &DemoArgs) -> anyhow::Result<()> {
         checks.extend(check(&mut blog, &mut driver)?);
         progress.finish_and_clear();
         results.push((version, measured));
+        // A model's temporary store (gigabytes at the default scale) goes
+        // before the next is loaded, not at the end.
+        drop(blog);
+        drop(db);
+        if let Some(dir) = &temporary {
+            let dir = dir.path().join(version.name().to_lowercase());
+            std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+        }
     }
 
     let peak = peak_memory();
