@@ -93,9 +93,10 @@ impl Stamp {
     }
 
     /// Sets `_rid`, `_self`, `_etag`, `_attachments` and `_ts` (to `ts`) on
-    /// a document being written, appending those it lacks in that order. Returns by how many bytes that changed the document's
-    /// serialized length, so the caller can keep an exact size without
-    /// measuring the document again.
+    /// a document being written, appending those it lacks in that order.
+    /// Returns by how many bytes that changed the document's serialized
+    /// length, so the caller can keep an exact size without measuring the
+    /// document again.
     pub(crate) fn apply(&self, doc: &mut Value, rid: u64, seq: u64, ts: u64) -> isize {
         let Value::Object(map) = doc else { return 0 };
         let rid_buf = self.rid_text(rid);
