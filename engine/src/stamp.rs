@@ -180,25 +180,36 @@ impl Stamp {
     /// object's closing brace. Storage keeps a body that ends with it
     /// without it ([`crate::storage`]).
     pub(crate) fn tail(&self, rid: u64, seq: u64, ts: u64) -> String {
+        let mut tail = String::with_capacity(self.tail_len());
+        self.push_tail(&mut tail, rid, seq, ts);
+        tail
+    }
+
+    /// About the length of a [`Stamp::tail`] (exactly, for a `_ts` of
+    /// ten digits), for a buffer that gets one.
+    pub(crate) fn tail_len(&self) -> usize {
+        // The names, quotes and separators, the rid twice, the etag.
+        62 + 2 * 24 + self.self_prefix.len() + ATTACHMENTS.len() + (ETAG_LEN - 2) + 10
+    }
+
+    /// Appends [`Stamp::tail`] to `out`.
+    pub(crate) fn push_tail(&self, out: &mut String, rid: u64, seq: u64, ts: u64) {
         let rid = self.rid_text(rid);
         let rid = rid.as_str();
         let etag = etag(self.ordinal, seq);
         // The etag's own quotes, escaped inside the JSON string.
         let etag = &etag[1..etag.len() - 1];
-        let mut tail =
-            String::with_capacity(96 + 2 * rid.len() + self.self_prefix.len() + etag.len());
-        tail.push_str("\"_rid\":\"");
-        tail.push_str(rid);
-        tail.push_str("\",\"_self\":\"");
-        tail.push_str(&self.self_prefix);
-        tail.push_str(rid);
-        tail.push_str("/\",\"_etag\":\"\\\"");
-        tail.push_str(etag);
-        tail.push_str("\\\"\",\"_attachments\":\"");
-        tail.push_str(ATTACHMENTS);
-        tail.push_str("\",\"_ts\":");
-        let _ = write!(tail, "{ts}}}");
-        tail
+        out.push_str("\"_rid\":\"");
+        out.push_str(rid);
+        out.push_str("\",\"_self\":\"");
+        out.push_str(&self.self_prefix);
+        out.push_str(rid);
+        out.push_str("/\",\"_etag\":\"\\\"");
+        out.push_str(etag);
+        out.push_str("\\\"\",\"_attachments\":\"");
+        out.push_str(ATTACHMENTS);
+        out.push_str("\",\"_ts\":");
+        let _ = write!(out, "{ts}}}");
     }
 }
 
@@ -282,6 +293,9 @@ mod tests {
                         let text = to_text(&doc, serialized_len(&doc));
                         let tail = stamp.tail(rid, seq, ts);
                         assert_eq!(text.ends_with(&tail), *ends_with_tail, "{text} / {tail}");
+                        if ts == 1_764_400_000 {
+                            assert_eq!(tail.len(), stamp.tail_len(), "{tail}");
+                        }
                     }
                 }
             }

@@ -1322,8 +1322,10 @@ fn body_text<'a>(
         ValueRef::Text(text) => Ok(Some(utf8(text)?.into())),
         ValueRef::Blob(head) => {
             let stamp = stamp.ok_or("a body without its system properties, in no container")?;
-            let mut text = utf8(head)?.to_owned();
-            text.push_str(&stamp.tail(rid, seq, ts));
+            let head = utf8(head)?;
+            let mut text = String::with_capacity(head.len() + stamp.tail_len());
+            text.push_str(head);
+            stamp.push_tail(&mut text, rid, seq, ts);
             Ok(Some(text.into()))
         }
         ValueRef::Integer(_) | ValueRef::Real(_) => Err("a body that is a number".to_owned()),
@@ -2272,13 +2274,7 @@ mod tests {
         }
         let logged = 7 + long_ids as usize;
         // A crash: every commit is in the log, none folded into docs.
-        for suffix in ["", "-wal"] {
-            std::fs::copy(
-                format!("{}{suffix}", live.display()),
-                format!("{}{suffix}", path.display()),
-            )
-            .unwrap();
-        }
+        crash_copy(&live, &path);
         // On a full disk: no room to fold them at open.
         let storage = SqliteStorage::open_limited(&path, Durability::Full, 100, Some(1)).unwrap();
         let reason = storage.read_only().expect("read-only");
@@ -2390,14 +2386,33 @@ mod tests {
             .unwrap()
     }
 
+    /// The commits of [`history`], as [`write`]'s arguments.
+    const HISTORY: [(&str, Option<u64>); 6] = [
+        ("a", Some(1)),
+        ("b", Some(1)),
+        ("a", Some(2)),
+        ("c", Some(1)),
+        ("b", None),
+        ("a", Some(3)),
+    ];
+
     fn history(storage: &SqliteStorage) {
         storage.create_container(&meta()).unwrap();
-        storage.commit(write("a", Some(1))).unwrap();
-        storage.commit(write("b", Some(1))).unwrap();
-        storage.commit(write("a", Some(2))).unwrap();
-        storage.commit(write("c", Some(1))).unwrap();
-        storage.commit(write("b", None)).unwrap();
-        storage.commit(write("a", Some(3))).unwrap();
+        for (id, n) in HISTORY {
+            storage.commit(write(id, n)).unwrap();
+        }
+    }
+
+    /// Copies the store at `from` to `to` as a crash would leave it: the
+    /// file and its log, whatever is not yet folded or checkpointed.
+    fn crash_copy(from: &Path, to: &Path) {
+        for suffix in ["", "-wal"] {
+            std::fs::copy(
+                format!("{}{suffix}", from.display()),
+                format!("{}{suffix}", to.display()),
+            )
+            .unwrap();
+        }
     }
 
     /// What [`history`] leaves: a at 3, b deleted, c at 1.
@@ -2422,10 +2437,7 @@ mod tests {
         history(&storage);
         // The files as a crash would leave them: every commit is durable in
         // the log, none is folded into docs yet.
-        for suffix in ["", "-wal"] {
-            let from = format!("{}{suffix}", path.display());
-            std::fs::copy(from, format!("{}{suffix}", copy.display())).unwrap();
-        }
+        crash_copy(&path, &copy);
         assert_eq!(count(&copy, "SELECT COUNT(*) FROM docs"), 0);
         let crashed = SqliteStorage::open(&copy, Durability::Full).unwrap();
         assert_eq!(loaded(&crashed), history_state());
@@ -2451,17 +2463,10 @@ mod tests {
         let storage = SqliteStorage::open(&path, Durability::Full).unwrap();
         history(&storage);
         let text = |r: CommitRecord| r.changes[0].text.as_deref().map(str::to_owned);
-        let logged: Vec<Option<String>> = [
-            ("a", Some(1)),
-            ("b", Some(1)),
-            ("a", Some(2)),
-            ("c", Some(1)),
-            ("b", None),
-            ("a", Some(3)),
-        ]
-        .into_iter()
-        .map(|(id, n)| text(write(id, n)))
-        .collect();
+        let logged: Vec<Option<String>> = HISTORY
+            .into_iter()
+            .map(|(id, n)| text(write(id, n)))
+            .collect();
         let state = BTreeMap::from([
             ("a".to_owned(), text(write("a", Some(3))).unwrap()),
             ("c".to_owned(), text(write("c", Some(1))).unwrap()),
@@ -2487,10 +2492,7 @@ mod tests {
         };
         // Pending, then replayed from the log after a crash, then folded.
         check(&storage);
-        for suffix in ["", "-wal"] {
-            let from = format!("{}{suffix}", path.display());
-            std::fs::copy(from, format!("{}{suffix}", copy.display())).unwrap();
-        }
+        crash_copy(&path, &copy);
         check(&SqliteStorage::open(&copy, Durability::Full).unwrap());
         drop(storage);
         check(&SqliteStorage::open(&path, Durability::Full).unwrap());
