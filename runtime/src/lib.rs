@@ -53,6 +53,7 @@ mod error;
 mod js;
 mod log;
 mod number;
+mod stack;
 mod wasm;
 mod worker;
 
@@ -310,21 +311,22 @@ pub fn run_js(
 }
 
 /// The free native stack a script call needs to run on the calling thread's
-/// own stack. With less, each call runs on a fresh stack segment that is
-/// mapped and unmapped per call (`stacker`), which costs system calls, a
-/// TLB shootdown and page faults on every call: threads that run many calls
-/// (a server's handlers) should be spawned with more than this.
+/// own stack. With less, the call runs on the thread's spare stack, which
+/// the thread maps at its first such call and keeps (see `src/stack.rs`),
+/// so any thread can run calls at full speed; a thread spawned with more
+/// than this saves the spare's 16 MB of address space.
 pub const SCRIPT_STACK_NEEDED: usize = js::RED_ZONE;
 
 /// A stack size for threads that run many script calls: comfortably more
-/// than [`SCRIPT_STACK_NEEDED`], so every call runs in place. It is address
+/// than [`SCRIPT_STACK_NEEDED`], so every call runs in place, without a
+/// spare stack beside the thread's own. It is address
 /// space: only the pages a call touches become memory, and they stay warm.
 pub const SCRIPT_THREAD_STACK: usize = 16 << 20;
 
 /// Whether script calls on the current thread run in place, on its own
 /// stack (see [`SCRIPT_STACK_NEEDED`]).
 pub fn runs_scripts_in_place() -> bool {
-    stacker::remaining_stack().is_some_and(|free| free >= SCRIPT_STACK_NEEDED)
+    stack::remaining().is_some_and(|free| free >= SCRIPT_STACK_NEEDED)
 }
 
 /// Makes the ids generated on this thread for documents created without one

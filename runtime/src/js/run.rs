@@ -26,15 +26,16 @@ use super::host::{self, Body, CallState, Fault, Kind, Op, Pending};
 use super::sandbox::{self, Sandbox};
 use crate::{Budget, Error, Failure, Invocation, Limits, Output, Script, Statistics};
 
-/// Stack a call needs free; with less, it runs on a fresh stack.
+/// Stack a call needs free; with less, it runs on the thread's spare.
 pub(crate) const RED_ZONE: usize = 4 << 20;
 
-/// Size of the fresh stack.
+/// Size of the stack it then needs (the spare's, `stack::SPARE_SIZE`).
 const STACK_SIZE: usize = 16 << 20;
 
-/// Runs one script call; see [`crate::run_js`]. Runs on a stack of at least
-/// [`RED_ZONE`] bytes: on threads with smaller stacks (2 MB by default for
-/// spawned threads) every call pays for a fresh 16 MB stack segment.
+/// Runs one script call; see [`crate::run_js`]. Runs on a stack with at
+/// least [`RED_ZONE`] bytes free: the thread's own, or the thread's spare
+/// on threads with less (2 MB by default for spawned threads; see
+/// [`crate::stack::with_room`]).
 #[allow(clippy::result_large_err)] // The shape of `run_js`; see lib.rs.
 pub(crate) fn run(
     script: &Script<'_>,
@@ -42,7 +43,7 @@ pub(crate) fn run(
     collection: &mut dyn Collection,
     limits: &Limits,
 ) -> Result<Output, Failure> {
-    stacker::maybe_grow(RED_ZONE, STACK_SIZE, || {
+    crate::stack::with_room(RED_ZONE, STACK_SIZE, || {
         let res = in_sandbox(limits, |sandbox| {
             call(sandbox, script, invocation, &mut *collection, limits)
         });
@@ -66,7 +67,7 @@ pub(crate) fn run_udf(
     args: &[Option<Value>],
     limits: &Limits,
 ) -> Result<Option<Value>, Failure> {
-    stacker::maybe_grow(RED_ZONE, STACK_SIZE, || {
+    crate::stack::with_room(RED_ZONE, STACK_SIZE, || {
         in_sandbox(limits, |sandbox| call_udf(sandbox, udf, args, limits))
             .map(|(value, _, _)| value)
     })

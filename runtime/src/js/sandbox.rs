@@ -285,7 +285,7 @@ pub(crate) fn wrapped(body: &str) -> String {
 /// Compiling is rare (once per script and sandbox, and at upload), so a
 /// fresh stack segment there costs little.
 pub(crate) fn on_compile_stack<T>(f: impl FnOnce() -> T) -> T {
-    stacker::maybe_grow(nesting::COMPILE_STACK, nesting::COMPILE_STACK, f)
+    crate::stack::with_room(nesting::COMPILE_STACK, nesting::COMPILE_STACK, f)
 }
 
 /// Checks the nesting bound and the `__proto__` rule, then parses `source`

@@ -27,7 +27,8 @@ const RED_ZONE: usize = MAX_WASM_STACK + (1 << 20);
 // calls in place too.
 const _: () = assert!(RED_ZONE <= crate::SCRIPT_STACK_NEEDED);
 
-/// The stack allocated when less than [`RED_ZONE`] is free.
+/// The stack a call needs when less than [`RED_ZONE`] is free (the
+/// thread's spare holds it).
 const STACK_SIZE: usize = 4 << 20;
 
 /// What the guest's call produced, before it becomes an [`Output`].
@@ -85,7 +86,7 @@ pub(crate) fn run(
         ),
     };
     let before = collection.stats();
-    let finished = stacker::maybe_grow(RED_ZONE, STACK_SIZE, || {
+    let finished = crate::stack::with_room(RED_ZONE, STACK_SIZE, || {
         guarded(|| call(script, kind, inputs, Some(&mut *collection), limits))
     });
     let mut stats = Statistics {
@@ -133,7 +134,7 @@ pub(crate) fn run_udf(
         request_body: Value::Null,
         response_body: None,
     };
-    let finished = stacker::maybe_grow(RED_ZONE, STACK_SIZE, || {
+    let finished = crate::stack::with_room(RED_ZONE, STACK_SIZE, || {
         guarded(|| {
             call(
                 script,
