@@ -1844,8 +1844,8 @@ struct LogPad {
     frame: u64,
 }
 
-/// How far past the log's end [`LogPad`] keeps zeros, and how much it
-/// writes at a time (when less than half of it is left).
+/// How much [`LogPad`] writes at a time, when less than half of it lies
+/// past the log's last frame after a batch (so 128–384 KB lie there then).
 const LOG_PAD: usize = 256 << 10;
 
 /// The size of the write-ahead log's header, and of a frame's header.
