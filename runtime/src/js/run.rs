@@ -21,7 +21,7 @@ use boa_engine::{Context, JsError, JsObject, JsResult, JsString, JsValue, js_str
 use host_api::{Collection, ErrorCode, HostError, QueryRequest, WriteOptions};
 use serde_json::Value;
 
-use super::convert::from_json;
+use super::convert::{StdString, from_json};
 use super::host::{self, Body, CallState, Fault, Kind, Op, Pending};
 use super::sandbox::{self, Sandbox};
 use crate::{Budget, Error, Failure, Invocation, Limits, Output, Script, Statistics};
@@ -419,7 +419,7 @@ fn sees_only_error(
     let Ok(text) = to_string.call(&callback.clone().into(), &[], context) else {
         return false;
     };
-    let Some(text) = text.as_string().map(|t| t.to_std_string_lossy()) else {
+    let Some(text) = text.as_string().map(|t| t.to_std()) else {
         return false;
     };
     declares_only_error(&text)
@@ -527,32 +527,33 @@ fn perform(
     pending: Pending,
 ) -> Result<(), Error> {
     let Pending { op, callback } = pending;
-    let res: Result<Done, HostError> = match &op {
-        Op::Create { doc } => collection.create(doc.clone()).map(Done::Doc),
+    // The operation is consumed: its documents move into the collection.
+    let res: Result<Done, HostError> = match op {
+        Op::Create { doc } => collection.create(doc).map(Done::Doc),
         Op::Upsert { doc, if_match } => collection
-            .upsert(doc.clone(), write_options(if_match.as_ref()))
+            .upsert(doc, write_options(if_match.as_ref()))
             .map(Done::Doc),
         Op::Replace {
             link,
             doc,
             if_match,
         } => collection
-            .resolve_document_link(link)
-            .and_then(|id| collection.replace(&id, doc.clone(), write_options(if_match.as_ref())))
+            .resolve_document_link(&link)
+            .and_then(|id| collection.replace(&id, doc, write_options(if_match.as_ref())))
             .map(Done::Doc),
         Op::Read { link } => collection
-            .resolve_document_link(link)
+            .resolve_document_link(&link)
             .and_then(|id| collection.read(&id))
             .map(Done::Doc),
         Op::Delete { link, if_match } => collection
-            .resolve_document_link(link)
+            .resolve_document_link(&link)
             .and_then(|id| collection.delete(&id, write_options(if_match.as_ref())))
             .map(|()| Done::Deleted),
         Op::ReadFeed {
             page_size,
             continuation,
         } => collection
-            .read_feed(Some(*page_size), continuation.as_deref())
+            .read_feed(Some(page_size), continuation.as_deref())
             .map(Done::Page),
         Op::Query {
             sql,
@@ -561,9 +562,9 @@ fn perform(
             continuation,
         } => collection
             .query(QueryRequest {
-                sql,
-                parameters,
-                page_size: Some(*page_size),
+                sql: &sql,
+                parameters: &parameters,
+                page_size: Some(page_size),
                 continuation: continuation.as_deref(),
             })
             .map(Done::Page),
@@ -574,8 +575,8 @@ fn perform(
         } => fluent(
             sandbox,
             collection,
-            stages,
-            *page_size,
+            &stages,
+            page_size,
             continuation.as_deref(),
         )?,
     };
