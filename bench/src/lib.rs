@@ -20,6 +20,7 @@
 //! "relaxed" rows write without an fsync per call, and "memory" rows (Partita
 //! only) have no storage at all.
 
+mod cpu;
 pub mod partita;
 pub mod postgres;
 mod process;
@@ -237,6 +238,12 @@ pub trait Target: Send + Sync {
     /// Why the target has no way to run `workload`, if it has none (its
     /// rows are then skipped with this reason).
     fn skips(&self, _workload: Workload) -> Option<&str> {
+        None
+    }
+    /// The process id of the target's server, whose CPU time (and its
+    /// children's) counts in the row's CPU per call; `None` for a target
+    /// that runs in the harness's process.
+    fn server_pid(&self) -> Option<u32> {
         None
     }
 }

@@ -76,6 +76,8 @@ const FEED_READ_SQL: &str =
 pub struct PgCluster {
     socket_dir: PathBuf,
     version: String,
+    /// The postmaster's process id (its backends are its children).
+    pid: Option<u32>,
     // Declared before `_dir`: the cluster stops before its directory goes.
     _stop: StopGuard,
     _dir: tempfile::TempDir,
@@ -181,9 +183,14 @@ impl PgCluster {
         start.map_err(|e| {
             BenchError::Peer(format!("pg_ctl start failed: {e}; {}", log_tail(&log)))
         })?;
+        // `postmaster.pid`'s first line.
+        let pid = std::fs::read_to_string(data.join("postmaster.pid"))
+            .ok()
+            .and_then(|text| text.lines().next()?.trim().parse().ok());
         let mut cluster = PgCluster {
             socket_dir: dir.path().to_owned(),
             version: String::new(),
+            pid,
             _stop: stop,
             _dir: dir,
         };
@@ -245,6 +252,10 @@ pub struct PgTarget {
 impl Target for PgTarget {
     fn system(&self) -> &str {
         "PostgreSQL"
+    }
+
+    fn server_pid(&self) -> Option<u32> {
+        self.cluster.pid
     }
 
     fn durability(&self) -> Durability {

@@ -68,6 +68,7 @@ fn post_key(post_id: &str, id: &str) -> String {
 pub struct RedisServer {
     client: redis::Client,
     version: String,
+    pid: u32,
     _stop: StopGuard,
     _dir: tempfile::TempDir,
 }
@@ -106,6 +107,7 @@ impl RedisServer {
             .stderr(Stdio::null())
             .spawn()
             .map_err(BenchError::io(format!("starting {}", binary.display())))?;
+        let pid = child.id();
         let child = Arc::new(Mutex::new(child));
         let stop = {
             let child = child.clone();
@@ -135,6 +137,7 @@ impl RedisServer {
         Ok(RedisServer {
             client,
             version,
+            pid,
             _stop: stop,
             _dir: dir,
         })
@@ -234,6 +237,10 @@ impl Target for RedisTarget {
 
     fn durability(&self) -> Durability {
         self.durability
+    }
+
+    fn server_pid(&self) -> Option<u32> {
+        Some(self.server.pid)
     }
 
     fn settings(&self) -> String {

@@ -28,11 +28,20 @@ pub struct Measured {
     pub p50_us: f64,
     /// 99th percentile latency of a call, µs.
     pub p99_us: f64,
+    /// CPU time per call, µs, of the harness's process and the target's
+    /// server together, over the row's warm-up and timed calls (see
+    /// `cpu.rs`); `None` when it could not be read.
+    pub cpu_us_per_call: Option<f64>,
 }
 
 impl Measured {
-    /// Figures from every timed call's latency and the timed window.
-    pub fn new(mut latencies: Vec<Duration>, window: Duration) -> Measured {
+    /// Figures from every timed call's latency, the timed window and the
+    /// CPU per call.
+    pub fn new(
+        mut latencies: Vec<Duration>,
+        window: Duration,
+        cpu_us_per_call: Option<f64>,
+    ) -> Measured {
         latencies.sort_unstable();
         let at = |q: f64| {
             if latencies.is_empty() {
@@ -52,6 +61,7 @@ impl Measured {
             },
             p50_us: at(0.5),
             p99_us: at(0.99),
+            cpu_us_per_call,
         }
     }
 }
@@ -174,9 +184,9 @@ impl Report {
         let _ = writeln!(out);
         let _ = writeln!(
             out,
-            "| workload | partitions | callers | target | durability | calls/s | p50 µs | p99 µs | × JS | × Wasm |"
+            "| workload | partitions | callers | target | durability | calls/s | p50 µs | p99 µs | CPU µs/call | × JS | × Wasm |"
         );
-        let _ = writeln!(out, "|---|--:|--:|---|---|--:|--:|--:|--:|--:|");
+        let _ = writeln!(out, "|---|--:|--:|---|---|--:|--:|--:|--:|--:|--:|");
         for row in &self.rows {
             let ratio = |system| {
                 self.ratio(row, system)
@@ -184,15 +194,17 @@ impl Report {
             };
             let figures = match &row.outcome {
                 Outcome::Measured(m) => format!(
-                    "{:.0} | {:.1} | {:.1} | {} | {}",
+                    "{:.0} | {:.1} | {:.1} | {} | {} | {}",
                     m.throughput,
                     m.p50_us,
                     m.p99_us,
+                    m.cpu_us_per_call
+                        .map_or("–".to_owned(), |c| format!("{c:.1}")),
                     ratio(PARTITA_JS),
                     ratio(PARTITA_WASM)
                 ),
-                Outcome::Skipped(reason) => format!("skipped: {reason} | | | | "),
-                Outcome::Failed(error) => format!("FAILED: {error} | | | | "),
+                Outcome::Skipped(reason) => format!("skipped: {reason} | | | | | "),
+                Outcome::Failed(error) => format!("FAILED: {error} | | | | | "),
             };
             let _ = writeln!(
                 out,
@@ -227,6 +239,7 @@ impl Report {
                         v["calls_per_s"] = json!(m.throughput);
                         v["p50_us"] = json!(m.p50_us);
                         v["p99_us"] = json!(m.p99_us);
+                        v["cpu_us_per_call"] = json!(m.cpu_us_per_call);
                         v["ratio_to_partita_js"] = json!(self.ratio(row, PARTITA_JS));
                         v["ratio_to_partita_wasm"] = json!(self.ratio(row, PARTITA_WASM));
                     }
@@ -259,12 +272,13 @@ mod tests {
     #[test]
     fn percentiles_and_throughput() {
         let latencies: Vec<Duration> = (1..=100).map(Duration::from_micros).collect();
-        let m = Measured::new(latencies, Duration::from_secs(2));
+        let m = Measured::new(latencies, Duration::from_secs(2), Some(12.5));
         assert_eq!(m.calls, 100);
         assert_eq!(m.throughput, 50.0);
         assert_eq!(m.p50_us.round(), 51.0); // index 49.5 rounds to 50
         assert_eq!(m.p99_us.round(), 99.0);
-        let empty = Measured::new(Vec::new(), Duration::ZERO);
+        assert_eq!(m.cpu_us_per_call, Some(12.5));
+        let empty = Measured::new(Vec::new(), Duration::ZERO, None);
         assert_eq!((empty.calls, empty.throughput), (0, 0.0));
     }
 }

@@ -6,8 +6,8 @@
 //! timed phase divided by its wall time. After the row the target's data is
 //! checked against the number of calls acknowledged (warm-up included).
 
-use std::sync::Barrier;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Barrier, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::report::{Measured, Outcome, Report, Row};
@@ -124,9 +124,13 @@ fn try_row(target: &mut dyn Target, spec: RowSpec, budget: Budget) -> Result<Mea
         ));
     }
     target.prepare(spec.workload, spec.partitions)?;
+    let server = target.server_pid();
+    let cpu_before = crate::cpu::consumed(server);
     let (latencies, window, calls) = drive(&*target, spec, budget)?;
+    // Warm-up calls included: the clock runs over every call of the row.
+    let cpu = crate::cpu::per_call_us(cpu_before, crate::cpu::consumed(server), calls);
     target.verify(spec.workload, calls)?;
-    Ok(Measured::new(latencies, window))
+    Ok(Measured::new(latencies, window, cpu))
 }
 
 /// What one caller thread did.
@@ -145,21 +149,24 @@ fn drive(
     budget: Budget,
 ) -> Result<(Vec<Duration>, Duration, u64), BenchError> {
     let barrier = Barrier::new(spec.callers + 1);
-    let failed = AtomicBool::new(false);
+    let gate = Gate::new(spec.callers);
     // The initial feed holds sequence numbers 0..FEED_SIZE.
     let seq = AtomicU64::new(FEED_SIZE as u64);
-    let start = std::sync::OnceLock::<Instant>::new();
+    let start = OnceLock::<Instant>::new();
     let results: Vec<Result<CallerRun, BenchError>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..spec.callers)
             .map(|caller| {
-                let (barrier, failed, seq, start) = (&barrier, &failed, &seq, &start);
+                let (barrier, gate, seq, start) = (&barrier, &gate, &seq, &start);
                 // Script calls run in place on a thread this large.
                 std::thread::Builder::new()
                     .stack_size(partita::SCRIPT_THREAD_STACK)
                     .spawn_scoped(s, move || {
+                        let _panicking = FailOnPanic(gate);
                         let connected = target.connect();
                         barrier.wait();
-                        let mut conn = connected?;
+                        let mut conn = connected.inspect_err(|_| {
+                            gate.failed.store(true, Ordering::Relaxed);
+                        })?;
                         let start = *start.wait();
                         let mut generator = Generator::new(spec, caller, seq);
                         let mut run = CallerRun {
@@ -168,16 +175,10 @@ fn drive(
                             last: None,
                             calls: 0,
                         };
-                        let result = caller_loop(
-                            &mut *conn,
-                            &mut generator,
-                            &mut run,
-                            budget,
-                            start,
-                            failed,
-                        );
+                        let result =
+                            caller_loop(&mut *conn, &mut generator, &mut run, budget, start, gate);
                         if result.is_err() {
-                            failed.store(true, Ordering::Relaxed);
+                            gate.failed.store(true, Ordering::Relaxed);
                         }
                         result.map(|()| run)
                     })
@@ -221,32 +222,95 @@ fn drive(
     Ok((latencies, window, calls))
 }
 
+/// Where the callers of a row stand: the timed phase starts once every
+/// caller has finished its warm-up, so no caller's start-up (a thread's
+/// first script call builds its sandbox: tens of ms) falls into another's
+/// timed phase.
+struct Gate {
+    callers: usize,
+    warmed: AtomicUsize,
+    timed_from: OnceLock<Instant>,
+    failed: AtomicBool,
+}
+
+impl Gate {
+    fn new(callers: usize) -> Gate {
+        Gate {
+            callers,
+            warmed: AtomicUsize::new(0),
+            timed_from: OnceLock::new(),
+            failed: AtomicBool::new(false),
+        }
+    }
+
+    fn failed(&self) -> bool {
+        self.failed.load(Ordering::Relaxed)
+    }
+
+    /// Marks this caller warm and waits for the others; the instant the
+    /// last one got there, or `None` when a caller failed.
+    fn warmed(&self) -> Option<Instant> {
+        if self.warmed.fetch_add(1, Ordering::AcqRel) + 1 == self.callers {
+            let _ = self.timed_from.set(Instant::now());
+        }
+        loop {
+            if let Some(&at) = self.timed_from.get() {
+                return Some(at);
+            }
+            if self.failed() {
+                return None;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+}
+
+/// Fails the gate when a caller panics, so the others stop waiting.
+struct FailOnPanic<'a>(&'a Gate);
+
+impl Drop for FailOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.failed.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
 fn caller_loop(
     conn: &mut dyn crate::Caller,
     generator: &mut Generator<'_>,
     run: &mut CallerRun,
     budget: Budget,
     start: Instant,
-    failed: &AtomicBool,
+    gate: &Gate,
 ) -> Result<(), BenchError> {
-    let (warm_until, measure_until) = match budget {
-        Budget::Time { warm_up, measure } => (start + warm_up, start + warm_up + measure),
-        Budget::Calls { .. } => (start, start),
+    let warm_until = match budget {
+        Budget::Time { warm_up, .. } => start + warm_up,
+        Budget::Calls { .. } => start,
     };
     let mut warm_calls = 0;
     // Warm-up.
     loop {
         let done = match budget {
-            Budget::Time { .. } => Instant::now() >= warm_until,
+            // At least one call: a thread's first script call builds its
+            // sandbox, which is start-up, not the steady state timed here.
+            Budget::Time { .. } => warm_calls > 0 && Instant::now() >= warm_until,
             Budget::Calls { warm_up, .. } => warm_calls >= warm_up,
         };
-        if done || failed.load(Ordering::Relaxed) {
+        if done || gate.failed() {
             break;
         }
         conn.call(generator.next())?;
         run.calls += 1;
         warm_calls += 1;
     }
+    let Some(timed_from) = gate.warmed() else {
+        return Ok(());
+    };
+    let measure_until = match budget {
+        Budget::Time { measure, .. } => timed_from + measure,
+        Budget::Calls { .. } => timed_from,
+    };
     // Timed.
     let mut timed = 0;
     loop {
@@ -254,7 +318,7 @@ fn caller_loop(
             Budget::Time { .. } => Instant::now() >= measure_until,
             Budget::Calls { measure, .. } => timed >= measure,
         };
-        if done || failed.load(Ordering::Relaxed) {
+        if done || gate.failed() {
             break;
         }
         // Built before the clock starts: documents are the caller's input.

@@ -71,6 +71,8 @@ fn in_process_targets_run_every_workload_and_report_ratios() {
                 let callers = row.spec.callers as u64;
                 assert_eq!(m.calls, 60 * callers, "{row:?}");
                 assert!(m.throughput > 0.0 && m.p50_us > 0.0 && m.p99_us >= m.p50_us);
+                // In-process targets: the harness's own CPU clock.
+                assert!(m.cpu_us_per_call.is_some_and(|c| c > 0.0), "{row:?}");
                 let js = report
                     .ratio(row, PARTITA_JS)
                     .expect("a JS row to compare with");
@@ -108,6 +110,7 @@ fn in_process_targets_run_every_workload_and_report_ratios() {
         rows.iter()
             .any(|r| r["target"] == PARTITA_WASM && r["ratio_to_partita_wasm"] == 1.0)
     );
+    assert!(rows.iter().all(|r| r["cpu_us_per_call"].as_f64().is_some()));
     let table = report.table();
     assert!(table.contains("| createComment | 16 | 4 | SQLite | durable |"));
     assert!(table.contains("| truncateFeed | 1 | 2 | Partita Wasm | durable |"));
@@ -193,5 +196,74 @@ fn a_failing_call_fails_the_row_with_its_error() {
     match run_row(&mut target, rows()[0], BUDGET) {
         Outcome::Failed(error) => assert!(error.contains("not found"), "{error}"),
         other => panic!("{other:?}"),
+    }
+}
+
+/// A SQLite target whose second caller cannot connect, or panics in its
+/// first call: the other callers, waiting for every caller to warm up,
+/// give up and the row fails instead of hanging.
+struct Flaky {
+    inner: SqliteTarget,
+    connects: std::sync::atomic::AtomicUsize,
+    panic: bool,
+}
+
+struct Panicking;
+
+impl Caller for Panicking {
+    fn call(&mut self, _call: Call) -> Result<usize, BenchError> {
+        panic!("a caller broke");
+    }
+}
+
+impl Target for Flaky {
+    fn system(&self) -> &str {
+        "flaky"
+    }
+    fn durability(&self) -> Durability {
+        Durability::Relaxed
+    }
+    fn settings(&self) -> String {
+        String::new()
+    }
+    fn prepare(&mut self, workload: Workload, partitions: usize) -> Result<(), BenchError> {
+        self.inner.prepare(workload, partitions)
+    }
+    fn connect(&self) -> Result<Box<dyn Caller + '_>, BenchError> {
+        let n = self
+            .connects
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        match (n, self.panic) {
+            (1, false) => Err(BenchError::Check("no connection for caller 2".into())),
+            (1, true) => Ok(Box::new(Panicking)),
+            _ => self.inner.connect(),
+        }
+    }
+    fn verify(&mut self, workload: Workload, calls: u64) -> Result<(), BenchError> {
+        self.inner.verify(workload, calls)
+    }
+}
+
+#[test]
+fn a_caller_that_fails_before_the_timed_phase_fails_the_row_without_a_hang() {
+    for panic in [false, true] {
+        let mut target = Flaky {
+            inner: SqliteTarget::new(Durability::Relaxed),
+            connects: Default::default(),
+            panic,
+        };
+        // A time budget: the others would otherwise wait for caller 2 to
+        // warm up forever.
+        let budget = Budget::Time {
+            warm_up: std::time::Duration::from_millis(50),
+            measure: std::time::Duration::from_millis(100),
+        };
+        match run_row(&mut target, rows()[0], budget) {
+            Outcome::Failed(error) => assert!(
+                error.contains(if panic { "panicked" } else { "no connection" }),
+                "{error}"
+            ),
+            other => panic!("{other:?}"),
+        }
     }
 }
