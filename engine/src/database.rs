@@ -270,6 +270,30 @@ impl Database {
         &self.inner.options
     }
 
+    /// Opens a database stored in PostgreSQL: `url` is a `postgresql://`
+    /// (or `postgres://`) URL, such as `postgresql://partita@db1/partita`
+    /// or `postgresql:///partita?host=/run/postgresql` for a Unix socket.
+    /// The schema is created if missing; see `storage/postgres.rs`.
+    ///
+    /// # Errors
+    /// [`Error::BadRequest`] for another kind of URL or one that does not
+    /// parse; [`Error::Storage`] when the server cannot be reached or the
+    /// store not read. Messages name the URL without its password.
+    #[cfg(feature = "postgres")]
+    pub fn open_url(url: &str, options: Options) -> Result<Database> {
+        if !["postgresql://", "postgres://"]
+            .iter()
+            .any(|scheme| url.starts_with(scheme))
+        {
+            return Err(Error::BadRequest(format!(
+                "unsupported database URL {}: expected postgresql://",
+                crate::storage::redact_url(url)
+            )));
+        }
+        let storage = crate::storage::PostgresStorage::connect(url, options.durability)?;
+        Database::build(Box::new(storage), options, None)
+    }
+
     /// A database over any [`Storage`] (another backend, or a wrapper that
     /// injects faults in tests).
     ///

@@ -18,8 +18,9 @@
 //! ```
 //!
 //! Implementations: [`MemoryStorage`] (no files, for tests and demos) and
-//! [`SqliteStorage`] (one SQLite file in WAL mode with group commit). A
-//! PostgreSQL backend would implement the same trait over the same schema.
+//! [`SqliteStorage`] (one SQLite file in WAL mode with group commit), and,
+//! with the `postgres` feature, `PostgresStorage` (a PostgreSQL database,
+//! its schema laid out for Citus: `storage/postgres.rs`).
 //!
 //! Contract for implementors:
 //! * `commit` returns only after the record is durable under the configured
@@ -43,6 +44,8 @@
 //!   can write again finds everything.
 
 mod memory;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod sqlite;
 
 use std::sync::Arc;
@@ -50,6 +53,8 @@ use std::sync::Arc;
 use host_api::{PartitionKey, ScriptKind, ScriptLanguage, TriggerOperation, TriggerType};
 
 pub use memory::{MemoryStorage, RETAINED_COMMITS};
+#[cfg(feature = "postgres")]
+pub use postgres::{PostgresStorage, pk_hash, redact_url};
 pub use sqlite::{CHECKPOINT_PAGES, SqliteStorage};
 
 use crate::document::Document;

@@ -1,0 +1,938 @@
+//! PostgreSQL storage for one Partita node, with a schema laid out for
+//! Citus (the first slice of "many Partita nodes over PostgreSQL").
+//!
+//! One connection writes (behind a mutex); a small pool of connections
+//! reads. Each [`Storage::commit`] is one PostgreSQL transaction that
+//! takes the container's next LSN, appends the record's changes to the
+//! log and applies them to `docs`, so a record and its log entries become
+//! visible (and durable) together. Sessions run with
+//! `synchronous_commit = on` ([`Durability::Full`]; `off` for
+//! [`Durability::None`]): `COMMIT` returns after the WAL is flushed, and
+//! PostgreSQL flushes concurrent commits together, so there is no group
+//! commit of our own in this slice.
+//!
+//! ```text
+//!   containers(id, ordinal, pk_path, physical_partitions, settings)   reference
+//!   scripts(container, kind, id, language, body, trigger_*, version, ts) reference
+//!   log_heads(container, lsn, max_seq)                     per container
+//!   docs(container, pk_hash, pk, id, rid, seq, ts, body)   per partition
+//!   changes(container, pk_hash, lsn, idx, pk, id, op, seq, rid, body, ts)
+//!                                                          per partition
+//! ```
+//!
+//! `pk_hash` is a stable 64-bit hash ([`pk_hash`], FNV-1a) of the logical
+//! partition key's canonical text ([`PartitionKey::to_json_array`]); `pk`
+//! is that text, so two keys whose hashes collide stay apart. Both
+//! per-partition tables have keys that lead with (container, pk_hash), and
+//! every statement on them filters by exactly one (container, pk_hash)
+//! value, passed as `$1` and `$2` (`PARTITION_STATEMENTS`): each could
+//! run on the one Citus worker that holds the partition. The exceptions
+//! are reads that are cross-partition by nature, and read-only
+//! (`CROSS_PARTITION_READS`): the partition keys of a container, the
+//! change log of a container, and the partitions a container deletion has
+//! to visit. Deleting a container deletes its partitions one at a time,
+//! in one transaction. A test records every statement the backend sends
+//! and checks this.
+//!
+//! Bodies are stored as `text`, exactly as the engine serialized them
+//! (`jsonb` would reorder members and drop duplicates); `docs` holds each
+//! document's current body and `changes` a copy per version.
+//!
+//! LSNs are per container, from 1, without gaps, as the SQLite backend
+//! assigns them: `log_heads` holds each container's last LSN, and a commit
+//! bumps it (`INSERT … ON CONFLICT DO UPDATE … RETURNING`) in its own
+//! transaction. The row's lock serializes the commits of a container (a
+//! commit cannot take LSN n+1 before the one with n has committed), so LSN
+//! order is commit order and a reader of the log never sees n+1 without
+//! n. `read_changes` reads in (lsn, idx) order and completes the last
+//! transaction it started. Deleting a container deletes its head: a
+//! container created again starts at LSN 1.
+//!
+//! What a multi-node deployment would change: on Citus the counter row is
+//! one hot row (a reference or single-shard table) that every commit of a
+//! container, on every node, would lock: it would move to per-partition
+//! LSNs (`log_heads` keyed by (container, pk_hash), co-located with the
+//! partition) with the change feed merging partitions, or to a hybrid
+//! clock. Then `SELECT create_distributed_table('docs', 'pk_hash')`,
+//! `create_distributed_table('changes', 'pk_hash', colocate_with => 'docs')`
+//! and `create_reference_table` for `containers` and `scripts`; the
+//! statements need no change. Not done here: several nodes, routing,
+//! TLS (connections use `NoTls`: a Unix socket or a trusted network),
+//! schema versioning, and reconnecting the write connection (after a
+//! failed commit the engine refuses writes until it is reopened).
+
+use std::collections::HashMap;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use host_api::{PartitionKey, ScriptKind, TriggerOperation, TriggerType};
+use parking_lot::Mutex;
+use postgres::types::ToSql;
+use postgres::{Client, Config, NoTls, Row, Statement};
+
+use super::{
+    Change, ChangeKind, CommitRecord, ContainerMeta, Durability, LoadedContainer, LoadedDocument,
+    Lsn, ScriptRecord, Storage, kind_name, language_name, parse_kind, parse_language,
+};
+use crate::document::{Document, now_secs};
+use crate::error::{Error, Result};
+use crate::script::TriggerNames;
+use crate::settings::{parse_settings, settings_json};
+
+#[cfg(test)]
+mod tests;
+
+/// How many connections serve reads.
+const READERS: usize = 2;
+
+/// How long connecting may take when the URL does not say.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS containers (
+    id text PRIMARY KEY,
+    ordinal bigint NOT NULL,
+    pk_path text NOT NULL,
+    physical_partitions bigint NOT NULL,
+    settings text NOT NULL
+);
+CREATE TABLE IF NOT EXISTS scripts (
+    container text NOT NULL,
+    kind text NOT NULL,
+    id text NOT NULL,
+    language text NOT NULL,
+    body bytea NOT NULL,
+    trigger_type text,
+    trigger_operation text,
+    version bigint NOT NULL,
+    ts bigint NOT NULL,
+    PRIMARY KEY (container, kind, id)
+);
+CREATE TABLE IF NOT EXISTS log_heads (
+    container text PRIMARY KEY,
+    lsn bigint NOT NULL,
+    max_seq bigint NOT NULL
+);
+CREATE TABLE IF NOT EXISTS docs (
+    container text NOT NULL,
+    pk_hash bigint NOT NULL,
+    pk text NOT NULL,
+    id text NOT NULL,
+    rid bigint NOT NULL,
+    seq bigint NOT NULL,
+    ts bigint NOT NULL,
+    body text NOT NULL,
+    PRIMARY KEY (container, pk_hash, pk, id)
+);
+CREATE TABLE IF NOT EXISTS changes (
+    container text NOT NULL,
+    pk_hash bigint NOT NULL,
+    lsn bigint NOT NULL,
+    idx integer NOT NULL,
+    pk text NOT NULL,
+    id text NOT NULL,
+    op smallint NOT NULL,
+    seq bigint NOT NULL,
+    rid bigint NOT NULL,
+    body text,
+    ts bigint NOT NULL,
+    PRIMARY KEY (container, pk_hash, lsn, idx)
+);
+CREATE INDEX IF NOT EXISTS changes_by_lsn ON changes (container, lsn, idx);
+";
+
+// Statements on the per-partition tables, each for one (container,
+// pk_hash) = ($1, $2).
+
+/// Appends a record's changes to the log, all in one partition.
+const INSERT_CHANGES: &str = "INSERT INTO changes (container, pk_hash, lsn, idx, pk, id, op, seq, rid, body, ts) \
+     SELECT $1, $2, $3, c.idx, $4, c.id, c.op, c.seq, c.rid, c.body, c.ts \
+     FROM unnest($5::int4[], $6::text[], $7::int2[], $8::int8[], $9::int8[], $10::text[], $11::int8[]) \
+     AS c(idx, id, op, seq, rid, body, ts)";
+/// Writes a record's created and replaced documents.
+const UPSERT_DOCS: &str = "INSERT INTO docs (container, pk_hash, pk, id, rid, seq, ts, body) \
+     SELECT $1, $2, $3, d.id, d.rid, d.seq, d.ts, d.body \
+     FROM unnest($4::text[], $5::int8[], $6::int8[], $7::int8[], $8::text[]) AS d(id, rid, seq, ts, body) \
+     ON CONFLICT (container, pk_hash, pk, id) DO UPDATE \
+     SET rid = EXCLUDED.rid, seq = EXCLUDED.seq, ts = EXCLUDED.ts, body = EXCLUDED.body";
+/// Removes a record's deleted documents.
+const DELETE_DOCS: &str =
+    "DELETE FROM docs WHERE container = $1 AND pk_hash = $2 AND pk = $3 AND id = ANY($4::text[])";
+/// A logical partition's documents.
+const READ_PARTITION: &str =
+    "SELECT id, rid, body FROM docs WHERE container = $1 AND pk_hash = $2 AND pk = $3";
+/// One document.
+const READ_DOCUMENT: &str =
+    "SELECT rid, body FROM docs WHERE container = $1 AND pk_hash = $2 AND pk = $3 AND id = $4";
+/// The rest of a transaction `read_changes` stopped inside.
+const READ_REST_OF_CHANGE: &str = "SELECT lsn, idx, pk, id, op, body, ts FROM changes \
+     WHERE container = $1 AND pk_hash = $2 AND lsn = $3 AND idx > $4 ORDER BY idx";
+/// A deleted container's documents, a partition at a time.
+const DELETE_PARTITION_DOCS: &str = "DELETE FROM docs WHERE container = $1 AND pk_hash = $2";
+/// A deleted container's log, a partition at a time.
+const DELETE_PARTITION_CHANGES: &str = "DELETE FROM changes WHERE container = $1 AND pk_hash = $2";
+
+/// Every statement on `docs` and `changes` that names one partition.
+#[cfg(test)]
+pub(crate) const PARTITION_STATEMENTS: [&str; 8] = [
+    INSERT_CHANGES,
+    UPSERT_DOCS,
+    DELETE_DOCS,
+    READ_PARTITION,
+    READ_DOCUMENT,
+    READ_REST_OF_CHANGE,
+    DELETE_PARTITION_DOCS,
+    DELETE_PARTITION_CHANGES,
+];
+
+// Reads of `docs` and `changes` that span a container's partitions.
+
+/// The partitions holding a document.
+const PARTITION_KEYS: &str = "SELECT DISTINCT pk FROM docs WHERE container = $1";
+/// A container's change log, from an LSN on.
+const READ_CHANGES: &str = "SELECT lsn, idx, pk, id, op, body, ts, pk_hash FROM changes \
+     WHERE container = $1 AND lsn > $2 ORDER BY lsn, idx LIMIT $3";
+/// The partitions a container deletion visits.
+const CONTAINER_PARTITIONS: &str = "SELECT pk_hash FROM docs WHERE container = $1 \
+     UNION SELECT pk_hash FROM changes WHERE container = $1";
+
+/// Every read of `docs` and `changes` that spans partitions (all read-only).
+#[cfg(test)]
+pub(crate) const CROSS_PARTITION_READS: [&str; 3] =
+    [PARTITION_KEYS, READ_CHANGES, CONTAINER_PARTITIONS];
+
+// Statements on the small tables.
+
+const NEXT_LSN: &str = "INSERT INTO log_heads (container, lsn, max_seq) VALUES ($1, 1, $2) \
+     ON CONFLICT (container) DO UPDATE \
+     SET lsn = log_heads.lsn + 1, max_seq = GREATEST(log_heads.max_seq, EXCLUDED.max_seq) \
+     RETURNING lsn";
+const CREATE_CONTAINER: &str = "INSERT INTO containers (id, ordinal, pk_path, physical_partitions, settings) \
+     VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING";
+const UPDATE_CONTAINER: &str = "UPDATE containers SET settings = $2 WHERE id = $1";
+const DELETE_CONTAINER: &str = "DELETE FROM containers WHERE id = $1";
+const DELETE_CONTAINER_SCRIPTS: &str = "DELETE FROM scripts WHERE container = $1";
+const DELETE_CONTAINER_HEAD: &str = "DELETE FROM log_heads WHERE container = $1";
+const PUT_SCRIPT: &str = "INSERT INTO scripts (container, kind, id, language, body, trigger_type, trigger_operation, version, ts) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (container, kind, id) DO UPDATE \
+     SET language = EXCLUDED.language, body = EXCLUDED.body, trigger_type = EXCLUDED.trigger_type, \
+     trigger_operation = EXCLUDED.trigger_operation, version = EXCLUDED.version, ts = EXCLUDED.ts";
+const DELETE_SCRIPT: &str = "DELETE FROM scripts WHERE container = $1 AND kind = $2 AND id = $3";
+const LOAD_CONTAINERS: &str =
+    "SELECT id, ordinal, pk_path, physical_partitions, settings FROM containers ORDER BY ordinal";
+const LOAD_SCRIPTS: &str = "SELECT container, kind, id, language, body, trigger_type, trigger_operation, version, ts FROM scripts";
+const LOAD_HEADS: &str = "SELECT container, max_seq FROM log_heads";
+
+/// The stable 64-bit hash of a logical partition key's canonical text
+/// ([`PartitionKey::to_json_array`]): FNV-1a, as a signed `bigint`. Rows
+/// are keyed by it, so it must never change.
+pub fn pk_hash(canonical: &str) -> i64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in canonical.as_bytes() {
+        hash ^= u64::from(b);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    hash as i64
+}
+
+/// `url` with any password replaced by `***`: in the user part of a URL
+/// (`postgresql://user:secret@host/db`) and in `password=` parameters.
+pub fn redact_url(url: &str) -> String {
+    let mut out = url.to_owned();
+    if let Some(start) = out.find("://").map(|i| i + 3) {
+        let end = out[start..]
+            .find(['/', '?', '#'])
+            .map_or(out.len(), |i| start + i);
+        if let Some(at) = out[start..end].rfind('@').map(|i| start + i)
+            && let Some(colon) = out[start..at].find(':').map(|i| start + i)
+        {
+            out.replace_range(colon + 1..at, "***");
+        }
+    }
+    let mut from = 0;
+    while let Some(i) = out[from..].to_ascii_lowercase().find("password=") {
+        let value = from + i + "password=".len();
+        let end = out[value..]
+            .find(['&', ' ', '#'])
+            .map_or(out.len(), |j| value + j);
+        out.replace_range(value..end, "***");
+        from = value + 3;
+    }
+    out
+}
+
+/// Why a statement or transaction failed: PostgreSQL's error, or one of
+/// ours (a row that makes no sense).
+enum Failure {
+    Postgres(postgres::Error),
+    Engine(Error),
+}
+
+impl From<postgres::Error> for Failure {
+    fn from(e: postgres::Error) -> Failure {
+        Failure::Postgres(e)
+    }
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Failure {
+        Failure::Engine(e)
+    }
+}
+
+impl Failure {
+    /// The engine's error for a failure while doing `what` in `location`.
+    fn into_error(self, what: &str, location: &str) -> Error {
+        match self {
+            Failure::Postgres(e) => Error::storage(&format!("{what} in {location}"), e),
+            Failure::Engine(e) => e,
+        }
+    }
+}
+
+/// Column `i` of `row`, or a storage error naming it (a table of another
+/// layout under our name).
+fn col<'a, T: postgres::types::FromSql<'a>>(row: &'a Row, i: usize) -> Result<T> {
+    row.try_get(i).map_err(|e| {
+        let name = row.columns().get(i).map_or("?", |c| c.name());
+        Error::Storage(format!("unexpected value in column {name}: {e}"))
+    })
+}
+
+/// A connection with its prepared statements.
+struct Conn {
+    client: Client,
+    prepared: HashMap<&'static str, Statement>,
+    #[cfg(test)]
+    log: tests::StatementLog,
+}
+
+impl Conn {
+    fn statement(&mut self, sql: &'static str) -> std::result::Result<Statement, postgres::Error> {
+        if let Some(statement) = self.prepared.get(sql) {
+            return Ok(statement.clone());
+        }
+        let statement = self.client.prepare(sql)?;
+        self.prepared.insert(sql, statement.clone());
+        Ok(statement)
+    }
+
+    fn query(
+        &mut self,
+        sql: &'static str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> std::result::Result<Vec<Row>, Failure> {
+        let statement = self.statement(sql)?;
+        #[cfg(test)]
+        self.log.record(sql, &statement);
+        Ok(self.client.query(&statement, params)?)
+    }
+
+    fn execute(
+        &mut self,
+        sql: &'static str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> std::result::Result<u64, Failure> {
+        let statement = self.statement(sql)?;
+        #[cfg(test)]
+        self.log.record(sql, &statement);
+        Ok(self.client.execute(&statement, params)?)
+    }
+
+    /// Runs `f` in a transaction: committed when it returns `Ok`, rolled
+    /// back otherwise.
+    fn transaction<T>(
+        &mut self,
+        f: impl FnOnce(&mut Conn) -> std::result::Result<T, Failure>,
+    ) -> std::result::Result<T, Failure> {
+        self.client.batch_execute("BEGIN")?;
+        match f(self) {
+            Ok(value) => {
+                self.client.batch_execute("COMMIT")?;
+                Ok(value)
+            }
+            Err(e) => {
+                // The transaction failed already; a failed rollback (a lost
+                // connection) rolls back too.
+                let _ = self.client.batch_execute("ROLLBACK");
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Storage in a PostgreSQL database (see the module docs).
+pub struct PostgresStorage {
+    config: Config,
+    durability: Durability,
+    /// The URL without its password, for messages.
+    location: String,
+    writer: Mutex<Conn>,
+    readers: Vec<Mutex<Conn>>,
+    next_reader: AtomicUsize,
+    read_only: Option<String>,
+    #[cfg(test)]
+    log: tests::StatementLog,
+}
+
+impl PostgresStorage {
+    /// Connects to the PostgreSQL database at `url` (`postgresql://user@host/db`,
+    /// or `postgresql:///db?host=/run/postgresql` for a Unix socket) and
+    /// creates the schema if it is missing. A server that accepts no
+    /// writes (a standby) opens read-only ([`Storage::read_only`]).
+    ///
+    /// # Errors
+    /// [`Error::BadRequest`] for a URL that does not parse, and
+    /// [`Error::Storage`] when the server cannot be reached or the schema
+    /// not created; both name the URL without its password.
+    pub fn connect(url: &str, durability: Durability) -> Result<PostgresStorage> {
+        let location = redact_url(url);
+        let mut config = Config::from_str(url)
+            .map_err(|e| Error::BadRequest(format!("bad PostgreSQL URL {location}: {e}")))?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("partita");
+        }
+        #[cfg(test)]
+        let log = tests::StatementLog::default();
+        let storage_conn = |config: &Config| {
+            connect(
+                config,
+                durability,
+                &location,
+                #[cfg(test)]
+                &log,
+            )
+        };
+        let mut writer = storage_conn(&config)?;
+        let bad = |context: &str| {
+            let context = format!("{context} in {location}");
+            move |e: postgres::Error| Error::storage(&context, e)
+        };
+        let read_only = writer
+            .client
+            .query_one("SHOW transaction_read_only", &[])
+            .map_err(bad("ask whether the server accepts writes"))?
+            .try_get::<_, String>(0)
+            .map_err(bad("ask whether the server accepts writes"))?
+            == "on";
+        let read_only = if read_only {
+            Some(format!(
+                "the store at {location} is read-only: the server accepts no writes (a standby, or default_transaction_read_only); connect to the primary and restart"
+            ))
+        } else {
+            writer
+                .client
+                .batch_execute(SCHEMA)
+                .map_err(bad("create the schema"))?;
+            None
+        };
+        let readers = (0..READERS)
+            .map(|_| storage_conn(&config).map(Mutex::new))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(PostgresStorage {
+            config,
+            durability,
+            location: location.clone(),
+            writer: Mutex::new(writer),
+            readers,
+            next_reader: AtomicUsize::new(0),
+            read_only,
+            #[cfg(test)]
+            log,
+        })
+    }
+
+    /// The URL the store was opened with, without its password.
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+
+    /// Runs `f` on a free read connection (or the next one), reconnecting
+    /// it first if the server closed it.
+    fn read<T>(
+        &self,
+        what: &str,
+        f: impl FnOnce(&mut Conn) -> std::result::Result<T, Failure>,
+    ) -> Result<T> {
+        let mut conn = self
+            .readers
+            .iter()
+            .find_map(|r| r.try_lock())
+            .unwrap_or_else(|| {
+                let i = self.next_reader.fetch_add(1, Ordering::Relaxed) % self.readers.len();
+                self.readers[i].lock()
+            });
+        if conn.client.is_closed() {
+            *conn = connect(
+                &self.config,
+                self.durability,
+                &self.location,
+                #[cfg(test)]
+                &self.log,
+            )?;
+        }
+        f(&mut conn).map_err(|e| e.into_error(what, &self.location))
+    }
+
+    /// Runs `f` in a transaction on the write connection.
+    fn write<T>(
+        &self,
+        what: &str,
+        f: impl FnOnce(&mut Conn) -> std::result::Result<T, Failure>,
+    ) -> Result<T> {
+        if let Some(reason) = &self.read_only {
+            return Err(Error::ReadOnly(reason.clone()));
+        }
+        self.writer
+            .lock()
+            .transaction(f)
+            .map_err(|e| e.into_error(what, &self.location))
+    }
+
+    /// The statements sent so far (tests only).
+    #[cfg(test)]
+    fn statement_log(&self) -> tests::StatementLog {
+        self.log.clone()
+    }
+}
+
+/// Opens one connection with the session settings of `durability`.
+fn connect(
+    config: &Config,
+    durability: Durability,
+    location: &str,
+    #[cfg(test)] log: &tests::StatementLog,
+) -> Result<Conn> {
+    let mut client = config
+        .connect(NoTls)
+        .map_err(|e| Error::Storage(format!("cannot connect to {location}: {e}")))?;
+    let synchronous = match durability {
+        Durability::Full => "on",
+        Durability::None => "off",
+    };
+    client
+        .batch_execute(&format!("SET synchronous_commit = {synchronous}"))
+        .map_err(|e| Error::storage(&format!("configure the session on {location}"), e))?;
+    Ok(Conn {
+        client,
+        prepared: HashMap::new(),
+        #[cfg(test)]
+        log: log.clone(),
+    })
+}
+
+/// The columns of [`UPSERT_DOCS`], one array each.
+#[derive(Default)]
+struct Upserts<'a> {
+    ids: Vec<&'a str>,
+    rids: Vec<i64>,
+    seqs: Vec<i64>,
+    tss: Vec<i64>,
+    bodies: Vec<&'a str>,
+}
+
+/// How `changes.op` stores each [`ChangeKind`].
+fn op_code(kind: ChangeKind) -> i16 {
+    match kind {
+        ChangeKind::Create => 0,
+        ChangeKind::Replace => 1,
+        ChangeKind::Delete => 2,
+    }
+}
+
+fn parse_op(op: i16) -> Option<ChangeKind> {
+    Some(match op {
+        0 => ChangeKind::Create,
+        1 => ChangeKind::Replace,
+        2 => ChangeKind::Delete,
+        _ => return None,
+    })
+}
+
+/// A `bigint` column that holds an unsigned number.
+fn unsigned(value: i64) -> u64 {
+    value.max(0) as u64
+}
+
+impl Storage for PostgresStorage {
+    fn load(&self) -> Result<Vec<LoadedContainer>> {
+        self.read("load", |conn| {
+            let containers = conn.query(LOAD_CONTAINERS, &[])?;
+            let scripts = conn.query(LOAD_SCRIPTS, &[])?;
+            let heads = conn.query(LOAD_HEADS, &[])?;
+            Ok((containers, scripts, heads))
+        })
+        .and_then(|(containers, scripts, heads)| {
+            let heads: HashMap<String, u64> = heads
+                .iter()
+                .map(|row| Ok((col(row, 0)?, unsigned(col(row, 1)?))))
+                .collect::<Result<_>>()?;
+            let mut loaded = Vec::with_capacity(containers.len());
+            let mut index = HashMap::new();
+            for row in &containers {
+                let meta = container_meta(row)?;
+                index.insert(meta.id.clone(), loaded.len());
+                loaded.push(LoadedContainer {
+                    max_seq: heads.get(&meta.id).copied().unwrap_or(0),
+                    meta,
+                    scripts: Vec::new(),
+                });
+            }
+            for row in &scripts {
+                let script = script_record(row)?;
+                let &i = index.get(&script.container).ok_or_else(|| {
+                    Error::Storage(format!(
+                        "corrupt row in scripts: script {:?} of unknown container {:?}",
+                        script.id, script.container
+                    ))
+                })?;
+                let c = &mut loaded[i];
+                c.max_seq = c.max_seq.max(script.version);
+                c.scripts.push(script);
+            }
+            Ok(loaded)
+        })
+    }
+
+    fn create_container(&self, meta: &ContainerMeta) -> Result<()> {
+        let settings = settings_json(meta);
+        self.write("create a container", |conn| {
+            conn.execute(
+                CREATE_CONTAINER,
+                &[
+                    &meta.id,
+                    &i64::from(meta.ordinal),
+                    &meta.partition_key_path,
+                    &i64::from(meta.physical_partitions),
+                    &settings,
+                ],
+            )
+            .map(drop)
+        })
+    }
+
+    fn delete_container(&self, id: &str) -> Result<()> {
+        self.write("delete a container", |conn| {
+            let partitions = conn.query(CONTAINER_PARTITIONS, &[&id])?;
+            for row in partitions {
+                let hash: i64 = col(&row, 0)?;
+                conn.execute(DELETE_PARTITION_DOCS, &[&id, &hash])?;
+                conn.execute(DELETE_PARTITION_CHANGES, &[&id, &hash])?;
+            }
+            for sql in [
+                DELETE_CONTAINER_SCRIPTS,
+                DELETE_CONTAINER_HEAD,
+                DELETE_CONTAINER,
+            ] {
+                conn.execute(sql, &[&id])?;
+            }
+            Ok(())
+        })
+    }
+
+    fn update_container(&self, meta: &ContainerMeta) -> Result<()> {
+        let settings = settings_json(meta);
+        self.write("update a container", |conn| {
+            conn.execute(UPDATE_CONTAINER, &[&meta.id, &settings])
+                .map(drop)
+        })
+    }
+
+    fn put_script(&self, script: &ScriptRecord) -> Result<()> {
+        let (trigger_type, trigger_operation) = match &script.trigger_names {
+            Some(names) => (
+                Some(names.trigger_type.clone()),
+                Some(names.trigger_operation.clone()),
+            ),
+            None => (
+                script.trigger_type.map(|t| t.to_string()),
+                script.trigger_operation.map(|o| o.to_string()),
+            ),
+        };
+        let body: &[u8] = &script.body;
+        self.write("store a script", |conn| {
+            conn.execute(
+                PUT_SCRIPT,
+                &[
+                    &script.container,
+                    &kind_name(script.kind),
+                    &script.id,
+                    &language_name(script.language),
+                    &body,
+                    &trigger_type,
+                    &trigger_operation,
+                    &(script.version as i64),
+                    &(script.ts as i64),
+                ],
+            )
+            .map(drop)
+        })
+    }
+
+    fn delete_script(&self, container: &str, kind: ScriptKind, id: &str) -> Result<()> {
+        self.write("delete a script", |conn| {
+            conn.execute(DELETE_SCRIPT, &[&container, &kind_name(kind), &id])
+                .map(drop)
+        })
+    }
+
+    fn commit(&self, record: CommitRecord) -> Result<Lsn> {
+        let container: &str = &record.container;
+        let pk = record.partition_key.to_json_array();
+        let hash = pk_hash(&pk);
+        let n = record.changes.len();
+        let (mut idx, mut ids, mut ops) = (Vec::with_capacity(n), Vec::new(), Vec::new());
+        let (mut seqs, mut rids, mut bodies, mut tss) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut max_seq = 0;
+        for (i, change) in record.changes.iter().enumerate() {
+            let body: Option<String> = match (&change.text, &change.document) {
+                (Some(text), _) => Some(text.to_string()),
+                (None, Some(doc)) => Some(doc.value().to_string()),
+                (None, None) => None,
+            };
+            idx.push(i32::try_from(i).unwrap_or(i32::MAX));
+            ids.push(&*change.id);
+            ops.push(op_code(change.kind));
+            seqs.push(change.seq as i64);
+            rids.push(change.rid as i64);
+            bodies.push(body);
+            tss.push(change.document.as_ref().map_or_else(now_secs, Document::ts) as i64);
+            max_seq = max_seq.max(change.seq as i64);
+        }
+        // A document's last change in the record is its state after it.
+        let mut upserts = Upserts::default();
+        let mut deletes: Vec<&str> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for i in (0..n).rev() {
+            if !seen.insert(ids[i]) {
+                continue;
+            }
+            match &bodies[i] {
+                Some(body) => {
+                    upserts.ids.push(ids[i]);
+                    upserts.rids.push(rids[i]);
+                    upserts.seqs.push(seqs[i]);
+                    upserts.tss.push(tss[i]);
+                    upserts.bodies.push(body);
+                }
+                None => deletes.push(ids[i]),
+            }
+        }
+        let lsn = self.write("commit", |conn| {
+            let head = conn.query(NEXT_LSN, &[&container, &max_seq])?;
+            let lsn: i64 = match head.first() {
+                Some(row) => col(row, 0)?,
+                None => return Err(Error::Storage("no LSN returned".to_owned()).into()),
+            };
+            conn.execute(
+                INSERT_CHANGES,
+                &[
+                    &container, &hash, &lsn, &pk, &idx, &ids, &ops, &seqs, &rids, &bodies, &tss,
+                ],
+            )?;
+            if !upserts.ids.is_empty() {
+                let u = &upserts;
+                conn.execute(
+                    UPSERT_DOCS,
+                    &[
+                        &container, &hash, &pk, &u.ids, &u.rids, &u.seqs, &u.tss, &u.bodies,
+                    ],
+                )?;
+            }
+            if !deletes.is_empty() {
+                conn.execute(DELETE_DOCS, &[&container, &hash, &pk, &deletes])?;
+            }
+            Ok(lsn)
+        })?;
+        Ok(Lsn(unsigned(lsn)))
+    }
+
+    fn read_changes(&self, container: &str, after: Lsn, max_changes: usize) -> Result<Vec<Change>> {
+        let limit = i64::try_from(max_changes.max(1)).unwrap_or(i64::MAX);
+        let after = i64::try_from(after.0).unwrap_or(i64::MAX);
+        let rows = self.read("read the change log", |conn| {
+            let mut rows = conn.query(READ_CHANGES, &[&container, &after, &limit])?;
+            // Stopped at the limit: complete the last transaction, from
+            // its partition (a transaction writes one).
+            if rows.len() as i64 == limit
+                && let Some(last) = rows.last()
+            {
+                let (lsn, idx, hash): (i64, i32, i64) =
+                    (col(last, 0)?, col(last, 1)?, col(last, 7)?);
+                rows.extend(conn.query(READ_REST_OF_CHANGE, &[&container, &hash, &lsn, &idx])?);
+            }
+            Ok(rows)
+        })?;
+        rows.iter().map(|row| change(container, row)).collect()
+    }
+
+    fn keeps_documents(&self) -> bool {
+        true
+    }
+
+    fn read_partition(
+        &self,
+        container: &str,
+        partition_key: &PartitionKey,
+    ) -> Result<Vec<LoadedDocument>> {
+        let pk = partition_key.to_json_array();
+        let hash = pk_hash(&pk);
+        let rows = self.read("read a partition", |conn| {
+            conn.query(READ_PARTITION, &[&container, &hash, &pk])
+        })?;
+        rows.iter()
+            .map(|row| loaded(container, &pk, col(row, 0)?, col(row, 1)?, col(row, 2)?))
+            .collect()
+    }
+
+    fn read_document(
+        &self,
+        container: &str,
+        partition_key: &PartitionKey,
+        id: &str,
+    ) -> Result<Option<LoadedDocument>> {
+        let pk = partition_key.to_json_array();
+        let hash = pk_hash(&pk);
+        let rows = self.read("read a document", |conn| {
+            conn.query(READ_DOCUMENT, &[&container, &hash, &pk, &id])
+        })?;
+        rows.first()
+            .map(|row| loaded(container, &pk, id, col(row, 0)?, col(row, 1)?))
+            .transpose()
+    }
+
+    fn partition_keys(&self, container: &str) -> Result<Vec<PartitionKey>> {
+        let rows = self.read("list partitions", |conn| {
+            conn.query(PARTITION_KEYS, &[&container])
+        })?;
+        rows.iter()
+            .map(|row| {
+                let pk: &str = col(row, 0)?;
+                PartitionKey::parse(pk).map_err(|e| {
+                    Error::Storage(format!(
+                        "corrupt partition key {pk} in docs of container {container:?}: {e}"
+                    ))
+                })
+            })
+            .collect()
+    }
+
+    fn wants_text(&self) -> bool {
+        true
+    }
+
+    fn read_only(&self) -> Option<String> {
+        self.read_only.clone()
+    }
+}
+
+/// A `docs` row as a read returns it.
+fn loaded(container: &str, pk: &str, id: &str, rid: i64, body: &str) -> Result<LoadedDocument> {
+    let value: serde_json::Value = serde_json::from_str(body).map_err(|e| {
+        Error::Storage(format!(
+            "corrupt row in docs: container {container:?}, pk {pk}, id {id:?}: {e}"
+        ))
+    })?;
+    Ok(LoadedDocument {
+        rid: unsigned(rid),
+        size: body.len(),
+        document: Document::new(value),
+    })
+}
+
+/// A `changes` row (the columns of [`READ_CHANGES`]) as a [`Change`].
+fn change(container: &str, row: &Row) -> Result<Change> {
+    let lsn = Lsn(unsigned(col(row, 0)?));
+    let corrupt = |what: String| {
+        Error::Storage(format!(
+            "corrupt change log entry {lsn} of {container:?}: {what}"
+        ))
+    };
+    let pk: &str = col(row, 2)?;
+    let op: i16 = col(row, 4)?;
+    let body: Option<&str> = col(row, 5)?;
+    let document = match body {
+        Some(text) => Some(Document::new(
+            serde_json::from_str(text).map_err(|e| corrupt(e.to_string()))?,
+        )),
+        None => None,
+    };
+    Ok(Change {
+        lsn,
+        partition_key: PartitionKey::parse(pk).map_err(|e| corrupt(e.to_string()))?,
+        id: col(row, 3)?,
+        kind: parse_op(op).ok_or_else(|| corrupt(format!("unknown op {op}")))?,
+        document,
+        ts: unsigned(col(row, 6)?),
+    })
+}
+
+/// A `containers` row (the columns of [`LOAD_CONTAINERS`]).
+fn container_meta(row: &Row) -> Result<ContainerMeta> {
+    let id: String = col(row, 0)?;
+    let corrupt = |what: String| Error::Storage(format!("corrupt container {id:?}: {what}"));
+    let number = |i: usize| u32::try_from(col::<i64>(row, i)?).map_err(|e| corrupt(e.to_string()));
+    let (default_ttl, unique_keys, database_rid, computed_properties) =
+        parse_settings(col(row, 4)?).map_err(|e| corrupt(format!("settings: {e}")))?;
+    Ok(ContainerMeta {
+        ordinal: number(1)?,
+        partition_key_path: col(row, 2)?,
+        physical_partitions: number(3)?,
+        default_ttl,
+        unique_keys,
+        database_rid,
+        computed_properties,
+        id,
+    })
+}
+
+/// A `scripts` row (the columns of [`LOAD_SCRIPTS`]).
+fn script_record(row: &Row) -> Result<ScriptRecord> {
+    let container: String = col(row, 0)?;
+    let id: String = col(row, 2)?;
+    let corrupt = |what: &str| {
+        Error::Storage(format!(
+            "corrupt row in scripts: container {container:?}, id {id:?}: {what}"
+        ))
+    };
+    let kind = parse_kind(col(row, 1)?).ok_or_else(|| corrupt("kind"))?;
+    let language = parse_language(col(row, 3)?).ok_or_else(|| corrupt("language"))?;
+    let body: Vec<u8> = col(row, 4)?;
+    let type_name: Option<String> = col(row, 5)?;
+    let operation_name: Option<String> = col(row, 6)?;
+    let trigger_type: Option<TriggerType> = match &type_name {
+        Some(t) => Some(t.parse().map_err(|_| corrupt("trigger type"))?),
+        None => None,
+    };
+    let trigger_operation: Option<TriggerOperation> = match &operation_name {
+        Some(o) => Some(o.parse().map_err(|_| corrupt("trigger operation"))?),
+        None => None,
+    };
+    // Spelled otherwise than the canonical names: the client's spelling.
+    let trigger_names = match (&trigger_type, &trigger_operation, type_name, operation_name) {
+        (Some(t), Some(o), Some(tn), Some(on)) if t.to_string() != tn || o.to_string() != on => {
+            Some(TriggerNames {
+                trigger_type: tn,
+                trigger_operation: on,
+            })
+        }
+        _ => None,
+    };
+    Ok(ScriptRecord {
+        kind,
+        language,
+        body: body.into(),
+        trigger_type,
+        trigger_operation,
+        trigger_names,
+        version: unsigned(col(row, 7)?),
+        ts: unsigned(col(row, 8)?),
+        container,
+        id,
+    })
+}

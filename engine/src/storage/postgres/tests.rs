@@ -1,0 +1,641 @@
+//! Tests of [`PostgresStorage`] against a private PostgreSQL cluster.
+//!
+//! The test binary starts one cluster (initdb and `pg_ctl start` in a
+//! temporary directory, listening only on a Unix socket there; as the
+//! `postgres` user through `runuser` when run as root, since PostgreSQL
+//! refuses root), and each test gets a database of its own (`t_<n>`).
+//! Debian's `postgresql` is installed with apt-get when missing and we
+//! are root; otherwise the tests fail saying what to install.
+//!
+//! The cluster lives in a `static`, which is never dropped, so a watchdog
+//! stops it: a shell started before the server, reading its standard
+//! input from a pipe this process holds. When the process ends, however
+//! it ends (a failed test, a panic, a kill), the pipe closes and the
+//! watchdog runs `pg_ctl stop -m immediate` and removes the directory.
+//! [`Cluster`]'s `Drop` closes the pipe and waits for the same, should a
+//! cluster ever be dropped.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::Mutex;
+use postgres::Statement;
+use postgres::types::Type;
+use serde_json::{Value, json};
+
+use super::{CROSS_PARTITION_READS, PARTITION_STATEMENTS, PostgresStorage, pk_hash, redact_url};
+use crate::storage::Storage;
+use crate::{
+    ContainerProperties, Database, Error, Lsn, Options, PartitionKey, ScriptKind, ScriptProperties,
+};
+
+/// A statement the backend sent, with its parameter types.
+#[derive(Clone, Debug)]
+pub(super) struct Logged {
+    sql: &'static str,
+    params: Vec<Type>,
+}
+
+/// Every statement a store (and its connections) sent.
+#[derive(Clone, Default)]
+pub(super) struct StatementLog(Arc<Mutex<Vec<Logged>>>);
+
+impl StatementLog {
+    pub(super) fn record(&self, sql: &'static str, statement: &Statement) {
+        self.0.lock().push(Logged {
+            sql,
+            params: statement.params().to_vec(),
+        });
+    }
+
+    fn take(&self) -> Vec<Logged> {
+        std::mem::take(&mut *self.0.lock())
+    }
+}
+
+/// The private cluster (see the module docs).
+struct Cluster {
+    /// The directory holding the data and the server's socket.
+    dir: PathBuf,
+    /// The watchdog; its standard input is the pipe whose end stops it.
+    watchdog: Mutex<Option<Child>>,
+    next_database: AtomicU32,
+}
+
+static CLUSTER: OnceLock<Cluster> = OnceLock::new();
+
+/// Runs a command to completion: its stdout, or why it failed.
+fn run(cmd: &mut Command) -> Result<String, String> {
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("{:?}: {e}", cmd.get_program()))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(format!(
+            "{:?} failed ({}): {}",
+            cmd.get_program(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+fn is_root() -> bool {
+    run(Command::new("id").arg("-u")).is_ok_and(|uid| uid.trim() == "0")
+}
+
+/// The newest `/usr/lib/postgresql/<version>/bin` with an `initdb`.
+fn server_bin() -> Option<PathBuf> {
+    let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(|entry| {
+            let path = entry.ok()?.path();
+            let version = path
+                .file_name()?
+                .to_str()?
+                .split('.')
+                .next()?
+                .parse()
+                .ok()?;
+            let bin = path.join("bin");
+            bin.join("initdb").is_file().then_some((version, bin))
+        })
+        .collect();
+    found.sort();
+    found.pop().map(|(_, bin)| bin)
+}
+
+/// The server binaries, installing Debian's `postgresql` if allowed.
+fn ensure_installed() -> Result<PathBuf, String> {
+    if let Some(bin) = server_bin() {
+        return Ok(bin);
+    }
+    if !is_root() {
+        return Err(
+            "PostgreSQL is not installed (no /usr/lib/postgresql/*/bin/initdb): install it (apt-get install postgresql) and run the tests again".to_owned(),
+        );
+    }
+    let install = || {
+        run(Command::new("apt-get")
+            .args(["install", "-y", "-qq", "postgresql"])
+            .env("DEBIAN_FRONTEND", "noninteractive"))
+    };
+    if install().is_err() {
+        run(Command::new("apt-get").args(["update", "-qq"]))?;
+        install()?;
+    }
+    server_bin().ok_or_else(|| "postgresql installed, but no initdb found".to_owned())
+}
+
+/// `program` run as `postgres` when we are root.
+fn as_postgres(program: &Path, root: bool) -> Command {
+    if root {
+        let mut cmd = Command::new("runuser");
+        cmd.args(["-u", "postgres", "--"]).arg(program);
+        cmd
+    } else {
+        Command::new(program)
+    }
+}
+
+/// Stops the server and removes the directory once its standard input
+/// closes; ignores the signals a Ctrl-C sends the process group.
+const WATCHDOG: &str = r#"trap '' INT TERM HUP
+cat > /dev/null
+if [ "$3" = root ]; then
+  runuser -u postgres -- "$2" -D "$1/data" -m immediate stop
+else
+  "$2" -D "$1/data" -m immediate stop
+fi
+rm -rf "$1""#;
+
+impl Cluster {
+    fn start() -> Result<Cluster, String> {
+        let bin = ensure_installed()?;
+        let root = is_root();
+        let dir = tempfile::Builder::new()
+            .prefix("partita-engine-pg")
+            .tempdir()
+            .map_err(|e| format!("create the cluster's directory: {e}"))?
+            // The watchdog removes it, after the server stopped.
+            .keep();
+        if root {
+            let id = |flag: &str| -> Result<u32, String> {
+                run(Command::new("id").args([flag, "postgres"]))?
+                    .trim()
+                    .parse()
+                    .map_err(|e| format!("id {flag} postgres: {e}"))
+            };
+            std::os::unix::fs::chown(&dir, Some(id("-u")?), Some(id("-g")?))
+                .map_err(|e| format!("give {} to postgres: {e}", dir.display()))?;
+        }
+        let pg_ctl = bin.join("pg_ctl");
+        let watchdog = Command::new("sh")
+            .args(["-c", WATCHDOG, "sh"])
+            .arg(&dir)
+            .arg(&pg_ctl)
+            .arg(if root { "root" } else { "user" })
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("start the watchdog: {e}"))?;
+        // From here on, a failure drops the cluster, which stops the server.
+        let cluster = Cluster {
+            dir: dir.clone(),
+            watchdog: Mutex::new(Some(watchdog)),
+            next_database: AtomicU32::new(1),
+        };
+        let data = dir.join("data");
+        run(as_postgres(&bin.join("initdb"), root)
+            .arg("-D")
+            .arg(&data)
+            .args(["-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync"]))?;
+        // Durability is the backend's session setting; the test cluster
+        // skips fsync to stay fast.
+        let server_options = format!(
+            "-k {} -c listen_addresses='' -c fsync=off -c max_connections=200",
+            dir.display()
+        );
+        let log = dir.join("postgres.log");
+        run(as_postgres(&pg_ctl, root)
+            .arg("-D")
+            .arg(&data)
+            .arg("-l")
+            .arg(&log)
+            .args(["-w", "-t", "60", "-o", &server_options, "start"]))
+        .map_err(|e| {
+            let log = std::fs::read_to_string(&log).unwrap_or_default();
+            format!("{e}; server log: {log}")
+        })?;
+        Ok(cluster)
+    }
+
+    /// A new, empty database; its URL.
+    fn database(&self) -> String {
+        let n = self.next_database.fetch_add(1, Ordering::Relaxed);
+        let name = format!("t_{n}");
+        let mut admin = postgres::Config::new()
+            .host_path(&self.dir)
+            .user("postgres")
+            .dbname("postgres")
+            .connect(postgres::NoTls)
+            .expect("connect to the test cluster");
+        admin
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .expect("create a test database");
+        let host: String = self
+            .dir
+            .to_string_lossy()
+            .bytes()
+            .map(|b| match b {
+                b'/' => "%2F".to_owned(),
+                b => char::from(b).to_string(),
+            })
+            .collect();
+        format!("postgresql://postgres@{host}/{name}")
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if let Some(mut watchdog) = self.watchdog.lock().take() {
+            // Closing its input is the signal to stop.
+            if let Some(mut input) = watchdog.stdin.take() {
+                let _ = input.flush();
+            }
+            let _ = watchdog.wait();
+        }
+    }
+}
+
+/// A URL of a new database in the test binary's cluster.
+fn database() -> String {
+    CLUSTER
+        .get_or_init(|| Cluster::start().unwrap_or_else(|e| panic!("PostgreSQL for tests: {e}")))
+        .database()
+}
+
+fn open(url: &str) -> Database {
+    Database::open_url(url, Options::default()).expect("open the database")
+}
+
+fn changes_of(db: &Database, container: &str) -> Vec<(u64, String, &'static str)> {
+    db.container(container)
+        .unwrap()
+        .read_changes(Lsn::ZERO, 1000)
+        .unwrap()
+        .into_iter()
+        .map(|c| (c.lsn.0, c.id, c.kind.as_str()))
+        .collect()
+}
+
+fn body(db: &Database, container: &str, pk: &str, id: &str) -> Value {
+    db.container(container)
+        .unwrap()
+        .read_item(pk, id)
+        .unwrap()
+        .value()
+        .clone()
+}
+
+/// Creates, replaces and deletes documents, commits a transaction of three
+/// writes and abandons one that fails, stores a procedure: everything is
+/// as it was after a reopen, and the log goes on from where it was.
+#[test]
+fn everything_written_reads_back_after_a_reopen() {
+    let url = database();
+    let db = open(&url);
+    let props = ContainerProperties::new("posts", "/postId")
+        .with_default_ttl(-1)
+        .with_computed_property("loud", "SELECT VALUE UPPER(c.title) FROM c");
+    let posts = db.create_container_with(props.clone()).unwrap();
+    posts
+        .create_item(
+            "p1",
+            json!({"id": "a", "postId": "p1", "title": "one"}),
+            None,
+        )
+        .unwrap();
+    posts
+        .create_item(
+            "p1",
+            json!({"id": "b", "postId": "p1", "title": "two"}),
+            None,
+        )
+        .unwrap();
+    posts
+        .create_item("p2", json!({"id": "c", "postId": "p2"}), None)
+        .unwrap();
+    posts
+        .replace_item(
+            "p1",
+            "a",
+            json!({"id": "a", "postId": "p1", "title": "uno"}),
+            None,
+        )
+        .unwrap();
+    posts.delete_item("p1", "b", None).unwrap();
+    // A procedure's writes: all or nothing.
+    posts
+        .transaction("p3", |txn| {
+            for id in ["x", "y", "z"] {
+                txn.create_item(json!({"id": id, "postId": "p3"}))?;
+            }
+            Ok::<_, Error>(())
+        })
+        .unwrap();
+    let thrown = posts.transaction("p3", |txn| {
+        txn.create_item(json!({"id": "w", "postId": "p3"}))?;
+        txn.delete_item("x", None)?;
+        Err::<(), _>(Error::BadRequest("the procedure threw".to_owned()))
+    });
+    assert!(matches!(thrown, Err(Error::BadRequest(_))));
+    posts
+        .create_script(ScriptProperties::stored_procedure(
+            "bulk",
+            "function bulk() { return 1; }",
+        ))
+        .unwrap();
+    let before: Vec<Value> = ["a", "c"]
+        .iter()
+        .zip(["p1", "p2"])
+        .map(|(id, pk)| body(&db, "posts", pk, id))
+        .collect();
+    let changes = changes_of(&db, "posts");
+    assert_eq!(
+        changes,
+        vec![
+            (1, "a".to_owned(), "create"),
+            (2, "b".to_owned(), "create"),
+            (3, "c".to_owned(), "create"),
+            (4, "a".to_owned(), "replace"),
+            (5, "b".to_owned(), "delete"),
+            (6, "x".to_owned(), "create"),
+            (6, "y".to_owned(), "create"),
+            (6, "z".to_owned(), "create"),
+        ]
+    );
+    let feed = posts.read_changes(Lsn::ZERO, 1000).unwrap();
+    drop((posts, db));
+
+    let db = open(&url);
+    let posts = db.container("posts").unwrap();
+    assert_eq!(posts.properties(), props);
+    let after: Vec<Value> = ["a", "c"]
+        .iter()
+        .zip(["p1", "p2"])
+        .map(|(id, pk)| body(&db, "posts", pk, id))
+        .collect();
+    assert_eq!(after, before);
+    assert!(matches!(
+        posts.read_item("p1", "b"),
+        Err(Error::NotFound { .. })
+    ));
+    for id in ["x", "y", "z"] {
+        assert_eq!(body(&db, "posts", "p3", id)["id"], id);
+    }
+    assert!(matches!(
+        posts.read_item("p3", "w"),
+        Err(Error::NotFound { .. })
+    ));
+    assert_eq!(posts.read_changes(Lsn::ZERO, 1000).unwrap(), feed);
+    let mut keys = posts.partition_keys().unwrap();
+    keys.sort_by_key(PartitionKey::to_json_array);
+    assert_eq!(
+        keys,
+        ["p1", "p2", "p3"].map(PartitionKey::from).to_vec(),
+        "p1 keeps a; every partition with a document is listed"
+    );
+    let script = posts
+        .read_script(ScriptKind::StoredProcedure, "bulk")
+        .unwrap();
+    assert_eq!(&*script.body, b"function bulk() { return 1; }");
+    // The log and the sequence numbers go on.
+    let doc = posts
+        .create_item("p2", json!({"id": "d", "postId": "p2"}), None)
+        .unwrap();
+    assert_eq!(changes_of(&db, "posts").last().unwrap().0, 7);
+    let rids: BTreeSet<&str> = [&before[0], &before[1], doc.value()]
+        .iter()
+        .filter_map(|v| v["_rid"].as_str())
+        .collect();
+    assert_eq!(
+        rids.len(),
+        3,
+        "a new document after a reopen gets a new rid"
+    );
+}
+
+/// `read_changes` stops at whole transactions, however small the limit.
+#[test]
+fn the_change_log_returns_whole_transactions() {
+    let db = open(&database());
+    let posts = db.create_container("posts", "/postId").unwrap();
+    posts
+        .create_item("p0", json!({"id": "first", "postId": "p0"}), None)
+        .unwrap();
+    let docs = (0..3)
+        .map(|i| json!({"id": format!("c{i}"), "postId": "p1"}))
+        .collect();
+    posts.write_documents("p1", docs, false).unwrap();
+    let page = posts.read_changes(Lsn(1), 1).unwrap();
+    let lsns: Vec<u64> = page.iter().map(|c| c.lsn.0).collect();
+    assert_eq!(lsns, [2, 2, 2]);
+    let page = posts.read_changes(Lsn::ZERO, 2).unwrap();
+    assert_eq!(page.len(), 4, "1 change at LSN 1, then all 3 of LSN 2");
+    assert!(posts.read_changes(Lsn(2), 10).unwrap().is_empty());
+}
+
+/// A deleted container takes its documents, scripts and log with it; one
+/// created again with its id starts empty, its log at LSN 1.
+#[test]
+fn a_deleted_container_comes_back_empty() {
+    let url = database();
+    let db = open(&url);
+    let posts = db.create_container("posts", "/postId").unwrap();
+    let other = db.create_container("other", "/pk").unwrap();
+    for pk in ["p1", "p2"] {
+        posts
+            .create_item(pk, json!({"id": "a", "postId": pk}), None)
+            .unwrap();
+    }
+    other
+        .create_item("k", json!({"id": "kept", "pk": "k"}), None)
+        .unwrap();
+    posts
+        .create_script(ScriptProperties::stored_procedure("sp", "function sp() {}"))
+        .unwrap();
+    drop(posts);
+    db.delete_container("posts").unwrap();
+    let posts = db
+        .create_container_with(ContainerProperties::new("posts", "/other"))
+        .unwrap();
+    assert!(posts.partition_keys().unwrap().is_empty());
+    assert!(posts.read_changes(Lsn::ZERO, 10).unwrap().is_empty());
+    posts
+        .create_item("q", json!({"id": "new", "other": "q"}), None)
+        .unwrap();
+    assert_eq!(changes_of(&db, "posts"), [(1, "new".to_owned(), "create")]);
+    drop((posts, other, db));
+
+    let db = open(&url);
+    let posts = db.container("posts").unwrap();
+    assert_eq!(posts.properties().partition_key_path, "/other");
+    assert_eq!(posts.partition_keys().unwrap(), [PartitionKey::from("q")]);
+    assert!(posts.list_scripts(ScriptKind::StoredProcedure).is_empty());
+    assert_eq!(changes_of(&db, "posts"), [(1, "new".to_owned(), "create")]);
+    assert_eq!(changes_of(&db, "other"), [(1, "kept".to_owned(), "create")]);
+}
+
+/// The words of `sql` (identifiers and keywords).
+fn words(sql: &str) -> impl Iterator<Item = &str> {
+    sql.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| !w.is_empty())
+}
+
+/// Every statement on `docs` and `changes` names one (container, pk_hash),
+/// as `$1` (text) and `$2` (bigint), or is a read of the few that span a
+/// container's partitions: each could run on one Citus worker.
+#[test]
+fn every_statement_on_partition_tables_names_one_partition() {
+    let url = database();
+    let mut logs = Vec::new();
+    let open_logged = |logs: &mut Vec<StatementLog>| {
+        let storage = PostgresStorage::connect(&url, crate::Durability::Full).unwrap();
+        logs.push(storage.statement_log());
+        Database::with_storage(Box::new(storage), Options::default()).unwrap()
+    };
+    let db = open_logged(&mut logs);
+    let posts = db.create_container("posts", "/postId").unwrap();
+    for pk in ["p1", "p2"] {
+        let docs = (0..3)
+            .map(|i| json!({"id": format!("d{i}"), "postId": pk}))
+            .collect();
+        posts.write_documents(pk, docs, false).unwrap();
+    }
+    posts
+        .replace_item(
+            "p1",
+            "d0",
+            json!({"id": "d0", "postId": "p1", "n": 1}),
+            None,
+        )
+        .unwrap();
+    posts.delete_item("p1", "d1", None).unwrap();
+    drop((posts, db));
+
+    // Reopened: partitions are read from the store.
+    let db = open_logged(&mut logs);
+    let posts = db.container("posts").unwrap();
+    posts.read_item("p1", "d0").unwrap();
+    // Into a partition not in memory: reads the written ids only.
+    posts
+        .write_documents("p2", vec![json!({"id": "d9", "postId": "p2"})], false)
+        .unwrap();
+    assert_eq!(posts.partition_keys().unwrap().len(), 2);
+    assert_eq!(posts.read_changes(Lsn::ZERO, 1).unwrap().len(), 3);
+    drop(posts);
+    db.delete_container("posts").unwrap();
+
+    let logged: Vec<Logged> = logs.iter().flat_map(StatementLog::take).collect();
+    let mut seen = BTreeSet::new();
+    for statement in &logged {
+        let sql = statement.sql;
+        if !words(sql).any(|w| w == "docs" || w == "changes") {
+            continue;
+        }
+        seen.insert(sql);
+        if CROSS_PARTITION_READS.contains(&sql) {
+            assert!(sql.starts_with("SELECT "), "a cross-partition write: {sql}");
+            continue;
+        }
+        assert!(
+            PARTITION_STATEMENTS.contains(&sql),
+            "a statement on a partition table in neither list: {sql}"
+        );
+        let filtered = sql.contains(" WHERE container = $1 AND pk_hash = $2");
+        let inserted = sql.starts_with("INSERT INTO ")
+            && sql.contains(" (container, pk_hash, ")
+            && sql.contains(" SELECT $1, $2, ");
+        assert!(
+            filtered || inserted,
+            "does not name its partition as ($1, $2): {sql}"
+        );
+        assert_eq!(
+            words(sql).filter(|w| *w == "pk_hash").count(),
+            if sql.contains("ON CONFLICT") { 2 } else { 1 },
+            "pk_hash used beyond its one value: {sql}"
+        );
+        assert_eq!(
+            statement.params.get(..2),
+            Some(&[Type::TEXT, Type::INT8][..]),
+            "(container, pk_hash) are not one text and one bigint: {sql}"
+        );
+    }
+    for sql in PARTITION_STATEMENTS.iter().chain(&CROSS_PARTITION_READS) {
+        assert!(seen.contains(sql), "the test never sent: {sql}");
+    }
+}
+
+/// A server that cannot be reached, a URL that does not parse and one of
+/// another database are errors that do not show the password.
+#[test]
+fn bad_urls_are_errors_without_the_password() {
+    let unreachable = Database::open_url(
+        "postgresql://user:hunter2@%2Fno%2Fsuch%2Fdir/db",
+        Options::default(),
+    );
+    match unreachable {
+        Err(Error::Storage(message)) => {
+            assert!(!message.contains("hunter2"), "{message}");
+            assert!(message.contains("user:***@"), "{message}");
+        }
+        Err(e) => panic!("not a storage error: {e}"),
+        Ok(_) => panic!("opened a database that does not exist"),
+    }
+    for url in [
+        "postgresql://user:hunter2@host:notaport/db",
+        "mysql://user:hunter2@host/db",
+        "postgresql://host/db?password=hunter2&user=x&bad_option=1",
+    ] {
+        match Database::open_url(url, Options::default()) {
+            Err(Error::BadRequest(message)) => assert!(!message.contains("hunter2"), "{message}"),
+            Err(e) => panic!("{url}: not a bad request: {e}"),
+            Ok(_) => panic!("{url}: opened"),
+        }
+    }
+    assert_eq!(
+        redact_url("postgres://u:p@h:5432/d?password=q&sslmode=disable"),
+        "postgres://u:***@h:5432/d?password=***&sslmode=disable"
+    );
+    assert_eq!(
+        redact_url("host=h password=secret user=u"),
+        "host=h password=*** user=u"
+    );
+    assert_eq!(redact_url("postgresql://u@h/d"), "postgresql://u@h/d");
+}
+
+/// Rows are keyed by the hash: it must not change between versions.
+#[test]
+fn the_partition_key_hash_is_stable() {
+    let pk = PartitionKey::from("p1").to_json_array();
+    assert_eq!(pk, r#"["p1"]"#);
+    assert_eq!(pk_hash(&pk), -6_015_862_170_648_325_006);
+}
+
+/// Direct use of the trait: LSNs are per container.
+#[test]
+fn lsns_count_per_container() {
+    let url = database();
+    let db = open(&url);
+    let a = db.create_container("a", "/pk").unwrap();
+    let b = db.create_container("b", "/pk").unwrap();
+    for i in 0..3 {
+        a.create_item("k", json!({"id": format!("{i}"), "pk": "k"}), None)
+            .unwrap();
+    }
+    b.create_item("k", json!({"id": "0", "pk": "k"}), None)
+        .unwrap();
+    drop((a, b, db));
+    let storage = PostgresStorage::connect(&url, crate::Durability::Full).unwrap();
+    let lsns = |c: &str| -> Vec<u64> {
+        storage
+            .read_changes(c, Lsn::ZERO, 100)
+            .unwrap()
+            .iter()
+            .map(|c| c.lsn.0)
+            .collect()
+    };
+    assert_eq!(lsns("a"), [1, 2, 3]);
+    assert_eq!(lsns("b"), [1]);
+    let loaded = storage.load().unwrap();
+    assert_eq!(loaded.len(), 2);
+    assert!(loaded.iter().all(|c| c.max_seq > 0), "max_seq survives");
+}
