@@ -183,6 +183,17 @@ impl Database {
         Ok(Database::from(engine::Database::open_with(dir, options)?))
     }
 
+    /// Opens the database stored in PostgreSQL at `url`
+    /// (`postgresql://user@host/db`); see `engine::Database::open_url`.
+    ///
+    /// # Errors
+    /// 400 for a URL that is not a PostgreSQL one or does not parse; 500
+    /// when the server cannot be reached. Messages omit the password.
+    #[cfg(feature = "postgres")]
+    pub fn open_url(url: &str, options: Options) -> Result<Database> {
+        Ok(Database::from(engine::Database::open_url(url, options)?))
+    }
+
     /// A database that lives in memory only.
     pub fn in_memory() -> Database {
         Database::from(engine::Database::in_memory())

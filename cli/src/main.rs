@@ -1,7 +1,7 @@
 //! The `partita` command line: JSON in, JSON out.
 //!
 //! Every command opens the database (`--data DIR`, default `./partita-data`,
-//! or `--in-memory`), does one thing and prints its response as JSON on
+//! a `postgresql://` URL, or `--in-memory`), does one thing and prints its response as JSON on
 //! stdout. A failure prints `{"status": …, "substatus": …, "message": …}` on
 //! stderr and exits with status 1 (2 for usage errors).
 //!
@@ -60,7 +60,8 @@ use json::{error_json, usage_error};
     about = "Partitioned, transactional JSON documents with stored procedures"
 )]
 struct Cli {
-    /// Data directory of the durable database.
+    /// Data directory of the durable database, or a PostgreSQL URL
+    /// (`postgresql://user@host/db`) to store it there.
     #[arg(long, global = true, value_name = "DIR")]
     data: Option<PathBuf>,
     /// Use a throwaway in-memory database instead of a data directory.
@@ -286,10 +287,14 @@ fn open(
     if let Some(bytes) = cache_size {
         options.cache_bytes = bytes;
     }
-    Ok(Database::open_with(
-        cli_data.unwrap_or_else(|| PathBuf::from("partita-data")),
-        options,
-    )?)
+    let data = cli_data.unwrap_or_else(|| PathBuf::from("partita-data"));
+    if let Some(url) = data
+        .to_str()
+        .filter(|d| d.starts_with("postgresql://") || d.starts_with("postgres://"))
+    {
+        return Ok(Database::open_url(url, options)?);
+    }
+    Ok(Database::open_with(data, options)?)
 }
 
 /// A size in bytes: a number, optionally followed by a unit (`B`, `KB`,

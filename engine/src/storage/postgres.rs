@@ -32,7 +32,23 @@
 //! change log of a container, and the partitions a container deletion has
 //! to visit. Deleting a container deletes its partitions one at a time,
 //! in one transaction. A test records every statement the backend sends
-//! and checks this.
+//! and checks this. The statements:
+//!
+//! ```text
+//!   one partition, WHERE container = $1 AND pk_hash = $2 (or INSERT … SELECT $1, $2, …):
+//!     INSERT_CHANGES          a record's log entries (unnest of arrays)
+//!     UPSERT_DOCS             its created and replaced documents (ON CONFLICT DO UPDATE)
+//!     DELETE_DOCS             its deleted documents (AND pk = $3 AND id = ANY($4))
+//!     READ_PARTITION          a partition's documents (AND pk = $3)
+//!     READ_DOCUMENT           one document (AND pk = $3 AND id = $4)
+//!     READ_REST_OF_CHANGE     the rest of a transaction read_changes stopped inside
+//!     DELETE_PARTITION_DOCS, DELETE_PARTITION_CHANGES   a deleted container, per partition
+//!   cross-partition, read-only, WHERE container = $1:
+//!     PARTITION_KEYS          SELECT DISTINCT pk FROM docs
+//!     READ_CHANGES            the log after an LSN, ORDER BY lsn, idx LIMIT n
+//!     CONTAINER_PARTITIONS    the pk_hash values of docs and changes (for a deletion)
+//!   small tables: containers, scripts, log_heads (NEXT_LSN in each commit), by key
+//! ```
 //!
 //! Bodies are stored as `text`, exactly as the engine serialized them
 //! (`jsonb` would reorder members and drop duplicates); `docs` holds each
