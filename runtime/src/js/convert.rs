@@ -10,6 +10,20 @@
 //! `null`, integral numbers as integers; it stops at [`MAX_DEPTH`] levels
 //! and when the estimated output exceeds a byte budget.
 //!
+//! Documents are ordinary objects on shared shapes, and most have no
+//! `toJSON` anywhere on their prototype chain. For those the converter
+//! skips the `toJSON` lookup when it is sure to find nothing: the object
+//! has no own `toJSON` and its prototype is null or `Object.prototype`
+//! with no `toJSON` and a null prototype of its own. That last fact is
+//! looked up once and looked up again after anything that may have run
+//! script code (a getter, a `toJSON`, a proxy trap), since such code may
+//! define `Object.prototype.toJSON` part way through. The names of a shared
+//! shape's keys are converted to `String`s once per conversion; the keys
+//! and their order are those `own_property_keys` gives (array indices
+//! ascending, then string keys in creation order). Everything else (exotic
+//! and boxed objects, proxies, arrays, objects with a `toJSON` to call)
+//! takes the general path.
+//!
 //! A lone UTF-16 surrogate (JavaScript strings are UTF-16; JSON text and
 //! `String` are UTF-8 and cannot hold one) is refused with a `TypeError`
 //! naming the property's path, so a document or response body is stored
@@ -26,7 +40,8 @@
 use boa_engine::builtins::object::OrdinaryObject;
 use boa_engine::object::ObjectInitializer;
 use boa_engine::object::builtins::JsArray;
-use boa_engine::property::{Attribute, PropertyKey};
+use boa_engine::object::shape::Shape;
+use boa_engine::property::{PropertyDescriptor, PropertyKey};
 use boa_engine::string::JsStrVariant;
 use boa_engine::value::JsVariant;
 use boa_engine::{Context, JsError, JsObject, JsString, JsValue, js_string};
@@ -40,34 +55,118 @@ use serde_json::{Map, Value};
 /// boa's own `JsValue::from_json` gives every object a shape of its own,
 /// with a hash table built property by property; this one builds objects
 /// on the shared shapes that object literals use, so a page of documents
-/// with the same members shares one chain of shape transitions. Returning
-/// 100 documents from a query spends most of its time here and in
-/// [`to_json`].
+/// with the same members shares one chain of shape transitions. It also
+/// makes each member name's property key once per conversion, not once
+/// per object ([`Names`]), and hands a member the string its namesake in
+/// the previous object held when the text is the same (strings are
+/// immutable, so sharing one cannot be observed). Returning 100 documents
+/// from a query spends most of its time here and in [`to_json`].
 pub(crate) fn from_json(value: &Value, context: &mut Context) -> JsValue {
+    build(value, &mut Names::default(), context)
+}
+
+fn build<'v>(value: &'v Value, names: &mut Names<'v>, context: &mut Context) -> JsValue {
     match value {
         Value::Null => JsValue::null(),
         Value::Bool(b) => JsValue::from(*b),
-        Value::Number(n) => match n.as_i64().and_then(|i| i32::try_from(i).ok()) {
-            Some(i) => JsValue::from(i),
-            // Every serde_json number has an f64 value (arbitrary precision
-            // is off), so the fallback is never taken.
-            None => JsValue::from(n.as_f64().unwrap_or(f64::NAN)),
-        },
+        Value::Number(n) => number(n),
         Value::String(s) => JsValue::from(JsString::from(s.as_str())),
         Value::Array(items) => {
-            let items: Vec<JsValue> = items.iter().map(|item| from_json(item, context)).collect();
+            let items: Vec<JsValue> = items
+                .iter()
+                .map(|item| build(item, names, context))
+                .collect();
             JsArray::from_iter(items, context).into()
         }
         Value::Object(members) => {
-            let members: Vec<(JsString, JsValue)> = members
-                .iter()
-                .map(|(name, value)| (JsString::from(name.as_str()), from_json(value, context)))
-                .collect();
-            let mut object = ObjectInitializer::with_native_data(OrdinaryObject, context);
+            let object = ObjectInitializer::with_native_data(OrdinaryObject, context).build();
             for (name, value) in members {
-                object.property(name, value, Attribute::all());
+                let slot = names.find(name);
+                let value = match (value, slot) {
+                    (Value::String(text), Some(slot)) => names.string(slot, text),
+                    _ => build(value, names, context),
+                };
+                let key = match slot {
+                    Some(slot) => names.entries[slot].key.clone(),
+                    None => PropertyKey::from(JsString::from(name.as_str())),
+                };
+                object.insert_property(
+                    key,
+                    PropertyDescriptor::builder()
+                        .value(value)
+                        .writable(true)
+                        .enumerable(true)
+                        .configurable(true),
+                );
             }
-            object.build().into()
+            object.into()
+        }
+    }
+}
+
+fn number(n: &serde_json::Number) -> JsValue {
+    match n.as_i64().and_then(|i| i32::try_from(i).ok()) {
+        Some(i) => JsValue::from(i),
+        // Every serde_json number has an f64 value (arbitrary precision
+        // is off), so the fallback is never taken.
+        None => JsValue::from(n.as_f64().unwrap_or(f64::NAN)),
+    }
+}
+
+/// The member names met in one [`from_json`] conversion, each with its
+/// property key and the last string value a member of that name held.
+/// Documents of one page list the same names in the same order, so the
+/// name after the last one found is tried first.
+#[derive(Default)]
+struct Names<'v> {
+    entries: Vec<Name<'v>>,
+    next: usize,
+}
+
+struct Name<'v> {
+    text: &'v str,
+    key: PropertyKey,
+    last: Option<(&'v str, JsString)>,
+}
+
+impl<'v> Names<'v> {
+    /// Names kept; past this many, further names get a key of their own
+    /// each time (a linear search over many names would cost more than
+    /// making the key).
+    const MAX: usize = 48;
+
+    /// The entry of `name`, added if there is room.
+    fn find(&mut self, name: &'v str) -> Option<usize> {
+        let at = match self.entries.get(self.next) {
+            Some(entry) if entry.text == name => Some(self.next),
+            _ => self.entries.iter().position(|entry| entry.text == name),
+        };
+        let at = match at {
+            Some(at) => at,
+            None if self.entries.len() < Self::MAX => {
+                self.entries.push(Name {
+                    text: name,
+                    key: PropertyKey::from(JsString::from(name)),
+                    last: None,
+                });
+                self.entries.len() - 1
+            }
+            None => return None,
+        };
+        self.next = at + 1;
+        Some(at)
+    }
+
+    /// `text` as the value of a member named by entry `slot`.
+    fn string(&mut self, slot: usize, text: &'v str) -> JsValue {
+        let entry = &mut self.entries[slot];
+        match &entry.last {
+            Some((last, string)) if *last == text => string.clone().into(),
+            _ => {
+                let string = JsString::from(text);
+                entry.last = Some((text, string.clone()));
+                string.into()
+            }
         }
     }
 }
@@ -122,11 +221,7 @@ pub(crate) fn to_json(
     budget: &mut usize,
     context: &mut Context,
 ) -> Result<Option<Value>, ConvertError> {
-    let mut walk = Walk {
-        budget,
-        strict: true,
-        lone: None,
-    };
+    let mut walk = Walk::new(budget, true, context);
     let res = convert(value, 0, &mut walk, context);
     match walk.lone {
         Some(lone) if res.is_err() => Err(ConvertError::Js(lone.error())),
@@ -140,11 +235,7 @@ pub(crate) fn to_json_escaping(
     budget: &mut usize,
     context: &mut Context,
 ) -> Result<Option<Value>, ConvertError> {
-    let mut walk = Walk {
-        budget,
-        strict: false,
-        lone: None,
-    };
+    let mut walk = Walk::new(budget, false, context);
     convert(value, 0, &mut walk, context)
 }
 
@@ -154,6 +245,108 @@ struct Walk<'a> {
     strict: bool,
     /// The lone surrogate found, and its path (filled in on the way out).
     lone: Option<Lone>,
+    /// `Object.prototype`.
+    object_proto: JsObject,
+    /// Whether `Object.prototype` has no `toJSON` and a null prototype, as
+    /// last looked at; `None` once script code may have run since.
+    plain_proto: Option<bool>,
+    /// The member names of the shared shapes met so far.
+    shapes: Vec<ShapeNames>,
+}
+
+/// The string-keyed property keys of a shared shape, in creation order,
+/// with their names as `String`s. A shared shape never changes (adding,
+/// removing or reconfiguring a property moves the object to another
+/// shape), and the entry keeps it alive, so its address is not reused.
+struct ShapeNames {
+    shape: Shape,
+    names: Vec<(PropertyKey, String)>,
+    /// One of the names is `toJSON`.
+    to_json: bool,
+}
+
+impl<'a> Walk<'a> {
+    /// Shapes remembered per conversion.
+    const MAX_SHAPES: usize = 16;
+
+    fn new(budget: &'a mut usize, strict: bool, context: &Context) -> Self {
+        Walk {
+            budget,
+            strict,
+            lone: None,
+            object_proto: context.intrinsics().constructors().object().prototype(),
+            plain_proto: None,
+            shapes: Vec::new(),
+        }
+    }
+
+    /// For an ordinary object on a shared shape with no `toJSON` to call
+    /// (none of its own, none inherited), the index of its shape's names
+    /// in `self.shapes`, added if there is room.
+    fn plain(&mut self, obj: &JsObject) -> Option<usize> {
+        if !obj.is_ordinary() {
+            return None;
+        }
+        let shape = obj.borrow().shape().clone();
+        if !shape.is_shared() {
+            return None;
+        }
+        let addr = shape.to_addr_usize();
+        let at = match self
+            .shapes
+            .iter()
+            .position(|s| s.shape.to_addr_usize() == addr)
+        {
+            Some(at) => at,
+            None if self.shapes.len() < Self::MAX_SHAPES => {
+                let mut names = Vec::new();
+                let mut to_json = false;
+                for key in shape.keys() {
+                    if let PropertyKey::String(s) = &key {
+                        // A lone surrogate is reported by the general path.
+                        let name = text(s, self.strict).ok()?;
+                        to_json |= name == "toJSON";
+                        names.push((key, name));
+                    }
+                }
+                self.shapes.push(ShapeNames {
+                    shape,
+                    names,
+                    to_json,
+                });
+                self.shapes.len() - 1
+            }
+            None => return None,
+        };
+        (!self.shapes[at].to_json && self.no_inherited_to_json(obj)).then_some(at)
+    }
+
+    /// Called after anything that may have run script code (a getter, a
+    /// `toJSON`, a proxy trap), which may have changed `Object.prototype`.
+    fn ran_script(&mut self) {
+        self.plain_proto = None;
+    }
+
+    /// Whether a `toJSON` lookup on an ordinary object whose own keys do
+    /// not include `toJSON` is sure to find nothing: its prototype is null,
+    /// or is `Object.prototype` holding no `toJSON` and having a null
+    /// prototype itself.
+    fn no_inherited_to_json(&mut self, obj: &JsObject) -> bool {
+        match obj.prototype() {
+            None => true,
+            Some(proto) if JsObject::equals(&proto, &self.object_proto) => {
+                *self.plain_proto.get_or_insert_with(|| {
+                    let proto = self.object_proto.borrow();
+                    proto.prototype().is_none()
+                        && proto
+                            .properties()
+                            .get(&PropertyKey::from(js_string!("toJSON")))
+                            .is_none()
+                })
+            }
+            Some(_) => false,
+        }
+    }
 }
 
 struct Lone {
@@ -269,14 +462,11 @@ fn convert_object(
     if depth >= MAX_DEPTH {
         return Err(ConvertError::TooDeep);
     }
-    let to_json = obj.get(js_string!("toJSON"), context)?;
-    if let Some(f) = to_json.as_callable() {
-        let replaced = f.call(&JsValue::from(obj.clone()), &[], context)?;
-        if replaced.as_object().is_some_and(|o| &o == obj) {
-            // A toJSON returning itself: convert the plain properties.
-        } else {
-            return convert(&replaced, depth + 1, walk, context);
-        }
+    if let Some(at) = walk.plain(obj) {
+        return convert_plain(obj, at, depth, walk, context);
+    }
+    if let Some(replaced) = call_to_json(obj, walk, context)? {
+        return convert(&replaced, depth + 1, walk, context);
     }
     if obj.is_callable() {
         return Ok(None);
@@ -292,6 +482,7 @@ fn convert_object(
         #[allow(clippy::cast_possible_truncation)]
         let mut items = Vec::with_capacity(len as usize);
         for i in 0..len {
+            walk.ran_script();
             let item = obj.get(i, context)?;
             spend(walk.budget, 1)?;
             let item = convert(&item, depth + 1, walk, context).inspect_err(|_| {
@@ -305,6 +496,7 @@ fn convert_object(
     if let Some(primitive) = unbox(obj) {
         return convert(&primitive, depth, walk, context);
     }
+    walk.ran_script();
     let keys = obj.own_property_keys(context)?;
     let mut map = Map::with_capacity(keys.len());
     for key in keys {
@@ -320,26 +512,106 @@ fn convert_object(
             PropertyKey::Index(i) => i.get().to_string(),
             PropertyKey::Symbol(_) => continue,
         };
-        let desc = obj.borrow().properties().get(&key);
-        let value = match desc {
-            Some(desc) if desc.enumerable() == Some(true) => match desc.value() {
-                Some(v) => v.clone(),
-                None => obj.get(key.clone(), context)?,
-            },
-            Some(_) => continue,
-            // Exotic objects (typed arrays, strings) keep some properties
-            // outside the property map.
-            None => obj.get(key.clone(), context)?,
-        };
-        let converted = convert(&value, depth + 1, walk, context).inspect_err(|_| {
-            within(walk, || name.clone());
-        })?;
-        if let Some(v) = converted {
-            spend(walk.budget, name.len() + 3)?;
-            map.insert(name, v);
-        }
+        member(obj, &key, name, depth, walk, context, &mut map)?;
     }
     Ok(Some(Value::Object(map)))
+}
+
+/// Calls `obj.toJSON()` if there is one: `Some` with the value that
+/// replaces `obj`, `None` when there is none or it returned `obj` itself
+/// (whose plain properties are then converted).
+fn call_to_json(
+    obj: &JsObject,
+    walk: &mut Walk<'_>,
+    context: &mut Context,
+) -> Result<Option<JsValue>, ConvertError> {
+    walk.ran_script();
+    let to_json = obj.get(js_string!("toJSON"), context)?;
+    if let Some(f) = to_json.as_callable() {
+        let replaced = f.call(&JsValue::from(obj.clone()), &[], context)?;
+        if !replaced.as_object().is_some_and(|o| &o == obj) {
+            return Ok(Some(replaced));
+        }
+    }
+    Ok(None)
+}
+
+/// [`convert_object`] for an ordinary object on a shared shape whose names
+/// are in `walk.shapes[at]` and which has no `toJSON` to call: the same
+/// keys in the same order as `own_property_keys` (array indices ascending,
+/// then the shape's string keys), without collecting them or converting
+/// their names again.
+fn convert_plain(
+    obj: &JsObject,
+    at: usize,
+    depth: usize,
+    walk: &mut Walk<'_>,
+    context: &mut Context,
+) -> Result<Option<Value>, ConvertError> {
+    spend(walk.budget, 2)?;
+    let mut indices: Vec<u32> = obj.borrow().properties().index_property_keys().collect();
+    indices.sort_unstable();
+    let count = walk.shapes[at].names.len();
+    let mut map = Map::with_capacity(indices.len() + count);
+    for i in indices {
+        member(
+            obj,
+            &PropertyKey::from(i),
+            i.to_string(),
+            depth,
+            walk,
+            context,
+            &mut map,
+        )?;
+    }
+    // Entries are only ever added, so `at` stays valid while members
+    // (and the objects below them) are converted.
+    for n in 0..count {
+        let (key, name) = {
+            let (key, name) = &walk.shapes[at].names[n];
+            (key.clone(), name.clone())
+        };
+        member(obj, &key, name, depth, walk, context, &mut map)?;
+    }
+    Ok(Some(Value::Object(map)))
+}
+
+/// Converts the own property `key` of `obj`, named `name`, into `map` if
+/// it is enumerable and its value has a JSON form.
+fn member(
+    obj: &JsObject,
+    key: &PropertyKey,
+    name: String,
+    depth: usize,
+    walk: &mut Walk<'_>,
+    context: &mut Context,
+    map: &mut Map<String, Value>,
+) -> Result<(), ConvertError> {
+    let desc = obj.borrow().properties().get(key);
+    let value = match desc {
+        Some(desc) if desc.enumerable() == Some(true) => match desc.value() {
+            Some(v) => v.clone(),
+            None => {
+                walk.ran_script();
+                obj.get(key.clone(), context)?
+            }
+        },
+        Some(_) => return Ok(()),
+        // Exotic objects (typed arrays, strings) keep some properties
+        // outside the property map.
+        None => {
+            walk.ran_script();
+            obj.get(key.clone(), context)?
+        }
+    };
+    let converted = convert(&value, depth + 1, walk, context).inspect_err(|_| {
+        within(walk, || name.clone());
+    })?;
+    if let Some(v) = converted {
+        spend(walk.budget, name.len() + 3)?;
+        map.insert(name, v);
+    }
+    Ok(())
 }
 
 fn unbox(obj: &JsObject) -> Option<JsValue> {
@@ -435,5 +707,125 @@ mod tests {
         for s in cases {
             assert_eq!(s.to_std(), s.to_std_string_escaped(), "{s:?}");
         }
+    }
+
+    fn context() -> Context {
+        Context::builder()
+            .instructions_remaining(1_000_000)
+            .build()
+            .unwrap()
+    }
+
+    /// Converts `expr` with [`super::to_json`] in one fresh context and
+    /// with `JSON.stringify` in another (the expression may have side
+    /// effects, such as defining `Object.prototype.toJSON`), and checks
+    /// that both give the same text, member order included.
+    fn same_as_stringify(expr: &str) {
+        let mut ours = context();
+        let value = ours.eval(Source::from_bytes(expr.as_bytes())).unwrap();
+        let mut budget = usize::MAX;
+        let Ok(Some(converted)) = super::to_json(&value, &mut budget, &mut ours) else {
+            panic!("{expr} converts")
+        };
+        let mut theirs = context();
+        let value = theirs.eval(Source::from_bytes(expr.as_bytes())).unwrap();
+        theirs
+            .global_object()
+            .set(js_string!("value"), value, false, &mut theirs)
+            .unwrap();
+        let text = theirs
+            .eval(Source::from_bytes("JSON.stringify(value)"))
+            .unwrap();
+        let text = text.as_string().unwrap().to_std_string_escaped();
+        assert_eq!(serde_json::to_string(&converted).unwrap(), text, "{expr}");
+    }
+
+    /// Plain objects skip the `toJSON` lookup and reuse their shape's
+    /// names; each case is one the shortcut could get wrong.
+    #[test]
+    fn to_json_follows_stringify_where_the_plain_object_path_could_go_wrong() {
+        for expr in [
+            // A toJSON on Object.prototype, defined before converting.
+            "Object.prototype.toJSON = function () { return 'P' }; [{a: 1}, {b: {c: 2}}]",
+            // ... or by a getter, by a toJSON, by an array element's
+            // getter, part way through: later objects see it.
+            "(function () { var o = {a: {x: 1}, get b() { \
+                Object.prototype.toJSON = function () { return 'late' }; return 1 }, \
+                c: {y: 2}}; return [{z: 0}, o, {w: 3}] })()",
+            "[{a: 1}, {toJSON() { Object.prototype.toJSON = () => 'late'; return 5 }}, {a: 1}]",
+            "(function () { var a = [{x: 1}]; Object.defineProperty(a, 1, {enumerable: true, \
+                get() { Object.prototype.toJSON = () => 'late'; return 0 }}); \
+                return [a, {y: 1}] })()",
+            // An accessor toJSON on Object.prototype is called.
+            "Object.defineProperty(Object.prototype, 'toJSON', {configurable: true, \
+                get() { return function () { return this.a * 2 } }}); [{a: 1}, {a: 2}]",
+            // Own toJSON, as a method or returning the object itself after
+            // changing it, among same-shaped siblings that have none.
+            "[{a: 1, b: 2}, {a: 1, b: 2, toJSON() { return {c: 3} }}, {a: 3, b: 4}]",
+            "[{a: 1}, {a: 1, toJSON() { this.b = 2; delete this.a; return this }}, {a: 5}]",
+            // Getters, non-enumerable members, a getter deleting a later
+            // member, symbols, integer-like names first in ascending order.
+            "[{a: 1, get b() { return this.a + 1 }}, {a: 2, get b() { return this.a + 1 }}]",
+            "(function () { var o = {a: 1, h: 2, c: 3}; \
+                Object.defineProperty(o, 'h', {enumerable: false}); return [o, {a: 1, h: 2, c: 3}] })()",
+            "({get a() { delete this.b; return 1 }, b: 2, c: 3})",
+            "({[Symbol('s')]: 1, b: 1, 10: 'ten', a: 2, 2: 'two', '01': 'not an index'})",
+            // Null prototypes, with and without an own toJSON.
+            "(function () { var o = Object.create(null); o.a = 1; \
+                var p = Object.create(null); p.a = 1; p.toJSON = () => 'p'; return [o, p, o] })()",
+            // Class instances; a prototype given a toJSON; an object moved
+            // to another prototype.
+            "(function () { class A { constructor() { this.x = 1 } } \
+                class B { constructor() { this.x = 1 } toJSON() { return 'b' } } \
+                return [new A(), new B(), new A()] })()",
+            "(function () { class A { constructor() { this.x = 1 } } var a = [new A(), new A()]; \
+                A.prototype.toJSON = function () { return 'a' }; return a })()",
+            "(function () { var o = {x: 1}, p = {x: 1}; \
+                Object.setPrototypeOf(p, {toJSON() { return 'proto' }}); return [o, p, o] })()",
+            // Exotic and boxed values next to plain ones.
+            "[{d: new Date(0)}, {d: 1}, new Number(3), new String('s')]",
+            "[new Proxy({a: 1, b: {c: 2}}, {}), {a: 1, b: {c: 2}}]",
+            "[new Proxy({a: 1}, {get(t, k) { return k === 'a' ? 7 : t[k] }}), {a: 1}]",
+        ] {
+            same_as_stringify(expr);
+        }
+    }
+
+    /// `from_json` shares names and repeated strings between objects; the
+    /// objects must still be what `JSON.parse` builds when the names vary
+    /// in order, nest, look like indices, or outnumber the names kept.
+    #[test]
+    fn from_json_over_varied_and_many_names() {
+        let many: serde_json::Map<String, serde_json::Value> = (0..100)
+            .map(|i| (format!("name{i}"), json!(format!("v{}", i % 3))))
+            .collect();
+        let value = json!([
+            {"a": "x", "b": "y", "c": {"a": "x", "b": "z"}},
+            {"b": "y", "a": "x", "10": "ten", "2": "two"},
+            {"a": "x", "b": "y", "c": {"a": "x", "b": "z"}},
+            many,
+            {"a": "é", "b": "😀", "c": "x"},
+            {"a": "é", "b": "😀", "c": "x"},
+        ]);
+        let mut context = context();
+        let built = super::from_json(&value, &mut context);
+        context
+            .global_object()
+            .set(js_string!("built"), built, false, &mut context)
+            .unwrap();
+        let text = serde_json::to_string(&value).unwrap();
+        let check = format!(
+            r#"
+            var parsed = JSON.parse({text:?});
+            var same = JSON.stringify(built) === JSON.stringify(parsed);
+            for (var i = 0; i < parsed.length; i++) {{
+                same = same && JSON.stringify(Object.keys(built[i])) === JSON.stringify(Object.keys(parsed[i]));
+            }}
+            built[0].a = 'changed';
+            same && built[2].a === 'x' && built[0].c.a === 'x'
+            "#
+        );
+        let result = context.eval(Source::from_bytes(check.as_bytes())).unwrap();
+        assert_eq!(result, JsValue::from(true));
     }
 }
