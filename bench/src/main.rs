@@ -117,7 +117,7 @@ fn main() -> anyhow::Result<()> {
     }
     if wanted("postgres") {
         eprintln!("starting a private PostgreSQL cluster …");
-        slots.extend(partita_bench::postgres::slots(peers));
+        slots.extend(partita_bench::postgres::slots(peers, wanted("partita")));
     }
     for slot in &slots {
         if let Slot::Skipped { system, reason, .. } = slot {

@@ -20,8 +20,13 @@
 //! counts the comment and the comment's create; it has no truncateFeed
 //! (that needs the feed's oldest posts, which a batch cannot find) and reads
 //! the feed with the native query.
+//!
+//! Partita's storage is a SQLite file in a temporary directory, or, for the
+//! "(PostgreSQL)" targets, a fresh database in the PostgreSQL target's
+//! private cluster ([`crate::postgres::PgCluster`]), opened with
+//! `Database::open_url`.
 use std::path::PathBuf;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use partita::{
     BatchOperation, Container, Database, Options, Patch, QueryOptions, ScriptKind,
@@ -223,6 +228,11 @@ pub fn slot(flavor: Flavor, durability: Durability) -> Slot {
 pub struct PartitaTarget {
     flavor: Flavor,
     durability: Durability,
+    /// The cluster holding the database instead of a SQLite file, and the
+    /// target's name.
+    postgres: Option<(Arc<crate::postgres::PgCluster>, String)>,
+    /// Databases created in the cluster so far (each row has its own).
+    rows: u32,
     /// The scripts to upload, `true` for posts, `false` for feed.
     scripts: Vec<(bool, ScriptProperties)>,
     // Declared before `dir`: the database closes before its directory goes.
@@ -240,9 +250,28 @@ impl PartitaTarget {
         Ok(PartitaTarget {
             flavor,
             durability,
+            postgres: None,
+            rows: 0,
             scripts: scripts(flavor)?,
             data: None,
             dir: None,
+        })
+    }
+
+    /// The same target with its database in `cluster` (durable or relaxed
+    /// only: a memory target has no storage).
+    ///
+    /// # Errors
+    /// As [`PartitaTarget::new`].
+    pub fn on_postgres(
+        flavor: Flavor,
+        durability: Durability,
+        cluster: Arc<crate::postgres::PgCluster>,
+    ) -> Result<PartitaTarget, String> {
+        let name = format!("{} (PostgreSQL)", flavor.system());
+        Ok(PartitaTarget {
+            postgres: Some((cluster, name)),
+            ..PartitaTarget::new(flavor, durability)?
         })
     }
 
@@ -256,7 +285,16 @@ impl PartitaTarget {
 
 impl Target for PartitaTarget {
     fn system(&self) -> &str {
-        self.flavor.system()
+        match &self.postgres {
+            Some((_, name)) => name,
+            None => self.flavor.system(),
+        }
+    }
+
+    fn server_pid(&self) -> Option<u32> {
+        self.postgres
+            .as_ref()
+            .and_then(|(cluster, _)| cluster.pid())
     }
 
     fn durability(&self) -> Durability {
@@ -264,6 +302,17 @@ impl Target for PartitaTarget {
     }
 
     fn settings(&self) -> String {
+        if let Some((cluster, _)) = &self.postgres {
+            return format!(
+                "Database::open_url on the PostgreSQL target's cluster (PostgreSQL {}), synchronous_commit={}, a database per row",
+                cluster.version(),
+                if self.durability == Durability::Durable {
+                    "on"
+                } else {
+                    "off"
+                }
+            );
+        }
         match self.durability {
             Durability::Memory => "Database::in_memory (no storage)".to_owned(),
             Durability::Relaxed => {
@@ -278,19 +327,25 @@ impl Target for PartitaTarget {
     fn prepare(&mut self, workload: Workload, partitions: usize) -> Result<(), BenchError> {
         self.data = None;
         self.dir = None;
-        let db = match self.durability {
-            Durability::Memory => Database::in_memory(),
-            durability => {
+        let options = Options {
+            durability: if self.durability == Durability::Durable {
+                partita::Durability::Full
+            } else {
+                partita::Durability::None
+            },
+            ..Options::default()
+        };
+        let db = match (self.durability, &self.postgres) {
+            (Durability::Memory, _) => Database::in_memory(),
+            (_, Some((cluster, _))) => {
+                self.rows += 1;
+                // The relaxed and durable targets share the cluster.
+                let name = format!("partita_{}_{}", self.durability.name(), self.rows);
+                Database::open_url(&cluster.create_database(&name)?, options)?
+            }
+            (_, None) => {
                 let dir =
                     tempfile::tempdir().map_err(BenchError::io("creating a data directory"))?;
-                let options = Options {
-                    durability: if durability == Durability::Durable {
-                        partita::Durability::Full
-                    } else {
-                        partita::Durability::None
-                    },
-                    ..Options::default()
-                };
                 let db = Database::open_with(dir.path(), options)?;
                 self.dir = Some(dir);
                 db

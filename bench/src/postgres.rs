@@ -202,6 +202,30 @@ impl PgCluster {
         Ok(cluster)
     }
 
+    /// The postmaster's process id, when its pid file could be read.
+    pub fn pid(&self) -> Option<u32> {
+        self.pid
+    }
+
+    /// The server's version.
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    /// Creates the empty database `name` in the cluster and returns its
+    /// `postgresql://` URL (the cluster's Unix socket, no password).
+    ///
+    /// # Errors
+    /// When the database cannot be created.
+    pub fn create_database(&self, name: &str) -> Result<String, BenchError> {
+        let mut client = self.client(Durability::Durable)?;
+        client.batch_execute(&format!("CREATE DATABASE {name}"))?;
+        Ok(format!(
+            "postgresql://postgres@/{name}?host={}",
+            self.socket_dir.display()
+        ))
+    }
+
     fn client(&self, durability: Durability) -> Result<Client, BenchError> {
         let mut client = postgres::Config::new()
             .host_path(&self.socket_dir)
@@ -219,19 +243,38 @@ impl PgCluster {
 }
 
 /// The relaxed and durable PostgreSQL slots, sharing one cluster; both
-/// skipped with the reason when it cannot start.
-pub fn slots(options: PeerOptions) -> Vec<Slot> {
+/// skipped with the reason when it cannot start. With `partita`, also
+/// Partita native stored in the same cluster, relaxed and durable.
+pub fn slots(options: PeerOptions, partita: bool) -> Vec<Slot> {
     match PgCluster::start(options) {
         Ok(cluster) => {
             let cluster = std::sync::Arc::new(cluster);
-            [Durability::Relaxed, Durability::Durable]
+            let mut slots: Vec<Slot> = [Durability::Relaxed, Durability::Durable]
                 .map(|durability| {
                     Slot::Ready(Box::new(PgTarget {
                         cluster: cluster.clone(),
                         durability,
                     }))
                 })
-                .into()
+                .into();
+            if partita {
+                for durability in [Durability::Relaxed, Durability::Durable] {
+                    let target = crate::partita::PartitaTarget::on_postgres(
+                        crate::partita::Flavor::Native,
+                        durability,
+                        cluster.clone(),
+                    );
+                    slots.push(match target {
+                        Ok(target) => Slot::Ready(Box::new(target)),
+                        Err(reason) => Slot::Skipped {
+                            system: "Partita native (PostgreSQL)".to_owned(),
+                            durability,
+                            reason,
+                        },
+                    });
+                }
+            }
+            slots
         }
         Err(e) => [Durability::Relaxed, Durability::Durable]
             .map(|durability| Slot::Skipped {
