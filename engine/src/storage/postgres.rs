@@ -2,14 +2,16 @@
 //! Citus (the first slice of "many Partita nodes over PostgreSQL").
 //!
 //! One connection writes (behind a mutex); a small pool of connections
-//! reads. Each [`Storage::commit`] is one PostgreSQL transaction that
-//! takes the container's next LSN, appends the record's changes to the
-//! log and applies them to `docs`, so a record and its log entries become
-//! visible (and durable) together. Sessions run with
-//! `synchronous_commit = on` ([`Durability::Full`]; `off` for
-//! [`Durability::None`]): `COMMIT` returns after the WAL is flushed, and
-//! PostgreSQL flushes concurrent commits together, so there is no group
-//! commit of our own in this slice.
+//! reads. A [`Storage::commit`] queues its record; whoever next holds the
+//! write connection writes every queued record in one PostgreSQL
+//! transaction, each taking its container's next LSN, appending its
+//! changes to the log and applying them to `docs`, so records and their
+//! log entries become visible (and durable) together, and callers that
+//! queued while a transaction ran share the next one and its WAL flush
+//! (group commit, as the SQLite backend does with its committer thread).
+//! Sessions run with `synchronous_commit = on` ([`Durability::Full`];
+//! `off` for [`Durability::None`]): `COMMIT` returns after the WAL is
+//! flushed.
 //!
 //! ```text
 //!   containers(id, ordinal, pk_path, physical_partitions, settings)   reference
@@ -80,6 +82,7 @@
 use std::collections::HashMap;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use host_api::{PartitionKey, ScriptKind, TriggerOperation, TriggerType};
@@ -378,6 +381,15 @@ impl Conn {
     }
 }
 
+/// A commit waiting for the write connection. The caller that next holds
+/// the connection writes every queued record in one transaction (one WAL
+/// flush for all of them, in queue order, so a container's LSNs follow
+/// it) and sets each outcome: the LSN, or the failure's message.
+struct Job {
+    record: CommitRecord,
+    outcome: OnceLock<std::result::Result<i64, String>>,
+}
+
 /// Storage in a PostgreSQL database (see the module docs).
 pub struct PostgresStorage {
     config: Config,
@@ -385,11 +397,16 @@ pub struct PostgresStorage {
     /// The URL without its password, for messages.
     location: String,
     writer: Mutex<Conn>,
+    /// Commits waiting for the write connection (see [`Job`]).
+    queue: Mutex<Vec<Arc<Job>>>,
     readers: Vec<Mutex<Conn>>,
     next_reader: AtomicUsize,
     read_only: Option<String>,
     #[cfg(test)]
     log: tests::StatementLog,
+    /// The size of each batch committed (tests only).
+    #[cfg(test)]
+    batches: Mutex<Vec<usize>>,
 }
 
 impl PostgresStorage {
@@ -454,11 +471,14 @@ impl PostgresStorage {
             durability,
             location: location.clone(),
             writer: Mutex::new(writer),
+            queue: Mutex::new(Vec::new()),
             readers,
             next_reader: AtomicUsize::new(0),
             read_only,
             #[cfg(test)]
             log,
+            #[cfg(test)]
+            batches: Mutex::new(Vec::new()),
         })
     }
 
@@ -697,75 +717,49 @@ impl Storage for PostgresStorage {
     }
 
     fn commit(&self, record: CommitRecord) -> Result<Lsn> {
-        let container: &str = &record.container;
-        let pk = record.partition_key.to_json_array();
-        let hash = pk_hash(&pk);
-        let n = record.changes.len();
-        let (mut idx, mut ids, mut ops) = (Vec::with_capacity(n), Vec::new(), Vec::new());
-        let (mut seqs, mut rids, mut bodies, mut tss) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        let mut max_seq = 0;
-        for (i, change) in record.changes.iter().enumerate() {
-            let body: Option<String> = match (&change.text, &change.document) {
-                (Some(text), _) => Some(text.to_string()),
-                (None, Some(doc)) => Some(doc.value().to_string()),
-                (None, None) => None,
-            };
-            idx.push(i32::try_from(i).unwrap_or(i32::MAX));
-            ids.push(&*change.id);
-            ops.push(op_code(change.kind));
-            seqs.push(change.seq as i64);
-            rids.push(change.rid as i64);
-            bodies.push(body);
-            tss.push(change.document.as_ref().map_or_else(now_secs, Document::ts) as i64);
-            max_seq = max_seq.max(change.seq as i64);
+        if let Some(reason) = &self.read_only {
+            return Err(Error::ReadOnly(reason.clone()));
         }
-        // A document's last change in the record is its state after it.
-        let mut upserts = Upserts::default();
-        let mut deletes: Vec<&str> = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        for i in (0..n).rev() {
-            if !seen.insert(ids[i]) {
-                continue;
-            }
-            match &bodies[i] {
-                Some(body) => {
-                    upserts.ids.push(ids[i]);
-                    upserts.rids.push(rids[i]);
-                    upserts.seqs.push(seqs[i]);
-                    upserts.tss.push(tss[i]);
-                    upserts.bodies.push(body);
-                }
-                None => deletes.push(ids[i]),
+        let job = Arc::new(Job {
+            record,
+            outcome: OnceLock::new(),
+        });
+        self.queue.lock().push(Arc::clone(&job));
+        // Whoever holds the write connection commits everything queued; a
+        // commit queued meanwhile is either in that batch or still queued
+        // for the next holder, which may be its own caller.
+        let mut writer = self.writer.lock();
+        if job.outcome.get().is_none() {
+            let batch = std::mem::take(&mut *self.queue.lock());
+            #[cfg(test)]
+            self.batches.lock().push(batch.len());
+            let outcome = writer
+                .transaction(|conn| {
+                    batch
+                        .iter()
+                        .map(|job| write_record(conn, &job.record))
+                        .collect::<std::result::Result<Vec<i64>, Failure>>()
+                })
+                .map_err(|e| match e.into_error("commit", &self.location) {
+                    Error::Storage(message) => message,
+                    other => other.to_string(),
+                });
+            for (i, queued) in batch.iter().enumerate() {
+                let _ = queued.outcome.set(match &outcome {
+                    Ok(lsns) => Ok(lsns[i]),
+                    Err(message) => Err(message.clone()),
+                });
             }
         }
-        let lsn = self.write("commit", |conn| {
-            let head = conn.query(NEXT_LSN, &[&container, &max_seq])?;
-            let lsn: i64 = match head.first() {
-                Some(row) => col(row, 0)?,
-                None => return Err(Error::Storage("no LSN returned".to_owned()).into()),
-            };
-            conn.execute(
-                INSERT_CHANGES,
-                &[
-                    &container, &hash, &lsn, &pk, &idx, &ids, &ops, &seqs, &rids, &bodies, &tss,
-                ],
-            )?;
-            if !upserts.ids.is_empty() {
-                let u = &upserts;
-                conn.execute(
-                    UPSERT_DOCS,
-                    &[
-                        &container, &hash, &pk, &u.ids, &u.rids, &u.seqs, &u.tss, &u.bodies,
-                    ],
-                )?;
-            }
-            if !deletes.is_empty() {
-                conn.execute(DELETE_DOCS, &[&container, &hash, &pk, &deletes])?;
-            }
-            Ok(lsn)
-        })?;
-        Ok(Lsn(unsigned(lsn)))
+        drop(writer);
+        match job.outcome.get() {
+            Some(Ok(lsn)) => Ok(Lsn(unsigned(*lsn))),
+            Some(Err(message)) => Err(Error::Storage(message.clone())),
+            None => Err(Error::Storage(format!(
+                "commit in {}: the commit was not written",
+                self.location
+            ))),
+        }
     }
 
     fn read_changes(&self, container: &str, after: Lsn, max_changes: usize) -> Result<Vec<Change>> {
@@ -848,6 +842,78 @@ impl Storage for PostgresStorage {
 }
 
 /// A `docs` row as a read returns it.
+/// Writes one commit record in the open transaction of `conn`: takes the
+/// container's next LSN, appends the log entries and applies the changes
+/// to `docs`. Returns the LSN.
+fn write_record(conn: &mut Conn, record: &CommitRecord) -> std::result::Result<i64, Failure> {
+    let container: &str = &record.container;
+    let pk = record.partition_key.to_json_array();
+    let hash = pk_hash(&pk);
+    let n = record.changes.len();
+    let (mut idx, mut ids, mut ops) = (Vec::with_capacity(n), Vec::new(), Vec::new());
+    let (mut seqs, mut rids, mut bodies, mut tss) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut max_seq = 0;
+    for (i, change) in record.changes.iter().enumerate() {
+        let body: Option<String> = match (&change.text, &change.document) {
+            (Some(text), _) => Some(text.to_string()),
+            (None, Some(doc)) => Some(doc.value().to_string()),
+            (None, None) => None,
+        };
+        idx.push(i32::try_from(i).unwrap_or(i32::MAX));
+        ids.push(&*change.id);
+        ops.push(op_code(change.kind));
+        seqs.push(change.seq as i64);
+        rids.push(change.rid as i64);
+        bodies.push(body);
+        tss.push(change.document.as_ref().map_or_else(now_secs, Document::ts) as i64);
+        max_seq = max_seq.max(change.seq as i64);
+    }
+    // A document's last change in the record is its state after it.
+    let mut upserts = Upserts::default();
+    let mut deletes: Vec<&str> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for i in (0..n).rev() {
+        if !seen.insert(ids[i]) {
+            continue;
+        }
+        match &bodies[i] {
+            Some(body) => {
+                upserts.ids.push(ids[i]);
+                upserts.rids.push(rids[i]);
+                upserts.seqs.push(seqs[i]);
+                upserts.tss.push(tss[i]);
+                upserts.bodies.push(body);
+            }
+            None => deletes.push(ids[i]),
+        }
+    }
+    let head = conn.query(NEXT_LSN, &[&container, &max_seq])?;
+    let lsn: i64 = match head.first() {
+        Some(row) => col(row, 0)?,
+        None => return Err(Error::Storage("no LSN returned".to_owned()).into()),
+    };
+    conn.execute(
+        INSERT_CHANGES,
+        &[
+            &container, &hash, &lsn, &pk, &idx, &ids, &ops, &seqs, &rids, &bodies, &tss,
+        ],
+    )?;
+    if !upserts.ids.is_empty() {
+        let u = &upserts;
+        conn.execute(
+            UPSERT_DOCS,
+            &[
+                &container, &hash, &pk, &u.ids, &u.rids, &u.seqs, &u.tss, &u.bodies,
+            ],
+        )?;
+    }
+    if !deletes.is_empty() {
+        conn.execute(DELETE_DOCS, &[&container, &hash, &pk, &deletes])?;
+    }
+    Ok(lsn)
+}
+
 fn loaded(container: &str, pk: &str, id: &str, rid: i64, body: &str) -> Result<LoadedDocument> {
     let value: serde_json::Value = serde_json::from_str(body).map_err(|e| {
         Error::Storage(format!(

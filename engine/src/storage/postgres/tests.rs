@@ -639,3 +639,103 @@ fn lsns_count_per_container() {
     assert_eq!(loaded.len(), 2);
     assert!(loaded.iter().all(|c| c.max_seq > 0), "max_seq survives");
 }
+
+/// A commit record creating document `id` in partition `pk` of `container`.
+fn creation(container: &str, pk: &str, id: &str, seq: u64) -> crate::storage::CommitRecord {
+    let doc = crate::document::Document::new(json!({"id": id, "pk": pk, "_ts": 1}));
+    crate::storage::CommitRecord {
+        container: Arc::from(container),
+        partition_key: PartitionKey::from(pk),
+        changes: vec![crate::storage::RecordChange {
+            id: Arc::from(id),
+            kind: crate::storage::ChangeKind::Create,
+            rid: seq,
+            seq,
+            text: Some(Arc::from(doc.value().to_string())),
+            document: Some(doc),
+        }],
+    }
+}
+
+/// Commits queued while another holds the write connection are written
+/// together, in one transaction, by the next holder: each gets its own
+/// LSN, a container's LSNs stay gapless and in order, and every document
+/// is stored.
+#[test]
+fn commits_waiting_for_the_write_connection_share_one_transaction() {
+    let url = database();
+    let storage = PostgresStorage::connect(&url, crate::Durability::Full).unwrap();
+    for id in ["a", "b"] {
+        storage
+            .create_container(&crate::storage::ContainerMeta {
+                id: id.to_owned(),
+                ordinal: if id == "a" { 1 } else { 2 },
+                partition_key_path: "/pk".into(),
+                physical_partitions: 1,
+                default_ttl: None,
+                unique_keys: Vec::new(),
+                database_rid: None,
+                computed_properties: Vec::new(),
+            })
+            .unwrap();
+    }
+    const CALLERS: usize = 8;
+    let lsns = std::thread::scope(|s| {
+        // Hold the write connection until every caller has queued.
+        let held = storage.writer.lock();
+        let callers: Vec<_> = (0..CALLERS)
+            .map(|i| {
+                let storage = &storage;
+                s.spawn(move || {
+                    let container = if i % 2 == 0 { "a" } else { "b" };
+                    let record =
+                        creation(container, &format!("p{i}"), &format!("d{i}"), i as u64 + 1);
+                    (container, storage.commit(record).unwrap().0)
+                })
+            })
+            .collect();
+        while storage.queue.lock().len() < CALLERS {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        drop(held);
+        callers
+            .into_iter()
+            .map(|c| c.join().unwrap())
+            .collect::<Vec<_>>()
+    });
+    assert_eq!(*storage.batches.lock(), [CALLERS], "one batch for all");
+    for container in ["a", "b"] {
+        let mut mine: Vec<u64> = lsns
+            .iter()
+            .filter(|(c, _)| *c == container)
+            .map(|(_, lsn)| *lsn)
+            .collect();
+        mine.sort_unstable();
+        assert_eq!(
+            mine,
+            (1..=CALLERS as u64 / 2).collect::<Vec<_>>(),
+            "{container}"
+        );
+        let logged: Vec<u64> = storage
+            .read_changes(container, Lsn::ZERO, 100)
+            .unwrap()
+            .iter()
+            .map(|c| c.lsn.0)
+            .collect();
+        assert_eq!(logged, mine, "{container}");
+    }
+    for i in 0..CALLERS {
+        let container = if i % 2 == 0 { "a" } else { "b" };
+        let doc = storage
+            .read_document(
+                container,
+                &PartitionKey::from(format!("p{i}").as_str()),
+                &format!("d{i}"),
+            )
+            .unwrap();
+        assert!(doc.is_some(), "d{i}");
+    }
+    // A lone commit is a batch of one.
+    storage.commit(creation("a", "p0", "e0", 100)).unwrap();
+    assert_eq!(storage.batches.lock().last(), Some(&1));
+}
