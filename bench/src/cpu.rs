@@ -109,7 +109,7 @@ mod tests {
     }
 
     #[test]
-    fn this_process_and_its_parent_tree_have_cpu_time() {
+    fn this_process_has_cpu_time_alone_and_as_a_tree_root() {
         let before = consumed(None).unwrap();
         // Spin until the clock moves (at least one tick of work).
         let mut x = 0u64;

@@ -6,9 +6,8 @@
 //! Rust's default 2 MB, as an embedding application's usually are) runs it
 //! on its *spare*: one [`SPARE_SIZE`] stack per thread, mapped at the first
 //! such call and kept until the thread ends, so later calls find its pages
-//! already mapped and warm. Before the spare existed each of those calls
-//! mapped, faulted in and unmapped a fresh segment (`stacker`), which made
-//! JavaScript's createComment take 42 µs against 25 µs in place.
+//! already mapped and warm instead of mapping, faulting in and unmapping a
+//! fresh segment each time.
 //!
 //! A call that needs more than the spare holds (compiling: 64 MB), or that
 //! needs room while the spare is already in use further up the same

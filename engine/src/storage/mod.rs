@@ -122,6 +122,16 @@ pub enum ChangeKind {
 }
 
 /// The text forms of script enums in storage.
+/// A partition key as a backend stores it in `docs` (its JSON array text),
+/// or a storage error naming the container.
+pub(crate) fn stored_partition_key(container: &str, pk: &str) -> Result<PartitionKey> {
+    PartitionKey::parse(pk).map_err(|e| {
+        crate::Error::Storage(format!(
+            "corrupt partition key {pk} in docs of container {container:?}: {e}"
+        ))
+    })
+}
+
 pub(crate) fn kind_name(kind: ScriptKind) -> &'static str {
     match kind {
         ScriptKind::StoredProcedure => "sproc",

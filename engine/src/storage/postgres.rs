@@ -821,14 +821,7 @@ impl Storage for PostgresStorage {
             conn.query(PARTITION_KEYS, &[&container])
         })?;
         rows.iter()
-            .map(|row| {
-                let pk: &str = col(row, 0)?;
-                PartitionKey::parse(pk).map_err(|e| {
-                    Error::Storage(format!(
-                        "corrupt partition key {pk} in docs of container {container:?}: {e}"
-                    ))
-                })
-            })
+            .map(|row| super::stored_partition_key(container, col(row, 0)?))
             .collect()
     }
 
@@ -841,7 +834,6 @@ impl Storage for PostgresStorage {
     }
 }
 
-/// A `docs` row as a read returns it.
 /// Writes one commit record in the open transaction of `conn`: takes the
 /// container's next LSN, appends the log entries and applies the changes
 /// to `docs`. Returns the LSN.
@@ -914,6 +906,7 @@ fn write_record(conn: &mut Conn, record: &CommitRecord) -> std::result::Result<i
     Ok(lsn)
 }
 
+/// A `docs` row as a read returns it.
 fn loaded(container: &str, pk: &str, id: &str, rid: i64, body: &str) -> Result<LoadedDocument> {
     let value: serde_json::Value = serde_json::from_str(body).map_err(|e| {
         Error::Storage(format!(

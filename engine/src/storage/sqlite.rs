@@ -1158,13 +1158,7 @@ impl Storage for SqliteStorage {
             last = pk;
         }
         keys.iter()
-            .map(|pk| {
-                PartitionKey::parse(pk).map_err(|e| {
-                    Error::Storage(format!(
-                        "corrupt partition key {pk} in docs of container {container:?}: {e}"
-                    ))
-                })
-            })
+            .map(|pk| super::stored_partition_key(container, pk))
             .collect()
     }
 
