@@ -26,8 +26,9 @@ use serde_json::Value;
 use crate::container::{Container, DATABASE_ID};
 use crate::error::{Error, Result};
 use crate::partition::{PartitionState, Slot};
-use crate::query::{self, QueryOptions, QueryPage, Source};
+use crate::query::{self, Needles, QueryOptions, QueryPage, Source};
 use crate::settings::Expiry;
+use crate::storage::Skipped;
 use crate::txn::{ItemOptions, Txn, Writer};
 
 /// Options of [`Container::query_items`].
@@ -58,10 +59,67 @@ struct Snapshots<'a> {
     /// into the cache (see `ContainerInner::peek`).
     admits: bool,
     expiry: Option<Expiry>,
-    /// The partition scanned last, for the next scan of it.
-    last: RefCell<Option<(PartitionKey, Arc<PartitionState>)>>,
+    /// The partition scanned last, for the next scan of it, with the
+    /// documents storage passed over for lacking the query's needles
+    /// (`None`: it read them all).
+    last: RefCell<Option<(PartitionKey, Scanned)>>,
     /// The first storage error: the query fails with it.
     failed: RefCell<Option<Error>>,
+}
+
+/// A partition as [`Snapshots`] read it: its state, without the documents
+/// storage passed over for lacking the query's needles, and those (`None`
+/// when it read them all).
+#[derive(Clone)]
+struct Scanned {
+    state: Arc<PartitionState>,
+    skipped: Option<Arc<[Skipped]>>,
+}
+
+impl Snapshots<'_> {
+    /// The state of `key` as the query sees it, read once per partition.
+    /// With `needles`, a partition not in memory comes without the
+    /// documents whose text lacks one (listed instead); without, whole.
+    fn state(&self, key: &PartitionKey, needles: Option<&Needles>) -> Option<Scanned> {
+        if self.keys.binary_search(key).is_err() || self.failed.borrow().is_some() {
+            return None;
+        }
+        if let Some((k, scanned)) = &*self.last.borrow()
+            && k == key
+            && (scanned.skipped.is_none() || needles.is_some())
+        {
+            return Some(scanned.clone());
+        }
+        let db = &self.container.db;
+        let read = match needles {
+            Some(needles) if !self.admits => self
+                .container
+                .inner
+                .peek_containing(db, key, needles)
+                .map(|(state, skipped)| Scanned {
+                    state,
+                    skipped: Some(Arc::from(skipped)),
+                }),
+            _ => self
+                .container
+                .inner
+                .peek(db, key, self.admits)
+                .map(|state| Scanned {
+                    state,
+                    skipped: None,
+                }),
+        };
+        match read {
+            Ok(scanned) => {
+                *self.last.borrow_mut() = Some((key.clone(), scanned.clone()));
+                Some(scanned)
+            }
+            Err(err) => {
+                *self.failed.borrow_mut() = Some(err);
+                None
+            }
+        }
+    }
 }
 
 impl Source for Snapshots<'_> {
@@ -75,29 +133,8 @@ impl Source for Snapshots<'_> {
         after: Option<u64>,
         f: &mut dyn FnMut(u64, &Value, usize) -> ControlFlow<()>,
     ) {
-        if self.keys.binary_search(key).is_err() || self.failed.borrow().is_some() {
+        let Some(Scanned { state, .. }) = self.state(key, None) else {
             return;
-        }
-        let cached = match &*self.last.borrow() {
-            Some((k, state)) if k == key => Some(Arc::clone(state)),
-            _ => None,
-        };
-        let state = match cached {
-            Some(state) => state,
-            None => match self
-                .container
-                .inner
-                .peek(&self.container.db, key, self.admits)
-            {
-                Ok(state) => {
-                    *self.last.borrow_mut() = Some((key.clone(), Arc::clone(&state)));
-                    state
-                }
-                Err(err) => {
-                    *self.failed.borrow_mut() = Some(err);
-                    return;
-                }
-            },
         };
         let expiry = self.expiry.as_ref();
         scan(
@@ -106,6 +143,48 @@ impl Source for Snapshots<'_> {
             &|slot| expiry.is_some_and(|e| e.expired(slot.document.value())),
             f,
         );
+    }
+
+    fn scan_containing(
+        &self,
+        key: &PartitionKey,
+        after: Option<u64>,
+        needles: &Needles,
+        f: &mut dyn FnMut(u64, &Value, usize) -> ControlFlow<()>,
+        skipped: &mut dyn FnMut(usize),
+    ) {
+        // Expired documents are hidden, not scanned: telling which of the
+        // skipped ones are would take parsing them.
+        if self.expiry.is_some() || needles.is_empty() {
+            return self.scan(key, after, f);
+        }
+        let Some(Scanned {
+            state,
+            skipped: passed_over,
+        }) = self.state(key, Some(needles))
+        else {
+            return;
+        };
+        let passed_over = passed_over.as_deref().unwrap_or_default();
+        let mut rest = &passed_over[passed_over.partition_point(|s| Some(s.rid) <= after)..];
+        // Each skipped document is counted in its place in rid order, up
+        // to where `f` stops the scan.
+        let mut until = |rid: u64, rest: &mut &[Skipped]| {
+            let n = rest.partition_point(|s| s.rid < rid);
+            for s in &rest[..n] {
+                skipped(s.size);
+            }
+            *rest = &rest[n..];
+        };
+        for slot in state.scan_after(after) {
+            until(slot.rid, &mut rest);
+            if f(slot.rid, slot.document.value(), slot.size).is_break() {
+                return;
+            }
+        }
+        for s in rest {
+            skipped(s.size);
+        }
     }
 }
 

@@ -29,10 +29,10 @@ use crate::error::{Error, Result};
 use crate::partition::{
     FOOTPRINT_PER_PARTITION, LogicalPartition, PartitionState, Slot, physical_partition,
 };
-use crate::query::{ComputedProperties, Query, QueryError};
+use crate::query::{ComputedProperties, Needles, Query, QueryError};
 use crate::settings::{ComputedProperty, Expiry, UniqueKey, UniqueKeys};
 use crate::stamp::{Stamp, encode_rid};
-use crate::storage::{Change, ContainerMeta, LoadedDocument, Lsn, ScriptRecord};
+use crate::storage::{Change, ContainerMeta, LoadedDocument, Lsn, ScriptRecord, Skipped};
 use crate::txn::{ItemOptions, Txn};
 
 /// How many reads of a logical partition that is not in memory load it
@@ -556,6 +556,38 @@ impl ContainerInner {
                 db.evict();
             }
             Ok(p.snapshot())
+        })
+    }
+
+    /// [`ContainerInner::peek`] of one of the partitions a query reads:
+    /// whole from memory when the partition is there; otherwise from
+    /// storage without parsing the documents whose text lacks one of
+    /// `needles`, which come back in rid order as [`Skipped`], and without
+    /// entering the cache.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when storage cannot be read.
+    pub(crate) fn peek_containing(
+        &self,
+        db: &DbInner,
+        key: &PartitionKey,
+        needles: &Needles,
+    ) -> Result<(Arc<PartitionState>, Vec<Skipped>)> {
+        if needles.is_empty() || !db.storage.keeps_documents() {
+            return Ok((self.peek(db, key, false)?, Vec::new()));
+        }
+        let partition = self.partition(db, key.clone());
+        let memory = |p: &LogicalPartition| (p.snapshot(), Vec::new());
+        self.read_either(db, partition, false, memory, |_| {
+            let (docs, mut skipped) =
+                db.storage
+                    .read_partition_containing(&self.meta.id, key, needles)?;
+            let mut state = PartitionState::default();
+            for doc in docs {
+                put_loaded(&mut state, doc);
+            }
+            skipped.sort_unstable_by_key(|s| s.rid);
+            Ok((Arc::new(state), skipped))
         })
     }
 

@@ -42,15 +42,24 @@ impl Query {
     /// A gateway uses it to tell a query confined to one partition key
     /// from one that fans out.
     pub fn equality_paths(&self) -> Vec<Vec<String>> {
-        let mut paths = Vec::new();
+        self.equalities()
+            .into_iter()
+            .map(|(path, _)| path)
+            .collect()
+    }
+
+    /// [`Query::equality_paths`] with the literal or parameter each path
+    /// must equal.
+    pub(crate) fn equalities(&self) -> Vec<(Vec<String>, &Expr)> {
+        let mut terms = Vec::new();
         let rooted = self
             .from
             .as_ref()
             .is_none_or(|f| f.root_path.is_empty() && f.joins.is_empty());
         if let (true, Some(filter)) = (rooted, &self.filter) {
-            collect_equalities(filter, &mut paths);
+            collect_equalities(filter, &mut terms);
         }
-        paths
+        terms
     }
 
     /// Whether the query aggregates into an object, without `SELECT VALUE`
@@ -72,7 +81,7 @@ impl Query {
     }
 }
 
-fn collect_equalities(expr: &Expr, out: &mut Vec<Vec<String>>) {
+fn collect_equalities<'q>(expr: &'q Expr, out: &mut Vec<(Vec<String>, &'q Expr)>) {
     match expr {
         Expr::Binary(BinOp::And, a, b) => {
             collect_equalities(a, out);
@@ -80,11 +89,11 @@ fn collect_equalities(expr: &Expr, out: &mut Vec<Vec<String>>) {
         }
         Expr::Binary(BinOp::Eq, a, b) => {
             let constant = |e: &Expr| matches!(e, Expr::Lit(_) | Expr::Param(_));
-            let path = match (&**a, &**b) {
-                (p, c) | (c, p) if constant(c) => document_path(p),
+            let term = match (&**a, &**b) {
+                (p, c) | (c, p) if constant(c) => document_path(p).map(|path| (path, c)),
                 _ => None,
             };
-            out.extend(path);
+            out.extend(term);
         }
         _ => {}
     }

@@ -41,7 +41,7 @@ use crate::query::order::{
     Ordered, clone_capped, clone_value, cmp_opt, cmp_values, dismantle, own, own_capped, type_rank,
 };
 use crate::query::parser::fnv;
-use crate::query::{Params, QueryError, QueryOptions, QueryPage, QueryStats, Source};
+use crate::query::{Needles, Params, QueryError, QueryOptions, QueryPage, QueryStats, Source};
 
 /// Where a row comes from.
 #[derive(Clone, Copy)]
@@ -62,6 +62,8 @@ struct Exec<'q> {
     q: &'q Query,
     cx: Cx<'q>,
     partitions: Vec<PartitionKey>,
+    /// Text every document with a row in the result contains.
+    needles: Needles,
     stats: Cell<QueryStats>,
 }
 
@@ -477,6 +479,7 @@ pub(crate) fn execute(
         q,
         cx,
         partitions,
+        needles: Needles::of(q, &bound),
         stats: Cell::new(QueryStats::default()),
     };
     let (items, next) = match mode {
@@ -572,40 +575,55 @@ impl<'q> Exec<'q> {
             };
             let mut error = None;
             let mut stop = false;
-            source.scan(pk, after, &mut |rid, doc, size| {
-                stats.docs_scanned += 1;
-                stats.bytes_read += size as u64;
-                let skip = match skip_at {
-                    Some((r, c)) if r == rid => c,
-                    _ => 0,
-                };
-                let Some(root) = root_of(&from.root_path, doc) else {
-                    return ControlFlow::Continue(());
-                };
-                let mut combo = 0u64;
-                let mut row_sink = |c: u64, row: &[&Value]| {
-                    sink(
-                        Pos {
-                            pk,
-                            pk_index,
-                            rid,
-                            combo: c,
-                        },
-                        row,
-                    )
-                };
-                match join_rows(&from.joins, cx, &[root], 0, skip, &mut combo, &mut row_sink) {
-                    Ok(ControlFlow::Continue(())) => ControlFlow::Continue(()),
-                    Ok(ControlFlow::Break(())) => {
-                        stop = true;
-                        ControlFlow::Break(())
+            // Documents the source passed over, unparsed, for lacking a
+            // needle: scanned all the same.
+            let (mut skipped_docs, mut skipped_bytes) = (0, 0);
+            let mut skipped = |size: usize| {
+                skipped_docs += 1;
+                skipped_bytes += size as u64;
+            };
+            source.scan_containing(
+                pk,
+                after,
+                &self.needles,
+                &mut |rid, doc, size| {
+                    stats.docs_scanned += 1;
+                    stats.bytes_read += size as u64;
+                    let skip = match skip_at {
+                        Some((r, c)) if r == rid => c,
+                        _ => 0,
+                    };
+                    let Some(root) = root_of(&from.root_path, doc) else {
+                        return ControlFlow::Continue(());
+                    };
+                    let mut combo = 0u64;
+                    let mut row_sink = |c: u64, row: &[&Value]| {
+                        sink(
+                            Pos {
+                                pk,
+                                pk_index,
+                                rid,
+                                combo: c,
+                            },
+                            row,
+                        )
+                    };
+                    match join_rows(&from.joins, cx, &[root], 0, skip, &mut combo, &mut row_sink) {
+                        Ok(ControlFlow::Continue(())) => ControlFlow::Continue(()),
+                        Ok(ControlFlow::Break(())) => {
+                            stop = true;
+                            ControlFlow::Break(())
+                        }
+                        Err(e) => {
+                            error = Some(e);
+                            ControlFlow::Break(())
+                        }
                     }
-                    Err(e) => {
-                        error = Some(e);
-                        ControlFlow::Break(())
-                    }
-                }
-            });
+                },
+                &mut skipped,
+            );
+            stats.docs_scanned += skipped_docs;
+            stats.bytes_read += skipped_bytes;
             if let Some(e) = error {
                 return Err(e);
             }

@@ -72,6 +72,7 @@ mod lexer;
 mod order;
 mod parser;
 mod plan;
+mod prefilter;
 mod spatial;
 #[cfg(test)]
 mod tests;
@@ -82,6 +83,7 @@ pub use ast::Query;
 pub use computed::{ComputedProperties, MAX_COMPUTED_DEPTH, MAX_COMPUTED_PROPERTIES, parse_with};
 use host_api::PartitionKey;
 pub use plan::{Distinct, Plan, plan};
+pub use prefilter::Needles;
 use serde_json::Value;
 
 /// Maximum nesting depth of a query's expressions; deeper queries are a 400.
@@ -123,6 +125,23 @@ pub trait Source {
         after: Option<u64>,
         f: &mut dyn FnMut(u64, &Value, usize) -> ControlFlow<()>,
     );
+
+    /// [`Source::scan`] for a query that returns nothing from a document
+    /// whose stored JSON text lacks one of `needles`: a source that reads
+    /// that text may pass over such a document without parsing it, calling
+    /// `skipped(size_bytes)` for it in its place (in rid order, and not
+    /// after `f` broke) instead of `f`. By default, a plain scan.
+    fn scan_containing(
+        &self,
+        key: &PartitionKey,
+        after: Option<u64>,
+        needles: &Needles,
+        f: &mut dyn FnMut(u64, &Value, usize) -> ControlFlow<()>,
+        skipped: &mut dyn FnMut(usize),
+    ) {
+        let _ = (needles, skipped);
+        self.scan(key, after, f);
+    }
 }
 
 /// A hook for `udf.name(args)` calls.

@@ -59,6 +59,7 @@ pub use sqlite::{CHECKPOINT_PAGES, SqliteStorage};
 
 use crate::document::Document;
 use crate::error::Result;
+use crate::query::Needles;
 
 /// A log sequence number: the position of a committed transaction in its
 /// container's change log. Starts at 1; [`Lsn::ZERO`] is "before the first".
@@ -244,6 +245,15 @@ pub struct LoadedDocument {
     pub size: usize,
 }
 
+/// A document [`Storage::read_partition_containing`] passed over unparsed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Skipped {
+    /// Its resource id.
+    pub rid: u64,
+    /// Its serialized size in bytes, system properties included.
+    pub size: usize,
+}
+
 /// A stored procedure, trigger or user-defined function, as stored.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ScriptRecord {
@@ -360,6 +370,23 @@ pub trait Storage: Send + Sync {
         container: &str,
         partition_key: &PartitionKey,
     ) -> Result<Vec<LoadedDocument>>;
+
+    /// [`Storage::read_partition`] for a query: the documents whose stored
+    /// JSON text lacks one of `needles` may come back unparsed, as their
+    /// rid and size alone (in the second list). By default every document
+    /// is read.
+    ///
+    /// # Errors
+    /// [`crate::Error::Storage`] when the store cannot be read.
+    fn read_partition_containing(
+        &self,
+        container: &str,
+        partition_key: &PartitionKey,
+        needles: &Needles,
+    ) -> Result<(Vec<LoadedDocument>, Vec<Skipped>)> {
+        let _ = needles;
+        Ok((self.read_partition(container, partition_key)?, Vec::new()))
+    }
 
     /// The committed document `id` of the logical partition
     /// `partition_key` of `container`, if there is one.

@@ -114,10 +114,11 @@ use rusqlite::{Connection, OpenFlags, params};
 
 use super::{
     Change, ChangeKind, CommitRecord, ContainerMeta, Durability, LoadedContainer, LoadedDocument,
-    Lsn, ScriptRecord, Storage, kind_name, language_name, parse_kind, parse_language,
+    Lsn, ScriptRecord, Skipped, Storage, kind_name, language_name, parse_kind, parse_language,
 };
 use crate::document::{Document, now_secs};
 use crate::error::{Error, Result};
+use crate::query::Needles;
 use crate::script::TriggerNames;
 use crate::settings::{parse_settings, settings_json};
 use crate::stamp::Stamp;
@@ -847,6 +848,60 @@ impl SqliteStorage {
         })
     }
 
+    /// A partition's documents, those whose stored text lacks one of
+    /// `needles` left unparsed (see [`Storage::read_partition_containing`]).
+    fn read_partition_matching(
+        &self,
+        container: &str,
+        partition_key: &PartitionKey,
+        needles: Option<&Needles>,
+    ) -> Result<(Vec<LoadedDocument>, Vec<Skipped>)> {
+        let pk = partition_key.to_json_array();
+        // The pending documents first: a fold after this copy leaves the
+        // same versions in `docs`.
+        let overlay = pending_of(&self.pending.read(), container, &pk);
+        let conn = self.reader.lock();
+        let bad = |e: rusqlite::Error| Error::storage("read a partition", e);
+        // One statement, so one snapshot: the log rows the `docs` rows
+        // point at are read as of the same commit.
+        let mut stmt = conn
+            .prepare_cached(&format!("SELECT d.id, d.rid, {DOC_BODY} d.pk = ?2"))
+            .map_err(bad)?;
+        let mut rows = stmt.query(params![container, pk]).map_err(bad)?;
+        let stamp = self.shared.stamps.read().get(container).cloned();
+        let mut docs = Vec::new();
+        let mut skipped = Vec::new();
+        while let Some(row) = rows.next().map_err(bad)? {
+            let id = row
+                .get_ref(0)
+                .map_err(bad)?
+                .as_str()
+                .map_err(|e| bad(e.into()))?;
+            // `overlay` is in id order, as the pending map keeps it.
+            if overlay.binary_search_by(|(k, _)| (**k).cmp(id)).is_ok() {
+                continue;
+            }
+            let rid = row.get::<_, i64>(1).map_err(bad)? as u64;
+            if let Some(needles) = needles
+                && let Some(size) = unmatched_size(row, 2, stamp.as_deref(), rid, needles)
+            {
+                skipped.push(Skipped { rid, size });
+                continue;
+            }
+            docs.push(parse_row(
+                row,
+                2,
+                stamp.as_deref(),
+                container,
+                &pk,
+                id,
+                rid,
+            )?);
+        }
+        docs.extend(overlay.into_iter().filter_map(|(_, p)| p.loaded()));
+        Ok((docs, skipped))
+    }
+
     fn meta(&self, op: MetaOp) -> Result<()> {
         if let Some(reason) = &self.read_only {
             return Err(Error::ReadOnly(reason.clone()));
@@ -1030,43 +1085,19 @@ impl Storage for SqliteStorage {
         container: &str,
         partition_key: &PartitionKey,
     ) -> Result<Vec<LoadedDocument>> {
-        let pk = partition_key.to_json_array();
-        // The pending documents first: a fold after this copy leaves the
-        // same versions in `docs`.
-        let overlay = pending_of(&self.pending.read(), container, &pk);
-        let conn = self.reader.lock();
-        let bad = |e: rusqlite::Error| Error::storage("read a partition", e);
-        // One statement, so one snapshot: the log rows the `docs` rows
-        // point at are read as of the same commit.
-        let mut stmt = conn
-            .prepare_cached(&format!("SELECT d.id, d.rid, {DOC_BODY} d.pk = ?2"))
-            .map_err(bad)?;
-        let mut rows = stmt.query(params![container, pk]).map_err(bad)?;
-        let stamp = self.shared.stamps.read().get(container).cloned();
-        let mut docs = Vec::new();
-        while let Some(row) = rows.next().map_err(bad)? {
-            let id = row
-                .get_ref(0)
-                .map_err(bad)?
-                .as_str()
-                .map_err(|e| bad(e.into()))?;
-            // `overlay` is in id order, as the pending map keeps it.
-            if overlay.binary_search_by(|(k, _)| (**k).cmp(id)).is_ok() {
-                continue;
-            }
-            let rid = row.get::<_, i64>(1).map_err(bad)? as u64;
-            docs.push(parse_row(
-                row,
-                2,
-                stamp.as_deref(),
-                container,
-                &pk,
-                id,
-                rid,
-            )?);
-        }
-        docs.extend(overlay.into_iter().filter_map(|(_, p)| p.loaded()));
-        Ok(docs)
+        Ok(self
+            .read_partition_matching(container, partition_key, None)?
+            .0)
+    }
+
+    fn read_partition_containing(
+        &self,
+        container: &str,
+        partition_key: &PartitionKey,
+        needles: &Needles,
+    ) -> Result<(Vec<LoadedDocument>, Vec<Skipped>)> {
+        let needles = (!needles.is_empty()).then_some(needles);
+        self.read_partition_matching(container, partition_key, needles)
     }
 
     fn read_document(
@@ -1456,6 +1487,41 @@ fn parse_row(
         size: body.len(),
         document: Document::new(value),
     })
+}
+
+/// The serialized size of the document in a row of [`DOC_BODY`]'s columns
+/// from `at`, when its stored text lacks one of `needles`; `None` when it
+/// has them all, or when the row is not as expected (the caller parses it,
+/// and reports what is wrong).
+fn unmatched_size(
+    row: &rusqlite::Row<'_>,
+    at: usize,
+    stamp: Option<&Stamp>,
+    rid: u64,
+    needles: &Needles,
+) -> Option<usize> {
+    use rusqlite::types::ValueRef;
+    let number = |i: usize| {
+        Some(
+            row.get_ref(at + i)
+                .ok()?
+                .as_i64_or_null()
+                .ok()?
+                .unwrap_or(0)
+                .max(0) as u64,
+        )
+    };
+    match row.get_ref(at).ok()? {
+        ValueRef::Text(text) if !needles.found_in(text) => Some(text.len()),
+        // The body without its system properties: they follow it, and
+        // no needle is in them.
+        ValueRef::Blob(head) if !needles.found_in(head) => {
+            let mut tail = String::new();
+            stamp?.push_tail(&mut tail, rid, number(1)?, number(2)?);
+            Some(head.len() + tail.len())
+        }
+        _ => None,
+    }
 }
 
 /// Adds every stored script to its container.
@@ -2611,6 +2677,57 @@ mod tests {
         let stamped = "SELECT COUNT(*) FROM changes WHERE typeof(body) = 'blob' \
              AND (instr(CAST(body AS TEXT), '\"_rid\"') OR instr(CAST(body AS TEXT), '\"_etag\"'))";
         assert_eq!(count(&path, stamped), 0);
+    }
+
+    #[test]
+    fn a_partition_read_for_a_query_leaves_unparsed_what_lacks_its_needles() {
+        let (_dir, path) = closed_after_history();
+        let storage = SqliteStorage::open(&path, Durability::Full).unwrap();
+        storage.load().unwrap();
+        let key = PartitionKey::from("a");
+        // Every document whole, with its size: `a` is stored without its
+        // system properties, `c` whole (a member follows them).
+        let whole: BTreeMap<String, (u64, usize)> = storage
+            .read_partition("c", &key)
+            .unwrap()
+            .into_iter()
+            .map(|d| (d.document.id().to_owned(), (d.rid, d.size)))
+            .collect();
+        assert_eq!(whole.len(), 2);
+        let read = |sql: &str| {
+            let q = crate::query::parse(sql).unwrap();
+            let (docs, skipped) = storage
+                .read_partition_containing("c", &key, &Needles::of(&q, &[]))
+                .unwrap();
+            let docs: Vec<String> = docs.iter().map(|d| d.document.id().to_owned()).collect();
+            (docs, skipped)
+        };
+        let skipped = |id: &str| Skipped {
+            rid: whole[id].0,
+            size: whole[id].1,
+        };
+        assert_eq!(
+            read("SELECT * FROM c WHERE c.id = 'c'"),
+            (vec!["c".to_owned()], vec![skipped("a")])
+        );
+        assert_eq!(
+            read("SELECT * FROM c WHERE c.z = 'after _ts'"),
+            (vec!["c".to_owned()], vec![skipped("a")])
+        );
+        let (docs, mut none) = read("SELECT * FROM c WHERE c.id = 'nobody'");
+        none.sort_by_key(|s| s.rid);
+        let mut all = vec![skipped("a"), skipped("c")];
+        all.sort_by_key(|s| s.rid);
+        assert_eq!((docs, none), (Vec::<String>::new(), all));
+        // Without needles, or with ones both have, everything is parsed.
+        for sql in ["SELECT * FROM c", "SELECT * FROM c WHERE c.pk = 'a'"] {
+            let (mut docs, skipped) = read(sql);
+            docs.sort();
+            assert_eq!(
+                (docs, skipped),
+                (vec!["a".to_owned(), "c".to_owned()], vec![])
+            );
+        }
     }
 
     #[test]

@@ -1,0 +1,212 @@
+//! Text a document must contain for a query to return anything from it,
+//! so that a source reading documents as JSON text (storage, for the
+//! partitions a query reads without loading them) can pass over one that
+//! lacks it without parsing it.
+//!
+//! It holds because storage keeps a document's body as serde_json writes
+//! it: a document whose `c.a.b` is the string `"x"` contains `"x"`, quoted
+//! and escaped as the same serializer writes the constant; one whose
+//! `c.n` equals the integer 42 contains the digits `42` (as `42`, `-42`,
+//! `42.0` or `-42.0`: a float with an integral value under 10^15 has no
+//! exponent); one whose `c.ok` is `true` contains `true`. Only the terms
+//! every row satisfies count: `path = constant` joined by AND at the top
+//! of WHERE, in a query of the document itself (no JOIN, no FROM path),
+//! on a path outside the system properties storage keeps apart from the
+//! body. Computed properties are expressions by then, not paths. Anything
+//! else gives no text: a needle that is missing from a document which
+//! matches would lose a row, where one that is there in a document which
+//! does not costs only the parse the scan would have made anyway.
+
+use memchr::memmem::Finder;
+use serde_json::Value;
+
+use crate::query::ast::{Expr, Query};
+
+/// The top-level properties storage writes after the body, not in it.
+const SEPARATE: [&str; 5] = ["_rid", "_self", "_etag", "_attachments", "_ts"];
+
+/// Integers at least this large may be written with an exponent.
+const PLAIN_INTEGERS_BELOW: f64 = 1e15;
+
+/// The text every document a query can return contains in its stored
+/// JSON form (see the module docs); a source that reads that form may pass
+/// over a document without it unparsed ([`crate::query::Source::scan_containing`]).
+#[derive(Debug, Default)]
+pub struct Needles(Vec<Finder<'static>>);
+
+impl Needles {
+    /// The needles of `q`, given its parameter values `bound` (by
+    /// [`Expr::Param`] index); empty when it has none.
+    pub(crate) fn of(q: &Query, bound: &[Option<&Value>]) -> Needles {
+        let mut texts: Vec<Vec<u8>> = Vec::new();
+        for (path, constant) in q.equalities() {
+            if path.first().is_some_and(|p| SEPARATE.contains(&p.as_str())) {
+                continue;
+            }
+            let value = match constant {
+                Expr::Lit(value) => Some(&**value),
+                Expr::Param(i) => bound.get(*i).copied().flatten(),
+                _ => None,
+            };
+            if let Some(text) = value.and_then(text_of)
+                && !texts.contains(&text)
+            {
+                texts.push(text);
+            }
+        }
+        Needles(
+            texts
+                .into_iter()
+                .map(|t| Finder::new(&t).into_owned())
+                .collect(),
+        )
+    }
+
+    /// Whether there are none (every document may match).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Whether `text`, a document's stored JSON text (or the part of it
+    /// before the system properties), contains every needle.
+    pub fn found_in(&self, text: &[u8]) -> bool {
+        self.0.iter().all(|n| n.find(text).is_some())
+    }
+}
+
+/// What the JSON text of any value equal to `value` contains, if that is
+/// known.
+fn text_of(value: &Value) -> Option<Vec<u8>> {
+    match value {
+        Value::String(_) => serde_json::to_vec(value).ok(),
+        Value::Bool(b) => Some(b.to_string().into_bytes()),
+        Value::Number(n) => {
+            let digits = if let Some(u) = n.as_u64() {
+                u
+            } else if let Some(i) = n.as_i64() {
+                i.unsigned_abs()
+            } else {
+                let f = n.as_f64()?.abs();
+                if f.fract() != 0.0 || f >= PLAIN_INTEGERS_BELOW {
+                    return None;
+                }
+                f as u64
+            };
+            // An integer at 10^15 or beyond may equal a float written as
+            // `1e15`.
+            (digits < PLAIN_INTEGERS_BELOW as u64).then(|| digits.to_string().into_bytes())
+        }
+        Value::Null | Value::Array(_) | Value::Object(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::query::parse;
+
+    fn texts(sql: &str, params: &[Value]) -> Vec<String> {
+        let q = parse(sql).unwrap();
+        let bound: Vec<Option<&Value>> = params.iter().map(Some).collect();
+        Needles::of(&q, &bound)
+            .0
+            .iter()
+            .map(|f| String::from_utf8(f.needle().to_vec()).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn the_equalities_every_row_satisfies_give_their_text() {
+        assert_eq!(
+            texts(
+                "SELECT * FROM c WHERE c.type = 'post' AND c.userId = @u",
+                &[json!("u\"7")]
+            ),
+            [r#""post""#, r#""u\"7""#]
+        );
+        assert_eq!(texts("SELECT * FROM c WHERE 42 = c.a.n", &[]), ["42"]);
+        assert_eq!(texts("SELECT * FROM c WHERE c.n = -7.0", &[]), ["7"]);
+        assert_eq!(texts("SELECT * FROM c WHERE c.ok = true", &[]), ["true"]);
+        assert_eq!(
+            texts(
+                "SELECT * FROM c WHERE c.a = 'x' AND (c.b > 1 AND c.d = 'y')",
+                &[]
+            ),
+            [r#""x""#, r#""y""#]
+        );
+    }
+
+    #[test]
+    fn anything_a_matching_document_may_lack_gives_none() {
+        for sql in [
+            // Not every row satisfies the term.
+            "SELECT * FROM c WHERE c.a = 'x' OR c.b = 'y'",
+            "SELECT * FROM c WHERE NOT (c.a = 'x')",
+            "SELECT * FROM c WHERE c.a != 'x'",
+            // Not a path of the document, or not one kept in its body.
+            "SELECT * FROM c WHERE LOWER(c.a) = 'x'",
+            "SELECT * FROM c WHERE c._etag = '\"1\"'",
+            "SELECT * FROM c WHERE c._ts = 1700000000",
+            "SELECT VALUE c FROM c JOIN t IN c.tags WHERE t = 'x'",
+            "SELECT * FROM c.children ch WHERE ch.a = 'x'",
+            // Values whose text varies, or with no text of their own.
+            "SELECT * FROM c WHERE c.n = 1.5",
+            "SELECT * FROM c WHERE c.n = 1000000000000000",
+            "SELECT * FROM c WHERE c.n = 1e300",
+            "SELECT * FROM c WHERE c.a = null",
+            "SELECT * FROM c WHERE c.a = [1]",
+            "SELECT * FROM c WHERE c.a = {\"b\": 1}",
+        ] {
+            assert_eq!(texts(sql, &[]), Vec::<String>::new(), "{sql}");
+        }
+        // A parameter the caller did not bind.
+        let q = parse("SELECT * FROM c WHERE c.a = @missing").unwrap();
+        assert!(Needles::of(&q, &[None]).is_empty());
+    }
+
+    #[test]
+    fn a_computed_property_is_an_expression_by_the_time_needles_are_read() {
+        let cps = crate::query::ComputedProperties::compile([(
+            "cp_lower",
+            "SELECT VALUE LOWER(c.name) FROM c",
+        )])
+        .unwrap();
+        let q = crate::query::parse_with("SELECT * FROM c WHERE c.cp_lower = 'x'", &cps).unwrap();
+        assert!(Needles::of(&q, &[]).is_empty());
+    }
+
+    #[test]
+    fn every_number_equal_to_an_integer_under_the_bound_is_written_with_its_digits() {
+        let mut samples: Vec<f64> =
+            vec![0.0, -0.0, 1.0, 9.0, 10.0, 99.0, 100.0, 1e6, 123_456_789.0];
+        for exp in 0..15 {
+            let p = 10f64.powi(exp);
+            samples.extend([p, p - 1.0, p + 1.0, 2.0 * p, 9.0 * p + 7.0]);
+        }
+        samples.push(PLAIN_INTEGERS_BELOW - 1.0);
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..10_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            samples.push((x % PLAIN_INTEGERS_BELOW as u64) as f64);
+        }
+        for f in samples {
+            if f.abs() >= PLAIN_INTEGERS_BELOW {
+                continue;
+            }
+            let digits = (f.abs() as u64).to_string();
+            for value in [json!(f), json!(-f), json!(f as u64), json!(-(f as i64))] {
+                let text = serde_json::to_string(&value).unwrap();
+                assert!(text.contains(&digits), "{text} lacks {digits}");
+                assert_eq!(
+                    text_of(&value).map(|t| String::from_utf8(t).unwrap()),
+                    Some(digits.clone()),
+                    "{text}"
+                );
+            }
+        }
+    }
+}
