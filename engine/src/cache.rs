@@ -134,6 +134,12 @@ impl Cache {
             .is_some_and(|budget| self.used().saturating_add(bytes) <= budget)
     }
 
+    /// Whether a quarter of the budget is free: while it is, reads of many
+    /// partitions fill the cache with whole partitions.
+    pub(crate) fn has_room_to_fill(&self) -> bool {
+        self.budget.is_some_and(|budget| self.has_room(budget / 4))
+    }
+
     /// Notes a partition read from storage.
     pub(crate) fn loaded(&self) {
         self.loads.fetch_add(1, Ordering::Relaxed);

@@ -560,10 +560,11 @@ impl ContainerInner {
     }
 
     /// [`ContainerInner::peek`] of one of the partitions a query reads:
-    /// whole from memory when the partition is there; otherwise from
-    /// storage without parsing the documents whose text lacks one of
-    /// `needles`, which come back in rid order as [`Skipped`], and without
-    /// entering the cache.
+    /// whole from memory when the partition is there, and from storage
+    /// while the cache has a quarter of its budget free (it may stay, as
+    /// with `peek`); otherwise from storage without parsing the documents
+    /// whose text lacks one of `needles`, which come back in rid order as
+    /// [`Skipped`], and without entering the cache.
     ///
     /// # Errors
     /// [`Error::Storage`] when storage cannot be read.
@@ -573,7 +574,7 @@ impl ContainerInner {
         key: &PartitionKey,
         needles: &Needles,
     ) -> Result<(Arc<PartitionState>, Vec<Skipped>)> {
-        if needles.is_empty() || !db.storage.keeps_documents() {
+        if needles.is_empty() || !db.storage.keeps_documents() || db.cache.has_room_to_fill() {
             return Ok((self.peek(db, key, false)?, Vec::new()));
         }
         let partition = self.partition(db, key.clone());

@@ -372,9 +372,23 @@ fn a_query_over_partitions_not_in_memory_answers_as_one_over_memory() -> anyhow:
         Ok(all)
     };
     let cold = {
-        let db = open(dir.path(), 1)?;
-        let cold = run(&db.container("c")?)?;
-        assert_eq!(db.cache_stats().loads, 0);
+        // A cache with less than a quarter of its budget free, holding a
+        // few partitions: the query reads those from memory and the others
+        // from storage, where they stay.
+        let budget = 400_000;
+        let db = open(dir.path(), budget)?;
+        let c = db.container("c")?;
+        let mut p = 0;
+        while db.cache_stats().used + budget / 4 <= budget {
+            c.transaction(format!("p{p}").as_str(), |txn| {
+                txn.read_item(&format!("d{p}")).map(drop)
+            })?;
+            p += 1;
+        }
+        let before = db.cache_stats();
+        assert!(p < 20 && before.evictions == 0, "{before:?}");
+        let cold = run(&c)?;
+        assert_eq!(db.cache_stats().loads, before.loads);
         cold
     };
     let db = open(dir.path(), 1 << 30)?;
