@@ -848,9 +848,13 @@ impl<'q> Exec<'q> {
         let (q, cx) = (self.q, self.cx);
         let Some(from) = &q.from else { return Ok(None) };
         let mut out = Ok(None);
-        source.scan(
+        // The row passed WHERE, so its document holds the needles: a read
+        // through them finds it (and a partition just read through them
+        // is not read again whole).
+        source.scan_containing(
             &self.partitions[c.pk_index],
             c.rid.checked_sub(1),
+            &self.needles,
             &mut |rid, doc, _| {
                 if rid != c.rid {
                     return ControlFlow::Break(());
@@ -870,6 +874,7 @@ impl<'q> Exec<'q> {
                 }
                 ControlFlow::Break(())
             },
+            &mut |_| {},
         );
         out
     }
