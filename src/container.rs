@@ -421,13 +421,15 @@ impl Container {
     }
 
     /// Runs `f` in a native transaction on one logical partition and
-    /// commits what it wrote, or nothing if it fails.
+    /// commits what it wrote, or nothing if it fails. Over a store other
+    /// nodes share, `f` may run again when another node committed to the
+    /// partition first (see [`engine::Container::transaction`]).
     ///
     /// # Errors
     /// `f`'s error, or the commit's.
     pub fn transaction<T, E, F>(&self, partition_key: impl Into<PartitionKey>, f: F) -> Result<T, E>
     where
-        F: FnOnce(&mut Txn) -> Result<T, E>,
+        F: FnMut(&mut Txn) -> Result<T, E>,
         E: From<engine::Error>,
     {
         self.raw.transaction(partition_key, f)

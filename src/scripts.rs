@@ -343,6 +343,7 @@ impl Udf for ContainerUdfs {
 }
 
 /// A write, as the facade's container receives it.
+#[derive(Clone)]
 pub(crate) enum Write<'a> {
     Create(Value),
     Upsert(Value),
@@ -571,8 +572,9 @@ pub(crate) fn write(
             let if_match = options
                 .and_then(|o| o.if_match.clone())
                 .map(ItemOptions::if_match);
+            let mut write = Some(write);
             let (resource, bytes_written) = container.transaction(partition_key, |txn| {
-                let written = apply(txn, write, if_match.as_ref())?;
+                let written = apply(txn, container.for_attempt(&mut write), if_match.as_ref())?;
                 let size = written
                     .as_ref()
                     .and_then(|doc| txn.document_size(doc.id()))

@@ -454,8 +454,10 @@ impl Caller for PartitaCaller {
                 Ok(2)
             }
             (Flavor::Native, Call::TruncateFeed { post, .. }) => {
-                Ok(self.feed.transaction("post", |txn| {
-                    txn.create_item(post)?;
+                let mut post = Some(post);
+                let feed = &self.feed;
+                Ok(feed.transaction("post", |txn| {
+                    txn.create_item(feed.raw().for_attempt(&mut post))?;
                     let view = txn.view();
                     let surplus = view.len().saturating_sub(FEED_SIZE);
                     if surplus > 0 {

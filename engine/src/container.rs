@@ -44,6 +44,12 @@ pub(crate) const ADMIT_AFTER_READS: u32 = 4;
 /// The database name in name-based links (`dbs/partita/colls/posts`).
 pub const DATABASE_ID: &str = "partita";
 
+/// How many times [`Container::transaction`] (and the point writes and
+/// [`Container::write_documents`] built on it) runs a transaction in all
+/// when another node sharing the store keeps committing to its partition
+/// first ([`Error::PartitionChanged`]).
+pub const ATTEMPTS: usize = 10;
+
 /// A container's definition, as given to [`crate::Database::create_container_with`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ContainerProperties {
@@ -431,7 +437,8 @@ impl ContainerInner {
             if partition.is_loaded() {
                 false
             } else {
-                install(db, &partition, self.read_state(db, &partition.key)?)
+                let (state, version) = self.read_state(db, &partition.key)?;
+                install(db, &partition, state, version)
             }
         };
         if over {
@@ -454,7 +461,7 @@ impl ContainerInner {
         before: &PartitionState,
         ids: &[&str],
     ) {
-        let Ok(mut state) = self.read_state(db, &partition.key) else {
+        let Ok((mut state, version)) = self.read_state(db, &partition.key) else {
             return;
         };
         for &id in ids {
@@ -464,16 +471,67 @@ impl ContainerInner {
             }
         }
         // Over the budget or not, it stays: it is about to be pinned.
-        install(db, partition, state);
+        install(db, partition, state, version);
     }
 
-    /// A logical partition's documents as storage has them.
-    fn read_state(&self, db: &DbInner, key: &PartitionKey) -> Result<PartitionState> {
+    /// A logical partition's documents as storage has them, and, over a
+    /// shared store, the partition's version, read first: the documents
+    /// are at least that version (see [`Storage::partition_version`]).
+    ///
+    /// [`Storage::partition_version`]: crate::storage::Storage::partition_version
+    fn read_state(&self, db: &DbInner, key: &PartitionKey) -> Result<(PartitionState, u64)> {
+        let version = self.stored_version(db, key)?;
         let mut state = PartitionState::default();
         for doc in db.storage.read_partition(&self.meta.id, key)? {
             put_loaded(&mut state, doc);
         }
-        Ok(state)
+        Ok((state, version))
+    }
+
+    /// The partition's version in a shared store (one statement); 0,
+    /// without asking, in a store no other node writes.
+    pub(crate) fn stored_version(&self, db: &DbInner, key: &PartitionKey) -> Result<u64> {
+        if db.shared {
+            db.storage.partition_version(&self.meta.id, key)
+        } else {
+            Ok(0)
+        }
+    }
+
+    /// Whether `partition`'s documents in memory are still what storage
+    /// holds: always over a store no other node writes; over a shared one,
+    /// when its version in storage is the one they were read or committed
+    /// at (one statement).
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when storage cannot be read.
+    fn is_current(&self, db: &DbInner, partition: &LogicalPartition) -> Result<bool> {
+        if !db.shared {
+            return Ok(true);
+        }
+        Ok(self.stored_version(db, &partition.key)? == partition.version())
+    }
+
+    /// For a transaction that holds `partition`'s writer lock over a shared
+    /// store: makes sure its documents in memory are the latest, reading
+    /// them again when another node committed since they were read (or a
+    /// failed commit unloaded them). Returns the version they are at.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when storage cannot be read.
+    pub(crate) fn refresh(&self, db: &DbInner, partition: &LogicalPartition) -> Result<u64> {
+        if partition.is_loaded() && self.is_current(db, partition)? {
+            return Ok(partition.version());
+        }
+        let over = {
+            let _loading = partition.loading.lock();
+            let (state, version) = self.read_state(db, &partition.key)?;
+            install(db, partition, state, version)
+        };
+        if over {
+            db.evict();
+        }
+        Ok(partition.version())
     }
 
     /// `memory(partition)` when the partition's documents are in memory
@@ -498,7 +556,12 @@ impl ContainerInner {
         storage: impl FnOnce(&LogicalPartition) -> Result<T>,
     ) -> Result<T> {
         if partition.is_loaded() {
-            return Ok(memory(&partition));
+            if self.is_current(db, &partition)? {
+                return Ok(memory(&partition));
+            }
+            // Another node committed to it since: read through storage; the
+            // next transaction on it here reads it again.
+            return storage(&partition);
         }
         if admits && partition.reads.fetch_add(1, Ordering::Relaxed) + 1 >= ADMIT_AFTER_READS {
             let partition = self.load(db, partition)?;
@@ -543,15 +606,17 @@ impl ContainerInner {
         }
         let partition = self.partition(db, key.clone());
         self.read_either(db, partition, admits, LogicalPartition::snapshot, |p| {
-            let state = self.read_state(db, key)?;
-            // Room to spare (nothing would be evicted for it): it stays.
-            if !db
-                .cache
-                .has_room(FOOTPRINT_PER_PARTITION + state.footprint())
+            let (state, version) = self.read_state(db, key)?;
+            // Room to spare (nothing would be evicted for it): it stays,
+            // unless a stale copy is in memory (a transaction replaces that).
+            if p.is_loaded()
+                || !db
+                    .cache
+                    .has_room(FOOTPRINT_PER_PARTITION + state.footprint())
             {
                 return Ok(Arc::new(state));
             }
-            if install(db, p, state) {
+            if install(db, p, state, version) {
                 // Another thread took the room meanwhile.
                 db.evict();
             }
@@ -634,11 +699,16 @@ fn put_loaded(state: &mut PartitionState, doc: LoadedDocument) {
 }
 
 /// Installs `state`, just read from storage under `partition`'s `loading`
-/// lock, and counts it in the cache; returns whether the cache is now over
-/// its budget.
-fn install(db: &DbInner, partition: &LogicalPartition, state: PartitionState) -> bool {
+/// lock (at `version` of a shared store), and counts it in the cache;
+/// returns whether the cache is now over its budget.
+fn install(
+    db: &DbInner,
+    partition: &LogicalPartition,
+    state: PartitionState,
+    version: u64,
+) -> bool {
     let bytes = FOOTPRINT_PER_PARTITION + state.footprint();
-    partition.install(state);
+    partition.install(state, version);
     db.cache.loaded();
     db.cache.charge(partition, bytes)
 }
@@ -917,15 +987,36 @@ impl Container {
     ///
     /// # Errors
     /// Whatever `f` returns, or the commit's error.
-    pub fn transaction<T, E, F>(&self, partition_key: impl Into<PartitionKey>, f: F) -> Result<T, E>
+    ///
+    /// Over a store that other nodes share, another node may commit to the
+    /// partition between this transaction's start and its commit: the
+    /// commit then writes nothing, and `f` runs again on the partition as
+    /// it is now, up to [`ATTEMPTS`] times in all, before the
+    /// [`Error::PartitionChanged`] (449) reaches the caller. So `f` must
+    /// be safe to run again (`FnMut`); on a store only this process writes
+    /// it runs once.
+    pub fn transaction<T, E, F>(
+        &self,
+        partition_key: impl Into<PartitionKey>,
+        mut f: F,
+    ) -> Result<T, E>
     where
-        F: FnOnce(&mut Txn) -> Result<T, E>,
+        F: FnMut(&mut Txn) -> Result<T, E>,
         E: From<Error>,
     {
         let mut txn = self.begin(partition_key)?;
-        let value = f(&mut txn)?;
-        txn.commit()?;
-        Ok(value)
+        let mut attempt = 1;
+        loop {
+            let value = f(&mut txn)?;
+            match txn.commit() {
+                Ok(_) => return Ok(value),
+                Err(Error::PartitionChanged { partition_key, .. }) if attempt < ATTEMPTS => {
+                    attempt += 1;
+                    txn = self.begin(partition_key)?;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
     }
 
     /// Writes `docs`, documents of the logical partition `partition_key`,
@@ -959,6 +1050,29 @@ impl Container {
     pub fn write_documents(
         &self,
         partition_key: impl Into<PartitionKey>,
+        mut docs: Vec<Value>,
+        upsert: bool,
+    ) -> Result<Option<Lsn>> {
+        let key = Txn::checked_key(&self.inner, partition_key.into())?;
+        let mut attempt = 1;
+        loop {
+            // Kept for another attempt only where one can be needed.
+            let docs = if self.db.shared && attempt < ATTEMPTS {
+                docs.clone()
+            } else {
+                std::mem::take(&mut docs)
+            };
+            match self.write_documents_once(key.clone(), docs, upsert) {
+                Err(Error::PartitionChanged { .. }) if attempt < ATTEMPTS => attempt += 1,
+                other => return other,
+            }
+        }
+    }
+
+    /// One attempt of [`Container::write_documents`] on the full key `key`.
+    fn write_documents_once(
+        &self,
+        key: PartitionKey,
         docs: Vec<Value>,
         upsert: bool,
     ) -> Result<Option<Lsn>> {
@@ -973,21 +1087,27 @@ impl Container {
             Ok(())
         };
         let (db, inner) = (&self.db, &self.inner);
-        let key = Txn::checked_key(inner, partition_key.into())?;
         if db.storage.keeps_documents() && inner.unique_keys.is_empty() {
             let partition = inner.partition(db, key.clone());
             // Held until the commit: no reader reads storage, and no
             // transaction loads the partition, while this one writes it.
             let _loading = partition.loading.lock();
             if !partition.is_loaded() {
+                // Before the documents (see `ContainerInner::read_state`).
+                let version = inner.stored_version(db, &key)?;
                 let mut base = PartitionState::default();
                 for id in docs.iter().filter_map(|d| d.get("id")?.as_str()) {
                     if let Some(doc) = db.storage.read_document(&inner.meta.id, &key, id)? {
                         put_loaded(&mut base, doc);
                     }
                 }
-                let mut txn =
-                    Txn::begin_detached(db.clone(), inner.clone(), partition.clone(), base)?;
+                let mut txn = Txn::begin_detached(
+                    db.clone(),
+                    inner.clone(),
+                    partition.clone(),
+                    base,
+                    version,
+                )?;
                 write(&mut txn, docs)?;
                 return txn.commit();
             }
@@ -1025,7 +1145,28 @@ impl Container {
         doc: Value,
         _options: Option<&ItemOptions>,
     ) -> Result<Document> {
-        self.transaction(partition_key, |txn| txn.create_item(doc))
+        let mut doc = Some(doc);
+        self.transaction(partition_key, |txn| {
+            txn.create_item(self.for_attempt(&mut doc))
+        })
+    }
+
+    /// `value` for one run of a [`Container::transaction`] closure that
+    /// consumes it: moved out over a store only this process writes, where
+    /// the closure runs once; a copy over a store other nodes share, where
+    /// it may run again.
+    ///
+    /// # Panics
+    /// On a second run over a store only this process writes, which
+    /// cannot happen (its commits never fail with
+    /// [`Error::PartitionChanged`]).
+    pub fn for_attempt<T: Clone>(&self, value: &mut Option<T>) -> T {
+        let value = if self.db.shared {
+            value.clone()
+        } else {
+            value.take()
+        };
+        value.expect("a transaction runs again only over a shared store, which keeps its input")
     }
 
     /// Reads a document from the committed state.
@@ -1079,7 +1220,10 @@ impl Container {
         doc: Value,
         options: Option<&ItemOptions>,
     ) -> Result<Document> {
-        self.transaction(partition_key, |txn| txn.replace_item(id, doc, options))
+        let mut doc = Some(doc);
+        self.transaction(partition_key, |txn| {
+            txn.replace_item(id, self.for_attempt(&mut doc), options)
+        })
     }
 
     /// Creates or replaces a document.
@@ -1093,7 +1237,10 @@ impl Container {
         doc: Value,
         options: Option<&ItemOptions>,
     ) -> Result<Document> {
-        self.transaction(partition_key, |txn| txn.upsert_item(doc, options))
+        let mut doc = Some(doc);
+        self.transaction(partition_key, |txn| {
+            txn.upsert_item(self.for_attempt(&mut doc), options)
+        })
     }
 
     /// Deletes the document `id`.

@@ -91,6 +91,10 @@ pub(crate) struct DbInner {
     pub(crate) cache: Cache,
     containers: RwLock<HashMap<String, Arc<ContainerInner>>>,
     pub(crate) options: Options,
+    /// Whether other nodes may commit to the storage
+    /// ([`Storage::shared`]): read once, as every read of a cached
+    /// partition asks.
+    pub(crate) shared: bool,
     failed: AtomicBool,
     failure: Mutex<Option<String>>,
     /// The data directory; `None` in memory.
@@ -322,6 +326,7 @@ impl Database {
         }
         let budget = storage.keeps_documents().then_some(options.cache_bytes);
         let inner = DbInner {
+            shared: storage.shared(),
             cache: Cache::new(budget),
             storage,
             containers: RwLock::new(containers),

@@ -212,6 +212,20 @@ pub enum Error {
         /// The number of levels of the container's key.
         levels: usize,
     },
+    /// Another node committed to the logical partition after this node read
+    /// it (a store shared by several nodes): the commit wrote nothing, the
+    /// node dropped its copy of the partition, and the call can be retried
+    /// on the partition as it is now (Cosmos DB's 449, RetryWith). The
+    /// engine's own transaction entry points retry it a few times first.
+    #[error(
+        "partition {partition_key} of container {container:?} changed on another node after this transaction read it; nothing was written, retry"
+    )]
+    PartitionChanged {
+        /// The container.
+        container: String,
+        /// The logical partition.
+        partition_key: PartitionKey,
+    },
     /// Another process holds the data directory.
     #[error("data directory {} is in use by another process (lock file {})", .path.display(), .path.join(crate::database::LOCK_FILE).display())]
     Locked {
@@ -245,6 +259,7 @@ impl Error {
             Error::LockTimeout { .. } | Error::Abandoned { .. } => ErrorCode::REQUEST_TIMEOUT,
             Error::Storage(_) => ErrorCode::INTERNAL,
             Error::ReadOnly(_) | Error::Locked { .. } => ErrorCode::SERVICE_UNAVAILABLE,
+            Error::PartitionChanged { .. } => ErrorCode::RETRY_WITH,
         }
     }
 
@@ -267,7 +282,10 @@ impl Error {
 
     /// Whether retrying the same request unchanged can succeed.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Error::LockTimeout { .. })
+        matches!(
+            self,
+            Error::LockTimeout { .. } | Error::PartitionChanged { .. }
+        )
     }
 
     /// The refusal of every write after the storage failure `cause`.

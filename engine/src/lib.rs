@@ -58,7 +58,7 @@ pub use batch::{
 pub use cache::CacheStats;
 pub use clock::{Clock, ManualClock};
 pub use collection::QueryItemsOptions;
-pub use container::{Container, ContainerProperties, DATABASE_ID, FeedOptions, FeedPage};
+pub use container::{ATTEMPTS, Container, ContainerProperties, DATABASE_ID, FeedOptions, FeedPage};
 pub use database::{DATA_FILE, Database, LOCK_FILE, Options};
 pub use document::{Document, MAX_DOCUMENT_SIZE, MAX_ID_LEN, MAX_NESTING, validate_id};
 pub use error::{Error, Result, SUBSTATUS_PARTITION_KEY_MISMATCH};

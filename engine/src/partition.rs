@@ -224,6 +224,10 @@ pub(crate) struct LogicalPartition {
     pub(crate) charged: AtomicUsize,
     /// The cache's epoch when it was last used: eviction takes the oldest.
     pub(crate) used: AtomicU64,
+    /// The partition's version in a store shared by several nodes
+    /// ([`crate::storage::Storage::shared`]) that `committed` holds: set
+    /// when it is installed and by each commit; 0 and unused elsewhere.
+    version: AtomicU64,
 }
 
 impl LogicalPartition {
@@ -238,7 +242,26 @@ impl LogicalPartition {
             pinned: AtomicBool::new(false),
             charged: AtomicUsize::new(0),
             used: AtomicU64::new(0),
+            version: AtomicU64::new(0),
         }
+    }
+
+    /// The version in a shared store that `committed` holds.
+    pub(crate) fn version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
+    }
+
+    /// Notes that `committed` now holds `version` (a commit of this node
+    /// made it; the caller holds the writer lock).
+    pub(crate) fn set_version(&self, version: u64) {
+        self.version.store(version, Ordering::Release);
+    }
+
+    /// Forgets the documents: another node committed to the partition, so
+    /// the next transaction reads it from storage again (under `loading`,
+    /// as a first load does). Readers holding a snapshot keep it.
+    pub(crate) fn unload(&self) {
+        self.loaded.store(false, Ordering::Release);
     }
 
     /// The current committed snapshot.
@@ -263,10 +286,11 @@ impl LogicalPartition {
         self.pinned.load(Ordering::Acquire)
     }
 
-    /// Installs the documents read from storage; the caller holds
-    /// `loading`.
-    pub(crate) fn install(&self, state: PartitionState) {
+    /// Installs the documents read from storage, which are at `version`
+    /// (see [`LogicalPartition::version`]); the caller holds `loading`.
+    pub(crate) fn install(&self, state: PartitionState, version: u64) {
         *self.committed.write() = Arc::new(state);
+        self.version.store(version, Ordering::Release);
         self.loaded.store(true, Ordering::Release);
     }
 }

@@ -295,6 +295,14 @@ impl<S: Storage> Storage for FaultyStorage<S> {
     fn read_only(&self) -> Option<String> {
         self.inner.read_only()
     }
+
+    fn shared(&self) -> bool {
+        self.inner.shared()
+    }
+
+    fn partition_version(&self, container: &str, partition_key: &PartitionKey) -> Result<u64> {
+        self.inner.partition_version(container, partition_key)
+    }
 }
 
 /// SQLite storage in the file at `path` (durable, the default checkpoint
@@ -330,6 +338,7 @@ mod tests {
             container: "c".into(),
             partition_key: PartitionKey::from("p"),
             changes: Vec::new(),
+            base_version: 0,
         }
     }
 

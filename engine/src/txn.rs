@@ -155,6 +155,9 @@ pub struct Txn {
     /// A transaction on a partition that is not in memory and stays out
     /// of it (see [`Txn::begin_detached`]).
     detached: bool,
+    /// The partition's version in a shared store that `base` is at (0
+    /// elsewhere): the commit succeeds only if it is still current.
+    base_version: u64,
     writes: Vec<Write>,
     /// What the call did, for [`host_api::Collection::stats`].
     stats: Statistics,
@@ -208,9 +211,17 @@ impl Txn {
         container: Arc<ContainerInner>,
         partition: Arc<LogicalPartition>,
         base: PartitionState,
+        base_version: u64,
     ) -> Result<Txn> {
         debug_assert!(!partition.is_loaded());
-        Txn::begin_on(db, container, partition, Some(base), None, None)
+        Txn::begin_on(
+            db,
+            container,
+            partition,
+            Some((base, base_version)),
+            None,
+            None,
+        )
     }
 
     /// `key` completed to the container's full key, checked for size.
@@ -240,7 +251,7 @@ impl Txn {
         db: Arc<DbInner>,
         container: Arc<ContainerInner>,
         partition: Arc<LogicalPartition>,
-        detached: Option<PartitionState>,
+        detached: Option<(PartitionState, u64)>,
         limit: Option<Duration>,
         deadline: Option<Instant>,
     ) -> Result<Txn> {
@@ -257,10 +268,16 @@ impl Txn {
             generation,
             limit,
         };
-        // Taken after the lock: the committed state cannot change from here.
-        let (base, detached) = match detached {
-            Some(base) => (Arc::new(base), true),
-            None => (partition.snapshot(), false),
+        // Taken after the lock: the committed state cannot change from here
+        // (on this node; over a shared store, `refresh` first reads it again
+        // if another node committed since it was read).
+        let (base, base_version, detached) = match detached {
+            Some((base, version)) => (Arc::new(base), version, true),
+            None if db.shared => {
+                let version = container.refresh(&db, &partition)?;
+                (partition.snapshot(), version, false)
+            }
+            None => (partition.snapshot(), 0, false),
         };
         let expiry = container.expiry(|| db.now_secs());
         Ok(Txn {
@@ -270,6 +287,7 @@ impl Txn {
             partition,
             base,
             detached,
+            base_version,
             writes: Vec::new(),
             stats: Statistics::default(),
             udfs: None,
@@ -703,8 +721,11 @@ impl Txn {
     /// [`Error::Storage`] when the storage fails (the store then refuses all
     /// writes), [`Error::ReadOnly`] after an earlier failure,
     /// [`Error::Abandoned`] when the transaction ran past its deadline and
-    /// lost its partition to another writer. Nothing is published in any
-    /// of these cases.
+    /// lost its partition to another writer, [`Error::PartitionChanged`]
+    /// (449) when another node sharing the store committed to the
+    /// partition after this transaction read it (the store stays
+    /// writable; [`crate::Container::transaction`] runs the transaction
+    /// again). Nothing is published in any of these cases.
     pub fn commit(self) -> Result<Option<Lsn>> {
         // From here on the transaction cannot be revoked (a transaction
         // without a deadline never can be).
@@ -719,6 +740,7 @@ impl Txn {
             partition,
             base,
             detached,
+            base_version,
             writes,
             lease: _lease,
             ..
@@ -745,9 +767,19 @@ impl Txn {
             container: container.id.clone(),
             partition_key: partition.key.clone(),
             changes,
+            base_version,
         };
         let alive = container.alive()?;
         let lsn = db.storage.commit(record).inspect_err(|err| {
+            if let Error::PartitionChanged { .. } = err {
+                // Another node committed first: nothing was written, and
+                // the copy in memory is stale; the next transaction reads
+                // the partition again.
+                if !detached {
+                    partition.unload();
+                }
+                return;
+            }
             db.mark_failed(err);
             // The record may have reached storage without being
             // acknowledged: reads go on showing what was, so the partition
@@ -759,6 +791,9 @@ impl Txn {
             partition.pin();
         })?;
         drop(alive);
+        if db.shared {
+            partition.set_version(base_version + 1);
+        }
         if detached {
             // Nothing in memory to update: readers read storage, which
             // has it now.

@@ -669,8 +669,8 @@ fn run_once(
     }
     for (pk, docs) in by_partition {
         container.transaction(pk, |txn| {
-            for doc in docs {
-                txn.create_item(doc)?;
+            for doc in &docs {
+                txn.create_item(doc.clone())?;
             }
             Ok::<_, engine::Error>(())
         })?;

@@ -18,8 +18,12 @@ use serde_json::{Value, json};
 /// 404 when the post does not exist, 409
 /// when the comment's id is taken (nothing is written then), and any error
 /// of the writes.
-pub fn create_comment(posts: &Container, post_id: &str, mut comment: Value) -> Result<Document> {
+pub fn create_comment(posts: &Container, post_id: &str, comment: Value) -> Result<Document> {
+    let mut comment = Some(comment);
     posts.transaction(post_id, |txn| {
+        // Moved, unless another node sharing the store can make this run
+        // again.
+        let mut comment = posts.raw().for_attempt(&mut comment);
         let mut post = txn.read_item(post_id)?.into_value();
         if let Some(count) = post.get_mut("commentCount") {
             *count = json!(count.as_i64().unwrap_or(0) + 1);

@@ -288,6 +288,7 @@ mod tests {
                     text: None,
                 })
                 .collect(),
+            base_version: 0,
         }
     }
 

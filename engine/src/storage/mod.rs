@@ -214,6 +214,12 @@ pub struct CommitRecord {
     pub partition_key: PartitionKey,
     /// The changes, at least one.
     pub changes: Vec<RecordChange>,
+    /// The partition's version the transaction read
+    /// ([`Storage::partition_version`]), for a store shared by several
+    /// nodes: the commit writes nothing and fails with
+    /// [`crate::Error::PartitionChanged`] unless it is still the version in
+    /// storage, which it then increments. 0 elsewhere, where it is unused.
+    pub base_version: u64,
 }
 
 /// One entry of a container's change log, as readers see it.
@@ -421,5 +427,28 @@ pub trait Storage: Send + Sync {
     /// location, the cause and the remedy.
     fn read_only(&self) -> Option<String> {
         None
+    }
+
+    /// Whether other nodes may commit to this store: then every logical
+    /// partition has a version in storage, which each commit compares and
+    /// increments ([`CommitRecord::base_version`]), and the engine confirms
+    /// a cached partition's version ([`Storage::partition_version`]) before
+    /// a transaction or a read uses it. `false` (the default) for a store
+    /// this process alone writes: no version is read or checked.
+    fn shared(&self) -> bool {
+        false
+    }
+
+    /// The version of a logical partition in a [shared](Storage::shared)
+    /// store: 0 before its first commit, then one more per commit. The
+    /// engine reads it *before* the partition's documents, so documents
+    /// read after it are at least that version (a later version only makes
+    /// a commit fail and retry, never lose an update).
+    ///
+    /// # Errors
+    /// [`crate::Error::Storage`] when the store cannot be read.
+    fn partition_version(&self, container: &str, partition_key: &PartitionKey) -> Result<u64> {
+        let _ = (container, partition_key);
+        Ok(0)
     }
 }

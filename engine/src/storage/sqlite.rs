@@ -2237,6 +2237,7 @@ mod tests {
                 text: Some(Arc::from(doc.value().to_string())),
                 document: Some(doc),
             }],
+            base_version: 0,
         }
     }
 

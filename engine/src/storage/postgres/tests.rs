@@ -654,6 +654,7 @@ fn creation(container: &str, pk: &str, id: &str, seq: u64) -> crate::storage::Co
             text: Some(Arc::from(doc.value().to_string())),
             document: Some(doc),
         }],
+        base_version: 0,
     }
 }
 
