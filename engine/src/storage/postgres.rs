@@ -1,5 +1,5 @@
-//! PostgreSQL storage for one Partita node, with a schema laid out for
-//! Citus (the first slice of "many Partita nodes over PostgreSQL").
+//! PostgreSQL storage for Partita nodes, several of which may share one
+//! database, with a schema laid out for Citus.
 //!
 //! One connection writes (behind a mutex); a small pool of connections
 //! reads. A [`Storage::commit`] queues its record; whoever next holds the
@@ -20,11 +20,12 @@
 //!   docs(container, pk_hash, pk, id, rid, seq, ts, body)   per partition
 //!   changes(container, pk_hash, lsn, idx, pk, id, op, seq, rid, body, ts)
 //!                                                          per partition
+//!   partition_versions(container, pk_hash, pk, version)    per partition
 //! ```
 //!
 //! `pk_hash` is a stable 64-bit hash ([`pk_hash`], FNV-1a) of the logical
 //! partition key's canonical text ([`PartitionKey::to_json_array`]); `pk`
-//! is that text, so two keys whose hashes collide stay apart. Both
+//! is that text, so two keys whose hashes collide stay apart. The
 //! per-partition tables have keys that lead with (container, pk_hash), and
 //! every statement on them filters by exactly one (container, pk_hash)
 //! value, passed as `$1` and `$2` (`PARTITION_STATEMENTS`): each could
@@ -44,25 +45,62 @@
 //!     READ_PARTITION          a partition's documents (AND pk = $3)
 //!     READ_DOCUMENT           one document (AND pk = $3 AND id = $4)
 //!     READ_REST_OF_CHANGE     the rest of a transaction read_changes stopped inside
-//!     DELETE_PARTITION_DOCS, DELETE_PARTITION_CHANGES   a deleted container, per partition
+//!     READ_VERSION            a partition's version (AND pk = $3)
+//!     FIRST_VERSION, NEXT_VERSION   a commit's compare-and-increment of it
+//!     DELETE_PARTITION_DOCS, DELETE_PARTITION_CHANGES, DELETE_PARTITION_VERSIONS
+//!                             a deleted container, per partition
 //!   cross-partition, read-only, WHERE container = $1:
 //!     PARTITION_KEYS          SELECT DISTINCT pk FROM docs
 //!     READ_CHANGES            the log after an LSN, ORDER BY lsn, idx LIMIT n
-//!     CONTAINER_PARTITIONS    the pk_hash values of docs and changes (for a deletion)
-//!   small tables: containers, scripts, log_heads (NEXT_LSN in each commit), by key
+//!     CONTAINER_PARTITIONS    the pk_hash values of the three (for a deletion)
+//!   small tables: containers, scripts, log_heads (NEXT_LSN in each commit,
+//!   UNDO_LSN after a refused one), by key
 //! ```
+//!
+//! SEVERAL NODES
+//! =============
+//!
+//! The store is [shared](Storage::shared): any number of processes may
+//! open it. Each logical partition has a version in `partition_versions`
+//! (no row: 0), which every commit moves from the version its transaction
+//! read ([`CommitRecord::base_version`]) to the next, in the same
+//! PostgreSQL transaction as its writes: `NEXT_VERSION` is an `UPDATE …
+//! WHERE version = $4`, which under READ COMMITTED waits for a concurrent
+//! commit of the row and then re-checks it, so of two nodes that read
+//! version n only one moves it to n+1. The other's record writes nothing
+//! (the rest of its batch goes on) and its commit fails with
+//! [`Error::PartitionChanged`] (449). No clock is read. The engine reads a
+//! partition's version before its documents, confirms it when a
+//! transaction begins and before a read uses its copy in memory, and runs
+//! a transaction again after a 449 (see `Container::transaction`).
+//!
+//! A commit costs one statement more than on one node (the version), and
+//! a transaction one more when it begins (`READ_VERSION`, confirming the
+//! copy in memory), as does a point read, query or feed of a partition in
+//! memory; a partition another node changed meanwhile is read through
+//! (one more statement) until a transaction of this node reads it again.
+//!
+//! A node that dies mid-commit leaves an open PostgreSQL transaction that
+//! the server rolls back when the connection goes: nothing of it is
+//! visible, the LSN it took is not taken, its partition's version did not
+//! move.
 //!
 //! Bodies are stored as `text`, exactly as the engine serialized them
 //! (`jsonb` would reorder members and drop duplicates); `docs` holds each
 //! document's current body and `changes` a copy per version.
 //!
 //! LSNs are per container, from 1, without gaps, as the SQLite backend
-//! assigns them: `log_heads` holds each container's last LSN, and a commit
-//! bumps it (`INSERT … ON CONFLICT DO UPDATE … RETURNING`) in its own
-//! transaction. The row's lock serializes the commits of a container (a
-//! commit cannot take LSN n+1 before the one with n has committed), so LSN
-//! order is commit order and a reader of the log never sees n+1 without
-//! n. `read_changes` reads in (lsn, idx) order and completes the last
+//! assigns them, and PostgreSQL assigns them, so nodes never collide:
+//! `log_heads` holds each container's last LSN, and a commit bumps it
+//! (`INSERT … ON CONFLICT DO UPDATE … RETURNING`) in its own transaction,
+//! before its version check (a refused commit gives the LSN back with
+//! `UNDO_LSN` while it still holds the row). The row's lock serializes
+//! the commits of a container, on every node (a commit cannot take LSN
+//! n+1 before the one with n has committed), so LSN order is commit order,
+//! a partition's changes are in the order of its versions, and a reader of
+//! the log, on any node, never sees n+1 without n. A batch writes its
+//! records container by container, so two nodes lock the heads in one
+//! order. `read_changes` reads in (lsn, idx) order and completes the last
 //! transaction it started. Deleting a container deletes its head: a
 //! container created again starts at LSN 1.
 //!
@@ -74,8 +112,11 @@
 //! clock. Then `SELECT create_distributed_table('docs', 'pk_hash')`,
 //! `create_distributed_table('changes', 'pk_hash', colocate_with => 'docs')`
 //! and `create_reference_table` for `containers` and `scripts`; the
-//! statements need no change. Not done here: several nodes, routing,
-//! TLS (connections use `NoTls`: a Unix socket or a trusted network),
+//! statements need no change. Not done here: routing, containers and
+//! scripts created or deleted by another node (a node reads them at
+//! start-up), sequence numbers (rids and etags) reserved across nodes
+//! (each node counts from the highest stored when it opened, so two
+//! nodes can hand out the same one), TLS (connections use `NoTls`: a Unix socket or a trusted network),
 //! schema versioning, and reconnecting the write connection (after a
 //! failed commit the engine refuses writes until it is reopened).
 
@@ -159,6 +200,13 @@ CREATE TABLE IF NOT EXISTS changes (
     PRIMARY KEY (container, pk_hash, lsn, idx)
 );
 CREATE INDEX IF NOT EXISTS changes_by_lsn ON changes (container, lsn, idx);
+CREATE TABLE IF NOT EXISTS partition_versions (
+    container text NOT NULL,
+    pk_hash bigint NOT NULL,
+    pk text NOT NULL,
+    version bigint NOT NULL,
+    PRIMARY KEY (container, pk_hash, pk)
+);
 ";
 
 // Statements on the per-partition tables, each for one (container,
@@ -191,10 +239,25 @@ const READ_REST_OF_CHANGE: &str = "SELECT lsn, idx, pk, id, op, body, ts FROM ch
 const DELETE_PARTITION_DOCS: &str = "DELETE FROM docs WHERE container = $1 AND pk_hash = $2";
 /// A deleted container's log, a partition at a time.
 const DELETE_PARTITION_CHANGES: &str = "DELETE FROM changes WHERE container = $1 AND pk_hash = $2";
+/// A partition's version.
+const READ_VERSION: &str = "SELECT version FROM partition_versions \
+     WHERE container = $1 AND pk_hash = $2 AND pk = $3";
+/// The first commit of a partition, read at version 0: version 1, unless
+/// another node's commit made it first (then no row).
+const FIRST_VERSION: &str = "INSERT INTO partition_versions (container, pk_hash, pk, version) \
+     SELECT $1, $2, $3, 1 ON CONFLICT (container, pk_hash, pk) DO NOTHING RETURNING version";
+/// A later commit: the version it read, plus one, unless another node's
+/// commit moved it first (then no row).
+const NEXT_VERSION: &str = "UPDATE partition_versions SET version = version + 1 \
+     WHERE container = $1 AND pk_hash = $2 AND pk = $3 AND version = $4 RETURNING version";
+/// A deleted container's versions, a partition at a time.
+const DELETE_PARTITION_VERSIONS: &str =
+    "DELETE FROM partition_versions WHERE container = $1 AND pk_hash = $2";
 
-/// Every statement on `docs` and `changes` that names one partition.
+/// Every statement on `docs`, `changes` and `partition_versions` that
+/// names one partition.
 #[cfg(test)]
-pub(crate) const PARTITION_STATEMENTS: [&str; 8] = [
+pub(crate) const PARTITION_STATEMENTS: [&str; 12] = [
     INSERT_CHANGES,
     UPSERT_DOCS,
     DELETE_DOCS,
@@ -203,6 +266,10 @@ pub(crate) const PARTITION_STATEMENTS: [&str; 8] = [
     READ_REST_OF_CHANGE,
     DELETE_PARTITION_DOCS,
     DELETE_PARTITION_CHANGES,
+    READ_VERSION,
+    FIRST_VERSION,
+    NEXT_VERSION,
+    DELETE_PARTITION_VERSIONS,
 ];
 
 // Reads of `docs` and `changes` that span a container's partitions.
@@ -214,7 +281,8 @@ const READ_CHANGES: &str = "SELECT lsn, idx, pk, id, op, body, ts, pk_hash FROM 
      WHERE container = $1 AND lsn > $2 ORDER BY lsn, idx LIMIT $3";
 /// The partitions a container deletion visits.
 const CONTAINER_PARTITIONS: &str = "SELECT pk_hash FROM docs WHERE container = $1 \
-     UNION SELECT pk_hash FROM changes WHERE container = $1";
+     UNION SELECT pk_hash FROM changes WHERE container = $1 \
+     UNION SELECT pk_hash FROM partition_versions WHERE container = $1";
 
 /// Every read of `docs` and `changes` that spans partitions (all read-only).
 #[cfg(test)]
@@ -227,6 +295,10 @@ const NEXT_LSN: &str = "INSERT INTO log_heads (container, lsn, max_seq) VALUES (
      ON CONFLICT (container) DO UPDATE \
      SET lsn = log_heads.lsn + 1, max_seq = GREATEST(log_heads.max_seq, EXCLUDED.max_seq) \
      RETURNING lsn";
+/// Gives back the LSN [`NEXT_LSN`] took for a commit that then found its
+/// partition changed (the row is still locked by this transaction, so no
+/// other commit took the next one): LSNs stay gapless.
+const UNDO_LSN: &str = "UPDATE log_heads SET lsn = lsn - 1 WHERE container = $1";
 const CREATE_CONTAINER: &str = "INSERT INTO containers (id, ordinal, pk_path, physical_partitions, settings) \
      VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING";
 const UPDATE_CONTAINER: &str = "UPDATE containers SET settings = $2 WHERE id = $1";
@@ -383,11 +455,13 @@ impl Conn {
 
 /// A commit waiting for the write connection. The caller that next holds
 /// the connection writes every queued record in one transaction (one WAL
-/// flush for all of them, in queue order, so a container's LSNs follow
-/// it) and sets each outcome: the LSN, or the failure's message.
+/// flush for all of them, in queue order within each container, so a
+/// container's LSNs follow it) and sets each outcome: the LSN, `None` when
+/// the record's partition had changed (nothing of it was written), or the
+/// failure's message.
 struct Job {
     record: CommitRecord,
-    outcome: OnceLock<std::result::Result<i64, String>>,
+    outcome: OnceLock<std::result::Result<Option<i64>, String>>,
 }
 
 /// Storage in a PostgreSQL database (see the module docs).
@@ -658,6 +732,7 @@ impl Storage for PostgresStorage {
                 let hash: i64 = col(&row, 0)?;
                 conn.execute(DELETE_PARTITION_DOCS, &[&id, &hash])?;
                 conn.execute(DELETE_PARTITION_CHANGES, &[&id, &hash])?;
+                conn.execute(DELETE_PARTITION_VERSIONS, &[&id, &hash])?;
             }
             for sql in [
                 DELETE_CONTAINER_SCRIPTS,
@@ -733,12 +808,19 @@ impl Storage for PostgresStorage {
             let batch = std::mem::take(&mut *self.queue.lock());
             #[cfg(test)]
             self.batches.lock().push(batch.len());
+            // Container by container, so that two nodes' batches lock the
+            // containers' log heads in one order and cannot deadlock (a
+            // partition's version row is locked only by a holder of its
+            // container's head).
+            let mut order: Vec<usize> = (0..batch.len()).collect();
+            order.sort_by(|&a, &b| batch[a].record.container.cmp(&batch[b].record.container));
             let outcome = writer
                 .transaction(|conn| {
-                    batch
-                        .iter()
-                        .map(|job| write_record(conn, &job.record))
-                        .collect::<std::result::Result<Vec<i64>, Failure>>()
+                    let mut lsns = vec![None; batch.len()];
+                    for i in order {
+                        lsns[i] = write_record(conn, &batch[i].record)?;
+                    }
+                    Ok(lsns)
                 })
                 .map_err(|e| match e.into_error("commit", &self.location) {
                     Error::Storage(message) => message,
@@ -753,7 +835,11 @@ impl Storage for PostgresStorage {
         }
         drop(writer);
         match job.outcome.get() {
-            Some(Ok(lsn)) => Ok(Lsn(unsigned(*lsn))),
+            Some(Ok(Some(lsn))) => Ok(Lsn(unsigned(*lsn))),
+            Some(Ok(None)) => Err(Error::PartitionChanged {
+                container: job.record.container.to_string(),
+                partition_key: job.record.partition_key.clone(),
+            }),
             Some(Err(message)) => Err(Error::Storage(message.clone())),
             None => Err(Error::Storage(format!(
                 "commit in {}: the commit was not written",
@@ -832,12 +918,34 @@ impl Storage for PostgresStorage {
     fn read_only(&self) -> Option<String> {
         self.read_only.clone()
     }
+
+    fn shared(&self) -> bool {
+        true
+    }
+
+    fn partition_version(&self, container: &str, partition_key: &PartitionKey) -> Result<u64> {
+        let pk = partition_key.to_json_array();
+        let hash = pk_hash(&pk);
+        let rows = self.read("read a partition's version", |conn| {
+            conn.query(READ_VERSION, &[&container, &hash, &pk])
+        })?;
+        Ok(match rows.first() {
+            Some(row) => unsigned(col(row, 0)?),
+            None => 0,
+        })
+    }
 }
 
 /// Writes one commit record in the open transaction of `conn`: takes the
-/// container's next LSN, appends the log entries and applies the changes
-/// to `docs`. Returns the LSN.
-fn write_record(conn: &mut Conn, record: &CommitRecord) -> std::result::Result<i64, Failure> {
+/// container's next LSN, moves the partition's version from the one the
+/// record was read at to the next, appends the log entries and applies the
+/// changes to `docs`. Returns the LSN, or `None`, having written nothing,
+/// when the partition is no longer at the record's version (another node
+/// committed to it).
+fn write_record(
+    conn: &mut Conn,
+    record: &CommitRecord,
+) -> std::result::Result<Option<i64>, Failure> {
     let container: &str = &record.container;
     let pk = record.partition_key.to_json_array();
     let hash = pk_hash(&pk);
@@ -885,6 +993,17 @@ fn write_record(conn: &mut Conn, record: &CommitRecord) -> std::result::Result<i
         Some(row) => col(row, 0)?,
         None => return Err(Error::Storage("no LSN returned".to_owned()).into()),
     };
+    // After the head: see `PostgresStorage::commit` on lock order.
+    let moved = if record.base_version == 0 {
+        conn.query(FIRST_VERSION, &[&container, &hash, &pk])?
+    } else {
+        let base = i64::try_from(record.base_version).unwrap_or(i64::MAX);
+        conn.query(NEXT_VERSION, &[&container, &hash, &pk, &base])?
+    };
+    if moved.is_empty() {
+        conn.execute(UNDO_LSN, &[&container])?;
+        return Ok(None);
+    }
     conn.execute(
         INSERT_CHANGES,
         &[
@@ -903,7 +1022,7 @@ fn write_record(conn: &mut Conn, record: &CommitRecord) -> std::result::Result<i
     if !deletes.is_empty() {
         conn.execute(DELETE_DOCS, &[&container, &hash, &pk, &deletes])?;
     }
-    Ok(lsn)
+    Ok(Some(lsn))
 }
 
 /// A `docs` row as a read returns it.

@@ -480,7 +480,7 @@ fn words(sql: &str) -> impl Iterator<Item = &str> {
         .filter(|w| !w.is_empty())
 }
 
-/// Every statement on `docs` and `changes` names one (container, pk_hash),
+/// Every statement on `docs`, `changes` and `partition_versions` names one (container, pk_hash),
 /// as `$1` (text) and `$2` (bigint), or is a read of the few that span a
 /// container's partitions: each could run on one Citus worker.
 #[test]
@@ -528,7 +528,7 @@ fn every_statement_on_partition_tables_names_one_partition() {
     let mut seen = BTreeSet::new();
     for statement in &logged {
         let sql = statement.sql;
-        if !words(sql).any(|w| w == "docs" || w == "changes") {
+        if !words(sql).any(|w| w == "docs" || w == "changes" || w == "partition_versions") {
             continue;
         }
         seen.insert(sql);
@@ -736,7 +736,316 @@ fn commits_waiting_for_the_write_connection_share_one_transaction() {
             .unwrap();
         assert!(doc.is_some(), "d{i}");
     }
-    // A lone commit is a batch of one.
-    storage.commit(creation("a", "p0", "e0", 100)).unwrap();
+    // A lone commit is a batch of one (p0's second: it read version 1).
+    let mut lone = creation("a", "p0", "e0", 100);
+    lone.base_version = 1;
+    storage.commit(lone).unwrap();
     assert_eq!(storage.batches.lock().last(), Some(&1));
+}
+
+/// A bound of a loop from the environment variable `name`, or `default`
+/// (small, for CI).
+fn bound(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The counter `n` of document `id` in partition `pk`, as `db` reads it.
+fn counter(db: &Database, pk: &str, id: &str) -> i64 {
+    body(db, "counters", pk, id)["n"].as_i64().unwrap()
+}
+
+/// Adds one to the counter of partition `pk` in a transaction.
+fn increment(db: &Database, pk: &str) -> Result<(), Error> {
+    db.container("counters").unwrap().transaction(pk, |txn| {
+        let mut doc = txn.read_item("counter")?.into_value();
+        doc["n"] = json!(doc["n"].as_i64().unwrap_or(0) + 1);
+        txn.replace_item("counter", doc, None)?;
+        Ok(())
+    })
+}
+
+/// Two nodes (two `Database`s on one URL) increment counters in a few
+/// shared partitions from several threads each: every counter equals
+/// the increments acknowledged on it (none lost to a stale copy), both
+/// nodes read it so, and the change log has each counter's values in
+/// order, 1 to n, each once, at gapless LSNs. Loop sizes:
+/// `PARTITA_PG_NODE_THREADS` (threads per node),
+/// `PARTITA_PG_NODE_INCREMENTS` (increments per thread).
+#[test]
+fn two_nodes_lose_no_increment() {
+    let threads = bound("PARTITA_PG_NODE_THREADS", 3);
+    let increments = bound("PARTITA_PG_NODE_INCREMENTS", 30);
+    const PARTITIONS: [&str; 3] = ["k0", "k1", "k2"];
+    let url = database();
+    let a = open(&url);
+    let counters = a.create_container("counters", "/pk").unwrap();
+    for pk in PARTITIONS {
+        counters
+            .create_item(pk, json!({"id": "counter", "pk": pk, "n": 0}), None)
+            .unwrap();
+    }
+    // Opened after the container exists: a node learns of containers at
+    // start-up.
+    let b = open(&url);
+    let nodes = [&a, &b];
+    let acknowledged: Vec<[usize; PARTITIONS.len()]> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..2 * threads)
+            .map(|t| {
+                let db = nodes[t % 2];
+                s.spawn(move || {
+                    let mut done = [0; PARTITIONS.len()];
+                    for i in 0..increments {
+                        let p = (t + i) % PARTITIONS.len();
+                        match increment(db, PARTITIONS[p]) {
+                            Ok(()) => done[p] += 1,
+                            // Another node won ATTEMPTS times in a row:
+                            // not acknowledged, nothing written.
+                            Err(Error::PartitionChanged { .. }) => {}
+                            Err(e) => panic!("increment: {e}"),
+                        }
+                    }
+                    done
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    let mut total = 0;
+    for (p, pk) in PARTITIONS.iter().enumerate() {
+        let acked: usize = acknowledged.iter().map(|done| done[p]).sum();
+        total += acked;
+        for db in nodes {
+            assert_eq!(counter(db, pk, "counter"), acked as i64, "{pk}");
+        }
+        let values: Vec<i64> = changes_of_values(&a, pk);
+        assert_eq!(
+            values,
+            (0..=acked as i64).collect::<Vec<_>>(),
+            "{pk}: the log has each value once, in order"
+        );
+    }
+    assert!(total > 0, "nothing was acknowledged");
+    for db in nodes {
+        let lsns: Vec<u64> = changes_of(db, "counters").iter().map(|c| c.0).collect();
+        let expected: Vec<u64> = (1..=(PARTITIONS.len() + total) as u64).collect();
+        assert_eq!(
+            lsns, expected,
+            "one LSN per commit, no gap, from either node"
+        );
+    }
+}
+
+/// The counter values of partition `pk` in the change log, in log order.
+fn changes_of_values(db: &Database, pk: &str) -> Vec<i64> {
+    db.container("counters")
+        .unwrap()
+        .read_changes(Lsn::ZERO, usize::MAX)
+        .unwrap()
+        .into_iter()
+        .filter(|c| c.partition_key == PartitionKey::from(pk))
+        .map(|c| c.document.unwrap()["n"].as_i64().unwrap())
+        .collect()
+}
+
+/// A transaction that read a partition before another node committed to
+/// it cannot commit: 449, nothing of it written, the LSN it would have
+/// taken not lost, and the node still writes; its next transaction reads
+/// the other node's commit.
+#[test]
+fn a_commit_after_another_nodes_commit_is_retry_with() {
+    let url = database();
+    let a = open(&url);
+    let counters = a.create_container("counters", "/pk").unwrap();
+    counters
+        .create_item("k", json!({"id": "counter", "pk": "k", "n": 0}), None)
+        .unwrap();
+    let b = open(&url);
+    let mut txn = counters.begin("k").unwrap();
+    txn.replace_item(
+        "counter",
+        json!({"id": "counter", "pk": "k", "n": 100}),
+        None,
+    )
+    .unwrap();
+    increment(&b, "k").unwrap();
+    let err = txn.commit().unwrap_err();
+    assert!(matches!(err, Error::PartitionChanged { .. }), "{err}");
+    assert_eq!(err.status(), 449);
+    assert!(err.is_retryable());
+    for db in [&a, &b] {
+        assert_eq!(counter(db, "k", "counter"), 1, "B's commit, not A's");
+    }
+    increment(&a, "k").unwrap();
+    assert_eq!(counter(&b, "k", "counter"), 2);
+    let lsns: Vec<u64> = changes_of(&b, "counters").iter().map(|c| c.0).collect();
+    assert_eq!(lsns, [1, 2, 3], "the refused commit left no gap");
+}
+
+/// `Container::transaction` runs its closure again when another node
+/// committed to the partition while it ran, so its caller sees no 449:
+/// the second run reads the other node's commit and commits on top.
+#[test]
+fn a_transaction_runs_again_after_another_nodes_commit() {
+    let url = database();
+    let a = open(&url);
+    let counters = a.create_container("counters", "/pk").unwrap();
+    counters
+        .create_item("k", json!({"id": "counter", "pk": "k", "n": 0}), None)
+        .unwrap();
+    let b = open(&url);
+    let mut runs = Vec::new();
+    counters
+        .transaction("k", |txn| {
+            let mut doc = txn.read_item("counter")?.into_value();
+            runs.push(doc["n"].as_i64().unwrap());
+            if runs.len() == 1 {
+                // B commits while A's transaction is open.
+                increment(&b, "k").unwrap();
+            }
+            doc["n"] = json!(doc["n"].as_i64().unwrap() + 1);
+            txn.replace_item("counter", doc, None)?;
+            Ok::<_, Error>(())
+        })
+        .unwrap();
+    assert_eq!(runs, [0, 1], "the second run saw B's commit");
+    assert_eq!(counter(&b, "k", "counter"), 2);
+}
+
+/// A node's cached partition is not what it reads once another node has
+/// committed to it: point reads, queries, read feeds and transactions see
+/// the other node's commit.
+#[test]
+fn a_node_reads_what_another_node_committed() {
+    let url = database();
+    let a = open(&url);
+    let posts = a.create_container("posts", "/pk").unwrap();
+    posts
+        .create_item("p", json!({"id": "d", "pk": "p", "v": "old"}), None)
+        .unwrap();
+    let b = open(&url);
+    // A has the partition in memory (its transaction loaded it).
+    posts
+        .transaction("p", |txn| txn.read_item("d").map(drop))
+        .unwrap();
+    assert_eq!(body(&a, "posts", "p", "d")["v"], "old");
+    b.container("posts")
+        .unwrap()
+        .replace_item("p", "d", json!({"id": "d", "pk": "p", "v": "new"}), None)
+        .unwrap();
+    b.container("posts")
+        .unwrap()
+        .create_item("p", json!({"id": "e", "pk": "p", "v": "added"}), None)
+        .unwrap();
+    assert_eq!(body(&a, "posts", "p", "d")["v"], "new", "point read");
+    let page = posts
+        .query_items(
+            "SELECT VALUE c.v FROM c ORDER BY c.id",
+            &serde_json::Map::new(),
+            &crate::QueryItemsOptions {
+                partition_key: Some(PartitionKey::from("p")),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(page.items, [json!("new"), json!("added")], "query");
+    let feed = posts
+        .read_feed("p", &crate::FeedOptions::default())
+        .unwrap();
+    assert_eq!(feed.items.len(), 2, "read feed");
+    let seen = posts
+        .transaction("p", |txn| {
+            Ok::<_, Error>(txn.read_item("d")?.value()["v"].clone())
+        })
+        .unwrap();
+    assert_eq!(seen, "new", "transaction");
+}
+
+/// A node that dies in the middle of a commit leaves nothing behind:
+/// PostgreSQL rolls its open transaction back when the connection goes,
+/// so the other node finds no document, no log entry, no LSN taken and
+/// the partition's version unmoved.
+#[test]
+fn a_node_that_dies_mid_commit_leaves_nothing() {
+    let url = database();
+    let a = open(&url);
+    let posts = a.create_container("posts", "/pk").unwrap();
+    posts
+        .create_item("p", json!({"id": "first", "pk": "p"}), None)
+        .unwrap();
+    let dying = PostgresStorage::connect(&url, crate::Durability::Full).unwrap();
+    {
+        let mut conn = dying.writer.lock();
+        conn.client.batch_execute("BEGIN").unwrap();
+        let mut record = creation("posts", "p", "ghost", 1000);
+        record.base_version = 1;
+        let lsn = super::write_record(&mut conn, &record)
+            .map_err(|e| e.into_error("write", "the dying node"))
+            .unwrap();
+        assert_eq!(lsn, Some(2), "written, not committed");
+    }
+    // The node dies: its connections close without a COMMIT.
+    drop(dying);
+    let b = open(&url);
+    let posts_b = b.container("posts").unwrap();
+    assert!(matches!(
+        posts_b.read_item("p", "ghost"),
+        Err(Error::NotFound { .. })
+    ));
+    posts_b
+        .create_item("p", json!({"id": "second", "pk": "p"}), None)
+        .unwrap();
+    assert_eq!(
+        changes_of(&b, "posts"),
+        [
+            (1, "first".to_owned(), "create"),
+            (2, "second".to_owned(), "create")
+        ]
+    );
+}
+
+/// Two nodes writing one container, each in partitions of its own and
+/// in one they share, produce one change log: every acknowledged write
+/// once, at gapless LSNs, the same read from either node. Loop size:
+/// `PARTITA_PG_NODE_WRITES` (writes per thread).
+#[test]
+fn two_nodes_write_one_complete_change_feed() {
+    let writes = bound("PARTITA_PG_NODE_WRITES", 40);
+    let url = database();
+    let a = open(&url);
+    a.create_container("posts", "/pk").unwrap();
+    let b = open(&url);
+    let written: Vec<Vec<String>> = std::thread::scope(|s| {
+        let workers: Vec<_> = [(&a, "a"), (&b, "b"), (&a, "a2"), (&b, "b2")]
+            .into_iter()
+            .map(|(db, name)| {
+                s.spawn(move || {
+                    let posts = db.container("posts").unwrap();
+                    (0..writes)
+                        .map(|i| {
+                            let pk = if i % 2 == 0 { "shared" } else { name };
+                            let id = format!("{name}-{i}");
+                            posts
+                                .create_item(pk, json!({"id": id, "pk": pk}), None)
+                                .unwrap();
+                            id
+                        })
+                        .collect()
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    let mut expected: Vec<String> = written.into_iter().flatten().collect();
+    expected.sort();
+    let feeds: Vec<Vec<(u64, String, &str)>> =
+        [&a, &b].iter().map(|db| changes_of(db, "posts")).collect();
+    assert_eq!(feeds[0], feeds[1], "the same log from either node");
+    let lsns: Vec<u64> = feeds[0].iter().map(|c| c.0).collect();
+    assert_eq!(lsns, (1..=expected.len() as u64).collect::<Vec<_>>());
+    let mut ids: Vec<String> = feeds[0].iter().map(|c| c.1.clone()).collect();
+    ids.sort();
+    assert_eq!(ids, expected, "every acknowledged write, once");
 }
