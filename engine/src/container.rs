@@ -44,6 +44,10 @@ pub(crate) const ADMIT_AFTER_READS: u32 = 4;
 /// The database name in name-based links (`dbs/partita/colls/posts`).
 pub const DATABASE_ID: &str = "partita";
 
+/// How many sequence numbers (rids and etags) a node reserves at a time
+/// in a store other nodes share: one statement per this many writes.
+pub(crate) const SEQUENCE_BLOCK: u64 = 1000;
+
 /// How many times [`Container::transaction`] (and the point writes and
 /// [`Container::write_documents`] built on it) runs a transaction in all
 /// when another node sharing the store keeps committing to its partition
@@ -191,6 +195,10 @@ pub(crate) struct ContainerInner {
     pub(crate) path: PartitionKeyPath,
     /// The last sequence number handed out (rids and etags).
     seq: AtomicU64,
+    /// Over a store other nodes share: the last number of the block of
+    /// sequence numbers this node reserved ([`ContainerInner::take_seq`]);
+    /// `None` when only this process writes the store.
+    reserved: Option<Mutex<u64>>,
     /// What its documents' system properties are made of.
     stamp: Stamp,
     /// Per physical partition, its logical partitions in the cache
@@ -217,7 +225,9 @@ pub(crate) struct ContainerInner {
 }
 
 impl ContainerInner {
-    pub(crate) fn new(meta: ContainerMeta, max_seq: u64) -> Result<ContainerInner> {
+    /// A container whose highest sequence number so far is `max_seq`, in
+    /// a store other nodes share or not.
+    pub(crate) fn new(meta: ContainerMeta, max_seq: u64, shared: bool) -> Result<ContainerInner> {
         let path = PartitionKeyPath::parse(&meta.partition_key_path)
             .map_err(|e| Error::BadRequest(e.to_string()))?;
         let physical = (0..meta.physical_partitions.max(1))
@@ -235,6 +245,8 @@ impl ContainerInner {
             meta,
             path,
             seq: AtomicU64::new(max_seq),
+            // Nothing reserved yet: the first write reserves a block.
+            reserved: shared.then(|| Mutex::new(0)),
             physical,
             scripts: RwLock::default(),
             alive: RwLock::new(true),
@@ -303,8 +315,33 @@ impl ContainerInner {
         }
     }
 
+    /// The next sequence number, for a write whose number no one reads
+    /// back (a delete, a script's version): over a shared store it may
+    /// lie past this node's block when the block has run out.
     pub(crate) fn next_seq(&self) -> u64 {
         self.seq.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// The next sequence number for a document's rid and etag, unique
+    /// across nodes: over a shared store from this node's block, reserving
+    /// the next block of [`SEQUENCE_BLOCK`] in storage (one statement)
+    /// when it has run out.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when the store cannot reserve.
+    pub(crate) fn take_seq(&self, db: &DbInner) -> Result<u64> {
+        let Some(reserved) = &self.reserved else {
+            return Ok(self.next_seq());
+        };
+        let mut end = reserved.lock();
+        let seq = self.next_seq();
+        if seq <= *end {
+            return Ok(seq);
+        }
+        *end = db.storage.reserve_sequence(&self.meta.id, SEQUENCE_BLOCK)?;
+        let first = *end - SEQUENCE_BLOCK + 1;
+        self.seq.store(first, Ordering::Relaxed);
+        Ok(first)
     }
 
     /// `dbs/{dbRid}/colls/{collRid}/`.

@@ -315,7 +315,7 @@ impl Database {
         let (dir, lock) = dir.unzip();
         let mut containers = HashMap::new();
         for loaded in storage.load()? {
-            let container = ContainerInner::new(loaded.meta, loaded.max_seq)?;
+            let container = ContainerInner::new(loaded.meta, loaded.max_seq, storage.shared())?;
             for script in loaded.scripts {
                 container
                     .scripts
@@ -404,7 +404,7 @@ impl Database {
             database_rid: props.database_rid,
             computed_properties: props.computed_properties,
         };
-        let container = Arc::new(ContainerInner::new(meta, 0)?);
+        let container = Arc::new(ContainerInner::new(meta, 0, self.inner.shared)?);
         self.inner
             .storage
             .create_container(&container.meta)

@@ -303,6 +303,10 @@ impl<S: Storage> Storage for FaultyStorage<S> {
     fn partition_version(&self, container: &str, partition_key: &PartitionKey) -> Result<u64> {
         self.inner.partition_version(container, partition_key)
     }
+
+    fn reserve_sequence(&self, container: &str, count: u64) -> Result<u64> {
+        self.inner.reserve_sequence(container, count)
+    }
 }
 
 /// SQLite storage in the file at `path` (durable, the default checkpoint

@@ -905,7 +905,7 @@ impl Txn {
     /// Stamps system properties, checks the size and records the write.
     fn put(&mut self, checked: Checked, rid: Option<u64>) -> Result<Document> {
         let Checked { id, mut doc, len } = checked;
-        let seq = self.container.next_seq();
+        let seq = self.container.take_seq(&self.db)?;
         let rid = rid.unwrap_or(seq);
         let ts = self.db.now_secs();
         let size = (len as isize + self.container.stamp(&mut doc, rid, seq, ts)) as usize;

@@ -451,4 +451,20 @@ pub trait Storage: Send + Sync {
         let _ = (container, partition_key);
         Ok(0)
     }
+
+    /// Reserves `count` sequence numbers (rids and etags) of `container`
+    /// for this node in a [shared](Storage::shared) store: returns the
+    /// last, `end`, so the node may use `end - count + 1 ..= end`, which no
+    /// other node is given. Above every number any node has used or
+    /// reserved, so etags and rids stay unique across nodes.
+    ///
+    /// # Errors
+    /// [`crate::Error::Storage`] on I/O failure, or for a store that is
+    /// not shared (which never needs to).
+    fn reserve_sequence(&self, container: &str, count: u64) -> Result<u64> {
+        let _ = count;
+        Err(crate::Error::Storage(format!(
+            "sequence numbers of {container:?} reserved in a store no other node writes"
+        )))
+    }
 }

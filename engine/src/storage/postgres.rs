@@ -54,7 +54,7 @@
 //!     READ_CHANGES            the log after an LSN, ORDER BY lsn, idx LIMIT n
 //!     CONTAINER_PARTITIONS    the pk_hash values of the three (for a deletion)
 //!   small tables: containers, scripts, log_heads (NEXT_LSN in each commit,
-//!   UNDO_LSN after a refused one), by key
+//!   UNDO_LSN after a refused one, RESERVE_SEQUENCE per block), by key
 //! ```
 //!
 //! SEVERAL NODES
@@ -79,6 +79,12 @@
 //! copy in memory), as does a point read, query or feed of a partition in
 //! memory; a partition another node changed meanwhile is read through
 //! (one more statement) until a transaction of this node reads it again.
+//!
+//! Sequence numbers (a document's rid and etag) stay unique across nodes:
+//! each node reserves a block of a container's numbers at a time
+//! (`RESERVE_SEQUENCE`, raising `log_heads.max_seq`, one statement per
+//! 1,000 writes), so rids no longer follow creation order across nodes,
+//! only within each node's block.
 //!
 //! A node that dies mid-commit leaves an open PostgreSQL transaction that
 //! the server rolls back when the connection goes: nothing of it is
@@ -114,9 +120,7 @@
 //! and `create_reference_table` for `containers` and `scripts`; the
 //! statements need no change. Not done here: routing, containers and
 //! scripts created or deleted by another node (a node reads them at
-//! start-up), sequence numbers (rids and etags) reserved across nodes
-//! (each node counts from the highest stored when it opened, so two
-//! nodes can hand out the same one), TLS (connections use `NoTls`: a Unix socket or a trusted network),
+//! start-up), TLS (connections use `NoTls`: a Unix socket or a trusted network),
 //! schema versioning, and reconnecting the write connection (after a
 //! failed commit the engine refuses writes until it is reopened).
 
@@ -299,6 +303,10 @@ const NEXT_LSN: &str = "INSERT INTO log_heads (container, lsn, max_seq) VALUES (
 /// partition changed (the row is still locked by this transaction, so no
 /// other commit took the next one): LSNs stay gapless.
 const UNDO_LSN: &str = "UPDATE log_heads SET lsn = lsn - 1 WHERE container = $1";
+/// A node's next block of a container's sequence numbers: the last one.
+const RESERVE_SEQUENCE: &str = "INSERT INTO log_heads (container, lsn, max_seq) VALUES ($1, 0, $2) \
+     ON CONFLICT (container) DO UPDATE SET max_seq = log_heads.max_seq + EXCLUDED.max_seq \
+     RETURNING max_seq";
 const CREATE_CONTAINER: &str = "INSERT INTO containers (id, ordinal, pk_path, physical_partitions, settings) \
      VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING";
 const UPDATE_CONTAINER: &str = "UPDATE containers SET settings = $2 WHERE id = $1";
@@ -921,6 +929,20 @@ impl Storage for PostgresStorage {
 
     fn shared(&self) -> bool {
         true
+    }
+
+    fn reserve_sequence(&self, container: &str, count: u64) -> Result<u64> {
+        let count = i64::try_from(count).unwrap_or(i64::MAX);
+        let rows = self.write("reserve sequence numbers", |conn| {
+            conn.query(RESERVE_SEQUENCE, &[&container, &count])
+        })?;
+        match rows.first() {
+            Some(row) => Ok(unsigned(col(row, 0)?)),
+            None => Err(Error::Storage(format!(
+                "reserve sequence numbers in {}: no row returned",
+                self.location
+            ))),
+        }
     }
 
     fn partition_version(&self, container: &str, partition_key: &PartitionKey) -> Result<u64> {

@@ -1049,3 +1049,59 @@ fn two_nodes_write_one_complete_change_feed() {
     ids.sort();
     assert_eq!(ids, expected, "every acknowledged write, once");
 }
+
+/// Two nodes creating documents in one container give them distinct
+/// rids and etags: each draws sequence numbers from a block reserved for
+/// it alone, above what either used before it opened.
+#[test]
+fn two_nodes_never_hand_out_one_rid_or_etag() {
+    let url = database();
+    let a = open(&url);
+    a.create_container("posts", "/pk")
+        .unwrap()
+        .create_item("p", json!({"id": "before", "pk": "p"}), None)
+        .unwrap();
+    let b = open(&url);
+    let mut rids = BTreeSet::new();
+    let mut etags = BTreeSet::new();
+    let mut written = 0;
+    for i in 0..6 {
+        let (db, pk) = match i % 3 {
+            0 => (&a, "p"),
+            1 => (&b, "p"),
+            _ => (&b, "q"),
+        };
+        for (n, doc) in [
+            db.container("posts")
+                .unwrap()
+                .create_item(pk, json!({"id": format!("d{i}"), "pk": pk}), None)
+                .unwrap(),
+            db.container("posts")
+                .unwrap()
+                .replace_item(
+                    pk,
+                    &format!("d{i}"),
+                    json!({"id": format!("d{i}"), "pk": pk, "n": 1}),
+                    None,
+                )
+                .unwrap(),
+        ]
+        .iter()
+        .enumerate()
+        {
+            written += 1;
+            etags.insert(doc.value()["_etag"].as_str().unwrap().to_owned());
+            if n == 0 {
+                rids.insert(doc.value()["_rid"].as_str().unwrap().to_owned());
+            }
+        }
+    }
+    rids.insert(
+        body(&a, "posts", "p", "before")["_rid"]
+            .as_str()
+            .unwrap()
+            .to_owned(),
+    );
+    assert_eq!(rids.len(), 7, "{rids:?}");
+    assert_eq!(etags.len(), written, "{etags:?}");
+}
