@@ -196,7 +196,13 @@ impl Txn {
         // limit too far away for an `Instant` never expires.
         let deadline = limit.and_then(|limit| Instant::now().checked_add(limit));
         let key = Txn::checked_key(&container, key)?;
-        let partition = container.loaded_partition(&db, key)?;
+        // Over a shared store `begin_on` loads it, or confirms the copy in
+        // memory, once it holds the writer lock.
+        let partition = if db.shared {
+            container.partition(&db, key)
+        } else {
+            container.loaded_partition(&db, key)?
+        };
         Txn::begin_on(db, container, partition, None, limit, deadline)
     }
 
