@@ -757,6 +757,21 @@ fn counter(db: &Database, pk: &str, id: &str) -> i64 {
     body(db, "counters", pk, id)["n"].as_i64().unwrap()
 }
 
+/// Two nodes on a new database whose container `counters` (created by
+/// the first, before the second opened: a node learns of containers at
+/// start-up) holds a document `counter` with `n` 0 in each of `pks`.
+fn two_nodes_with_counters(pks: &[&str]) -> (Database, Database) {
+    let url = database();
+    let a = open(&url);
+    let counters = a.create_container("counters", "/pk").unwrap();
+    for pk in pks {
+        counters
+            .create_item(*pk, json!({"id": "counter", "pk": pk, "n": 0}), None)
+            .unwrap();
+    }
+    (a, open(&url))
+}
+
 /// Adds one to the counter of partition `pk` in a transaction.
 fn increment(db: &Database, pk: &str) -> Result<(), Error> {
     db.container("counters").unwrap().transaction(pk, |txn| {
@@ -779,17 +794,7 @@ fn two_nodes_lose_no_increment() {
     let threads = bound("PARTITA_PG_NODE_THREADS", 3);
     let increments = bound("PARTITA_PG_NODE_INCREMENTS", 30);
     const PARTITIONS: [&str; 3] = ["k0", "k1", "k2"];
-    let url = database();
-    let a = open(&url);
-    let counters = a.create_container("counters", "/pk").unwrap();
-    for pk in PARTITIONS {
-        counters
-            .create_item(pk, json!({"id": "counter", "pk": pk, "n": 0}), None)
-            .unwrap();
-    }
-    // Opened after the container exists: a node learns of containers at
-    // start-up.
-    let b = open(&url);
+    let (a, b) = two_nodes_with_counters(&PARTITIONS);
     let nodes = [&a, &b];
     let acknowledged: Vec<[usize; PARTITIONS.len()]> = std::thread::scope(|s| {
         let workers: Vec<_> = (0..2 * threads)
@@ -860,13 +865,8 @@ fn changes_of_values(db: &Database, pk: &str) -> Vec<i64> {
 /// the other node's commit.
 #[test]
 fn a_commit_after_another_nodes_commit_is_retry_with() {
-    let url = database();
-    let a = open(&url);
-    let counters = a.create_container("counters", "/pk").unwrap();
-    counters
-        .create_item("k", json!({"id": "counter", "pk": "k", "n": 0}), None)
-        .unwrap();
-    let b = open(&url);
+    let (a, b) = two_nodes_with_counters(&["k"]);
+    let counters = a.container("counters").unwrap();
     let mut txn = counters.begin("k").unwrap();
     txn.replace_item(
         "counter",
@@ -893,13 +893,8 @@ fn a_commit_after_another_nodes_commit_is_retry_with() {
 /// the second run reads the other node's commit and commits on top.
 #[test]
 fn a_transaction_runs_again_after_another_nodes_commit() {
-    let url = database();
-    let a = open(&url);
-    let counters = a.create_container("counters", "/pk").unwrap();
-    counters
-        .create_item("k", json!({"id": "counter", "pk": "k", "n": 0}), None)
-        .unwrap();
-    let b = open(&url);
+    let (a, b) = two_nodes_with_counters(&["k"]);
+    let counters = a.container("counters").unwrap();
     let mut runs = Vec::new();
     counters
         .transaction("k", |txn| {
