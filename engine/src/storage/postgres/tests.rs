@@ -269,7 +269,7 @@ fn open(url: &str) -> Database {
 fn changes_of(db: &Database, container: &str) -> Vec<(u64, String, &'static str)> {
     db.container(container)
         .unwrap()
-        .read_changes(Lsn::ZERO, 1000)
+        .read_changes(Lsn::ZERO, usize::MAX)
         .unwrap()
         .into_iter()
         .map(|c| (c.lsn.0, c.id, c.kind.as_str()))
