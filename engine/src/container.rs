@@ -1022,9 +1022,6 @@ impl Container {
     /// # Ok::<(), Error>(())
     /// ```
     ///
-    /// # Errors
-    /// Whatever `f` returns, or the commit's error.
-    ///
     /// Over a store that other nodes share, another node may commit to the
     /// partition between this transaction's start and its commit: the
     /// commit then writes nothing, and `f` runs again on the partition as
@@ -1032,6 +1029,9 @@ impl Container {
     /// [`Error::PartitionChanged`] (449) reaches the caller. So `f` must
     /// be safe to run again (`FnMut`); on a store only this process writes
     /// it runs once.
+    ///
+    /// # Errors
+    /// Whatever `f` returns, or the commit's error.
     pub fn transaction<T, E, F>(
         &self,
         partition_key: impl Into<PartitionKey>,
