@@ -41,6 +41,7 @@ mod container;
 mod database;
 mod document;
 mod error;
+pub mod indexing;
 mod partition;
 pub mod patch;
 pub mod query;
@@ -64,6 +65,10 @@ pub use document::{Document, MAX_DOCUMENT_SIZE, MAX_ID_LEN, MAX_NESTING, validat
 pub use error::{Error, Result, SUBSTATUS_PARTITION_KEY_MISMATCH};
 pub use host_api::{Collection, ErrorCode, PartitionKey};
 pub use host_api::{ScriptKind, ScriptLanguage, TriggerOperation, TriggerType};
+pub use indexing::{
+    CompositePath, DocumentPath, IndexPath, IndexingMode, IndexingPolicy, IndexingPolicyError,
+    OrderByError, OrderByIndex, SortOrder,
+};
 pub use partition::{PartitionState, physical_partition};
 pub use patch::{MAX_PATCH_OPERATIONS, Patch, PatchOperation};
 pub use query::{QueryPage, QueryStats};
