@@ -26,6 +26,7 @@ use serde_json::Value;
 use crate::database::DbInner;
 use crate::document::Document;
 use crate::error::{Error, Result};
+use crate::indexing::{IndexingMode, IndexingPolicy};
 use crate::partition::{
     FOOTPRINT_PER_PARTITION, LogicalPartition, PartitionState, Slot, physical_partition,
 };
@@ -82,6 +83,10 @@ pub struct ContainerProperties {
     /// as top-level properties of each document, derived by a query,
     /// never stored. Changeable with [`Container::set_computed_properties`].
     pub computed_properties: Vec<ComputedProperty>,
+    /// The indexing policy (`indexingPolicy`; the service's default when
+    /// not given). Stored, validated and echoed; queries do not use an
+    /// index yet. Changeable with [`Container::set_indexing_policy`].
+    pub indexing_policy: IndexingPolicy,
 }
 
 impl ContainerProperties {
@@ -98,6 +103,7 @@ impl ContainerProperties {
             unique_keys: Vec::new(),
             database_rid: None,
             computed_properties: Vec::new(),
+            indexing_policy: IndexingPolicy::default(),
         }
     }
 
@@ -119,6 +125,14 @@ impl ContainerProperties {
     ) -> ContainerProperties {
         self.computed_properties
             .push(ComputedProperty::new(name, query));
+        self
+    }
+
+    /// These properties with the indexing policy `policy` (see
+    /// [`ContainerProperties::indexing_policy`]).
+    #[must_use]
+    pub fn with_indexing_policy(mut self, policy: IndexingPolicy) -> ContainerProperties {
+        self.indexing_policy = policy;
         self
     }
 
@@ -222,6 +236,8 @@ pub(crate) struct ContainerInner {
     /// The computed properties as defined and compiled; replaced whole
     /// under `settings_lock`, read by every query.
     computed: RwLock<Arc<(Vec<ComputedProperty>, ComputedProperties)>>,
+    /// The indexing policy; replaced whole under `settings_lock`.
+    indexing: RwLock<Arc<IndexingPolicy>>,
 }
 
 impl ContainerInner {
@@ -237,6 +253,7 @@ impl ContainerInner {
             crate::settings::compile_computed_properties(&meta.id, &meta.computed_properties)?;
         Ok(ContainerInner {
             computed: RwLock::new(Arc::new((meta.computed_properties.clone(), computed))),
+            indexing: RwLock::new(Arc::new(meta.indexing_policy.clone())),
             default_ttl: AtomicI64::new(meta.default_ttl.map_or(0, i64::from)),
             settings_lock: Mutex::new(()),
             unique_keys: UniqueKeys::new(&meta.unique_keys),
@@ -281,6 +298,11 @@ impl ContainerInner {
         self.computed.read().clone()
     }
 
+    /// The current indexing policy.
+    pub(crate) fn indexing_policy(&self) -> Arc<IndexingPolicy> {
+        self.indexing.read().clone()
+    }
+
     /// Parses `sql` for this container: its computed properties resolved.
     pub(crate) fn parse_query(&self, sql: &str) -> std::result::Result<Query, QueryError> {
         crate::query::parse_with(sql, &self.computed().1)
@@ -291,6 +313,7 @@ impl ContainerInner {
         ContainerMeta {
             default_ttl: self.default_ttl(),
             computed_properties: self.computed().0.clone(),
+            indexing_policy: (*self.indexing_policy()).clone(),
             ..self.meta.clone()
         }
     }
@@ -790,6 +813,38 @@ pub(crate) fn feed_page(
     Ok((items, continuation, bytes))
 }
 
+/// A policy built in Rust (its fields are public) checked and completed
+/// as [`IndexingPolicy::from_json`] checks and completes one from JSON.
+///
+/// # Errors
+/// [`Error::BadRequest`] naming the container and the service's reason.
+pub(crate) fn checked_indexing_policy(
+    container: &str,
+    policy: &IndexingPolicy,
+) -> Result<IndexingPolicy> {
+    IndexingPolicy::from_json(&policy.to_json())
+        .map_err(|e| Error::BadRequest(format!("container {container:?}: {e}")))
+}
+
+/// Time to live needs an index, so it cannot be on under mode `none` (the
+/// service's rule).
+///
+/// # Errors
+/// [`Error::BadRequest`] naming the container.
+pub(crate) fn check_ttl_with_mode(
+    container: &str,
+    default_ttl: Option<i32>,
+    mode: IndexingMode,
+) -> Result<()> {
+    if default_ttl.is_some() && mode == IndexingMode::None {
+        return Err(Error::BadRequest(format!(
+            "container {container:?}: time to live (defaultTtl) needs an index, so it cannot be on \
+             while the indexing mode is none; use mode consistent with /* excluded to index nothing"
+        )));
+    }
+    Ok(())
+}
+
 /// A handle to one container. Cheap to clone.
 #[derive(Clone)]
 pub struct Container {
@@ -819,7 +874,42 @@ impl Container {
             unique_keys: self.inner.meta.unique_keys.clone(),
             database_rid: self.inner.meta.database_rid,
             computed_properties: self.inner.computed().0.clone(),
+            indexing_policy: (*self.inner.indexing_policy()).clone(),
         }
+    }
+
+    /// The container's indexing policy.
+    pub fn indexing_policy(&self) -> Arc<IndexingPolicy> {
+        self.inner.indexing_policy()
+    }
+
+    /// Replaces the container's indexing policy, durably, completed as the
+    /// service completes it (see [`IndexingPolicy::from_json`]). Nothing is
+    /// rebuilt: queries scan whatever the policy says.
+    ///
+    /// # Errors
+    /// [`Error::BadRequest`] for a policy [`IndexingPolicy::from_json`]
+    /// would refuse, or mode `none` while time to live is on;
+    /// [`Error::ContainerNotFound`] once the container is deleted;
+    /// [`Error::ReadOnly`] and storage errors.
+    pub fn set_indexing_policy(&self, policy: IndexingPolicy) -> Result<()> {
+        let id = &self.inner.meta.id;
+        let policy = checked_indexing_policy(id, &policy)?;
+        self.db.check_writable()?;
+        let _settings = self.inner.settings_lock.lock();
+        check_ttl_with_mode(id, self.inner.default_ttl(), policy.indexing_mode)?;
+        let alive = self.inner.alive()?;
+        let meta = ContainerMeta {
+            indexing_policy: policy.clone(),
+            ..self.inner.current_meta()
+        };
+        self.db
+            .storage
+            .update_container(&meta)
+            .inspect_err(|e| self.db.mark_failed(e))?;
+        *self.inner.indexing.write() = Arc::new(policy);
+        drop(alive);
+        Ok(())
     }
 
     /// Changes the container's time to live (`defaultTtl`, see
@@ -835,6 +925,11 @@ impl Container {
         crate::settings::validate_default_ttl(&self.inner.meta.id, default_ttl)?;
         self.db.check_writable()?;
         let _settings = self.inner.settings_lock.lock();
+        check_ttl_with_mode(
+            &self.inner.meta.id,
+            default_ttl,
+            self.inner.indexing_policy().indexing_mode,
+        )?;
         let alive = self.inner.alive()?;
         let meta = ContainerMeta {
             default_ttl,

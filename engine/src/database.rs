@@ -377,6 +377,13 @@ impl Database {
         }
         crate::settings::validate_default_ttl(&props.id, props.default_ttl)?;
         crate::settings::validate_unique_keys(&props.id, &props.unique_keys)?;
+        let indexing_policy =
+            crate::container::checked_indexing_policy(&props.id, &props.indexing_policy)?;
+        crate::container::check_ttl_with_mode(
+            &props.id,
+            props.default_ttl,
+            indexing_policy.indexing_mode,
+        )?;
         // The definition's canonical text: `["/a"]` is `/a`, and a
         // hierarchical key's paths are one compact JSON array.
         let path = PartitionKeyPath::parse(&props.partition_key_path)
@@ -403,6 +410,7 @@ impl Database {
             unique_keys: props.unique_keys,
             database_rid: props.database_rid,
             computed_properties: props.computed_properties,
+            indexing_policy,
         };
         let container = Arc::new(ContainerInner::new(meta, 0, self.inner.shared)?);
         self.inner

@@ -338,23 +338,23 @@ pub(crate) fn settings_json(meta: &crate::storage::ContainerMeta) -> String {
                 .collect(),
         );
     }
+    if meta.indexing_policy != crate::IndexingPolicy::default() {
+        settings.insert("indexingPolicy".into(), meta.indexing_policy.to_json());
+    }
     Value::Object(settings).to_string()
 }
 
-/// The settings [`settings_json`] wrote: time to live, unique keys,
-/// database rid, computed properties.
-pub(crate) type Settings = (
-    Option<i32>,
-    Vec<UniqueKey>,
-    Option<[u8; 4]>,
-    Vec<ComputedProperty>,
-);
-
-/// Parses [`settings_json`]'s text.
+/// Sets the settings of `meta` (time to live, unique keys, database rid,
+/// computed properties, indexing policy) to those [`settings_json`] wrote
+/// in `text`; a setting it left out (or a store older than the setting)
+/// is the default.
 ///
 /// # Errors
 /// A message naming what is wrong.
-pub(crate) fn parse_settings(text: &str) -> Result<Settings, String> {
+pub(crate) fn apply_settings(
+    meta: &mut crate::storage::ContainerMeta,
+    text: &str,
+) -> Result<(), String> {
     let value: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
     let default_ttl = match value.get("defaultTtl") {
         None | Some(Value::Null) => None,
@@ -381,7 +381,16 @@ pub(crate) fn parse_settings(text: &str) -> Result<Settings, String> {
         None | Some(Value::Null) => Vec::new(),
         Some(props) => parse_computed_properties(props)?,
     };
-    Ok((default_ttl, unique_keys, database_rid, computed_properties))
+    let indexing_policy = match value.get("indexingPolicy") {
+        None | Some(Value::Null) => crate::IndexingPolicy::default(),
+        Some(policy) => crate::IndexingPolicy::from_json(policy).map_err(|e| e.to_string())?,
+    };
+    meta.default_ttl = default_ttl;
+    meta.unique_keys = unique_keys;
+    meta.database_rid = database_rid;
+    meta.computed_properties = computed_properties;
+    meta.indexing_policy = indexing_policy;
+    Ok(())
 }
 
 /// Parses the `uniqueKeys` array of a `uniqueKeyPolicy`
@@ -492,42 +501,42 @@ mod tests {
 
     #[test]
     fn settings_round_trip() {
-        let keys = vec![UniqueKey::new(["/name"])];
         let meta = crate::storage::ContainerMeta {
             id: "c".into(),
             ordinal: 1,
             partition_key_path: "/pk".into(),
             physical_partitions: 1,
             default_ttl: Some(10),
-            unique_keys: keys.clone(),
+            unique_keys: vec![UniqueKey::new(["/name"])],
             database_rid: Some([0, 0, 0, 1]),
             computed_properties: vec![ComputedProperty::new("cp", "SELECT VALUE 1 FROM c")],
+            indexing_policy: crate::IndexingPolicy::from_json(&json!({
+                "excludedPaths": [{"path": "/body/*"}],
+                "compositeIndexes": [[{"path": "/a"}, {"path": "/b", "order": "descending"}]]
+            }))
+            .unwrap(),
         };
-        let text = settings_json(&meta);
-        assert_eq!(
-            parse_settings(&text).unwrap(),
-            (
-                Some(10),
-                keys,
-                Some([0, 0, 0, 1]),
-                meta.computed_properties.clone()
-            )
-        );
         let plain = crate::storage::ContainerMeta {
             default_ttl: None,
             unique_keys: Vec::new(),
             database_rid: None,
             computed_properties: Vec::new(),
-            ..meta
+            indexing_policy: crate::IndexingPolicy::default(),
+            ..meta.clone()
         };
+        let read = |text: &str| {
+            let mut read = plain.clone();
+            apply_settings(&mut read, text).map(|()| read)
+        };
+        assert_eq!(read(&settings_json(&meta)).unwrap(), meta);
+        // A default policy is not written, and a store without one (older
+        // than policies) reads back the default.
         assert_eq!(settings_json(&plain), "{}");
-        assert_eq!(
-            parse_settings("{}").unwrap(),
-            (None, Vec::new(), None, Vec::new())
-        );
-        assert!(parse_settings("{\"computedProperties\": {}}").is_err());
-        assert!(parse_settings("{\"defaultTtl\": \"x\"}").is_err());
-        assert!(parse_settings("{\"databaseRid\": \"AAAA\"}").is_err());
+        assert_eq!(read("{}").unwrap(), plain);
+        assert!(read("{\"computedProperties\": {}}").is_err());
+        assert!(read("{\"defaultTtl\": \"x\"}").is_err());
+        assert!(read("{\"databaseRid\": \"AAAA\"}").is_err());
+        assert!(read("{\"indexingPolicy\": {\"compositeIndexes\": [[]]}}").is_err());
     }
 }
 
@@ -540,8 +549,8 @@ mod database_tests {
     use serde_json::json;
 
     use crate::{
-        ChangeKind, ContainerProperties, Database, Error, FeedOptions, Lsn, ManualClock, Options,
-        QueryItemsOptions, UniqueKey, storage::MemoryStorage,
+        ChangeKind, ContainerProperties, Database, Error, FeedOptions, IndexingPolicy, Lsn,
+        ManualClock, Options, QueryItemsOptions, UniqueKey, storage::MemoryStorage,
     };
 
     fn db() -> (Database, ManualClock) {
@@ -1128,5 +1137,132 @@ mod database_tests {
         let c = db.container("cp").unwrap();
         assert_eq!(c.properties().computed_properties.len(), 2);
         assert_eq!(ids(query(&c, "SELECT * FROM c WHERE c.cp_sq = 9")), ["b"]);
+    }
+
+    fn policy(v: serde_json::Value) -> IndexingPolicy {
+        IndexingPolicy::from_json(&v).unwrap()
+    }
+
+    #[test]
+    fn indexing_policies_are_kept_replaced_and_survive_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = policy(json!({
+            "excludedPaths": [{"path": "/body/*"}],
+            "compositeIndexes": [[{"path": "/a"}, {"path": "/b", "order": "descending"}]],
+            "spatialIndexes": [{"path": "/where/*", "types": ["Point"]}]
+        }));
+        let second = policy(json!({"indexingMode": "none"}));
+        {
+            let db = Database::open(dir.path()).unwrap();
+            let c = db
+                .create_container_with(
+                    ContainerProperties::new("c", "/pk")
+                        .with_indexing_policy(first.clone())
+                        .with_computed_property("cp", "SELECT VALUE 1 FROM c"),
+                )
+                .unwrap();
+            assert_eq!(*c.indexing_policy(), first);
+            assert_eq!(c.properties().indexing_policy, first);
+            let plain = db.create_container("plain", "/pk").unwrap();
+            assert_eq!(*plain.indexing_policy(), IndexingPolicy::default());
+        }
+        {
+            let db = Database::open(dir.path()).unwrap();
+            let c = db.container("c").unwrap();
+            assert_eq!(*c.indexing_policy(), first);
+            c.set_indexing_policy(second.clone()).unwrap();
+            assert_eq!(*c.indexing_policy(), second);
+            // Replacing the policy keeps the other settings, and they it.
+            c.set_computed_properties(Vec::new()).unwrap();
+            assert_eq!(*c.indexing_policy(), second);
+        }
+        let db = Database::open(dir.path()).unwrap();
+        let c = db.container("c").unwrap();
+        assert_eq!(*c.indexing_policy(), second);
+        assert!(c.properties().computed_properties.is_empty());
+        let plain = db.container("plain").unwrap();
+        assert_eq!(*plain.indexing_policy(), IndexingPolicy::default());
+    }
+
+    #[test]
+    fn bad_indexing_policies_are_refused_and_partial_ones_completed() {
+        let (db, _) = db();
+        let one_path = IndexingPolicy {
+            composite_indexes: vec![vec![crate::CompositePath::new(
+                "/a",
+                crate::SortOrder::Ascending,
+            )]],
+            ..IndexingPolicy::default()
+        };
+        let err = db
+            .create_container_with(
+                ContainerProperties::new("bad", "/pk").with_indexing_policy(one_path.clone()),
+            )
+            .unwrap_err();
+        assert_eq!(err.status(), 400);
+        assert!(err.to_string().contains("composite index"), "{err}");
+        assert!(db.container("bad").is_err(), "nothing was created");
+        let c = db.create_container("c", "/pk").unwrap();
+        let err = c.set_indexing_policy(one_path).unwrap_err();
+        assert_eq!(err.status(), 400);
+        let no_root = IndexingPolicy {
+            included_paths: vec![crate::IndexPath::new("/a/?")],
+            ..IndexingPolicy::default()
+        };
+        let err = c.set_indexing_policy(no_root).unwrap_err();
+        assert!(err.to_string().contains("mandatory indexing path"), "{err}");
+        assert_eq!(*c.indexing_policy(), IndexingPolicy::default());
+        // Built in Rust without the _etag path: completed as the service
+        // completes a client's policy.
+        let partial = IndexingPolicy {
+            excluded_paths: vec![crate::IndexPath::new("/body/*")],
+            ..IndexingPolicy::default()
+        };
+        c.set_indexing_policy(partial).unwrap();
+        assert_eq!(
+            c.indexing_policy().excluded_paths,
+            [
+                crate::IndexPath::new("/body/*"),
+                crate::IndexPath::new(crate::indexing::ETAG_PATH)
+            ]
+        );
+    }
+
+    #[test]
+    fn time_to_live_needs_an_index() {
+        let (db, _) = db();
+        let none = policy(json!({"indexingMode": "none"}));
+        let err = db
+            .create_container_with(
+                ContainerProperties::new("both", "/pk")
+                    .with_default_ttl(60)
+                    .with_indexing_policy(none.clone()),
+            )
+            .unwrap_err();
+        assert_eq!(err.status(), 400);
+        assert!(err.to_string().contains("time to live"), "{err}");
+        let unindexed = db
+            .create_container_with(
+                ContainerProperties::new("unindexed", "/pk").with_indexing_policy(none.clone()),
+            )
+            .unwrap();
+        assert_eq!(
+            unindexed.set_default_ttl(Some(60)).unwrap_err().status(),
+            400
+        );
+        assert_eq!(unindexed.properties().default_ttl, None);
+        let expiring = db
+            .create_container_with(ContainerProperties::new("expiring", "/pk").with_default_ttl(60))
+            .unwrap();
+        assert_eq!(
+            expiring
+                .set_indexing_policy(none.clone())
+                .unwrap_err()
+                .status(),
+            400
+        );
+        // Off first, then none: allowed.
+        expiring.set_default_ttl(None).unwrap();
+        expiring.set_indexing_policy(none).unwrap();
     }
 }

@@ -262,6 +262,7 @@ mod tests {
             unique_keys: Vec::new(),
             database_rid,
             computed_properties: Vec::new(),
+            indexing_policy: crate::IndexingPolicy::default(),
         }
     }
 

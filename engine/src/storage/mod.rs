@@ -109,6 +109,8 @@ pub struct ContainerMeta {
     pub database_rid: Option<[u8; 4]>,
     /// The computed properties (changeable).
     pub computed_properties: Vec<crate::ComputedProperty>,
+    /// The indexing policy (changeable).
+    pub indexing_policy: crate::IndexingPolicy,
 }
 
 /// What a transaction did to one document, as the change log records it.
@@ -324,7 +326,8 @@ pub trait Storage: Send + Sync {
     /// [`crate::Error::Storage`] on I/O failure.
     fn delete_container(&self, id: &str) -> Result<()>;
 
-    /// Durably replaces a container's settings (its time to live) with
+    /// Durably replaces a container's settings (time to live, computed
+    /// properties, indexing policy) with
     /// those of `meta`; its id, ordinal, partition key and physical
     /// partitions never change.
     ///

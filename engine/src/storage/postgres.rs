@@ -142,7 +142,7 @@ use super::{
 use crate::document::{Document, now_secs};
 use crate::error::{Error, Result};
 use crate::script::TriggerNames;
-use crate::settings::{parse_settings, settings_json};
+use crate::settings::{apply_settings, settings_json};
 
 #[cfg(test)]
 mod tests;
@@ -1093,18 +1093,19 @@ fn container_meta(row: &Row) -> Result<ContainerMeta> {
     let id: String = col(row, 0)?;
     let corrupt = |what: String| Error::Storage(format!("corrupt container {id:?}: {what}"));
     let number = |i: usize| u32::try_from(col::<i64>(row, i)?).map_err(|e| corrupt(e.to_string()));
-    let (default_ttl, unique_keys, database_rid, computed_properties) =
-        parse_settings(col(row, 4)?).map_err(|e| corrupt(format!("settings: {e}")))?;
-    Ok(ContainerMeta {
+    let mut meta = ContainerMeta {
         ordinal: number(1)?,
         partition_key_path: col(row, 2)?,
         physical_partitions: number(3)?,
-        default_ttl,
-        unique_keys,
-        database_rid,
-        computed_properties,
-        id,
-    })
+        default_ttl: None,
+        unique_keys: Vec::new(),
+        database_rid: None,
+        computed_properties: Vec::new(),
+        indexing_policy: crate::IndexingPolicy::default(),
+        id: id.clone(),
+    };
+    apply_settings(&mut meta, col(row, 4)?).map_err(|e| corrupt(format!("settings: {e}")))?;
+    Ok(meta)
 }
 
 /// A `scripts` row (the columns of [`LOAD_SCRIPTS`]).

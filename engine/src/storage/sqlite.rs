@@ -120,7 +120,7 @@ use crate::document::{Document, now_secs};
 use crate::error::{Error, Result};
 use crate::query::Needles;
 use crate::script::TriggerNames;
-use crate::settings::{parse_settings, settings_json};
+use crate::settings::{apply_settings, settings_json};
 use crate::stamp::Stamp;
 
 /// The default of how many pages the write-ahead log grows to before a
@@ -1287,6 +1287,7 @@ fn container_metas(conn: &Connection) -> Result<Vec<ContainerMeta>> {
                 unique_keys: Vec::new(),
                 database_rid: None,
                 computed_properties: Vec::new(),
+                indexing_policy: crate::IndexingPolicy::default(),
                 id,
             },
             settings,
@@ -1295,12 +1296,7 @@ fn container_metas(conn: &Connection) -> Result<Vec<ContainerMeta>> {
     .map_err(bad)?
     .map(|row| {
         let (mut meta, settings) = row.map_err(bad)?;
-        (
-            meta.default_ttl,
-            meta.unique_keys,
-            meta.database_rid,
-            meta.computed_properties,
-        ) = parse_settings(&settings).map_err(|e| {
+        apply_settings(&mut meta, &settings).map_err(|e| {
             Error::Storage(format!("corrupt settings of container {:?}: {e}", meta.id))
         })?;
         Ok(meta)
@@ -2489,6 +2485,7 @@ mod tests {
             unique_keys: Vec::new(),
             database_rid: None,
             computed_properties: Vec::new(),
+            indexing_policy: crate::IndexingPolicy::default(),
         }
     }
 
@@ -2964,6 +2961,12 @@ mod tests {
                 "cp_lower",
                 "SELECT VALUE LOWER(c.name) FROM c",
             )],
+            indexing_policy: crate::IndexingPolicy::from_json(&serde_json::json!({
+                "indexingMode": "consistent",
+                "excludedPaths": [{"path": "/*"}],
+                "includedPaths": [{"path": "/name/?"}]
+            }))
+            .unwrap(),
             ..meta()
         };
         {
@@ -2973,6 +2976,7 @@ mod tests {
         let storage = SqliteStorage::open(&path, Durability::Full).unwrap();
         assert_eq!(storage.load().unwrap()[0].meta, meta);
         meta.default_ttl = None;
+        meta.indexing_policy = crate::IndexingPolicy::default();
         storage.update_container(&meta).unwrap();
         drop(storage);
         let storage = SqliteStorage::open(&path, Durability::Full).unwrap();

@@ -294,7 +294,14 @@ fn everything_written_reads_back_after_a_reopen() {
     let db = open(&url);
     let props = ContainerProperties::new("posts", "/postId")
         .with_default_ttl(-1)
-        .with_computed_property("loud", "SELECT VALUE UPPER(c.title) FROM c");
+        .with_computed_property("loud", "SELECT VALUE UPPER(c.title) FROM c")
+        .with_indexing_policy(
+            crate::IndexingPolicy::from_json(&json!({
+                "excludedPaths": [{"path": "/body/*"}],
+                "compositeIndexes": [[{"path": "/title"}, {"path": "/n", "order": "descending"}]]
+            }))
+            .unwrap(),
+        );
     let posts = db.create_container_with(props.clone()).unwrap();
     posts
         .create_item(
@@ -677,6 +684,7 @@ fn commits_waiting_for_the_write_connection_share_one_transaction() {
                 unique_keys: Vec::new(),
                 database_rid: None,
                 computed_properties: Vec::new(),
+                indexing_policy: crate::IndexingPolicy::default(),
             })
             .unwrap();
     }
