@@ -32,8 +32,8 @@ use std::path::Path;
 use engine::query::Params;
 use engine::{
     BatchOperation, BatchOperationResult, BatchResponse, CacheStats, Change, ComputedProperty,
-    ContainerProperties, Document, FeedOptions, FeedPage, Lsn, Options, PartitionKey, Patch,
-    QueryItemsOptions, QueryPage, Script, ScriptKind, ScriptProperties, Txn,
+    ContainerProperties, Document, FeedOptions, FeedPage, IndexingPolicy, Lsn, Options,
+    PartitionKey, Patch, QueryItemsOptions, QueryPage, Script, ScriptKind, ScriptProperties, Txn,
 };
 use host_api::PartitionKeyPath;
 use runtime::Limits;
@@ -624,6 +624,39 @@ impl Container {
     /// deleted.
     pub fn set_computed_properties(&self, props: Vec<ComputedProperty>) -> Result<()> {
         Ok(self.raw.set_computed_properties(props)?)
+    }
+
+    /// The container's indexing policy (see [`IndexingPolicy`]).
+    pub fn indexing_policy(&self) -> std::sync::Arc<IndexingPolicy> {
+        self.raw.indexing_policy()
+    }
+
+    /// Replaces the container's indexing policy, durably, completed as the
+    /// service completes it. Partita stores and echoes it; queries scan.
+    ///
+    /// ```
+    /// use partita::{Database, IndexingPolicy};
+    /// use serde_json::json;
+    ///
+    /// let db = Database::in_memory();
+    /// let posts = db.create_container("posts", "/postId")?;
+    /// assert_eq!(*posts.indexing_policy(), IndexingPolicy::default());
+    /// let policy = IndexingPolicy::from_json(&json!({
+    ///     "excludedPaths": [{"path": "/body/*"}],
+    ///     "compositeIndexes": [[{"path": "/author"}, {"path": "/date", "order": "descending"}]],
+    /// }))?;
+    /// posts.set_indexing_policy(policy.clone())?;
+    /// assert_eq!(*posts.indexing_policy(), policy);
+    /// assert_eq!(posts.indexing_policy().excluded_paths[1].path, "/\"_etag\"/?");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// 400 for a policy the service refuses (see
+    /// [`IndexingPolicy::from_json`]) or mode `none` while time to live is
+    /// on; 404 once the container is deleted.
+    pub fn set_indexing_policy(&self, policy: IndexingPolicy) -> Result<()> {
+        Ok(self.raw.set_indexing_policy(policy)?)
     }
 
     /// Reads the committed document `id`.

@@ -70,3 +70,7 @@ pub use engine::{
     QueryPage, Script, ScriptKind, ScriptLanguage, ScriptProperties, TriggerOperation, TriggerType,
     Txn, UniqueKey,
 };
+pub use engine::{
+    CompositePath, DocumentPath, IndexPath, IndexingMode, IndexingPolicy, IndexingPolicyError,
+    OrderByError, OrderByIndex, SortOrder,
+};

@@ -47,7 +47,8 @@ use std::sync::Arc;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use engine::{
-    ComputedProperty, ContainerProperties, Database, FeedOptions, UniqueKey, validate_id,
+    ComputedProperty, ContainerProperties, Database, FeedOptions, IndexingMode, IndexingPolicy,
+    UniqueKey, validate_id,
 };
 use parking_lot::{Mutex, RwLock};
 use partita::Container;
@@ -316,6 +317,7 @@ impl Registry {
             };
             let rid = container.resource_id();
             let definition = value["definition"].as_object().cloned().unwrap_or_default();
+            adopt_indexing_policy(&container, &definition);
             // Stores written before physical partitions have one.
             let count = value["ranges"]
                 .as_u64()
@@ -551,7 +553,8 @@ impl Registry {
         };
         validate_id(&name).map_err(|e| WireError::bad_request(format!("container {e}")))?;
         let path = partition_key_path(&definition)?;
-        let (default_ttl, unique_keys, computed_properties) = settings(&definition)?;
+        let (default_ttl, unique_keys, computed_properties, indexing_policy) =
+            settings(&definition)?;
         strip_system_properties(&mut definition);
         let mut ordinal = self.writer.lock();
         let entry = self.database(db)?;
@@ -570,6 +573,7 @@ impl Registry {
             unique_keys: unique_keys.unwrap_or_default(),
             database_rid: Some(entry.rid_bytes),
             computed_properties,
+            indexing_policy,
             ..ContainerProperties::new(&engine_id, &path)
         })?);
         let doc_id = format!("coll-{ordinal}");
@@ -632,7 +636,8 @@ impl Registry {
                 old.container.partition_key_path()
             )));
         }
-        let (default_ttl, unique_keys, computed_properties) = settings(&definition)?;
+        let (default_ttl, unique_keys, computed_properties, indexing_policy) =
+            settings(&definition)?;
         if let Some(keys) = unique_keys
             && keys != old.container.properties().unique_keys
         {
@@ -641,9 +646,17 @@ impl Registry {
             )));
         }
         // A replace is the whole definition: no defaultTtl turns it off, no
-        // computedProperties removes them.
+        // computedProperties removes them, no indexingPolicy is the default.
+        // Time to live needs an index, so whichever of the two turns its
+        // side off goes first.
         old.container.set_computed_properties(computed_properties)?;
-        old.container.set_default_ttl(default_ttl)?;
+        if indexing_policy.indexing_mode == IndexingMode::None {
+            old.container.set_default_ttl(default_ttl)?;
+            old.container.set_indexing_policy(indexing_policy)?;
+        } else {
+            old.container.set_indexing_policy(indexing_policy)?;
+            old.container.set_default_ttl(default_ttl)?;
+        }
         strip_system_properties(&mut definition);
         let doc = self
             .system
@@ -852,14 +865,21 @@ fn partition_key_path(definition: &Map<String, Value>) -> Result<String, WireErr
     Ok(path.as_str().to_owned())
 }
 
-/// A container definition's `defaultTtl`, `uniqueKeyPolicy` and
-/// `computedProperties`.
-type Settings = (Option<i32>, Option<Vec<UniqueKey>>, Vec<ComputedProperty>);
+/// A container definition's `defaultTtl`, `uniqueKeyPolicy`,
+/// `computedProperties` and `indexingPolicy`.
+type Settings = (
+    Option<i32>,
+    Option<Vec<UniqueKey>>,
+    Vec<ComputedProperty>,
+    IndexingPolicy,
+);
 
-/// The `defaultTtl`, `uniqueKeyPolicy` and `computedProperties` of a
-/// container definition (`None` for a policy that is absent or null); the
-/// engine validates the values, except that computed properties are
-/// checked here too, so their 400 carries the service's wording.
+/// The `defaultTtl`, `uniqueKeyPolicy`, `computedProperties` and
+/// `indexingPolicy` of a container definition (`None` for a unique key
+/// policy that is absent or null, the default indexing policy for an absent
+/// one); the engine validates the values, except that computed properties
+/// and the indexing policy are checked here too, so their 400 carries the
+/// service's wording.
 fn settings(definition: &Map<String, Value>) -> Result<Settings, WireError> {
     let default_ttl = match definition.get("defaultTtl") {
         None | Some(Value::Null) => None,
@@ -891,7 +911,31 @@ fn settings(definition: &Map<String, Value>) -> Result<Settings, WireError> {
         computed.iter().map(|p| (p.name.as_str(), p.query.as_str())),
     )
     .map_err(|e| invalid(e.to_string()))?;
-    Ok((default_ttl, unique_keys, computed))
+    let indexing_policy =
+        IndexingPolicy::from_json(definition.get("indexingPolicy").unwrap_or(&Value::Null))
+            .map_err(|e| WireError::bad_request(e.to_string()))?;
+    Ok((default_ttl, unique_keys, computed, indexing_policy))
+}
+
+/// Gives a container created before the engine kept indexing policies
+/// the one its definition holds (which the server used to echo itself), if
+/// it is valid. Best effort: on a store that opened read-only the engine's
+/// default stays until a writable start.
+fn adopt_indexing_policy(container: &Container, definition: &Map<String, Value>) {
+    let given = match definition.get("indexingPolicy") {
+        None | Some(Value::Null) => return,
+        Some(given) => given,
+    };
+    if *container.indexing_policy() != IndexingPolicy::default() {
+        return;
+    }
+    if let Ok(policy) = IndexingPolicy::from_json(given)
+        && policy != IndexingPolicy::default()
+    {
+        // A refusal (read-only store, time to live under mode none) leaves
+        // the default, which is what the engine enforces anyway.
+        let _ = container.set_indexing_policy(policy);
+    }
 }
 
 fn strip_system_properties(definition: &mut Map<String, Value>) {

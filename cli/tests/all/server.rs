@@ -1153,6 +1153,175 @@ fn computed_properties_are_validated_echoed_queried_and_replaced() {
     );
 }
 
+/// The service's default indexing policy, as it echoes it.
+fn default_indexing_policy() -> Value {
+    json!({
+        "indexingMode": "consistent", "automatic": true,
+        "includedPaths": [{"path": "/*"}], "excludedPaths": [{"path": "/\"_etag\"/?"}]
+    })
+}
+
+#[test]
+fn indexing_policies_are_validated_echoed_and_replaced() {
+    let gw = setup();
+    let create = |body: &Value| {
+        call(
+            &gw,
+            signed("POST", "/dbs/d/colls", &[], body.to_string().as_bytes()),
+        )
+    };
+    let replace = |body: &Value| {
+        call(
+            &gw,
+            signed("PUT", "/dbs/d/colls/ip", &[], body.to_string().as_bytes()),
+        )
+    };
+    let read = || call(&gw, signed("GET", "/dbs/d/colls/ip", &[], b"")).1;
+    let (_, body) = call(&gw, signed("GET", "/dbs/d/colls/c", &[], b""));
+    assert_eq!(body["indexingPolicy"], default_indexing_policy());
+
+    for (bad, why) in [
+        (
+            json!({"excludedPaths": [{"path": "/a"}]}),
+            "The indexing path '/a' could not be accepted, failed near position '2'.",
+        ),
+        (
+            json!({"includedPaths": [{"path": "name/?"}]}),
+            "failed near position '0'",
+        ),
+        (
+            json!({"includedPaths": [{"path": "/name/?"}]}),
+            "The special mandatory indexing path \"/\" is not provided",
+        ),
+        (
+            json!({"indexingMode": "none", "includedPaths": [{"path": "/*"}]}),
+            "included paths",
+        ),
+        (
+            json!({"compositeIndexes": [[{"path": "/a", "order": "ascending"}]]}),
+            "at least two paths",
+        ),
+        (
+            json!({"compositeIndexes": [[{"path": "/a/*"}, {"path": "/b"}]]}),
+            "The indexing path '/a/*'",
+        ),
+        (
+            json!({"compositeIndexes": [[{"path": "/a", "order": "up"}, {"path": "/b"}]]}),
+            "\"ascending\" or \"descending\"",
+        ),
+        (json!({"indexingMode": "sometimes"}), "indexingMode"),
+    ] {
+        let (r, body) =
+            create(&json!({"id": "ip", "partitionKey": {"paths": ["/pk"]}, "indexingPolicy": bad}));
+        assert_error(&r, &body, 400, "BadRequest", why);
+        let (r, _) = call(&gw, signed("GET", "/dbs/d/colls/ip", &[], b""));
+        assert_eq!(r.status, 404, "nothing was created");
+    }
+
+    // What the Python SDK's tests send: legacy per-path indexes (dropped),
+    // a quoted label, composite and spatial indexes; _etag is added.
+    let given = json!({
+        "automatic": true, "indexingMode": "Consistent",
+        "includedPaths": [{"path": "/*", "indexes": [{"kind": "Hash", "dataType": "Number", "precision": 2}]}],
+        "excludedPaths": [{"path": "/\"systemMetadata\"/*"}],
+        "compositeIndexes": [[{"path": "/path1", "order": "ascending"}, {"path": "/path2", "order": "descending"}]],
+        "spatialIndexes": [{"path": "/path0/*", "types": ["Point", "Polygon"]}]
+    });
+    let echoed = json!({
+        "indexingMode": "consistent", "automatic": true,
+        "includedPaths": [{"path": "/*"}],
+        "excludedPaths": [{"path": "/\"systemMetadata\"/*"}, {"path": "/\"_etag\"/?"}],
+        "compositeIndexes": given["compositeIndexes"],
+        "spatialIndexes": given["spatialIndexes"]
+    });
+    let (r, body) =
+        create(&json!({"id": "ip", "partitionKey": {"paths": ["/pk"]}, "indexingPolicy": given}));
+    assert_eq!(r.status, 201, "{body}");
+    assert_eq!(body["indexingPolicy"], echoed);
+    assert_eq!(read()["indexingPolicy"], echoed);
+    let (_, list) = call(&gw, signed("GET", "/dbs/d/colls", &[], b""));
+    let listed = list["DocumentCollections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "ip")
+        .unwrap();
+    assert_eq!(listed["indexingPolicy"], echoed);
+
+    // A replace sends the definition back, as the SDKs do, with a new policy.
+    let mut definition = read();
+    definition["indexingPolicy"] = json!({"indexingMode": "none", "automatic": false});
+    let (r, body) = replace(&definition);
+    assert_eq!(r.status, 200, "{body}");
+    let none = json!({"indexingMode": "none", "automatic": false, "includedPaths": [], "excludedPaths": []});
+    assert_eq!(body["indexingPolicy"], none);
+    assert_eq!(read()["indexingPolicy"], none);
+    // Refused on replace as on create; the policy stays.
+    definition["indexingPolicy"] = json!({"compositeIndexes": [[{"path": "/a"}]]});
+    let (r, body) = replace(&definition);
+    assert_error(&r, &body, 400, "BadRequest", "at least two paths");
+    assert_eq!(read()["indexingPolicy"], none);
+    // Time to live needs an index: on with mode none is refused; turning
+    // both on in one replace works, whichever order they take effect in.
+    definition["indexingPolicy"] = none.clone();
+    definition["defaultTtl"] = json!(60);
+    let (r, body) = replace(&definition);
+    assert_eq!(r.status, 400, "{body}");
+    definition["indexingPolicy"] = Value::Null;
+    let (r, body) = replace(&definition);
+    assert_eq!(r.status, 200, "{body}");
+    assert_eq!(body["defaultTtl"], 60);
+    assert_eq!(body["indexingPolicy"], default_indexing_policy());
+    definition["indexingPolicy"] = none.clone();
+    definition.as_object_mut().unwrap().remove("defaultTtl");
+    let (r, body) = replace(&definition);
+    assert_eq!(r.status, 200, "{body}");
+    assert_eq!(body["indexingPolicy"], none);
+    assert!(body.get("defaultTtl").is_none(), "{body}");
+}
+
+#[test]
+fn indexing_policies_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = json!({"excludedPaths": [{"path": "/body/*"}]});
+    let echoed = json!({
+        "indexingMode": "consistent", "automatic": true,
+        "includedPaths": [{"path": "/*"}],
+        "excludedPaths": [{"path": "/body/*"}, {"path": "/\"_etag\"/?"}]
+    });
+    {
+        let db = Database::open(dir.path()).unwrap();
+        let gw = gateway(db.clone());
+        call(&gw, signed("POST", "/dbs", &[], br#"{"id":"d"}"#));
+        for id in ["kept", "older"] {
+            let body =
+                json!({"id": id, "partitionKey": {"paths": ["/pk"]}, "indexingPolicy": policy});
+            let (r, _) = call(
+                &gw,
+                signed("POST", "/dbs/d/colls", &[], body.to_string().as_bytes()),
+            );
+            assert_eq!(r.status, 201);
+        }
+        // A container of a server from before the engine kept policies:
+        // only the registry's definition has it.
+        let older = db
+            .containers()
+            .into_iter()
+            .find(|c| c.id.ends_with("-older"))
+            .unwrap();
+        db.container(&older.id)
+            .unwrap()
+            .set_indexing_policy(partita::IndexingPolicy::default())
+            .unwrap();
+    }
+    let gw = gateway(Database::open(dir.path()).unwrap());
+    for id in ["kept", "older"] {
+        let (r, body) = call(&gw, signed("GET", &format!("/dbs/d/colls/{id}"), &[], b""));
+        assert_eq!(r.status, 200);
+        assert_eq!(body["indexingPolicy"], echoed, "{id}");
+    }
+}
+
 #[test]
 fn cross_partition_value_aggregates_answer_as_the_sdks_aggregate_them() {
     let gw = setup();

@@ -1,9 +1,10 @@
 //! Containers (`/dbs/{db}/colls[/{c}]`): each Cosmos container is an engine
 //! container the registry (`registry.rs`) names and keeps the definition of;
 //! the body shows the definition with the partition key, time to live
-//! (`defaultTtl`), unique keys (`uniqueKeyPolicy`) and computed properties
-//! (`computedProperties`, echoed as given, left out when not given) the
-//! engine enforces.
+//! (`defaultTtl`), unique keys (`uniqueKeyPolicy`), computed properties
+//! (`computedProperties`, echoed as given, left out when not given) and
+//! indexing policy (`indexingPolicy`, as the engine completed and stored
+//! it) the engine keeps.
 //! Also the deletion of one logical partition
 //! (`POST .../operations/partitionkeydelete`), synchronous here.
 
@@ -197,52 +198,6 @@ impl Usage {
     }
 }
 
-/// The excluded path the service adds to every consistent policy.
-const ETAG_PATH: &str = "/\"_etag\"/?";
-
-/// A container's indexing policy as the service echoes it: what was given,
-/// with the defaults filled in (`consistent`, automatic, every path
-/// included), the `_etag` path always excluded, and the legacy per-path
-/// `indexes` (kinds, data types, precisions) dropped. A policy with
-/// `indexingMode: none` indexes nothing, so gets no paths.
-fn indexing_policy(given: Option<&Value>) -> Value {
-    let mut policy = given
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
-    let mode = match policy.get("indexingMode").and_then(Value::as_str) {
-        Some(mode) => mode.to_ascii_lowercase(),
-        None => "consistent".to_owned(),
-    };
-    let none = mode == "none";
-    policy.insert("indexingMode".into(), json!(mode));
-    policy.entry("automatic").or_insert(json!(!none));
-    if none {
-        policy.entry("includedPaths").or_insert(json!([]));
-        policy.entry("excludedPaths").or_insert(json!([]));
-        return Value::Object(policy);
-    }
-    let mut included = match policy.get("includedPaths") {
-        Some(Value::Array(paths)) if !paths.is_empty() => paths.clone(),
-        _ => vec![json!({"path": "/*"})],
-    };
-    for path in &mut included {
-        if let Value::Object(path) = path {
-            path.remove("indexes");
-        }
-    }
-    let mut excluded = match policy.get("excludedPaths") {
-        Some(Value::Array(paths)) => paths.clone(),
-        _ => Vec::new(),
-    };
-    if !excluded.iter().any(|p| p["path"] == ETAG_PATH) {
-        excluded.push(json!({ "path": ETAG_PATH }));
-    }
-    policy.insert("includedPaths".into(), Value::Array(included));
-    policy.insert("excludedPaths".into(), Value::Array(excluded));
-    Value::Object(policy)
-}
-
 /// Adds `x-ms-alt-content-path`, the name path of the container's database.
 fn in_database(response: WireResponse, db: &str) -> WireResponse {
     response.with("x-ms-alt-content-path", format!("dbs/{db}"))
@@ -268,8 +223,10 @@ pub(super) fn collection_json(coll: &CollEntry) -> Value {
     }));
     pk.entry("version").or_insert(json!(2));
     v.insert("partitionKey".into(), Value::Object(pk));
-    let policy = indexing_policy(v.get("indexingPolicy"));
-    v.insert("indexingPolicy".into(), policy);
+    v.insert(
+        "indexingPolicy".into(),
+        coll.container.indexing_policy().to_json(),
+    );
     v.entry("conflictResolutionPolicy").or_insert(json!({
         "mode": "LastWriterWins", "conflictResolutionPath": "/_ts", "conflictResolutionProcedure": ""
     }));
@@ -301,49 +258,4 @@ pub(super) fn collection_json(coll: &CollEntry) -> Value {
         v.insert(k.into(), json!(link));
     }
     Value::Object(v)
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    #[test]
-    fn indexing_policies_are_echoed_with_the_services_defaults() {
-        let default = json!({
-            "indexingMode": "consistent", "automatic": true,
-            "includedPaths": [{"path": "/*"}], "excludedPaths": [{"path": ETAG_PATH}]
-        });
-        assert_eq!(indexing_policy(None), default);
-        assert_eq!(indexing_policy(Some(&json!({}))), default);
-        assert_eq!(
-            indexing_policy(Some(
-                &json!({"indexingMode": "Consistent", "automatic": true})
-            )),
-            default
-        );
-        // Legacy per-path indexes are dropped; the _etag path is added to
-        // the user's own, once.
-        let given = json!({
-            "includedPaths": [{"path": "/", "indexes": [{"kind": "Hash", "precision": 2}]}],
-            "excludedPaths": [{"path": "/\"systemMetadata\"/*"}],
-            "compositeIndexes": [[{"path": "/a", "order": "ascending"}]]
-        });
-        assert_eq!(
-            indexing_policy(Some(&given)),
-            json!({
-                "indexingMode": "consistent", "automatic": true,
-                "includedPaths": [{"path": "/"}],
-                "excludedPaths": [{"path": "/\"systemMetadata\"/*"}, {"path": ETAG_PATH}],
-                "compositeIndexes": [[{"path": "/a", "order": "ascending"}]]
-            })
-        );
-        let echoed = indexing_policy(Some(&given));
-        assert_eq!(indexing_policy(Some(&echoed)), echoed, "stable on replace");
-        assert_eq!(
-            indexing_policy(Some(&json!({"indexingMode": "none", "automatic": false}))),
-            json!({"indexingMode": "none", "automatic": false, "includedPaths": [], "excludedPaths": []})
-        );
-    }
 }
