@@ -1,18 +1,20 @@
 //! `partita container`: create and list containers, and change their time
-//! to live.
+//! to live and indexing policy.
 
 use clap::Subcommand;
-use partita::{ContainerProperties, Database, EngineError, UniqueKey};
+use partita::{ContainerProperties, Database, EngineError, IndexingPolicy, UniqueKey};
 use serde_json::{Value, json};
 
-use crate::json::{METADATA_CHARGE, charged};
+use crate::json::{METADATA_CHARGE, charged, json_argument};
 
 /// The `--help` examples of `partita container`.
 pub(crate) const EXAMPLES: &str = "Examples:
   partita container create posts --pk /postId --physical-partitions 8
   partita container create sessions --pk /userId --default-ttl 3600
   partita container create users --pk /tenant --unique-key /email
+  partita container create posts --pk /postId --indexing-policy @policy.json
   partita container set-ttl sessions --default-ttl off
+  partita container set-indexing-policy posts --indexing-policy @policy.json
   partita container create sessions --pk /tenantId --pk /userId --pk /sessionId
   partita container list";
 
@@ -38,6 +40,11 @@ pub(crate) enum ContainerCommand {
         /// unique within each logical partition; repeat for more keys.
         #[arg(long)]
         unique_key: Vec<String>,
+        /// The indexing policy, as the service's JSON (or `@file` to read
+        /// it from a file); the service's default when left out. Stored,
+        /// validated and shown; queries do not use an index yet.
+        #[arg(long, value_name = "JSON")]
+        indexing_policy: Option<String>,
     },
     /// Change a container's time to live.
     #[command(after_help = "Example: partita container set-ttl sessions --default-ttl 600")]
@@ -48,6 +55,17 @@ pub(crate) enum ContainerCommand {
         /// their own `ttl`), or `off`.
         #[arg(long, allow_hyphen_values = true)]
         default_ttl: String,
+    },
+    /// Replace a container's indexing policy.
+    #[command(
+        after_help = "Example: partita container set-indexing-policy posts --indexing-policy @policy.json"
+    )]
+    SetIndexingPolicy {
+        /// The container id.
+        name: String,
+        /// The policy, as the service's JSON (or `@file`).
+        #[arg(long, value_name = "JSON")]
+        indexing_policy: String,
     },
     /// List containers.
     #[command(after_help = "Example: partita container list")]
@@ -63,6 +81,7 @@ pub(crate) fn run(db: &Database, command: ContainerCommand) -> anyhow::Result<Va
             physical_partitions,
             default_ttl,
             unique_key,
+            indexing_policy,
         } => {
             let mut props = ContainerProperties::hierarchical(name, pk);
             props.physical_partitions = physical_partitions;
@@ -71,6 +90,9 @@ pub(crate) fn run(db: &Database, command: ContainerCommand) -> anyhow::Result<Va
                 .iter()
                 .map(|paths| UniqueKey::new(paths.split(',').map(str::trim)))
                 .collect();
+            if let Some(policy) = indexing_policy {
+                props.indexing_policy = policy_argument(&policy)?;
+            }
             let container = db.create_container_with(props)?;
             charged(container_json(&container.properties()), METADATA_CHARGE)
         }
@@ -87,6 +109,15 @@ pub(crate) fn run(db: &Database, command: ContainerCommand) -> anyhow::Result<Va
             container.set_default_ttl(ttl)?;
             charged(container_json(&container.properties()), METADATA_CHARGE)
         }
+        ContainerCommand::SetIndexingPolicy {
+            name,
+            indexing_policy,
+        } => {
+            let policy = policy_argument(&indexing_policy)?;
+            let container = db.container(&name)?;
+            container.set_indexing_policy(policy)?;
+            charged(container_json(&container.properties()), METADATA_CHARGE)
+        }
         ContainerCommand::List => {
             let containers: Vec<Value> = db.containers().iter().map(container_json).collect();
             json!({
@@ -96,6 +127,14 @@ pub(crate) fn run(db: &Database, command: ContainerCommand) -> anyhow::Result<Va
             })
         }
     })
+}
+
+/// `--indexing-policy`: JSON or `@file`, checked as the service checks it
+/// (a 400 with its message).
+fn policy_argument(text: &str) -> anyhow::Result<IndexingPolicy> {
+    let value = json_argument("--indexing-policy", text)?;
+    IndexingPolicy::from_json(&value)
+        .map_err(|e| EngineError::BadRequest(format!("--indexing-policy: {e}")).into())
 }
 
 fn container_json(props: &ContainerProperties) -> Value {
@@ -113,5 +152,6 @@ fn container_json(props: &ContainerProperties) -> Value {
         "uniqueKeyPolicy": {
             "uniqueKeys": props.unique_keys.iter().map(|k| json!({"paths": k.paths})).collect::<Vec<_>>(),
         },
+        "indexingPolicy": props.indexing_policy.to_json(),
     })
 }

@@ -16,7 +16,7 @@ use partita::{
 use serde_json::{Value, json};
 
 use crate::caps::CapArgs;
-use crate::json::{parse_json, stats_json};
+use crate::json::{json_argument, parse_json, stats_json};
 use crate::pk::Pk;
 
 /// The `--help` examples of `partita item`.
@@ -399,19 +399,6 @@ impl std::fmt::Display for BatchFailed {
 }
 
 impl std::error::Error for BatchFailed {}
-
-/// A JSON argument given inline or as `@file`.
-fn json_argument(what: &str, text: &str) -> anyhow::Result<Value> {
-    match text.strip_prefix('@') {
-        Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|e| {
-                EngineError::BadRequest(format!("cannot read {what} file {path}: {e}"))
-            })?;
-            Ok(parse_json(what, &text)?)
-        }
-        None => Ok(parse_json(what, text)?),
-    }
-}
 
 fn write_args(
     db: &Database,

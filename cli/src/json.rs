@@ -44,6 +44,19 @@ pub(crate) fn parse_json(what: &str, text: &str) -> Result<Value, Error> {
     })
 }
 
+/// A JSON argument given inline or as `@file`.
+pub(crate) fn json_argument(what: &str, text: &str) -> anyhow::Result<Value> {
+    match text.strip_prefix('@') {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                EngineError::BadRequest(format!("cannot read {what} file {path}: {e}"))
+            })?;
+            Ok(parse_json(what, &text)?)
+        }
+        None => Ok(parse_json(what, text)?),
+    }
+}
+
 /// A usage error as the JSON error shape, with clap's explanation.
 pub(crate) fn usage_error(err: &clap::Error) -> Value {
     json!({"status": 400, "substatus": 0, "message": err.to_string().trim()})

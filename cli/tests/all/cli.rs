@@ -430,6 +430,7 @@ fn usage_errors_exit_2_and_every_command_has_help_with_an_example() {
         &["container"],
         &["container", "create"],
         &["container", "list"],
+        &["container", "set-indexing-policy"],
         &["item"],
         &["item", "create"],
         &["item", "upsert"],
@@ -1295,6 +1296,113 @@ fn time_to_live_unique_keys_and_partition_deletes_from_the_command_line() {
     cli.fails(&["item", "read", "users", "--pk", "t", "--id", "u1"], 404);
     let again = cli.ok(&["item", "delete-partition", "users", "--pk", "t"]);
     assert_eq!(again["deleted"], 0);
+}
+
+#[test]
+fn containers_take_an_indexing_policy_inline_or_from_a_file() {
+    let cli = Cli::new();
+    let plain = cli.ok(&["container", "create", "plain", "--pk", "/pk"]);
+    assert_eq!(
+        plain["indexingPolicy"],
+        json!({"indexingMode": "consistent", "automatic": true,
+               "includedPaths": [{"path": "/*"}], "excludedPaths": [{"path": "/\"_etag\"/?"}]})
+    );
+    let file = cli.dir.path().join("policy.json");
+    std::fs::write(
+        &file,
+        r#"{"excludedPaths": [{"path": "/body/*"}],
+            "compositeIndexes": [[{"path": "/a"}, {"path": "/b", "order": "descending"}]]}"#,
+    )
+    .unwrap();
+    let from_file = format!("@{}", file.display());
+    let posts = cli.ok(&[
+        "container",
+        "create",
+        "posts",
+        "--pk",
+        "/postId",
+        "--indexing-policy",
+        &from_file,
+    ]);
+    let policy = &posts["indexingPolicy"];
+    assert_eq!(
+        policy["excludedPaths"],
+        json!([{"path": "/body/*"}, {"path": "/\"_etag\"/?"}])
+    );
+    assert_eq!(
+        policy["compositeIndexes"][0][0],
+        json!({"path": "/a", "order": "ascending"})
+    );
+    let listed = cli.ok(&["container", "list"]);
+    let shown = listed["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "posts")
+        .unwrap();
+    assert_eq!(&shown["indexingPolicy"], policy, "kept between invocations");
+
+    let bad = cli.fails(
+        &[
+            "container",
+            "create",
+            "bad",
+            "--pk",
+            "/pk",
+            "--indexing-policy",
+            r#"{"excludedPaths": [{"path": "/a"}]}"#,
+        ],
+        400,
+    );
+    assert!(
+        bad["message"]
+            .as_str()
+            .unwrap()
+            .contains("could not be accepted, failed near position '2'"),
+        "{bad}"
+    );
+    cli.fails(
+        &[
+            "container",
+            "create",
+            "bad",
+            "--pk",
+            "/pk",
+            "--indexing-policy",
+            "{",
+        ],
+        400,
+    );
+
+    let none = cli.ok(&[
+        "container",
+        "set-indexing-policy",
+        "posts",
+        "--indexing-policy",
+        r#"{"indexingMode": "none"}"#,
+    ]);
+    assert_eq!(
+        none["indexingPolicy"],
+        json!({"indexingMode": "none", "automatic": false, "includedPaths": [], "excludedPaths": []})
+    );
+    cli.fails(
+        &[
+            "container",
+            "set-indexing-policy",
+            "posts",
+            "--indexing-policy",
+            r#"{"compositeIndexes": [[]]}"#,
+        ],
+        400,
+    );
+    let listed = cli.ok(&["container", "list"]);
+    let shown = listed["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "posts")
+        .unwrap();
+    assert_eq!(shown["indexingPolicy"]["indexingMode"], "none");
 }
 
 #[test]
