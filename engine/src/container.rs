@@ -26,7 +26,7 @@ use serde_json::Value;
 use crate::database::DbInner;
 use crate::document::Document;
 use crate::error::{Error, Result};
-use crate::indexing::{IndexingMode, IndexingPolicy};
+use crate::indexing::{DocumentPath, IndexingMode, IndexingPolicy, SortOrder};
 use crate::partition::{
     FOOTPRINT_PER_PARTITION, LogicalPartition, PartitionState, Slot, physical_partition,
 };
@@ -303,9 +303,28 @@ impl ContainerInner {
         self.indexing.read().clone()
     }
 
-    /// Parses `sql` for this container: its computed properties resolved.
+    /// Parses `sql` for this container: its computed properties resolved,
+    /// and refused as the service refuses it when the indexing policy
+    /// cannot serve its ORDER BY (several paths and no composite index of
+    /// them, or one path the policy excludes). Only ORDER BY items that
+    /// are plain paths of the document are checked.
     pub(crate) fn parse_query(&self, sql: &str) -> std::result::Result<Query, QueryError> {
-        crate::query::parse_with(sql, &self.computed().1)
+        let query = crate::query::parse_with(sql, &self.computed().1)?;
+        if let Some(paths) = query.order_by_paths() {
+            let items: Vec<_> = paths
+                .into_iter()
+                .map(|(labels, descending)| {
+                    let order = if descending {
+                        SortOrder::Descending
+                    } else {
+                        SortOrder::Ascending
+                    };
+                    (DocumentPath::of_labels(labels), order)
+                })
+                .collect();
+            self.indexing_policy().order_by_index(&items)?;
+        }
+        Ok(query)
     }
 
     /// The settings as they are now, for a storage update.

@@ -1228,6 +1228,93 @@ mod database_tests {
         );
     }
 
+    fn query_error(c: &crate::Container, sql: &str) -> String {
+        let err = c
+            .query_items(sql, &Default::default(), &QueryItemsOptions::default())
+            .unwrap_err();
+        assert_eq!(err.status(), 400, "{sql}: {err}");
+        err.to_string()
+    }
+
+    #[test]
+    fn order_by_is_served_by_the_policy_or_refused_as_the_service_refuses_it() {
+        let (db, _) = db();
+        let no_composite = "The order by query does not have a corresponding composite index \
+                            that it can be served from.";
+        let excluded = "The index path corresponding to the specified order-by item is excluded.";
+        let c = db.create_container("c", "/pk").unwrap();
+        for (id, a, b) in [("x", 1, "q"), ("y", 1, "p"), ("z", 0, "r")] {
+            c.create_item(
+                "p",
+                json!({"id": id, "pk": "p", "a": a, "b": b, "body": {"n": a}}),
+                None,
+            )
+            .unwrap();
+        }
+        // The default policy: every single path but _etag, no composite index.
+        assert_eq!(
+            query(&c, "SELECT VALUE c.a FROM c ORDER BY c.a DESC"),
+            [json!(1), json!(1), json!(0)]
+        );
+        assert_eq!(ids(query(&c, "SELECT * FROM c ORDER BY c.body.n")).len(), 3);
+        assert!(query_error(&c, "SELECT * FROM c ORDER BY c._etag").ends_with(excluded));
+        assert!(query_error(&c, "SELECT * FROM c ORDER BY c.a, c.b").ends_with(no_composite));
+        assert!(
+            query_error(&c, "SELECT * FROM c ORDER BY c['a'] DESC, c.id").ends_with(no_composite)
+        );
+        // What is not a path of the document is not checked (the service
+        // refuses some of it for reasons of its own).
+        assert_eq!(
+            query(
+                &c,
+                "SELECT VALUE [t, c.id] FROM c JOIN t IN [1] ORDER BY t, c.id"
+            )
+            .len(),
+            3
+        );
+        // A transaction's queries (a script's) follow the same policy.
+        let err = c
+            .transaction("p", |txn| {
+                Collection::query(
+                    txn,
+                    QueryRequest {
+                        sql: "SELECT * FROM c ORDER BY c.a, c.b",
+                        parameters: &Default::default(),
+                        page_size: None,
+                        continuation: None,
+                    },
+                )
+            })
+            .unwrap_err();
+        assert!(err.to_string().contains(no_composite), "{err}");
+
+        c.set_indexing_policy(policy(json!({
+            "excludedPaths": [{"path": "/body/*"}],
+            "compositeIndexes": [[{"path": "/a", "order": "ascending"}, {"path": "/b", "order": "descending"}]]
+        })))
+        .unwrap();
+        assert_eq!(
+            ids(query(&c, "SELECT * FROM c ORDER BY c.a, c.b DESC")),
+            ["z", "x", "y"]
+        );
+        assert_eq!(
+            ids(query(&c, "SELECT * FROM c ORDER BY c.a DESC, c.b ASC")),
+            ["y", "x", "z"],
+            "the exact reverse"
+        );
+        assert!(query_error(&c, "SELECT * FROM c ORDER BY c.a, c.b").ends_with(no_composite));
+        assert!(query_error(&c, "SELECT * FROM c ORDER BY c.b DESC, c.a").ends_with(no_composite));
+        assert!(query_error(&c, "SELECT * FROM c ORDER BY c.body.n").ends_with(excluded));
+        assert_eq!(
+            ids(query(&c, "SELECT * FROM c ORDER BY c.id DESC")),
+            ["z", "y", "x"]
+        );
+        // Mode none: no index to ask.
+        c.set_indexing_policy(policy(json!({"indexingMode": "none"})))
+            .unwrap();
+        assert_eq!(query(&c, "SELECT * FROM c ORDER BY c.a, c.b").len(), 3);
+    }
+
     #[test]
     fn time_to_live_needs_an_index() {
         let (db, _) = db();

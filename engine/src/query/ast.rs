@@ -99,6 +99,28 @@ fn collect_equalities<'q>(expr: &'q Expr, out: &mut Vec<(Vec<String>, &'q Expr)>
     }
 }
 
+impl Query {
+    /// The ORDER BY items as property paths from the document root, each
+    /// with whether it is descending, when every item is such a path
+    /// (`ORDER BY c.a, c["b"].d DESC`); `None` when any is something else
+    /// (a JOIN alias, an expression, a computed property) or the FROM
+    /// clause starts below the root, and for no ORDER BY.
+    pub(crate) fn order_by_paths(&self) -> Option<Vec<(Vec<String>, bool)>> {
+        if self.order_by.is_empty()
+            || self
+                .from
+                .as_ref()
+                .is_some_and(|f| !f.root_path.is_empty() || f.base != 0)
+        {
+            return None;
+        }
+        self.order_by
+            .iter()
+            .map(|item| Some((document_path(&item.expr)?, item.descending)))
+            .collect()
+    }
+}
+
 /// `c.a.b` (or `c["a"]`) as `["a", "b"]`; `None` for anything else.
 fn document_path(expr: &Expr) -> Option<Vec<String>> {
     match expr {

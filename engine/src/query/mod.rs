@@ -254,6 +254,10 @@ pub enum QueryError {
         /// Its error message.
         message: String,
     },
+    /// The container's indexing policy cannot serve the ORDER BY (the
+    /// service's message).
+    #[error("{0}")]
+    OrderBy(#[from] crate::indexing::OrderByError),
 }
 
 impl QueryError {
