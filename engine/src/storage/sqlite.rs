@@ -323,8 +323,9 @@ enum Request {
 }
 
 enum MetaOp {
-    CreateContainer(ContainerMeta),
-    UpdateContainer(ContainerMeta),
+    /// Boxed: a definition is far larger than a commit's request.
+    CreateContainer(Box<ContainerMeta>),
+    UpdateContainer(Box<ContainerMeta>),
     DeleteContainer(String),
     PutScript(ScriptRecord),
     DeleteScript {
@@ -963,7 +964,7 @@ impl Storage for SqliteStorage {
     }
 
     fn create_container(&self, meta: &ContainerMeta) -> Result<()> {
-        self.meta(MetaOp::CreateContainer(meta.clone()))
+        self.meta(MetaOp::CreateContainer(Box::new(meta.clone())))
     }
 
     fn delete_container(&self, id: &str) -> Result<()> {
@@ -971,7 +972,7 @@ impl Storage for SqliteStorage {
     }
 
     fn update_container(&self, meta: &ContainerMeta) -> Result<()> {
-        self.meta(MetaOp::UpdateContainer(meta.clone()))
+        self.meta(MetaOp::UpdateContainer(Box::new(meta.clone())))
     }
 
     fn put_script(&self, script: &ScriptRecord) -> Result<()> {
@@ -2368,11 +2369,14 @@ mod tests {
         let (reply, _) = mpsc::sync_channel(1);
         let (meta_reply, _) = mpsc::sync_channel(1);
         let batch = vec![
-            Request::Meta(MetaOp::CreateContainer(meta.clone()), meta_reply.clone()),
+            Request::Meta(
+                MetaOp::CreateContainer(Box::new(meta.clone())),
+                meta_reply.clone(),
+            ),
             Request::Commit(record("a"), reply.clone()),
             Request::Commit(record("b"), reply.clone()),
             Request::Meta(MetaOp::DeleteContainer("c".into()), meta_reply.clone()),
-            Request::Meta(MetaOp::CreateContainer(meta), meta_reply),
+            Request::Meta(MetaOp::CreateContainer(Box::new(meta)), meta_reply),
             Request::Commit(record("new"), reply),
         ];
         let pending = RwLock::new(PendingDocs::new());
