@@ -912,21 +912,38 @@ impl Container {
     /// [`Error::ContainerNotFound`] once the container is deleted;
     /// [`Error::ReadOnly`] and storage errors.
     pub fn set_indexing_policy(&self, policy: IndexingPolicy) -> Result<()> {
-        let id = &self.inner.meta.id;
-        let policy = checked_indexing_policy(id, &policy)?;
+        let policy = Arc::new(checked_indexing_policy(&self.inner.meta.id, &policy)?);
+        self.update_settings(
+            |meta| meta.indexing_policy = (*policy).clone(),
+            || *self.inner.indexing.write() = policy.clone(),
+        )
+    }
+
+    /// Writes the container's settings as `edit` changes the current ones,
+    /// durably, then `apply`s them in memory: under the settings lock, so
+    /// a change of one setting never undoes another's, and only while the
+    /// container is not deleted. Time to live and mode `none` are checked
+    /// together here, whichever changed.
+    fn update_settings(
+        &self,
+        edit: impl FnOnce(&mut ContainerMeta),
+        apply: impl FnOnce(),
+    ) -> Result<()> {
         self.db.check_writable()?;
         let _settings = self.inner.settings_lock.lock();
-        check_ttl_with_mode(id, self.inner.default_ttl(), policy.indexing_mode)?;
+        let mut meta = self.inner.current_meta();
+        edit(&mut meta);
+        check_ttl_with_mode(
+            &meta.id,
+            meta.default_ttl,
+            meta.indexing_policy.indexing_mode,
+        )?;
         let alive = self.inner.alive()?;
-        let meta = ContainerMeta {
-            indexing_policy: policy.clone(),
-            ..self.inner.current_meta()
-        };
         self.db
             .storage
             .update_container(&meta)
             .inspect_err(|e| self.db.mark_failed(e))?;
-        *self.inner.indexing.write() = Arc::new(policy);
+        apply();
         drop(alive);
         Ok(())
     }
@@ -942,26 +959,14 @@ impl Container {
     /// [`Error::ReadOnly`] and storage errors.
     pub fn set_default_ttl(&self, default_ttl: Option<i32>) -> Result<()> {
         crate::settings::validate_default_ttl(&self.inner.meta.id, default_ttl)?;
-        self.db.check_writable()?;
-        let _settings = self.inner.settings_lock.lock();
-        check_ttl_with_mode(
-            &self.inner.meta.id,
-            default_ttl,
-            self.inner.indexing_policy().indexing_mode,
+        self.update_settings(
+            |meta| meta.default_ttl = default_ttl,
+            || {
+                self.inner
+                    .default_ttl
+                    .store(default_ttl.map_or(0, i64::from), Ordering::Release);
+            },
         )?;
-        let alive = self.inner.alive()?;
-        let meta = ContainerMeta {
-            default_ttl,
-            ..self.inner.current_meta()
-        };
-        self.db
-            .storage
-            .update_container(&meta)
-            .inspect_err(|e| self.db.mark_failed(e))?;
-        self.inner
-            .default_ttl
-            .store(default_ttl.map_or(0, i64::from), Ordering::Release);
-        drop(alive);
         if default_ttl.is_some() {
             crate::database::start_purger(&self.db);
         }
@@ -979,20 +984,11 @@ impl Container {
     /// [`Error::ReadOnly`] and storage errors.
     pub fn set_computed_properties(&self, props: Vec<ComputedProperty>) -> Result<()> {
         let compiled = crate::settings::compile_computed_properties(&self.inner.meta.id, &props)?;
-        self.db.check_writable()?;
-        let _settings = self.inner.settings_lock.lock();
-        let alive = self.inner.alive()?;
-        let meta = ContainerMeta {
-            computed_properties: props.clone(),
-            ..self.inner.current_meta()
-        };
-        self.db
-            .storage
-            .update_container(&meta)
-            .inspect_err(|e| self.db.mark_failed(e))?;
-        *self.inner.computed.write() = Arc::new((props, compiled));
-        drop(alive);
-        Ok(())
+        let current = Arc::new((props, compiled));
+        self.update_settings(
+            |meta| meta.computed_properties = current.0.clone(),
+            || *self.inner.computed.write() = current.clone(),
+        )
     }
 
     /// Deletes every document of the logical partition `partition_key` in

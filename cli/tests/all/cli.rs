@@ -1333,14 +1333,11 @@ fn containers_take_an_indexing_policy_inline_or_from_a_file() {
         policy["compositeIndexes"][0][0],
         json!({"path": "/a", "order": "ascending"})
     );
-    let listed = cli.ok(&["container", "list"]);
-    let shown = listed["containers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["id"] == "posts")
-        .unwrap();
-    assert_eq!(&shown["indexingPolicy"], policy, "kept between invocations");
+    assert_eq!(
+        &listed(&cli, "posts")["indexingPolicy"],
+        policy,
+        "kept between invocations"
+    );
 
     let bad = cli.fails(
         &[
@@ -1395,14 +1392,22 @@ fn containers_take_an_indexing_policy_inline_or_from_a_file() {
         ],
         400,
     );
+    assert_eq!(
+        listed(&cli, "posts")["indexingPolicy"]["indexingMode"],
+        "none"
+    );
+}
+
+/// Container `id` as `partita container list` shows it.
+fn listed(cli: &Cli, id: &str) -> Value {
     let listed = cli.ok(&["container", "list"]);
-    let shown = listed["containers"]
+    listed["containers"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|c| c["id"] == "posts")
-        .unwrap();
-    assert_eq!(shown["indexingPolicy"]["indexingMode"], "none");
+        .find(|c| c["id"] == id)
+        .cloned()
+        .unwrap_or_else(|| panic!("{id} not in {listed}"))
 }
 
 #[test]
