@@ -645,10 +645,17 @@ impl Registry {
                 "the uniqueKeyPolicy of container {name:?} is fixed at creation and cannot be changed"
             )));
         }
+        // Time to live needs an index: refused before anything changes.
+        if default_ttl.is_some() && indexing_policy.indexing_mode == IndexingMode::None {
+            return Err(WireError::bad_request(format!(
+                "container {name:?}: time to live (defaultTtl) needs an index, so it cannot be on \
+                 while the indexing mode is none"
+            )));
+        }
         // A replace is the whole definition: no defaultTtl turns it off, no
         // computedProperties removes them, no indexingPolicy is the default.
-        // Time to live needs an index, so whichever of the two turns its
-        // side off goes first.
+        // Whichever of time to live and mode none turns its side off goes
+        // first.
         old.container.set_computed_properties(computed_properties)?;
         if indexing_policy.indexing_mode == IndexingMode::None {
             old.container.set_default_ttl(default_ttl)?;

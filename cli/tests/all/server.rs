@@ -1250,6 +1250,14 @@ fn indexing_policies_are_validated_echoed_and_replaced() {
 
     // A replace sends the definition back, as the SDKs do, with a new policy.
     let mut definition = read();
+    // Time to live on under mode none is refused whole: nothing changes.
+    let mut both = definition.clone();
+    both["indexingPolicy"] = json!({"indexingMode": "none"});
+    both["defaultTtl"] = json!(60);
+    let (r, body) = replace(&both);
+    assert_error(&r, &body, 400, "BadRequest", "time to live");
+    assert!(read().get("defaultTtl").is_none());
+    assert_eq!(read()["indexingPolicy"], echoed);
     definition["indexingPolicy"] = json!({"indexingMode": "none", "automatic": false});
     let (r, body) = replace(&definition);
     assert_eq!(r.status, 200, "{body}");
