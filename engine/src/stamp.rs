@@ -230,8 +230,9 @@ pub(crate) fn etag(ordinal: u32, seq: u64) -> String {
     std::str::from_utf8(&buf).unwrap_or_default().to_owned()
 }
 
-/// The system properties the engine sets, in the order it appends them.
-const SYSTEM_PROPERTIES: [&str; 5] = ["_rid", "_self", "_etag", "_attachments", "_ts"];
+/// The system properties the engine sets, in the order it appends them
+/// (and that storage keeps out of a stored body when they end it).
+pub(crate) const SYSTEM_PROPERTIES: [&str; 5] = ["_rid", "_self", "_etag", "_attachments", "_ts"];
 
 /// The length of an etag's text: a quote, 8 + 1 + 16 hex digits, a quote.
 const ETAG_LEN: usize = 27;

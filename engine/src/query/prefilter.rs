@@ -21,9 +21,7 @@ use memchr::memmem::Finder;
 use serde_json::Value;
 
 use crate::query::ast::{Expr, Query};
-
-/// The top-level properties storage writes after the body, not in it.
-const SEPARATE: [&str; 5] = ["_rid", "_self", "_etag", "_attachments", "_ts"];
+use crate::stamp::SYSTEM_PROPERTIES;
 
 /// Integers at least this large may be written with an exponent.
 const PLAIN_INTEGERS_BELOW: f64 = 1e15;
@@ -40,7 +38,11 @@ impl Needles {
     pub(crate) fn of(q: &Query, bound: &[Option<&Value>]) -> Needles {
         let mut texts: Vec<Vec<u8>> = Vec::new();
         for (path, constant) in q.equalities() {
-            if path.first().is_some_and(|p| SEPARATE.contains(&p.as_str())) {
+            // Storage may keep them out of the body's text.
+            if path
+                .first()
+                .is_some_and(|p| SYSTEM_PROPERTIES.contains(&p.as_str()))
+            {
                 continue;
             }
             let value = match constant {
