@@ -127,6 +127,44 @@ impl Source for Snapshots<'_> {
         self.keys.clone()
     }
 
+    fn index_candidates(
+        &self,
+        terms: &[crate::range_index::IndexTerm],
+    ) -> Option<Vec<(PartitionKey, u64)>> {
+        // One partition is read whole as cheaply as its entries.
+        if self.keys.len() < 2 {
+            return None;
+        }
+        let storage = &self.container.db.storage;
+        match storage.index_candidates(&self.container.inner.meta.id, terms) {
+            Ok(candidates) => candidates.map(|mut candidates| {
+                candidates.retain(|(key, _)| self.keys.binary_search(key).is_ok());
+                candidates
+            }),
+            Err(err) => {
+                *self.failed.borrow_mut() = Some(err);
+                Some(Vec::new())
+            }
+        }
+    }
+
+    fn index_walk(&self, walk: &crate::storage::IndexWalk<'_>) -> Option<crate::storage::WalkPage> {
+        if self.keys.len() < 2 {
+            return None;
+        }
+        let storage = &self.container.db.storage;
+        match storage.index_walk(&self.container.inner.meta.id, walk) {
+            Ok(page) => page.map(|(mut entries, through)| {
+                entries.retain(|(key, _)| self.keys.binary_search(key).is_ok());
+                (entries, through)
+            }),
+            Err(err) => {
+                *self.failed.borrow_mut() = Some(err);
+                Some((Vec::new(), None))
+            }
+        }
+    }
+
     fn scan(
         &self,
         key: &PartitionKey,

@@ -45,6 +45,7 @@ pub mod indexing;
 mod partition;
 pub mod patch;
 pub mod query;
+pub mod range_index;
 mod script;
 mod settings;
 mod stamp;

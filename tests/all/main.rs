@@ -23,6 +23,7 @@ mod fuzz;
 mod fuzz_targets;
 mod hierarchical;
 mod import;
+mod index;
 mod isolation;
 mod model;
 mod parity;

@@ -41,7 +41,10 @@ use crate::query::order::{
     Ordered, clone_capped, clone_value, cmp_opt, cmp_values, dismantle, own, own_capped, type_rank,
 };
 use crate::query::parser::fnv;
+use crate::query::prefilter::index_terms;
 use crate::query::{Needles, Params, QueryError, QueryOptions, QueryPage, QueryStats, Source};
+use crate::range_index::order_key;
+use crate::storage::IndexWalk;
 
 /// Where a row comes from.
 #[derive(Clone, Copy)]
@@ -62,8 +65,15 @@ struct Exec<'q> {
     q: &'q Query,
     cx: Cx<'q>,
     partitions: Vec<PartitionKey>,
+    /// Per partition, the rids of the only documents that may have rows
+    /// in the result, ascending, when a range index named them; the
+    /// others are not read (nor counted as scanned).
+    only: Option<Vec<Vec<u64>>>,
     /// Text every document with a row in the result contains.
     needles: Needles,
+    /// After ORDER BY: the index key of the last row it kept (the row
+    /// after the page), when it found as many rows as it needed.
+    frontier: Cell<Option<Vec<u8>>>,
     stats: Cell<QueryStats>,
 }
 
@@ -472,15 +482,84 @@ pub(crate) fn execute(
         )?),
         None => None,
     };
-    let mut partitions = source.partitions();
-    partitions.sort();
-    partitions.dedup();
-    let ex = Exec {
+    let terms = index_terms(q, &bound);
+    let exec = |partitions: Vec<PartitionKey>, only: Option<Vec<Vec<u64>>>| Exec {
         q,
         cx,
         partitions,
+        only,
         needles: Needles::of(q, &bound),
         stats: Cell::new(QueryStats::default()),
+        frontier: Cell::new(None),
+    };
+    // An ORDER BY on one path walks the range index in its order, reading
+    // the documents of the first entries only: as many as make the page
+    // certain (its rows, and the one after, all come before every entry
+    // not read), four times more each time they do not.
+    let mut spent = QueryStats::default();
+    if let (Mode::Order, Some(path)) = (mode, q.order_by_paths())
+        && let [(path, descending)] = path.as_slice()
+        && q.from.as_ref().is_some_and(|f| f.joins.is_empty())
+        && token.as_ref().map_or(0, |t| t.index) < hi
+    {
+        let from = token
+            .as_ref()
+            .and_then(|t| t.keys.first().cloned().flatten())
+            .map(|key| order_key(&key));
+        // Twice the rows the page needs (see `order`), to leave room for
+        // documents the rest of WHERE turns down.
+        let start = token.as_ref().map_or(0, |t| t.index);
+        let need = (hi.min(start.max(lo).saturating_add(page)) - start).saturating_add(1);
+        let mut limit = usize::try_from(need.saturating_mul(2))
+            .unwrap_or(usize::MAX)
+            .max(8);
+        loop {
+            let walk = IndexWalk {
+                path,
+                descending: *descending,
+                from: from.as_deref(),
+                terms: &terms,
+                limit,
+            };
+            let Some((entries, through)) = source.index_walk(&walk) else {
+                break;
+            };
+            let (partitions, only) = by_partition(entries);
+            let ex = exec(partitions, Some(only));
+            let (items, next) = ex.order(source, token.as_ref(), lo, hi, page)?;
+            add(&mut spent, ex.stats.get());
+            let certain = match (&through, ex.frontier.take()) {
+                (None, _) => true,
+                (Some(through), Some(worst)) if *descending => worst > *through,
+                (Some(through), Some(worst)) => worst < *through,
+                (Some(_), None) => false,
+            };
+            if certain {
+                return finish(q, params, items, next, spent);
+            }
+            for item in items {
+                dismantle(item);
+            }
+            limit = limit.saturating_mul(4);
+        }
+    }
+    // With a range index, the partitions and documents it names; else
+    // every partition, every document.
+    let candidates = match terms.is_empty() || q.from.is_none() {
+        true => None,
+        false => source.index_candidates(&terms),
+    };
+    let ex = match candidates {
+        Some(candidates) => {
+            let (partitions, only) = by_partition(candidates);
+            exec(partitions, Some(only))
+        }
+        None => {
+            let mut partitions = source.partitions();
+            partitions.sort();
+            partitions.dedup();
+            exec(partitions, None)
+        }
     };
     let (items, next) = match mode {
         Mode::Stream => ex.stream(source, token.as_ref(), lo, hi, page)?,
@@ -503,7 +582,43 @@ pub(crate) fn execute(
             (items, next)
         }
     };
-    let mut stats = ex.stats.get();
+    add(&mut spent, ex.stats.get());
+    finish(q, params, items, next, spent)
+}
+
+/// Adds the cost of `more` to `spent`.
+fn add(spent: &mut QueryStats, more: QueryStats) {
+    spent.docs_scanned += more.docs_scanned;
+    spent.bytes_read += more.bytes_read;
+}
+
+/// Documents named by (partition, rid) as the partitions in order, each
+/// with its rids in order.
+fn by_partition(mut named: Vec<(PartitionKey, u64)>) -> (Vec<PartitionKey>, Vec<Vec<u64>>) {
+    named.sort();
+    named.dedup();
+    let mut partitions: Vec<PartitionKey> = Vec::new();
+    let mut rids: Vec<Vec<u64>> = Vec::new();
+    for (pk, rid) in named {
+        if partitions.last() != Some(&pk) {
+            partitions.push(pk);
+            rids.push(Vec::new());
+        }
+        rids.last_mut()
+            .expect("pushed with its partition")
+            .push(rid);
+    }
+    (partitions, rids)
+}
+
+/// The page of `items`, continuing at `next`, at the cost `stats`.
+fn finish(
+    q: &Query,
+    params: &Params,
+    items: Vec<Value>,
+    next: Option<Token>,
+    mut stats: QueryStats,
+) -> Result<QueryPage, QueryError> {
     stats.docs_returned = items.len() as u64;
     let continuation = match next {
         None => None,
@@ -575,8 +690,10 @@ impl<'q> Exec<'q> {
             };
             let mut error = None;
             let mut stop = false;
+            let only = self.only.as_ref().map(|only| only[pk_index].as_slice());
             // Documents the source passed over, unparsed, for lacking a
-            // needle: scanned all the same.
+            // needle: scanned all the same (unless the index named the
+            // documents to read: it did not name these).
             let (mut skipped_docs, mut skipped_bytes) = (0, 0);
             let mut skipped = |size: usize| {
                 skipped_docs += 1;
@@ -587,6 +704,14 @@ impl<'q> Exec<'q> {
                 after,
                 &self.needles,
                 &mut |rid, doc, size| {
+                    if let Some(only) = only {
+                        if only.last().is_none_or(|last| rid > *last) {
+                            return ControlFlow::Break(());
+                        }
+                        if only.binary_search(&rid).is_err() {
+                            return ControlFlow::Continue(());
+                        }
+                    }
                     stats.docs_scanned += 1;
                     stats.bytes_read += size as u64;
                     let skip = match skip_at {
@@ -622,8 +747,10 @@ impl<'q> Exec<'q> {
                 },
                 &mut skipped,
             );
-            stats.docs_scanned += skipped_docs;
-            stats.bytes_read += skipped_bytes;
+            if only.is_none() {
+                stats.docs_scanned += skipped_docs;
+                stats.bytes_read += skipped_bytes;
+            }
             if let Some(e) = error {
                 return Err(e);
             }
@@ -798,6 +925,10 @@ impl<'q> Exec<'q> {
         self.scan(source, None, &mut sink)?;
         buf.sort_unstable_by(cmp_cand);
         buf.truncate(need);
+        if single && buf.len() == need {
+            let worst = buf[need - 1].keys.as_slice()[0].as_ref();
+            self.frontier.set(worst.map(order_key));
+        }
         let mut consumed = start;
         let mut items = Vec::new();
         let mut next = None;

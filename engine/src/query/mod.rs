@@ -142,6 +142,28 @@ pub trait Source {
         let _ = (needles, skipped);
         self.scan(key, after, f);
     }
+
+    /// The only documents that may satisfy every one of `terms` (the
+    /// query's `path = constant` terms, see [`crate::range_index`]), as
+    /// (partition, rid), when a range index knows them: every document
+    /// that does, in the partitions this source shows, is among them.
+    /// The query then reads only those, in their partitions. `None` (the
+    /// default) to scan every partition.
+    fn index_candidates(
+        &self,
+        terms: &[crate::range_index::IndexTerm],
+    ) -> Option<Vec<(PartitionKey, u64)>> {
+        let _ = terms;
+        None
+    }
+
+    /// A walk of a range index in the order of the values at `walk.path`
+    /// ([`crate::storage::Storage::index_walk`]), among the partitions
+    /// this source shows; `None` (the default) when no index can answer.
+    fn index_walk(&self, walk: &crate::storage::IndexWalk<'_>) -> Option<crate::storage::WalkPage> {
+        let _ = walk;
+        None
+    }
 }
 
 /// A hook for `udf.name(args)` calls.

@@ -21,6 +21,7 @@ use memchr::memmem::Finder;
 use serde_json::Value;
 
 use crate::query::ast::{Expr, Query};
+use crate::range_index::IndexTerm;
 use crate::stamp::SYSTEM_PROPERTIES;
 
 /// Integers at least this large may be written with an exponent.
@@ -74,6 +75,23 @@ impl Needles {
     pub fn found_in(&self, text: &[u8]) -> bool {
         self.0.iter().all(|n| n.find(text).is_some())
     }
+}
+
+/// What `q` asks of a range index, given its parameter values `bound`:
+/// its `path = constant` terms of [`Query::equalities`] (so in a query of
+/// the document itself) on a scalar constant.
+pub(crate) fn index_terms(q: &Query, bound: &[Option<&Value>]) -> Vec<IndexTerm> {
+    q.equalities()
+        .into_iter()
+        .filter_map(|(path, constant)| {
+            let value = match constant {
+                Expr::Lit(value) => Some(&**value),
+                Expr::Param(i) => bound.get(*i).copied().flatten(),
+                _ => None,
+            };
+            IndexTerm::equal(path, value?)
+        })
+        .collect()
 }
 
 /// What the JSON text of any value equal to `value` contains, if that is

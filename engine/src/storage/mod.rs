@@ -253,6 +253,25 @@ pub struct LoadedDocument {
     pub size: usize,
 }
 
+/// What [`Storage::index_walk`] walks.
+#[derive(Clone, Copy, Debug)]
+pub struct IndexWalk<'a> {
+    /// The path whose values order the walk (labels from the root).
+    pub path: &'a [String],
+    /// Highest values first.
+    pub descending: bool,
+    /// Start at this key (included) instead of at the first.
+    pub from: Option<&'a [u8]>,
+    /// The equality terms every document returned may satisfy.
+    pub terms: &'a [crate::range_index::IndexTerm],
+    /// The most documents to return.
+    pub limit: usize,
+}
+
+/// A page of [`Storage::index_walk`]: documents in key order, and the key
+/// every document after them is at or past (`None` when there are none).
+pub type WalkPage = (Vec<(PartitionKey, u64)>, Option<Vec<u8>>);
+
 /// A document [`Storage::read_partition_containing`] passed over unparsed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Skipped {
@@ -395,6 +414,40 @@ pub trait Storage: Send + Sync {
     ) -> Result<(Vec<LoadedDocument>, Vec<Skipped>)> {
         let _ = needles;
         Ok((self.read_partition(container, partition_key)?, Vec::new()))
+    }
+
+    /// The documents of `container` that may satisfy every one of
+    /// `terms` (see [`crate::range_index`]), as (partition, rid), from the
+    /// container's range index: every committed document that satisfies
+    /// them is among them. `None` when no index can answer (a store
+    /// without one, a path the policy leaves out, an index being built),
+    /// and the caller scans instead. By default, `None`.
+    ///
+    /// # Errors
+    /// [`crate::Error::Storage`] when the store cannot be read.
+    fn index_candidates(
+        &self,
+        container: &str,
+        terms: &[crate::range_index::IndexTerm],
+    ) -> Result<Option<Vec<(PartitionKey, u64)>>> {
+        let _ = (container, terms);
+        Ok(None)
+    }
+
+    /// A walk of the range index of `container` in the order of the
+    /// values at `walk.path` (see [`IndexWalk`]): the first `walk.limit`
+    /// documents that have a value there and may satisfy `walk.terms`, as
+    /// (partition, rid), in the order of their values' keys
+    /// ([`crate::range_index::order_key`]; documents with equal keys in any
+    /// order), and the key every other such document's is at or past
+    /// (`None`: there are no others). `None` when no index can answer.
+    /// By default, `None`.
+    ///
+    /// # Errors
+    /// [`crate::Error::Storage`] when the store cannot be read.
+    fn index_walk(&self, container: &str, walk: &IndexWalk<'_>) -> Result<Option<WalkPage>> {
+        let _ = (container, walk);
+        Ok(None)
     }
 
     /// The committed document `id` of the logical partition

@@ -101,6 +101,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::File;
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
@@ -110,15 +111,20 @@ use std::time::Duration;
 
 use host_api::{PartitionKey, ScriptKind, TriggerOperation, TriggerType};
 use parking_lot::{Condvar, Mutex, RwLock};
+use rusqlite::types::Value as SqlValue;
 use rusqlite::{Connection, OpenFlags, params};
+use serde_json::Value;
 
 use super::{
-    Change, ChangeKind, CommitRecord, ContainerMeta, Durability, LoadedContainer, LoadedDocument,
-    Lsn, ScriptRecord, Skipped, Storage, kind_name, language_name, parse_kind, parse_language,
+    Change, ChangeKind, CommitRecord, ContainerMeta, Durability, IndexWalk, LoadedContainer,
+    LoadedDocument, Lsn, ScriptRecord, Skipped, Storage, WalkPage, kind_name, language_name,
+    parse_kind, parse_language,
 };
 use crate::document::{Document, now_secs};
 use crate::error::{Error, Result};
+use crate::indexing::{IndexingMode, IndexingPolicy};
 use crate::query::Needles;
+use crate::range_index::{self, IndexTerm};
 use crate::script::TriggerNames;
 use crate::settings::{apply_settings, settings_json};
 use crate::stamp::Stamp;
@@ -193,6 +199,19 @@ CREATE TABLE IF NOT EXISTS folded (
     lsn INTEGER NOT NULL,
     seq INTEGER
 );
+CREATE TABLE IF NOT EXISTS idx (
+    container TEXT NOT NULL,
+    path TEXT NOT NULL,
+    value BLOB NOT NULL,
+    pk TEXT NOT NULL,
+    rid INTEGER NOT NULL,
+    PRIMARY KEY (container, path, value, pk, rid)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS idx_builds (
+    container TEXT PRIMARY KEY,
+    pk TEXT NOT NULL,
+    id TEXT NOT NULL
+);
 ";
 
 /// The tables an older Partita stored in another layout, the columns
@@ -232,7 +251,18 @@ fn create_schema(conn: &mut Connection, unfolded_store: bool) -> rusqlite::Resul
             relaid.push((table, columns));
         }
     }
+    let had_index: bool = tx.query_row(
+        "SELECT COUNT(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'idx'",
+        [],
+        |row| row.get(0),
+    )?;
     tx.execute_batch(SCHEMA)?;
+    if !had_index {
+        // A store from before the range index builds it in the background.
+        tx.execute_batch(
+            "INSERT INTO idx_builds (container, pk, id) SELECT id, '', '' FROM containers",
+        )?;
+    }
     // Stores from before container settings (time to live, unique keys).
     let has_settings: bool = tx.query_row(
         "SELECT COUNT(*) > 0 FROM pragma_table_info('containers') WHERE name = 'settings'",
@@ -376,6 +406,126 @@ struct Shared {
     /// Per container, what its documents' system properties are made of:
     /// bodies are stored without them ([`stored_body`]).
     stamps: RwLock<Stamps>,
+    /// Per container, its indexing policy and whether its range index is
+    /// complete (see [`IndexState`]).
+    indexes: RwLock<Indexes>,
+    /// Some container's range index is being built: the committer builds
+    /// it while no request waits.
+    building: AtomicBool,
+}
+
+/// A container's range index as the store keeps it: the entries of every
+/// document under `policy` (`crate::range_index`), in `idx`, keyed by
+/// (container, path, value, partition, rid). The fold writes a document's
+/// entries with its `docs` row, in the same transaction, so `idx` always
+/// describes `docs` exactly and the pending documents describe the rest;
+/// a new policy empties it, and the committer builds it again between
+/// batches, a thousand documents a step, from where `idx_builds` says it
+/// stopped (a crash resumes there).
+#[derive(Clone)]
+struct IndexState {
+    policy: Arc<IndexingPolicy>,
+    /// Every document of `docs` has its entries: false while being built.
+    ready: bool,
+}
+
+/// Per container id, its [`IndexState`].
+type Indexes = HashMap<String, IndexState>;
+
+/// A term of a read of the range index, with its path key.
+type PathTerm = (IndexTerm, String);
+
+/// A pending document as a read of the range index sees it (see
+/// `SqliteStorage::index_view`).
+struct Overlaid {
+    pk: String,
+    rid: u64,
+    /// It satisfies the read's terms, with this key (at the walked path).
+    key: Option<Vec<u8>>,
+}
+
+/// `?n, ?n+1, …` for `values`, which join `params`.
+fn placeholders(values: &[Vec<u8>], params: &mut Vec<SqlValue>) -> String {
+    let mut list = Vec::with_capacity(values.len());
+    for value in values {
+        params.push(value.clone().into());
+        list.push(format!("?{}", params.len()));
+    }
+    list.join(", ")
+}
+
+/// A condition on the index row `i` for each of `terms`: the same
+/// document has an entry that satisfies it. Their parameters join `params`.
+fn term_filters(terms: &[PathTerm], params: &mut Vec<SqlValue>) -> String {
+    let mut sql = String::new();
+    for (term, path) in terms {
+        params.push(SqlValue::Text(path.clone()));
+        let path = params.len();
+        sql.push_str(&format!(
+            " AND EXISTS (SELECT 1 FROM idx AS t WHERE t.container = ?1 AND t.path = ?{path} \
+             AND t.value IN ({}) AND t.pk = i.pk AND t.rid = i.rid)",
+            placeholders(&term.values, params)
+        ));
+    }
+    sql
+}
+
+/// Parses stored partition keys, each text once in a row.
+struct PartitionKeys<'c> {
+    container: &'c str,
+    last: Option<(String, PartitionKey)>,
+}
+
+impl<'c> PartitionKeys<'c> {
+    fn new(container: &'c str) -> Self {
+        PartitionKeys {
+            container,
+            last: None,
+        }
+    }
+
+    fn parse(&mut self, pk: &str) -> Result<PartitionKey> {
+        if let Some((text, key)) = &self.last
+            && text == pk
+        {
+            return Ok(key.clone());
+        }
+        let key = super::stored_partition_key(self.container, pk)?;
+        self.last = Some((pk.to_owned(), key.clone()));
+        Ok(key)
+    }
+}
+
+/// How far a query counts a term's entries to find the most selective.
+const COUNT_CAP: usize = 1_000;
+
+/// The documents a build step indexes in one transaction.
+const BUILD_STEP: usize = 1000;
+
+/// The index state of every container of a store, from its tables.
+fn index_states(conn: &Connection) -> Result<Indexes> {
+    let bad = |e: rusqlite::Error| Error::storage("read index builds", e);
+    let mut stmt = conn
+        .prepare("SELECT container FROM idx_builds")
+        .map_err(bad)?;
+    let building: BTreeSet<String> = stmt
+        .query_map([], |row| row.get(0))
+        .map_err(bad)?
+        .collect::<rusqlite::Result<_>>()
+        .map_err(bad)?;
+    Ok(container_metas(conn)?
+        .into_iter()
+        .map(|meta| {
+            let ready = !building.contains(&meta.id);
+            (
+                meta.id,
+                IndexState {
+                    policy: Arc::new(meta.indexing_policy),
+                    ready,
+                },
+            )
+        })
+        .collect())
 }
 
 /// Per container id, its [`Stamp`].
@@ -384,8 +534,11 @@ type Stamps = HashMap<String, Arc<Stamp>>;
 impl Shared {
     /// The state of a store whose containers are durable up to `durable`
     /// and stamped as `stamps`.
-    fn new(durable: HashMap<String, u64>, stamps: Stamps) -> Shared {
+    fn new(durable: HashMap<String, u64>, stamps: Stamps, indexes: Indexes) -> Shared {
+        let building = indexes.values().any(|state| !state.ready);
         Shared {
+            indexes: RwLock::new(indexes),
+            building: AtomicBool::new(building),
             failed: Mutex::new(None),
             durable: Mutex::new(durable),
             queued: AtomicUsize::new(0),
@@ -601,6 +754,84 @@ fn file_uri(path: &Path, query: &str) -> String {
 }
 
 impl SqliteStorage {
+    /// Runs a read of the range index, `f` on each row until it breaks.
+    fn index_rows(
+        &self,
+        sql: &str,
+        params: Vec<SqlValue>,
+        f: &mut dyn FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<ControlFlow<()>>,
+    ) -> Result<()> {
+        let bad = |e: rusqlite::Error| Error::storage("read the range index", e);
+        let conn = self.reader.lock();
+        let mut stmt = conn.prepare_cached(sql).map_err(bad)?;
+        let mut rows = stmt
+            .query(rusqlite::params_from_iter(params))
+            .map_err(bad)?;
+        while let Some(row) = rows.next().map_err(bad)? {
+            if f(row).map_err(bad)?.is_break() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// The terms of `terms` the index of `container` can answer, each with
+    /// its path key, and what the pending documents of the container say
+    /// instead of the index (their partition, rid, and whether they
+    /// satisfy the terms: with the key at `order` when given, or an empty
+    /// key); `None` when the index cannot answer (none, or being built).
+    fn index_view(
+        &self,
+        container: &str,
+        terms: &[IndexTerm],
+        order: Option<&[String]>,
+    ) -> Option<(Vec<PathTerm>, Vec<Overlaid>)> {
+        let policy = match self.shared.indexes.read().get(container) {
+            Some(state) if state.ready => Arc::clone(&state.policy),
+            _ => return None,
+        };
+        let terms: Vec<PathTerm> = terms
+            .iter()
+            .filter(|t| {
+                let labels: Vec<&str> = t.path.iter().map(String::as_str).collect();
+                range_index::is_indexed(&policy, &labels)
+            })
+            .map(|t| (t.clone(), t.path_key()))
+            .collect();
+        if terms.is_empty() && order.is_none() {
+            return None;
+        }
+        // The pending documents first (see `read_partition_matching`):
+        // each replaces whatever `idx` says of its partition and rid.
+        let pending = self.pending.read();
+        let start = (Arc::from(container), String::new(), Arc::from(""));
+        let overlay = pending
+            .range(start..)
+            .take_while(|((c, _, _), _)| **c == *container)
+            .map(|((_, pk, _), doc)| {
+                let key = doc.document.as_ref().and_then(|(document, _)| {
+                    let value = document.value();
+                    if !terms.iter().all(|(t, _)| t.matches(value)) {
+                        return None;
+                    }
+                    match order {
+                        None => Some(Vec::new()),
+                        Some(path) => path
+                            .iter()
+                            .try_fold(value, |at, label| at.get(label))
+                            .map(range_index::order_key),
+                    }
+                });
+                Overlaid {
+                    pk: pk.clone(),
+                    rid: doc.rid,
+                    key,
+                }
+            })
+            .collect();
+        Some((terms, overlay))
+    }
+
     /// Opens (creating if needed) the database file at `path`.
     ///
     /// # Errors
@@ -709,6 +940,7 @@ impl SqliteStorage {
             .map_err(|e| Error::storage("configure sqlite", e))?;
         let (next_lsn, mut max_seq) = log_state(&writer)?;
         let stamps = stamps(&writer)?;
+        let indexes = RwLock::new(index_states(&writer)?);
         // Folds into `docs` what the log holds past each container's mark:
         // the commits a crash left unfolded.
         let unfolded = Arc::new(RwLock::new(unfolded(
@@ -717,8 +949,16 @@ impl SqliteStorage {
             &mut max_seq,
             &stamps,
         )?));
-        fold(&mut writer, &unfolded, &next_lsn, &max_seq)
-            .map_err(OpenFailure::sqlite("recover"))?;
+        fold(
+            &mut writer,
+            &unfolded,
+            &next_lsn,
+            &max_seq,
+            &stamps,
+            &indexes,
+        )
+        .map_err(OpenFailure::sqlite("recover"))?;
+        let indexes = indexes.into_inner();
         // A write that reaches the disk, or the store opens read-only: an
         // unchanged header page still appends a frame to the log (a log
         // that has room from before is room to write in).
@@ -742,7 +982,7 @@ impl SqliteStorage {
             .execute_batch("PRAGMA synchronous = FULL")
             .map_err(|e| Error::storage("configure sqlite", e))?;
 
-        let shared = Arc::new(Shared::new(next_lsn.clone(), stamps));
+        let shared = Arc::new(Shared::new(next_lsn.clone(), stamps, indexes));
         let syncer = match durability {
             Durability::Full => {
                 let (sender, receiver) = mpsc::channel();
@@ -842,7 +1082,9 @@ impl SqliteStorage {
             committer: None,
             writer: Arc::new(Mutex::new(None)),
             reader: Mutex::new(reader),
-            shared: Arc::new(Shared::new(next_lsn, stamps)),
+            // Without the range index: what the log holds past the fold
+            // is not in it.
+            shared: Arc::new(Shared::new(next_lsn, stamps, Indexes::new())),
             pending: Arc::new(RwLock::new(unfolded)),
             max_seq,
             read_only: Some(reason),
@@ -1125,6 +1367,147 @@ impl Storage for SqliteStorage {
         let rid = row.get::<_, i64>(0).map_err(bad)? as u64;
         let stamp = self.shared.stamps.read().get(container).cloned();
         parse_row(row, 1, stamp.as_deref(), container, &pk, id, rid).map(Some)
+    }
+
+    fn index_candidates(
+        &self,
+        container: &str,
+        terms: &[IndexTerm],
+    ) -> Result<Option<Vec<(PartitionKey, u64)>>> {
+        let Some((mut terms, overlay)) = self.index_view(container, terms, None) else {
+            return Ok(None);
+        };
+        // The term with the fewest entries (counted up to a cap) names the
+        // candidates; the others filter them.
+        if terms.len() > 1 {
+            let conn = self.reader.lock();
+            let bad = |e: rusqlite::Error| Error::storage("read the range index", e);
+            let mut count = conn
+                .prepare_cached(&format!(
+                    "SELECT COUNT(*) FROM (SELECT 1 FROM idx WHERE container = ?1 AND path = ?2 AND value = ?3 LIMIT {COUNT_CAP})"
+                ))
+                .map_err(bad)?;
+            let mut counted = Vec::with_capacity(terms.len());
+            for (term, path) in terms {
+                let mut n = 0;
+                for value in &term.values {
+                    n += count
+                        .query_row(params![container, path, value], |row| row.get::<_, i64>(0))
+                        .map_err(bad)?;
+                }
+                counted.push((n, (term, path)));
+            }
+            counted.sort_by_key(|(n, _)| *n);
+            terms = counted.into_iter().map(|(_, term)| term).collect();
+        }
+        let Some(((first, path), rest)) = terms.split_first() else {
+            return Ok(None);
+        };
+        let mut params = vec![
+            SqlValue::Text(container.to_owned()),
+            SqlValue::Text(path.clone()),
+        ];
+        let sql = format!(
+            "SELECT i.pk, i.rid FROM idx AS i WHERE i.container = ?1 AND i.path = ?2 AND i.value IN ({}){}",
+            placeholders(&first.values, &mut params),
+            term_filters(rest, &mut params)
+        );
+        let mut found: BTreeSet<(String, u64)> = BTreeSet::new();
+        self.index_rows(&sql, params, &mut |row| {
+            found.insert((row.get(0)?, row.get::<_, i64>(1)? as u64));
+            Ok(ControlFlow::Continue(()))
+        })?;
+        for entry in overlay {
+            found.remove(&(entry.pk.clone(), entry.rid));
+            if entry.key.is_some() {
+                found.insert((entry.pk, entry.rid));
+            }
+        }
+        let mut keys = PartitionKeys::new(container);
+        let mut candidates = Vec::with_capacity(found.len());
+        for (pk, rid) in found {
+            candidates.push((keys.parse(&pk)?, rid));
+        }
+        candidates.sort();
+        Ok(Some(candidates))
+    }
+
+    fn index_walk(&self, container: &str, walk: &IndexWalk<'_>) -> Result<Option<WalkPage>> {
+        let Some((terms, overlay)) = self.index_view(container, walk.terms, Some(walk.path)) else {
+            return Ok(None);
+        };
+        let order_labels: Vec<&str> = walk.path.iter().map(String::as_str).collect();
+        let policy = match self.shared.indexes.read().get(container) {
+            Some(state) => Arc::clone(&state.policy),
+            None => return Ok(None),
+        };
+        if !range_index::is_indexed(&policy, &order_labels) {
+            return Ok(None);
+        }
+        let (cmp, direction) = if walk.descending {
+            ("<=", "DESC")
+        } else {
+            (">=", "ASC")
+        };
+        let mut params = vec![
+            SqlValue::Text(container.to_owned()),
+            SqlValue::Text(range_index::path_key(walk.path)),
+        ];
+        let from = match walk.from {
+            Some(key) => {
+                params.push(key.to_vec().into());
+                format!(" AND i.value {cmp} ?{}", params.len())
+            }
+            None => String::new(),
+        };
+        let filters = term_filters(&terms, &mut params);
+        let sql = format!(
+            "SELECT i.value, i.pk, i.rid FROM idx AS i WHERE i.container = ?1 AND i.path = ?2{from}{filters} \
+             ORDER BY i.value {direction}"
+        );
+        let stale: BTreeSet<(&str, u64)> = overlay.iter().map(|e| (e.pk.as_str(), e.rid)).collect();
+        let mut found: Vec<(Vec<u8>, String, u64)> = Vec::new();
+        let mut through = None;
+        self.index_rows(&sql, params, &mut |row| {
+            let value: Vec<u8> = row.get(0)?;
+            if found.len() >= walk.limit {
+                // Every entry not returned is at or past this key.
+                through = Some(value);
+                return Ok(ControlFlow::Break(()));
+            }
+            let pk: String = row.get(1)?;
+            let rid = row.get::<_, i64>(2)? as u64;
+            if !stale.contains(&(pk.as_str(), rid)) {
+                found.push((value, pk, rid));
+            }
+            Ok(ControlFlow::Continue(()))
+        })?;
+        let before = |key: &[u8], bound: &[u8]| match walk.descending {
+            false => key < bound,
+            true => key > bound,
+        };
+        let within = |key: &[u8]| walk.from.is_none_or(|from| !before(key, from));
+        for entry in overlay {
+            if let Some(key) = entry.key
+                && within(&key)
+                && through.as_deref().is_none_or(|t| before(&key, t))
+            {
+                found.push((key, entry.pk, entry.rid));
+            }
+        }
+        found.sort_by(|a, b| {
+            if walk.descending {
+                b.0.cmp(&a.0)
+            } else {
+                a.0.cmp(&b.0)
+            }
+        });
+        let mut keys = PartitionKeys::new(container);
+        let mut entries = Vec::with_capacity(found.len());
+        for (_, pk, rid) in found {
+            entries.push((keys.parse(&pk)?, rid));
+        }
+        Ok(Some((entries, through)))
     }
 
     fn partition_keys(&self, container: &str) -> Result<Vec<PartitionKey>> {
@@ -1666,9 +2049,17 @@ impl Writer {
             &self.pending,
             &mut self.max_seq,
             &shared.stamps,
+            &shared.indexes,
         );
         let lsns = match written {
-            Ok(lsns) => lsns,
+            Ok(lsns) => {
+                if batch.iter().any(|r| matches!(r, Request::Meta(..)))
+                    && shared.indexes.read().values().any(|s| !s.ready)
+                {
+                    shared.building.store(true, Ordering::Release);
+                }
+                lsns
+            }
             Err(err) => {
                 // What is pending stays, for reads; the next open replays
                 // it from the log. Nothing is folded from now on.
@@ -1750,6 +2141,24 @@ impl Writer {
         in_place
     }
 
+    /// A step of building a range index; a failure makes the store refuse
+    /// writes, like a failed fold.
+    fn build_step(&mut self, shared: &Shared) {
+        if shared.failed.lock().is_some() {
+            shared.building.store(false, Ordering::Release);
+            return;
+        }
+        let stamps = shared.stamps.read();
+        match build_step(&mut self.conn, &stamps, &shared.indexes) {
+            Ok(more) => shared.building.store(more, Ordering::Release),
+            Err(err) => {
+                drop(stamps);
+                shared.building.store(false, Ordering::Release);
+                shared.fail(format!("build a range index: {err}"));
+            }
+        }
+    }
+
     fn fold_when_full(&mut self, shared: &Shared) {
         if self.pending.read().len() >= MAX_PENDING {
             self.fold(shared);
@@ -1778,7 +2187,25 @@ impl Writer {
 /// (so the next batch is written during this one's fsync); closes the
 /// writer when the queue closes.
 fn run_committer(writer: &Mutex<Option<Writer>>, queue: &mpsc::Receiver<Request>, shared: &Shared) {
-    while let Ok(first) = queue.recv() {
+    loop {
+        let first = if shared.building.load(Ordering::Acquire) {
+            // Build while no request waits, a step at a time.
+            match queue.recv_timeout(Duration::from_millis(1)) {
+                Ok(first) => first,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    if let Some(writer) = writer.lock().as_mut() {
+                        writer.build_step(shared);
+                    }
+                    continue;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        } else {
+            match queue.recv() {
+                Ok(first) => first,
+                Err(_) => break,
+            }
+        };
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
             match queue.try_recv() {
@@ -1813,7 +2240,16 @@ impl Writer {
     /// refuse writes, like a failed batch (the log still has everything,
     /// and reads still find the documents pending).
     fn fold(&mut self, shared: &Shared) {
-        if let Err(err) = fold(&mut self.conn, &self.pending, &self.next_lsn, &self.max_seq) {
+        let stamps = shared.stamps.read();
+        if let Err(err) = fold(
+            &mut self.conn,
+            &self.pending,
+            &self.next_lsn,
+            &self.max_seq,
+            &stamps,
+            &shared.indexes,
+        ) {
+            drop(stamps);
             shared.fail(format!("fold the change log into docs: {err}"));
         }
     }
@@ -1831,6 +2267,8 @@ fn fold(
     pending: &RwLock<PendingDocs>,
     next_lsn: &HashMap<String, u64>,
     max_seq: &HashMap<String, u64>,
+    stamps: &Stamps,
+    indexes: &RwLock<Indexes>,
 ) -> rusqlite::Result<()> {
     let pending_docs = pending.read();
     if pending_docs.is_empty() {
@@ -1838,6 +2276,8 @@ fn fold(
     }
     let tx = conn.transaction()?;
     {
+        let mut entries = EntryWriter::new(&tx, stamps)?;
+        let indexes = indexes.read();
         // A pointer to the log row that holds the body: one copy of each.
         let mut put_doc = tx.prepare_cached(
             "INSERT OR REPLACE INTO docs (container, pk, id, rid, lsn, idx, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6, NULL)",
@@ -1845,6 +2285,10 @@ fn fold(
         let mut delete_doc =
             tx.prepare_cached("DELETE FROM docs WHERE container = ?1 AND pk = ?2 AND id = ?3")?;
         for ((container, pk, id), doc) in pending_docs.iter() {
+            // Before the row changes: the old entries come from it.
+            if let Some(state) = indexes.get(&**container) {
+                entries.replace(state, container, pk, id, doc)?;
+            }
             match &doc.document {
                 Some(_) => {
                     put_doc.execute(params![
@@ -1873,6 +2317,189 @@ fn fold(
     tx.commit()?;
     pending.write().clear();
     Ok(())
+}
+
+/// Writes documents' range-index entries ([`IndexState`]) in a
+/// transaction of the write side.
+struct EntryWriter<'t> {
+    old: rusqlite::CachedStatement<'t>,
+    insert: rusqlite::CachedStatement<'t>,
+    delete: rusqlite::CachedStatement<'t>,
+    stamps: &'t Stamps,
+    /// Per container and path key, whether its policy indexes the path
+    /// (asking the policy parses its paths).
+    indexed: HashMap<String, HashMap<String, bool>>,
+}
+
+/// A document's entries: (path key, value key).
+type Entries = BTreeSet<(String, Vec<u8>)>;
+
+impl<'t> EntryWriter<'t> {
+    fn new(tx: &'t rusqlite::Transaction<'_>, stamps: &'t Stamps) -> rusqlite::Result<Self> {
+        Ok(EntryWriter {
+            old: tx.prepare_cached(&format!("SELECT d.rid, {DOC_BODY} d.pk = ?2 AND d.id = ?3"))?,
+            insert: tx.prepare_cached(
+                "INSERT OR IGNORE INTO idx (container, path, value, pk, rid) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?,
+            delete: tx.prepare_cached(
+                "DELETE FROM idx WHERE container = ?1 AND path = ?2 AND value = ?3 AND pk = ?4 AND rid = ?5",
+            )?,
+            stamps,
+            indexed: HashMap::new(),
+        })
+    }
+
+    /// The entries of `document` in `container`.
+    fn entries(&mut self, state: &IndexState, container: &str, document: &Value) -> Entries {
+        let memo = self.indexed.entry(container.to_owned()).or_default();
+        range_index::entries(document, &state.policy, &mut |labels| {
+            let key = range_index::path_key(labels);
+            if let Some(indexed) = memo.get(&key) {
+                return *indexed;
+            }
+            let indexed = range_index::is_indexed(&state.policy, labels);
+            memo.insert(key, indexed);
+            indexed
+        })
+    }
+
+    /// Replaces the entries of the document (`container`, `pk`, `id`) as
+    /// its `docs` row has it by those of its new state `doc`.
+    fn replace(
+        &mut self,
+        state: &IndexState,
+        container: &str,
+        pk: &str,
+        id: &str,
+        doc: &Pending,
+    ) -> rusqlite::Result<()> {
+        if state.policy.indexing_mode != IndexingMode::Consistent {
+            return Ok(());
+        }
+        let new = match &doc.document {
+            Some((document, _)) => self.entries(state, container, document.value()),
+            None => Entries::new(),
+        };
+        let stamp = self.stamps.get(container).cloned();
+        // A row that does not parse keeps its entries: an entry too many
+        // costs a query a look, never a result.
+        let old = {
+            let mut rows = self.old.query(params![container, pk, id])?;
+            match rows.next()? {
+                Some(row) => {
+                    let rid = row.get::<_, i64>(0)? as u64;
+                    parse_row(row, 1, stamp.as_deref(), container, pk, id, rid)
+                        .ok()
+                        .map(|loaded| (rid, loaded.document))
+                }
+                None => None,
+            }
+        };
+        let old =
+            old.map(|(rid, document)| (rid, self.entries(state, container, document.value())));
+        let same_rid = old.as_ref().is_some_and(|(rid, _)| *rid == doc.rid);
+        if let Some((rid, old)) = &old {
+            for (path, value) in old.iter().filter(|e| !same_rid || !new.contains(e)) {
+                self.delete
+                    .execute(params![container, path, value, pk, *rid as i64])?;
+            }
+        }
+        for (path, value) in &new {
+            if same_rid
+                && old
+                    .as_ref()
+                    .is_some_and(|(_, old)| old.contains(&(path.clone(), value.clone())))
+            {
+                continue;
+            }
+            self.insert
+                .execute(params![container, path, value, pk, doc.rid as i64])?;
+        }
+        Ok(())
+    }
+
+    /// Adds the entries of a document of `docs`.
+    fn add(
+        &mut self,
+        state: &IndexState,
+        container: &str,
+        pk: &str,
+        rid: u64,
+        document: &Value,
+    ) -> rusqlite::Result<()> {
+        for (path, value) in self.entries(state, container, document) {
+            self.insert
+                .execute(params![container, path, value, pk, rid as i64])?;
+        }
+        Ok(())
+    }
+}
+
+/// One step of building a range index ([`IndexState`]): indexes the next
+/// [`BUILD_STEP`] documents of the first container being built, in `docs`
+/// order from where the last step stopped, in one transaction, and marks
+/// the index ready after its last. Returns whether any container is still
+/// being built.
+fn build_step(
+    conn: &mut Connection,
+    stamps: &Stamps,
+    indexes: &RwLock<Indexes>,
+) -> rusqlite::Result<bool> {
+    let tx = conn.transaction()?;
+    let next: Option<(String, String, String)> = tx
+        .query_row(
+            "SELECT container, pk, id FROM idx_builds LIMIT 1",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+        )
+        .map(Some)
+        .or_else(|e| match e {
+            rusqlite::Error::QueryReturnedNoRows => Ok(None),
+            e => Err(e),
+        })?;
+    let Some((container, mut pk, mut id)) = next else {
+        return Ok(false);
+    };
+    let state = indexes.read().get(&container).cloned();
+    let mut done = true;
+    if let Some(state) = state.filter(|s| s.policy.indexing_mode == IndexingMode::Consistent) {
+        let stamp = stamps.get(&container).cloned();
+        let mut rows_read = 0;
+        {
+            let mut rows = tx.prepare_cached(&format!(
+                "SELECT d.pk, d.id, d.rid, {DOC_BODY} (d.pk, d.id) > (?2, ?3) ORDER BY d.pk, d.id LIMIT {BUILD_STEP}"
+            ))?;
+            let mut entries = EntryWriter::new(&tx, stamps)?;
+            let mut rows = rows.query(params![container, pk, id])?;
+            while let Some(row) = rows.next()? {
+                rows_read += 1;
+                pk = row.get(0)?;
+                id = row.get(1)?;
+                let rid = row.get::<_, i64>(2)? as u64;
+                if let Ok(loaded) = parse_row(row, 3, stamp.as_deref(), &container, &pk, &id, rid) {
+                    entries.add(&state, &container, &pk, rid, loaded.document.value())?;
+                }
+            }
+        }
+        done = rows_read < BUILD_STEP;
+    }
+    if done {
+        tx.execute(
+            "DELETE FROM idx_builds WHERE container = ?1",
+            params![container],
+        )?;
+    } else {
+        tx.execute(
+            "UPDATE idx_builds SET pk = ?2, id = ?3 WHERE container = ?1",
+            params![container, pk, id],
+        )?;
+    }
+    tx.commit()?;
+    let mut indexes = indexes.write();
+    if done && let Some(state) = indexes.get_mut(&container) {
+        state.ready = true;
+    }
+    Ok(indexes.values().any(|state| !state.ready))
 }
 
 /// Written zeros kept ahead of the end of the write-ahead log, so that a
@@ -2042,7 +2669,7 @@ fn write_meta(tx: &rusqlite::Transaction<'_>, op: &MetaOp) -> rusqlite::Result<(
             )?;
         }
         MetaOp::DeleteContainer(id) => {
-            for table in ["docs", "changes", "scripts", "folded"] {
+            for table in ["docs", "changes", "scripts", "folded", "idx", "idx_builds"] {
                 tx.execute(
                     &format!("DELETE FROM {table} WHERE container = ?1"),
                     params![id],
@@ -2086,6 +2713,56 @@ fn write_meta(tx: &rusqlite::Transaction<'_>, op: &MetaOp) -> rusqlite::Result<(
     Ok(())
 }
 
+/// What a container's creation, new settings or deletion do to its range
+/// index ([`IndexState`]): a new policy empties it and starts a build.
+/// The state changes before the batch commits, like the stamps: a failed
+/// batch is the last one written.
+fn index_meta(
+    tx: &rusqlite::Transaction<'_>,
+    op: &MetaOp,
+    indexes: &RwLock<Indexes>,
+) -> rusqlite::Result<()> {
+    match op {
+        MetaOp::CreateContainer(meta) => {
+            let state = IndexState {
+                policy: Arc::new(meta.indexing_policy.clone()),
+                ready: true,
+            };
+            indexes.write().insert(meta.id.clone(), state);
+        }
+        MetaOp::UpdateContainer(meta) => {
+            let changed = indexes
+                .read()
+                .get(&meta.id)
+                .is_none_or(|state| *state.policy != meta.indexing_policy);
+            if changed {
+                tx.execute("DELETE FROM idx WHERE container = ?1", params![meta.id])?;
+                tx.execute(
+                    "DELETE FROM idx_builds WHERE container = ?1",
+                    params![meta.id],
+                )?;
+                let build = meta.indexing_policy.indexing_mode == IndexingMode::Consistent;
+                if build {
+                    tx.execute(
+                        "INSERT INTO idx_builds (container, pk, id) VALUES (?1, '', '')",
+                        params![meta.id],
+                    )?;
+                }
+                let state = IndexState {
+                    policy: Arc::new(meta.indexing_policy.clone()),
+                    ready: !build,
+                };
+                indexes.write().insert(meta.id.clone(), state);
+            }
+        }
+        MetaOp::DeleteContainer(id) => {
+            indexes.write().remove(id);
+        }
+        MetaOp::PutScript(_) | MetaOp::DeleteScript { .. } => {}
+    }
+    Ok(())
+}
+
 /// Writes a batch in one transaction. Returns each request's LSN (zero for
 /// container creations).
 /// The batch's documents join `pending` once it committed, and the
@@ -2097,6 +2774,7 @@ fn write_batch(
     pending: &RwLock<PendingDocs>,
     max_seq: &mut HashMap<String, u64>,
     stamps: &RwLock<Stamps>,
+    indexes: &RwLock<Indexes>,
 ) -> Result<Vec<Lsn>> {
     let bad = |e: rusqlite::Error| Error::storage("commit", e);
     let tx = conn.transaction().map_err(bad)?;
@@ -2119,6 +2797,7 @@ fn write_batch(
             let record = match request {
                 Request::Meta(op, _) => {
                     write_meta(&tx, op).map_err(bad)?;
+                    index_meta(&tx, op, indexes).map_err(bad)?;
                     // Before the commits that follow it in the batch. A
                     // stamp left by a failed batch stamps nothing: no
                     // later batch is written.
@@ -2386,6 +3065,7 @@ mod tests {
             &HashMap::new(),
             &pending,
             &mut HashMap::new(),
+            &RwLock::default(),
             &RwLock::default(),
         )
         .unwrap();
@@ -2750,6 +3430,7 @@ mod tests {
             &next,
             &pending,
             &mut HashMap::new(),
+            &RwLock::default(),
             &RwLock::default(),
         )
         .unwrap();

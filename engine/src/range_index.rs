@@ -1,0 +1,274 @@
+//! The range index: the entries a document puts in it, and the terms a
+//! query asks of it.
+//!
+//! An entry is a value of a document at a path the container's indexing
+//! policy includes, reached through objects only (a value inside an array
+//! has no entry), as a pair of keys: the path's text (`/a/b`, each label
+//! with `~` written `~0` and `/` written `~1`) and the value's bytes
+//! ([`order_key`]), ordered as Cosmos DB orders values (null, false, true,
+//! numbers, strings, arrays, objects; numbers as doubles). A scalar's key
+//! is exact; every array has one key and every object another, so an
+//! ORDER BY that walks the index in key order meets them in their place
+//! and compares them itself.
+//! Storage keeps the entries beside the documents (`docs` in
+//! `storage/sqlite.rs`) and answers a query's [`IndexTerm`]s with the
+//! documents that may match; the query still evaluates its WHERE on each,
+//! so an index that offers too many documents costs time, never a result.
+//! The system properties storage keeps outside the body (`_rid`, `_self`,
+//! `_etag`, `_attachments`) have no entries; `_ts` has.
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use crate::indexing::{DocumentPath, IndexingMode, IndexingPolicy};
+
+/// Root properties that never have an entry.
+const UNINDEXED: [&str; 4] = ["_rid", "_self", "_etag", "_attachments"];
+
+/// The text of the path of `labels` from the root.
+pub(crate) fn path_key<S: AsRef<str>>(labels: &[S]) -> String {
+    let mut key = String::new();
+    for label in labels {
+        key.push('/');
+        for c in label.as_ref().chars() {
+            match c {
+                '~' => key.push_str("~0"),
+                '/' => key.push_str("~1"),
+                c => key.push(c),
+            }
+        }
+    }
+    key
+}
+
+/// The bytes of a scalar, ordered as Cosmos DB orders values; `None` for
+/// an array or an object.
+pub(crate) fn value_key(value: &Value) -> Option<Vec<u8>> {
+    Some(match value {
+        Value::Null => vec![1],
+        Value::Bool(false) => vec![2],
+        Value::Bool(true) => vec![3],
+        Value::Number(n) => {
+            let x = n.as_f64()?;
+            // -0 equals 0; flipping the sign bit (or every bit, for a
+            // negative number) makes the bytes sort as the numbers do.
+            let bits = if x == 0.0 {
+                0f64.to_bits()
+            } else {
+                x.to_bits()
+            };
+            let ordered = if bits >> 63 == 0 {
+                bits | 1 << 63
+            } else {
+                !bits
+            };
+            let mut key = Vec::with_capacity(9);
+            key.push(4);
+            key.extend_from_slice(&ordered.to_be_bytes());
+            key
+        }
+        Value::String(s) => {
+            let mut key = Vec::with_capacity(1 + s.len());
+            key.push(5);
+            key.extend_from_slice(s.as_bytes());
+            key
+        }
+        Value::Array(_) | Value::Object(_) => return None,
+    })
+}
+
+/// The key of any array ([`order_key`]).
+const ARRAY: u8 = 6;
+/// The key of any object ([`order_key`]).
+const OBJECT: u8 = 7;
+
+/// The key of a value in the index: [`value_key`] for a scalar, one key
+/// for every array and one for every object, in Cosmos DB's type order.
+pub fn order_key(value: &Value) -> Vec<u8> {
+    match value {
+        Value::Array(_) => vec![ARRAY],
+        Value::Object(_) => vec![OBJECT],
+        scalar => value_key(scalar).unwrap_or_default(),
+    }
+}
+
+/// The entries of `document` under `policy`, as (path, value) keys; none
+/// under mode `none`.
+pub(crate) fn entries(
+    document: &Value,
+    policy: &IndexingPolicy,
+    indexed: &mut dyn FnMut(&[&str]) -> bool,
+) -> BTreeSet<(String, Vec<u8>)> {
+    let mut out = BTreeSet::new();
+    if policy.indexing_mode == IndexingMode::None {
+        return out;
+    }
+    let Value::Object(root) = document else {
+        return out;
+    };
+    // Depth-first over objects, without recursion (documents nest up to
+    // the engine's limit).
+    let mut labels: Vec<&str> = Vec::new();
+    let mut stack: Vec<(usize, serde_json::map::Iter<'_>)> = vec![(0, root.iter())];
+    while let Some((depth, members)) = stack.last_mut() {
+        let depth = *depth;
+        let Some((name, value)) = members.next() else {
+            stack.pop();
+            continue;
+        };
+        if depth == 0 && UNINDEXED.contains(&name.as_str()) {
+            continue;
+        }
+        labels.truncate(depth);
+        labels.push(name);
+        if indexed(&labels) {
+            out.insert((path_key(&labels), order_key(value)));
+        }
+        if let Value::Object(inner) = value {
+            stack.push((depth + 1, inner.iter()));
+        }
+    }
+    out
+}
+
+/// Whether `policy` indexes the scalar at `labels`.
+pub(crate) fn is_indexed(policy: &IndexingPolicy, labels: &[&str]) -> bool {
+    policy.is_indexed(&DocumentPath::of_labels(labels.iter().copied()))
+}
+
+/// What a query asks of the index: the documents whose scalar at `path`
+/// has one of `values` (the keys of [`value_key`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexTerm {
+    /// The path's labels from the root.
+    pub path: Vec<String>,
+    /// The accepted values' keys, sorted, at least one.
+    pub values: Vec<Vec<u8>>,
+}
+
+impl IndexTerm {
+    /// The term `path = value`; `None` for a value that has no entry
+    /// (an array or an object) or a path that cannot have one.
+    pub(crate) fn equal(path: Vec<String>, value: &Value) -> Option<IndexTerm> {
+        if path.is_empty()
+            || path
+                .first()
+                .is_some_and(|p| UNINDEXED.contains(&p.as_str()))
+        {
+            return None;
+        }
+        Some(IndexTerm {
+            path,
+            values: vec![value_key(value)?],
+        })
+    }
+
+    /// [`path_key`] of the term's path.
+    pub fn path_key(&self) -> String {
+        path_key(&self.path)
+    }
+
+    /// Whether `document` satisfies the term.
+    pub fn matches(&self, document: &Value) -> bool {
+        let mut at = document;
+        for label in &self.path {
+            match at {
+                Value::Object(members) => match members.get(label) {
+                    Some(inner) => at = inner,
+                    None => return false,
+                },
+                _ => return false,
+            }
+        }
+        value_key(at).is_some_and(|key| self.values.binary_search(&key).is_ok())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn value_keys_sort_as_cosmos_orders_values() {
+        let ordered = [
+            json!(null),
+            json!(false),
+            json!(true),
+            json!(-1e300),
+            json!(-2.5),
+            json!(-1),
+            json!(0),
+            json!(1e-300),
+            json!(1),
+            json!(2.5),
+            json!(1e300),
+            json!(""),
+            json!("A"),
+            json!("a"),
+            json!("ab"),
+            json!("é"),
+        ];
+        let keys: Vec<Vec<u8>> = ordered.iter().map(|v| value_key(v).unwrap()).collect();
+        for pair in keys.windows(2) {
+            assert!(pair[0] < pair[1], "{pair:?}");
+        }
+        assert_eq!(value_key(&json!(-0.0)), value_key(&json!(0)));
+        assert_eq!(value_key(&json!(1.0)), value_key(&json!(1)));
+        assert_eq!(value_key(&json!([1])), None);
+        assert_eq!(value_key(&json!({})), None);
+        let last = order_key(ordered.last().unwrap());
+        assert!(last < order_key(&json!([])) && order_key(&json!([9])) < order_key(&json!({})));
+    }
+
+    #[test]
+    fn a_document_has_an_entry_per_indexed_scalar_reached_through_objects() {
+        let doc = json!({
+            "id": "d1", "type": "post", "n": 3, "ok": true, "none": null,
+            "user": {"name": "ann", "a/b~c": 1}, "tags": ["x", {"y": 1}],
+            "_rid": "AAAA", "_self": "s", "_etag": "\"1\"", "_attachments": "a/", "_ts": 5
+        });
+        let policy = IndexingPolicy::default();
+        let got: Vec<String> = entries(&doc, &policy, &mut |l| is_indexed(&policy, l))
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "/_ts",
+                "/id",
+                "/n",
+                "/none",
+                "/ok",
+                "/tags",
+                "/type",
+                "/user",
+                "/user/a~1b~0c",
+                "/user/name"
+            ]
+        );
+        let excluded = IndexingPolicy::from_json(&json!({
+            "includedPaths": [{"path": "/*"}],
+            "excludedPaths": [{"path": "/user/*"}]
+        }))
+        .unwrap();
+        let got = entries(&doc, &excluded, &mut |l| is_indexed(&excluded, l));
+        assert!(got.iter().all(|(p, _)| !p.starts_with("/user")));
+        let none = IndexingPolicy::from_json(&json!({"indexingMode": "none"})).unwrap();
+        assert!(entries(&doc, &none, &mut |l| is_indexed(&none, l)).is_empty());
+    }
+
+    #[test]
+    fn a_term_matches_the_scalar_at_its_path_only() {
+        let term = IndexTerm::equal(vec!["a".into(), "b".into()], &json!(1)).unwrap();
+        assert!(term.matches(&json!({"a": {"b": 1.0}})));
+        assert!(!term.matches(&json!({"a": {"b": "1"}})));
+        assert!(!term.matches(&json!({"a": [{"b": 1}]})));
+        assert!(!term.matches(&json!({"a": {}})));
+        assert!(IndexTerm::equal(vec!["_rid".into()], &json!("x")).is_none());
+        assert!(IndexTerm::equal(vec!["a".into()], &json!([1])).is_none());
+    }
+}

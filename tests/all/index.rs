@@ -1,0 +1,308 @@
+//! The range index: a durable store answers a cross-partition query whose
+//! WHERE pins paths to constants from its index, reading only the
+//! documents it names, and every page, continuation and item is what the
+//! same query gives by scanning (an in-memory store, which has no index).
+//!
+//! `PARTITA_INDEX_CASES` (default 12) bounds the property test's cases.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use engine::storage::MemoryStorage;
+use partita::{
+    Container, ContainerProperties, Database, IndexingPolicy, ManualClock, Options, Params,
+    PartitionKey, QueryOptions,
+};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use serde_json::{Value, json};
+
+/// `PARTITA_INDEX_CASES`, 12 by default.
+fn cases() -> u32 {
+    std::env::var("PARTITA_INDEX_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(12)
+}
+
+/// A page's items and continuation.
+type Page = (Vec<Value>, Option<String>);
+
+/// Every page of `sql`, `page_size` items at a time: the items and
+/// continuations, and the documents counted as scanned.
+fn pages(
+    c: &Container,
+    sql: &str,
+    params: &Params,
+    page_size: Option<usize>,
+) -> anyhow::Result<(Vec<Page>, u64)> {
+    let mut options = QueryOptions {
+        max_item_count: page_size,
+        ..QueryOptions::default()
+    };
+    let (mut out, mut scanned) = (Vec::new(), 0);
+    loop {
+        let page = c.query_items(sql, params, &options)?;
+        scanned += page.stats.docs_scanned;
+        options.continuation.clone_from(&page.continuation);
+        out.push((page.items, page.continuation));
+        if options.continuation.is_none() {
+            return Ok((out, scanned));
+        }
+    }
+}
+
+fn doc(i: usize) -> Value {
+    let kind = ["post", "comment", "like"][i % 3];
+    json!({
+        "id": format!("d{i}"),
+        "pk": format!("p{}", i % 40),
+        "kind": kind,
+        "user": format!("u{}", i % 17),
+        "n": i % 7,
+    })
+}
+
+#[test]
+fn a_filter_on_indexed_paths_reads_only_the_documents_the_index_names() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let db = Database::open(dir.path())?;
+    let c = db.create_container("c", "/pk")?;
+    c.import_items((0..2_000).map(doc), &Default::default(), &mut |_| {})?;
+    let params: Params = serde_json::from_value(json!({"@u": "u3"}))?;
+    let sql = "SELECT * FROM c WHERE c.kind = 'post' AND c.user = @u";
+    let expected = (0..2_000).filter(|i| i % 3 == 0 && i % 17 == 3).count() as u64;
+    // Pending (not yet folded into the document table), then folded.
+    let (got, scanned) = pages(&c, sql, &params, None)?;
+    assert_eq!((got[0].0.len() as u64, scanned), (expected, expected));
+    drop((c, db));
+    let db = Database::open(dir.path())?;
+    let c = db.container("c")?;
+    let (got, scanned) = pages(&c, sql, &params, None)?;
+    assert_eq!((got[0].0.len() as u64, scanned), (expected, expected));
+    // A change moves a document in and out of the index.
+    c.upsert_item(
+        "p3",
+        json!({"id": "d3", "pk": "p3", "kind": "comment", "user": "u3"}),
+        None,
+    )?;
+    c.upsert_item(
+        "p0",
+        json!({"id": "x", "pk": "p0", "kind": "post", "user": "u3"}),
+        None,
+    )?;
+    let (got, scanned) = pages(&c, sql, &params, None)?;
+    let ids: Vec<&str> = got[0].0.iter().map(|d| d["id"].as_str().unwrap()).collect();
+    assert!(ids.contains(&"x") && !ids.contains(&"d3"), "{ids:?}");
+    assert_eq!(scanned, ids.len() as u64);
+    // A path the policy leaves out is scanned.
+    c.set_indexing_policy(IndexingPolicy::from_json(&json!({
+        "includedPaths": [{"path": "/*"}],
+        "excludedPaths": [{"path": "/user/?"}, {"path": "/kind/?"}]
+    }))?)?;
+    let (again, scanned) = pages(&c, sql, &params, None)?;
+    assert_eq!(again, got);
+    assert_eq!(scanned, 2_001);
+    Ok(())
+}
+
+#[test]
+fn a_new_policy_builds_its_index_in_the_background_and_queries_stay_right() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let sql = "SELECT VALUE COUNT(1) FROM c WHERE c.n = 4";
+    {
+        let db = Database::open(dir.path())?;
+        let c = db.create_container_with(ContainerProperties {
+            indexing_policy: IndexingPolicy::from_json(&json!({"indexingMode": "none"}))?,
+            ..ContainerProperties::new("c", "/pk")
+        })?;
+        c.import_items((0..5_000).map(doc), &Default::default(), &mut |_| {})?;
+        let (got, scanned) = pages(&c, sql, &Params::new(), None)?;
+        assert_eq!(got[0].0, [json!(714)]);
+        assert_eq!(scanned, 5_000);
+        c.set_indexing_policy(IndexingPolicy::default())?;
+        // Right at once (by scanning while the index is built) and to
+        // the end.
+        let (got, _) = pages(&c, sql, &Params::new(), None)?;
+        assert_eq!(got[0].0, [json!(714)]);
+    }
+    // The build resumes after a reopen and finishes in the background.
+    let db = Database::open(dir.path())?;
+    let c = db.container("c")?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    loop {
+        let (got, scanned) = pages(&c, sql, &Params::new(), None)?;
+        assert_eq!(got[0].0, [json!(714)]);
+        if scanned == 714 {
+            return Ok(());
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the index was never built"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// One random step on both stores.
+#[derive(Clone, Debug)]
+enum Step {
+    Upsert { pk: u8, id: u8, body: Value },
+    Delete { pk: u8, id: u8 },
+    Reopen,
+}
+
+fn scalar() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        (0i64..4).prop_map(Value::from),
+        Just(json!(1.5)),
+        Just(json!("x")),
+        Just(json!("y")),
+        Just(json!(true)),
+        Just(json!(null)),
+        Just(json!([1])),
+        Just(json!({"z": 1})),
+    ]
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    let body = (
+        proptest::option::of(scalar()),
+        proptest::option::of(scalar()),
+        0i64..100,
+    )
+        .prop_map(|(a, k, n)| {
+            let mut body = json!({"n": n});
+            if let Some(a) = a {
+                body["a"] = a;
+            }
+            if let Some(k) = k {
+                body["o"] = json!({"k": k});
+            }
+            body
+        });
+    prop_oneof![
+        6 => (0u8..12, 0u8..30, body).prop_map(|(pk, id, body)| Step::Upsert { pk, id, body }),
+        2 => (0u8..12, 0u8..30).prop_map(|(pk, id)| Step::Delete { pk, id }),
+        1 => Just(Step::Reopen),
+    ]
+}
+
+fn query() -> impl Strategy<Value = (String, Params)> {
+    let term = prop_oneof![
+        scalar().prop_map(|v| ("c.a".to_owned(), v)),
+        scalar().prop_map(|v| ("c.o.k".to_owned(), v)),
+        (0i64..100).prop_map(|n| ("c.n".to_owned(), json!(n))),
+    ];
+    let shape = prop_oneof![
+        Just("SELECT * FROM c WHERE {w}"),
+        Just("SELECT c.id, c.a FROM c WHERE {w} ORDER BY c.n DESC"),
+        Just("SELECT TOP 3 * FROM c WHERE {w} ORDER BY c.a"),
+        Just("SELECT VALUE COUNT(1) FROM c WHERE {w}"),
+        Just("SELECT DISTINCT VALUE c.a FROM c WHERE {w}"),
+    ];
+    (shape, proptest::collection::vec(term, 0..3), any::<bool>()).prop_map(
+        |(shape, terms, extra)| {
+            let mut params = Params::new();
+            let mut conjuncts: Vec<String> = terms
+                .into_iter()
+                .enumerate()
+                .map(|(i, (path, value))| {
+                    params.insert(format!("@v{i}"), value);
+                    format!("{path} = @v{i}")
+                })
+                .collect();
+            if extra {
+                conjuncts.push("c.n >= 10".to_owned());
+            }
+            if conjuncts.is_empty() {
+                conjuncts.push("true".to_owned());
+            }
+            (shape.replace("{w}", &conjuncts.join(" AND ")), params)
+        },
+    )
+}
+
+#[test]
+fn queries_answer_the_same_with_the_index_as_by_scanning() {
+    let mut runner = TestRunner::new(Config {
+        cases: cases(),
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let strategy = (
+        proptest::collection::vec(step(), 1..120),
+        proptest::collection::vec(query(), 1..8),
+    );
+    runner
+        .run(&strategy, |(steps, queries)| {
+            check(&steps, &queries).map_err(|e| TestCaseError::fail(format!("{e:#}")))
+        })
+        .unwrap();
+}
+
+/// Partition keys of two types, so that their order is not their text's
+/// (`[10]` sorts before `[9]` as text).
+fn key(pk: u8) -> Value {
+    if pk.is_multiple_of(2) {
+        json!(pk)
+    } else {
+        json!(format!("p{pk}"))
+    }
+}
+
+fn pk_of(pk: u8) -> PartitionKey {
+    PartitionKey::from_value(&key(pk)).expect("a string or a number")
+}
+
+fn check(steps: &[Step], queries: &[(String, Params)]) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    // One clock, so both stamp the same `_ts`.
+    let clock = ManualClock::new(UNIX_EPOCH + Duration::from_secs(1_700_000_000));
+    // A small cache, so partitions are read from storage too.
+    let options = || Options {
+        cache_bytes: 4_000,
+        clock: clock.clock(),
+        ..Options::default()
+    };
+    let mut durable = Database::open_with(dir.path(), options())?;
+    let scanning = Database::with_storage(Box::new(MemoryStorage::new()), options())?;
+    durable.create_container("c", "/pk")?;
+    scanning.create_container("c", "/pk")?;
+    for step in steps {
+        match step {
+            Step::Upsert { pk, id, body } => {
+                let mut body = body.clone();
+                body["id"] = json!(format!("d{id}"));
+                body["pk"] = key(*pk);
+                durable
+                    .container("c")?
+                    .upsert_item(pk_of(*pk), body.clone(), None)?;
+                scanning
+                    .container("c")?
+                    .upsert_item(pk_of(*pk), body, None)?;
+            }
+            Step::Delete { pk, id } => {
+                let id = format!("d{id}");
+                let a = durable.container("c")?.delete_item(pk_of(*pk), &id, None);
+                let b = scanning.container("c")?.delete_item(pk_of(*pk), &id, None);
+                assert_eq!(a.is_ok(), b.is_ok());
+            }
+            Step::Reopen => {
+                drop(durable);
+                durable = Database::open_with(dir.path(), options())?;
+            }
+        }
+    }
+    let (d, s) = (durable.container("c")?, scanning.container("c")?);
+    for (sql, params) in queries {
+        for page_size in [None, Some(2)] {
+            let (indexed, _) = pages(&d, sql, params, page_size)?;
+            let (scanned, _) = pages(&s, sql, params, page_size)?;
+            anyhow::ensure!(
+                indexed == scanned,
+                "{sql} {params:?} pages of {page_size:?}:\n{indexed:?}\n{scanned:?}"
+            );
+        }
+    }
+    Ok(())
+}
