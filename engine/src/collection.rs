@@ -53,8 +53,11 @@ pub struct QueryItemsOptions {
 /// moves on), without the documents that have expired.
 struct Snapshots<'a> {
     container: &'a Container,
-    /// In ascending order.
-    keys: Vec<PartitionKey>,
+    /// The partitions the query may read.
+    scope: Scope,
+    /// Those that hold documents, in ascending order: listed when the
+    /// query asks (a query a range index answers never does).
+    keys: std::cell::OnceCell<Vec<PartitionKey>>,
     /// A query of one logical partition: a use of it, which may bring it
     /// into the cache (see `ContainerInner::peek`).
     admits: bool,
@@ -63,8 +66,36 @@ struct Snapshots<'a> {
     /// documents storage passed over for lacking the query's needles
     /// (`None`: it read them all).
     last: RefCell<Option<(PartitionKey, Scanned)>>,
+    /// The documents read last by rid ([`Source::scan_rids`]): their
+    /// partition, the rids asked for, and a state that holds them.
+    last_rids: RefCell<Option<ReadByRid>>,
     /// The first storage error: the query fails with it.
     failed: RefCell<Option<Error>>,
+}
+
+/// Documents of a partition read by rid: the partition, the rids asked
+/// for, and a state that holds them.
+type ReadByRid = (PartitionKey, Vec<u64>, Arc<PartitionState>);
+
+/// The logical partitions a query may read: one, or those under a prefix
+/// of a hierarchical key, or all; and of those only the listed ones when
+/// there is a list.
+struct Scope {
+    key: Option<PartitionKey>,
+    prefix: Option<PartitionKey>,
+    /// In ascending order.
+    only: Option<Vec<PartitionKey>>,
+}
+
+impl Scope {
+    fn contains(&self, key: &PartitionKey) -> bool {
+        self.key.as_ref().is_none_or(|k| k == key)
+            && self.prefix.as_ref().is_none_or(|p| key.starts_with(p))
+            && self
+                .only
+                .as_ref()
+                .is_none_or(|only| only.binary_search(key).is_ok())
+    }
 }
 
 /// A partition as [`Snapshots`] read it: its state, without the documents
@@ -77,11 +108,70 @@ struct Scanned {
 }
 
 impl Snapshots<'_> {
+    /// The partitions in scope that hold documents (or the one partition
+    /// of a full key), in ascending order.
+    fn keys(&self) -> &[PartitionKey] {
+        self.keys.get_or_init(|| {
+            let listed = match &self.scope.key {
+                Some(key) => Ok(vec![key.clone()]),
+                None => self.container.partition_keys(),
+            };
+            match listed {
+                Ok(mut keys) => {
+                    keys.retain(|k| self.scope.contains(k));
+                    keys.sort();
+                    keys.dedup();
+                    keys
+                }
+                Err(err) => {
+                    *self.failed.borrow_mut() = Some(err);
+                    Vec::new()
+                }
+            }
+        })
+    }
+
+    /// A state of `key` that holds its documents with the rids `rids`
+    /// (ascending), as the query sees them: a whole partition it already
+    /// read, or those documents alone.
+    fn rid_state(&self, key: &PartitionKey, rids: &[u64]) -> Option<Arc<PartitionState>> {
+        if !self.scope.contains(key) || self.failed.borrow().is_some() {
+            return None;
+        }
+        if let Some((k, scanned)) = &*self.last.borrow()
+            && k == key
+            && scanned.skipped.is_none()
+        {
+            return Some(Arc::clone(&scanned.state));
+        }
+        if let Some((k, read, state)) = &*self.last_rids.borrow()
+            && k == key
+            && rids.iter().all(|r| read.binary_search(r).is_ok())
+        {
+            return Some(Arc::clone(state));
+        }
+        match self
+            .container
+            .inner
+            .peek_rids(&self.container.db, key, rids)
+        {
+            Ok(state) => {
+                *self.last_rids.borrow_mut() =
+                    Some((key.clone(), rids.to_vec(), Arc::clone(&state)));
+                Some(state)
+            }
+            Err(err) => {
+                *self.failed.borrow_mut() = Some(err);
+                None
+            }
+        }
+    }
+
     /// The state of `key` as the query sees it, read once per partition.
     /// With `needles`, a partition not in memory comes without the
     /// documents whose text lacks one (listed instead); without, whole.
     fn state(&self, key: &PartitionKey, needles: Option<&Needles>) -> Option<Scanned> {
-        if self.keys.binary_search(key).is_err() || self.failed.borrow().is_some() {
+        if !self.scope.contains(key) || self.failed.borrow().is_some() {
             return None;
         }
         if let Some((k, scanned)) = &*self.last.borrow()
@@ -124,7 +214,35 @@ impl Snapshots<'_> {
 
 impl Source for Snapshots<'_> {
     fn partitions(&self) -> Vec<PartitionKey> {
-        self.keys.clone()
+        self.keys().to_vec()
+    }
+
+    fn scan_rids(
+        &self,
+        key: &PartitionKey,
+        after: Option<u64>,
+        rids: &[u64],
+        f: &mut dyn FnMut(u64, &Value, usize) -> ControlFlow<()>,
+    ) {
+        let rids = &rids[rids.partition_point(|r| Some(*r) <= after)..];
+        if rids.is_empty() {
+            return;
+        }
+        let Some(state) = self.rid_state(key, rids) else {
+            return;
+        };
+        let expiry = self.expiry.as_ref();
+        for &rid in rids {
+            let Some(slot) = state.get_by_rid(rid) else {
+                continue;
+            };
+            if expiry.is_some_and(|e| e.expired(slot.document.value())) {
+                continue;
+            }
+            if f(slot.rid, slot.document.value(), slot.size).is_break() {
+                return;
+            }
+        }
     }
 
     fn index_candidates(
@@ -132,13 +250,13 @@ impl Source for Snapshots<'_> {
         terms: &[crate::range_index::IndexTerm],
     ) -> Option<Vec<(PartitionKey, u64)>> {
         // One partition is read whole as cheaply as its entries.
-        if self.keys.len() < 2 {
+        if self.scope.key.is_some() {
             return None;
         }
         let storage = &self.container.db.storage;
         match storage.index_candidates(&self.container.inner.meta.id, terms) {
             Ok(candidates) => candidates.map(|mut candidates| {
-                candidates.retain(|(key, _)| self.keys.binary_search(key).is_ok());
+                candidates.retain(|(key, _)| self.scope.contains(key));
                 candidates
             }),
             Err(err) => {
@@ -149,13 +267,13 @@ impl Source for Snapshots<'_> {
     }
 
     fn index_walk(&self, walk: &crate::storage::IndexWalk<'_>) -> Option<crate::storage::WalkPage> {
-        if self.keys.len() < 2 {
+        if self.scope.key.is_some() {
             return None;
         }
         let storage = &self.container.db.storage;
         match storage.index_walk(&self.container.inner.meta.id, walk) {
             Ok(page) => page.map(|(mut entries, through)| {
-                entries.retain(|(key, _)| self.keys.binary_search(key).is_ok());
+                entries.retain(|(key, _)| self.scope.contains(key));
                 (entries, through)
             }),
             Err(err) => {
@@ -295,33 +413,33 @@ impl Container {
         udfs: Option<&dyn query::Udf>,
     ) -> Result<QueryPage> {
         let parsed = self.inner.parse_query(sql)?;
-        let keys = match &options.partition_key {
-            // A full key is one partition (listed even when empty); a prefix
-            // of a hierarchical key is every partition under it.
-            Some(key) => {
-                let key = self.inner.scoped_key(key.clone())?;
-                if key.components().len() == self.inner.path.levels() {
-                    vec![key]
-                } else {
-                    self.partition_keys_under(key)?
-                }
+        // A full key is one partition (listed even when empty); a prefix
+        // of a hierarchical key is every partition under it.
+        let mut scope = Scope {
+            key: None,
+            prefix: None,
+            only: options.partitions.clone().map(|mut only| {
+                only.sort();
+                only.dedup();
+                only
+            }),
+        };
+        if let Some(key) = &options.partition_key {
+            let key = self.inner.scoped_key(key.clone())?;
+            if key.components().len() == self.inner.path.levels() {
+                scope.key = Some(key);
+            } else {
+                scope.prefix = Some(key);
             }
-            None => self.partition_keys()?,
-        };
-        let keys: Vec<PartitionKey> = match &options.partitions {
-            Some(only) => keys.into_iter().filter(|k| only.contains(k)).collect(),
-            None => keys,
-        };
-        let mut keys = keys;
-        keys.sort();
-        keys.dedup();
-        let admits = keys.len() == 1 && options.partition_key.is_some();
+        }
         let source = Snapshots {
             container: self,
-            admits,
-            keys,
+            admits: scope.key.is_some(),
+            scope,
+            keys: std::cell::OnceCell::new(),
             expiry: self.inner.expiry(|| self.db.now_secs()),
             last: RefCell::new(None),
+            last_rids: RefCell::new(None),
             failed: RefCell::new(None),
         };
         let query_options = QueryOptions {

@@ -736,6 +736,33 @@ impl ContainerInner {
         })
     }
 
+    /// The documents of `key` whose rids are among `rids` (ascending; its
+    /// others may be there too): the partition's snapshot when it is in
+    /// memory (or while the cache has room to fill, as
+    /// [`ContainerInner::peek_containing`]), otherwise those documents
+    /// alone, read from storage without entering the cache.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when storage cannot be read.
+    pub(crate) fn peek_rids(
+        &self,
+        db: &DbInner,
+        key: &PartitionKey,
+        rids: &[u64],
+    ) -> Result<Arc<PartitionState>> {
+        if !db.storage.keeps_documents() || db.cache.has_room_to_fill() {
+            return self.peek(db, key, false);
+        }
+        let partition = self.partition(db, key.clone());
+        self.read_either(db, partition, false, LogicalPartition::snapshot, |_| {
+            let mut state = PartitionState::default();
+            for doc in db.storage.read_documents(&self.meta.id, key, rids)? {
+                put_loaded(&mut state, doc);
+            }
+            Ok(Arc::new(state))
+        })
+    }
+
     /// The committed document `id` of one logical partition, read from
     /// storage alone when the partition is not in memory (repeated reads
     /// load it: see [`ContainerInner::read_either`]).

@@ -699,54 +699,44 @@ impl<'q> Exec<'q> {
                 skipped_docs += 1;
                 skipped_bytes += size as u64;
             };
-            source.scan_containing(
-                pk,
-                after,
-                &self.needles,
-                &mut |rid, doc, size| {
-                    if let Some(only) = only {
-                        if only.last().is_none_or(|last| rid > *last) {
-                            return ControlFlow::Break(());
-                        }
-                        if only.binary_search(&rid).is_err() {
-                            return ControlFlow::Continue(());
-                        }
+            let mut read = |rid: u64, doc: &Value, size: usize| {
+                stats.docs_scanned += 1;
+                stats.bytes_read += size as u64;
+                let skip = match skip_at {
+                    Some((r, c)) if r == rid => c,
+                    _ => 0,
+                };
+                let Some(root) = root_of(&from.root_path, doc) else {
+                    return ControlFlow::Continue(());
+                };
+                let mut combo = 0u64;
+                let mut row_sink = |c: u64, row: &[&Value]| {
+                    sink(
+                        Pos {
+                            pk,
+                            pk_index,
+                            rid,
+                            combo: c,
+                        },
+                        row,
+                    )
+                };
+                match join_rows(&from.joins, cx, &[root], 0, skip, &mut combo, &mut row_sink) {
+                    Ok(ControlFlow::Continue(())) => ControlFlow::Continue(()),
+                    Ok(ControlFlow::Break(())) => {
+                        stop = true;
+                        ControlFlow::Break(())
                     }
-                    stats.docs_scanned += 1;
-                    stats.bytes_read += size as u64;
-                    let skip = match skip_at {
-                        Some((r, c)) if r == rid => c,
-                        _ => 0,
-                    };
-                    let Some(root) = root_of(&from.root_path, doc) else {
-                        return ControlFlow::Continue(());
-                    };
-                    let mut combo = 0u64;
-                    let mut row_sink = |c: u64, row: &[&Value]| {
-                        sink(
-                            Pos {
-                                pk,
-                                pk_index,
-                                rid,
-                                combo: c,
-                            },
-                            row,
-                        )
-                    };
-                    match join_rows(&from.joins, cx, &[root], 0, skip, &mut combo, &mut row_sink) {
-                        Ok(ControlFlow::Continue(())) => ControlFlow::Continue(()),
-                        Ok(ControlFlow::Break(())) => {
-                            stop = true;
-                            ControlFlow::Break(())
-                        }
-                        Err(e) => {
-                            error = Some(e);
-                            ControlFlow::Break(())
-                        }
+                    Err(e) => {
+                        error = Some(e);
+                        ControlFlow::Break(())
                     }
-                },
-                &mut skipped,
-            );
+                }
+            };
+            match only {
+                Some(rids) => source.scan_rids(pk, after, rids, &mut read),
+                None => source.scan_containing(pk, after, &self.needles, &mut read, &mut skipped),
+            }
             if only.is_none() {
                 stats.docs_scanned += skipped_docs;
                 stats.bytes_read += skipped_bytes;
@@ -982,31 +972,35 @@ impl<'q> Exec<'q> {
         // The row passed WHERE, so its document holds the needles: a read
         // through them finds it (and a partition just read through them
         // is not read again whole).
-        source.scan_containing(
-            &self.partitions[c.pk_index],
-            c.rid.checked_sub(1),
-            &self.needles,
-            &mut |rid, doc, _| {
-                if rid != c.rid {
-                    return ControlFlow::Break(());
-                }
-                let Some(root) = root_of(&from.root_path, doc) else {
-                    return ControlFlow::Break(());
-                };
-                let mut combo = 0;
-                let mut sink = |_: u64, row: &[&Value]| {
-                    out = project(&q.select, q, &cx, row).map(|v| v.map(own));
-                    Ok(ControlFlow::Break(()))
-                };
-                if let Err(e) =
-                    join_rows(&from.joins, &cx, &[root], 0, c.combo, &mut combo, &mut sink)
-                {
-                    out = Err(e);
-                }
-                ControlFlow::Break(())
-            },
-            &mut |_| {},
-        );
+        let mut read = |rid: u64, doc: &Value, _: usize| {
+            if rid != c.rid {
+                return ControlFlow::Break(());
+            }
+            let Some(root) = root_of(&from.root_path, doc) else {
+                return ControlFlow::Break(());
+            };
+            let mut combo = 0;
+            let mut sink = |_: u64, row: &[&Value]| {
+                out = project(&q.select, q, &cx, row).map(|v| v.map(own));
+                Ok(ControlFlow::Break(()))
+            };
+            if let Err(e) = join_rows(&from.joins, &cx, &[root], 0, c.combo, &mut combo, &mut sink)
+            {
+                out = Err(e);
+            }
+            ControlFlow::Break(())
+        };
+        let pk = &self.partitions[c.pk_index];
+        match &self.only {
+            Some(_) => source.scan_rids(pk, c.rid.checked_sub(1), &[c.rid], &mut read),
+            None => source.scan_containing(
+                pk,
+                c.rid.checked_sub(1),
+                &self.needles,
+                &mut read,
+                &mut |_| {},
+            ),
+        }
         out
     }
 

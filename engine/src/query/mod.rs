@@ -143,6 +143,28 @@ pub trait Source {
         self.scan(key, after, f);
     }
 
+    /// [`Source::scan`] of the documents of `key` whose rids are among
+    /// `rids` (ascending) and after `after`, in rid order: a source may
+    /// read those alone. By default, a scan that skips the others.
+    fn scan_rids(
+        &self,
+        key: &PartitionKey,
+        after: Option<u64>,
+        rids: &[u64],
+        f: &mut dyn FnMut(u64, &Value, usize) -> ControlFlow<()>,
+    ) {
+        let Some(&last) = rids.last() else { return };
+        self.scan(key, after, &mut |rid, doc, size| {
+            if rid > last {
+                ControlFlow::Break(())
+            } else if rids.binary_search(&rid).is_ok() {
+                f(rid, doc, size)
+            } else {
+                ControlFlow::Continue(())
+            }
+        });
+    }
+
     /// The only documents that may satisfy every one of `terms` (the
     /// query's `path = constant` terms, see [`crate::range_index`]), as
     /// (partition, rid), when a range index knows them: every document

@@ -450,6 +450,23 @@ pub trait Storage: Send + Sync {
         Ok(None)
     }
 
+    /// The committed documents of the logical partition `partition_key`
+    /// of `container` whose rids are among `rids` (ascending), in no
+    /// particular order. By default, read from the whole partition.
+    ///
+    /// # Errors
+    /// [`crate::Error::Storage`] when the store cannot be read.
+    fn read_documents(
+        &self,
+        container: &str,
+        partition_key: &PartitionKey,
+        rids: &[u64],
+    ) -> Result<Vec<LoadedDocument>> {
+        let mut docs = self.read_partition(container, partition_key)?;
+        docs.retain(|doc| rids.binary_search(&doc.rid).is_ok());
+        Ok(docs)
+    }
+
     /// The committed document `id` of the logical partition
     /// `partition_key` of `container`, if there is one.
     ///

@@ -1091,26 +1091,46 @@ impl SqliteStorage {
         })
     }
 
-    /// A partition's documents, those whose stored text lacks one of
-    /// `needles` left unparsed (see [`Storage::read_partition_containing`]).
+    /// A partition's documents (only those of `rids`, ascending, when
+    /// given), those whose stored text lacks one of `needles` left
+    /// unparsed (see [`Storage::read_partition_containing`]).
     fn read_partition_matching(
         &self,
         container: &str,
         partition_key: &PartitionKey,
         needles: Option<&Needles>,
+        rids: Option<&[u64]>,
     ) -> Result<(Vec<LoadedDocument>, Vec<Skipped>)> {
         let pk = partition_key.to_json_array();
         // The pending documents first: a fold after this copy leaves the
         // same versions in `docs`.
-        let overlay = pending_of(&self.pending.read(), container, &pk);
+        let mut overlay = pending_of(&self.pending.read(), container, &pk);
+        let mut params = vec![
+            SqlValue::Text(container.to_owned()),
+            SqlValue::Text(pk.clone()),
+        ];
+        let only = match rids {
+            Some(rids) => {
+                overlay.retain(|(_, p)| rids.binary_search(&p.rid).is_ok());
+                let mut list = Vec::with_capacity(rids.len());
+                for rid in rids {
+                    params.push(SqlValue::Integer(*rid as i64));
+                    list.push(format!("?{}", params.len()));
+                }
+                format!(" AND d.rid IN ({})", list.join(", "))
+            }
+            None => String::new(),
+        };
         let conn = self.reader.lock();
         let bad = |e: rusqlite::Error| Error::storage("read a partition", e);
         // One statement, so one snapshot: the log rows the `docs` rows
         // point at are read as of the same commit.
         let mut stmt = conn
-            .prepare_cached(&format!("SELECT d.id, d.rid, {DOC_BODY} d.pk = ?2"))
+            .prepare_cached(&format!("SELECT d.id, d.rid, {DOC_BODY} d.pk = ?2{only}"))
             .map_err(bad)?;
-        let mut rows = stmt.query(params![container, pk]).map_err(bad)?;
+        let mut rows = stmt
+            .query(rusqlite::params_from_iter(params))
+            .map_err(bad)?;
         let stamp = self.shared.stamps.read().get(container).cloned();
         let mut docs = Vec::new();
         let mut skipped = Vec::new();
@@ -1329,7 +1349,7 @@ impl Storage for SqliteStorage {
         partition_key: &PartitionKey,
     ) -> Result<Vec<LoadedDocument>> {
         Ok(self
-            .read_partition_matching(container, partition_key, None)?
+            .read_partition_matching(container, partition_key, None, None)?
             .0)
     }
 
@@ -1340,7 +1360,18 @@ impl Storage for SqliteStorage {
         needles: &Needles,
     ) -> Result<(Vec<LoadedDocument>, Vec<Skipped>)> {
         let needles = (!needles.is_empty()).then_some(needles);
-        self.read_partition_matching(container, partition_key, needles)
+        self.read_partition_matching(container, partition_key, needles, None)
+    }
+
+    fn read_documents(
+        &self,
+        container: &str,
+        partition_key: &PartitionKey,
+        rids: &[u64],
+    ) -> Result<Vec<LoadedDocument>> {
+        Ok(self
+            .read_partition_matching(container, partition_key, None, Some(rids))?
+            .0)
     }
 
     fn read_document(
