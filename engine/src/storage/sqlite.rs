@@ -496,9 +496,6 @@ impl<'c> PartitionKeys<'c> {
     }
 }
 
-/// How far a query counts a term's entries to find the most selective.
-const COUNT_CAP: usize = 1_000;
-
 /// The documents a build step indexes in one transaction.
 const BUILD_STEP: usize = 1000;
 
@@ -1408,28 +1405,42 @@ impl Storage for SqliteStorage {
         let Some((mut terms, overlay)) = self.index_view(container, terms, None) else {
             return Ok(None);
         };
-        // The term with the fewest entries (counted up to a cap) names the
-        // candidates; the others filter them.
+        // The term with the fewest entries names the candidates; the
+        // others filter them. Entries are counted up to a cap that grows
+        // until one term has fewer, so counting costs about as much as
+        // reading the smallest.
         if terms.len() > 1 {
             let conn = self.reader.lock();
             let bad = |e: rusqlite::Error| Error::storage("read the range index", e);
             let mut count = conn
-                .prepare_cached(&format!(
-                    "SELECT COUNT(*) FROM (SELECT 1 FROM idx WHERE container = ?1 AND path = ?2 AND value = ?3 LIMIT {COUNT_CAP})"
-                ))
+                .prepare_cached(
+                    "SELECT COUNT(*) FROM (SELECT 1 FROM idx WHERE container = ?1 AND path = ?2 AND value = ?3 LIMIT ?4)",
+                )
                 .map_err(bad)?;
-            let mut counted = Vec::with_capacity(terms.len());
-            for (term, path) in terms {
-                let mut n = 0;
-                for value in &term.values {
-                    n += count
-                        .query_row(params![container, path, value], |row| row.get::<_, i64>(0))
-                        .map_err(bad)?;
+            let mut cap: i64 = 256;
+            let counted = loop {
+                let mut counted = Vec::with_capacity(terms.len());
+                for (i, (term, path)) in terms.iter().enumerate() {
+                    let mut n = 0;
+                    for value in &term.values {
+                        n += count
+                            .query_row(params![container, path, value, cap], |row| {
+                                row.get::<_, i64>(0)
+                            })
+                            .map_err(bad)?;
+                    }
+                    counted.push((n, i));
                 }
-                counted.push((n, (term, path)));
-            }
-            counted.sort_by_key(|(n, _)| *n);
-            terms = counted.into_iter().map(|(_, term)| term).collect();
+                if counted.iter().any(|(n, _)| *n < cap) || cap > 1 << 24 {
+                    break counted;
+                }
+                cap *= 16;
+            };
+            let best = counted
+                .iter()
+                .min_by_key(|(n, _)| *n)
+                .map_or(0, |(_, i)| *i);
+            terms.swap(0, best);
         }
         let Some(((first, path), rest)) = terms.split_first() else {
             return Ok(None);
