@@ -350,16 +350,22 @@ pub(crate) fn execute(
 ) -> Result<BatchResponse> {
     check(&operations)?;
     let n = operations.len();
-    let mut txn = container.begin(partition_key)?;
-    match run_in(&mut txn, operations, |_| Ok::<(), Error>(())) {
-        Ok(results) => Ok(BatchResponse {
-            results,
-            failed: None,
-            lsn: txn.commit()?,
-        }),
-        // Dropping `txn` rolls back what the earlier operations did.
-        Err((i, err)) => Ok(failed(n, i, &err)),
-    }
+    let mut operations = Some(operations);
+    // Run again from the first operation when another node committed to
+    // the partition first (449).
+    container.attempts(partition_key, |key| {
+        let mut txn = container.begin(key)?;
+        let operations = container.for_attempt(&mut operations);
+        match run_in(&mut txn, operations, |_| Ok::<(), Error>(())) {
+            Ok(results) => Ok(BatchResponse {
+                results,
+                failed: None,
+                lsn: txn.commit()?,
+            }),
+            // Dropping `txn` rolls back what the earlier operations did.
+            Err((i, err)) => Ok(failed(n, i, &err)),
+        }
+    })
 }
 
 /// Runs `operations` in order in `txn`, which the caller then commits or

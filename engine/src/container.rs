@@ -25,7 +25,7 @@ use serde_json::Value;
 
 use crate::database::DbInner;
 use crate::document::Document;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, RetryWith};
 use crate::indexing::{DocumentPath, IndexingMode, IndexingPolicy, SortOrder};
 use crate::partition::{
     FOOTPRINT_PER_PARTITION, LogicalPartition, PartitionState, Slot, physical_partition,
@@ -1178,19 +1178,48 @@ impl Container {
         F: FnMut(&mut Txn) -> Result<T, E>,
         E: From<Error>,
     {
-        let mut txn = self.begin(partition_key)?;
-        let mut attempt = 1;
-        loop {
-            let value = f(&mut txn)?;
-            match txn.commit() {
-                Ok(_) => return Ok(value),
-                Err(Error::PartitionChanged { partition_key, .. }) if attempt < ATTEMPTS => {
-                    attempt += 1;
-                    txn = self.begin(partition_key)?;
-                }
-                Err(e) => return Err(e.into()),
+        // `f`'s own error ends the call: it is the inner result, never
+        // looked at for a 449.
+        self.attempts(partition_key, |key| {
+            let mut txn = self.begin(key)?;
+            Ok(match f(&mut txn) {
+                Ok(value) => txn.commit().map(|_| Ok(value))?,
+                Err(e) => Err(e),
+            })
+        })
+        .unwrap_or_else(|e| Err(E::from(e)))
+    }
+
+    /// Runs `attempt`, one whole transaction on the logical partition whose
+    /// key it is given (begin, work, commit), and runs it again from
+    /// scratch while it fails with a 449 ([`Error::PartitionChanged`]:
+    /// another node sharing the store committed to the partition first),
+    /// up to [`ATTEMPTS`] times in all. The key is moved into each attempt
+    /// (after the first, the 449's own), so none is copied; an input the
+    /// attempt consumes goes through [`Container::for_attempt`]. Over a
+    /// store only this process writes, no commit fails with 449 and
+    /// `attempt` runs once.
+    ///
+    /// [`Container::transaction`] is this with a closure; the facade runs
+    /// procedures and writes with triggers through it, with its own error
+    /// type ([`RetryWith`]).
+    ///
+    /// # Errors
+    /// The first error that is not a 449, or the last attempt's 449.
+    pub fn attempts<T, E: RetryWith>(
+        &self,
+        partition_key: impl Into<PartitionKey>,
+        mut attempt: impl FnMut(PartitionKey) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let mut key = partition_key.into();
+        for _ in 1..ATTEMPTS {
+            match attempt(key).map_err(RetryWith::retry_with) {
+                Ok(value) => return Ok(value),
+                Err(Ok(changed)) => key = changed,
+                Err(Err(e)) => return Err(e),
             }
         }
+        attempt(key)
     }
 
     /// Writes `docs`, documents of the logical partition `partition_key`,
@@ -1224,23 +1253,14 @@ impl Container {
     pub fn write_documents(
         &self,
         partition_key: impl Into<PartitionKey>,
-        mut docs: Vec<Value>,
+        docs: Vec<Value>,
         upsert: bool,
     ) -> Result<Option<Lsn>> {
         let key = Txn::checked_key(&self.inner, partition_key.into())?;
-        let mut attempt = 1;
-        loop {
-            // Kept for another attempt only where one can be needed.
-            let docs = if self.db.shared && attempt < ATTEMPTS {
-                docs.clone()
-            } else {
-                std::mem::take(&mut docs)
-            };
-            match self.write_documents_once(key.clone(), docs, upsert) {
-                Err(Error::PartitionChanged { .. }) if attempt < ATTEMPTS => attempt += 1,
-                other => return other,
-            }
-        }
+        let mut docs = Some(docs);
+        self.attempts(key, |key| {
+            self.write_documents_once(key, self.for_attempt(&mut docs), upsert)
+        })
     }
 
     /// One attempt of [`Container::write_documents`] on the full key `key`.

@@ -300,6 +300,29 @@ impl Error {
     }
 }
 
+/// An error of one attempt of a transaction, as
+/// [`crate::Container::attempts`] sees it: a commit that lost its logical
+/// partition to another node (449, [`Error::PartitionChanged`]) gives back
+/// the partition's key, to run the transaction again; any other error ends
+/// the call. Implemented by the engine's error and by the errors of the
+/// layers above it that carry one (the facade's).
+pub trait RetryWith: Sized {
+    /// The key of the partition a 449 names, or the error itself.
+    ///
+    /// # Errors
+    /// The error itself, when it is not a 449.
+    fn retry_with(self) -> Result<PartitionKey, Self>;
+}
+
+impl RetryWith for Error {
+    fn retry_with(self) -> Result<PartitionKey, Error> {
+        match self {
+            Error::PartitionChanged { partition_key, .. } => Ok(partition_key),
+            other => Err(other),
+        }
+    }
+}
+
 impl From<Error> for HostError {
     fn from(err: Error) -> HostError {
         HostError::new(err.code(), err.to_string())

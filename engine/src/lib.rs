@@ -63,7 +63,7 @@ pub use collection::QueryItemsOptions;
 pub use container::{ATTEMPTS, Container, ContainerProperties, DATABASE_ID, FeedOptions, FeedPage};
 pub use database::{DATA_FILE, Database, LOCK_FILE, Options};
 pub use document::{Document, MAX_DOCUMENT_SIZE, MAX_ID_LEN, MAX_NESTING, validate_id};
-pub use error::{Error, Result, SUBSTATUS_PARTITION_KEY_MISMATCH};
+pub use error::{Error, Result, RetryWith, SUBSTATUS_PARTITION_KEY_MISMATCH};
 pub use host_api::{Collection, ErrorCode, PartitionKey};
 pub use host_api::{ScriptKind, ScriptLanguage, TriggerOperation, TriggerType};
 pub use indexing::{

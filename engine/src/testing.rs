@@ -35,8 +35,15 @@
 //! a disk that fills up (SQLite's page limit), for the tests of a full
 //! disk at run time and at open.
 //!
+//! A plan can also run code right before the next commit
+//! ([`Faults::before_next_commit`]): over a store several nodes share,
+//! another node committing to the partition first, deterministically.
+//!
 //! Non-goals: faults in the other `Storage` calls (container and script
 //! writes, loading), torn or corrupted files.
+
+#[cfg(feature = "postgres")]
+pub mod postgres;
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -123,6 +130,16 @@ struct Plan {
 #[derive(Clone, Debug, Default)]
 pub struct Faults {
     plan: Arc<Mutex<Plan>>,
+    hook: Arc<Mutex<Option<Hook>>>,
+}
+
+/// Code to run before a commit reaches the inner storage.
+struct Hook(Box<dyn FnOnce() + Send>);
+
+impl std::fmt::Debug for Hook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Hook")
+    }
 }
 
 impl Faults {
@@ -145,6 +162,15 @@ impl Faults {
     /// Fails the next commit, whichever thread makes it.
     pub fn fail_next_commit(&self, fault: CommitFault) {
         self.plan.lock().faults.push((When::Next, fault));
+    }
+
+    /// Runs `hook` once, right before the next commit (whichever thread
+    /// makes it) reaches the inner storage: over a store several nodes
+    /// share, another node's commit between a transaction's begin and its
+    /// commit, which that commit then loses (449). Replaces a hook not yet
+    /// run.
+    pub fn before_next_commit(&self, hook: impl FnOnce() + Send + 'static) {
+        *self.hook.lock() = Some(Hook(Box::new(hook)));
     }
 
     /// The commits seen so far, failed ones included.
@@ -243,6 +269,10 @@ impl<S: Storage> Storage for FaultyStorage<S> {
 
     fn commit(&self, record: CommitRecord) -> Result<Lsn> {
         let armed = ARMED.with(|armed| armed.borrow_mut().take());
+        let hook = self.faults.hook.lock().take();
+        if let Some(Hook(hook)) = hook {
+            hook();
+        }
         match self.faults.next(armed) {
             None => self.inner.commit(record),
             Some(CommitFault {
