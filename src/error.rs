@@ -70,5 +70,17 @@ impl Error {
     }
 }
 
+/// A 449 from the engine (another node committed to the partition first)
+/// runs the request again ([`engine::Container::attempts`]); a script's
+/// failure never does, whatever its status.
+impl engine::RetryWith for Error {
+    fn retry_with(self) -> Result<engine::PartitionKey, Error> {
+        match self {
+            Error::Engine(e) => e.retry_with().map_err(Error::Engine),
+            script => Err(script),
+        }
+    }
+}
+
 /// A facade result.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

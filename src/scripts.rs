@@ -28,6 +28,16 @@
 //! effect for the next request, and the request finishes on the version it
 //! started with.
 //!
+//! Over a store other nodes share, another node may commit to the
+//! partition while a call runs; the call's commit then writes nothing and
+//! fails with 449, and the call runs again from its begin, up to
+//! `engine::ATTEMPTS` times in all (`engine::Container::attempts`). The
+//! run that lost is discarded whole (its logs, statistics and response),
+//! and the next one sees the partition as the other node left it. A
+//! procedure's parameters and a write's document are copied for each run
+//! only over such a store (`Container::for_attempt`); elsewhere a call runs
+//! once, on the values it was given.
+//!
 //! A script runs in the sandbox of its language: `run_js` for JavaScript,
 //! `run_wasm` for a WebAssembly module (same response shape, statuses and
 //! bounded execution; the statistics carry fuel instead of instructions).
@@ -458,101 +468,143 @@ fn write_with_triggers(
     let limits = or_default(options.limits.as_ref());
     let limits = &*limits;
     let if_match = options.if_match.clone().map(ItemOptions::if_match);
-    let mut logs = String::new();
-    let mut stats = Statistics::default();
     let scripts = u32::from(pre.is_some()) + u32::from(post.is_some());
-    let mut txn = begin_call(container, partition_key, limits, scripts)?;
-    txn.set_udfs(Rc::new(ContainerUdfs::new(container, limits)));
-
-    // What the triggers see of a delete or a replace, as on Cosmos DB: a
-    // delete's request body is the document being deleted, and a
-    // replace's carries the stored document's `_self` (Microsoft's
-    // unique-constraint sample relies on it).
-    // A patch's triggers see the patched document, as a replace's see
-    // the new one.
-    let mut write = match write {
-        Write::Patch(id, patch) => Write::Replace(id, txn.patched(id, patch, if_match.as_ref())?),
-        other => other,
+    let triggers = Triggers {
+        pre: pre.as_ref(),
+        post: post.as_ref(),
+        operation,
+        limits,
+        if_match: if_match.as_ref(),
     };
-    let deleted = match &mut write {
-        Write::Delete(id) => Some(txn.read_item(id)?.into_value()),
-        Write::Replace(id, Value::Object(body)) => {
-            if let Some(link) = txn.read_item(id)?.get("_self") {
-                body.insert("_self".to_owned(), link.clone());
+    let mut write = Some(write);
+    // A run whose commit another node beat (449) is discarded whole, and
+    // the write and its triggers run again on the partition as it is now.
+    let mut response = container.attempts(partition_key, |key| -> Result<_, Error> {
+        let mut txn = begin_call(container, key, limits, scripts)?;
+        txn.set_udfs(Rc::new(ContainerUdfs::new(container, limits)));
+        let response = triggers.run(container, &mut txn, container.for_attempt(&mut write))?;
+        txn.commit()?;
+        Ok(response)
+    })?;
+    response.stats.wall_time = started.elapsed();
+    Ok(response)
+}
+
+/// The triggers of one write, and what they run with.
+struct Triggers<'a> {
+    pre: Option<&'a Script>,
+    post: Option<&'a Script>,
+    operation: TriggerOperation,
+    limits: &'a Limits,
+    if_match: Option<&'a ItemOptions>,
+}
+
+impl Triggers<'_> {
+    /// Runs the pre-trigger, `write` and the post-trigger in `txn`, which
+    /// the caller commits.
+    fn run(
+        &self,
+        container: &Container,
+        txn: &mut Txn,
+        write: Write<'_>,
+    ) -> Result<ItemResponse, Error> {
+        let Triggers {
+            pre,
+            post,
+            operation,
+            limits,
+            if_match,
+        } = *self;
+        let mut logs = String::new();
+        let mut stats = Statistics::default();
+        // What the triggers see of a delete or a replace, as on Cosmos DB: a
+        // delete's request body is the document being deleted, and a
+        // replace's carries the stored document's `_self` (Microsoft's
+        // unique-constraint sample relies on it).
+        // A patch's triggers see the patched document, as a replace's see
+        // the new one.
+        let mut write = match write {
+            Write::Patch(id, patch) => Write::Replace(id, txn.patched(id, patch, if_match)?),
+            other => other,
+        };
+        let deleted = match &mut write {
+            Write::Delete(id) => Some(txn.read_item(id)?.into_value()),
+            Write::Replace(id, Value::Object(body)) => {
+                if let Some(link) = txn.read_item(id)?.get("_self") {
+                    body.insert("_self".to_owned(), link.clone());
+                }
+                None
             }
-            None
+            _ => None,
+        };
+        // The pre-trigger gets the body being written (moved, not copied) and
+        // hands back what is to be written instead.
+        if let Some(pre) = pre {
+            let request_body = match &deleted {
+                Some(doc) => doc.clone(),
+                None => write.take_body(),
+            };
+            let invocation = Invocation::PreTrigger {
+                request_body,
+                operation,
+            };
+            let changed = run(
+                pre,
+                container.data_dir(),
+                invocation,
+                txn,
+                limits,
+                &mut logs,
+                &mut stats,
+            )?;
+            write.set_body(changed.unwrap_or(Value::Null));
         }
-        _ => None,
-    };
-    // The pre-trigger gets the body being written (moved, not copied) and
-    // hands back what is to be written instead.
-    if let Some(pre) = pre {
-        let request_body = match &deleted {
-            Some(doc) => doc.clone(),
-            None => write.take_body(),
-        };
-        let invocation = Invocation::PreTrigger {
-            request_body,
-            operation,
-        };
-        let changed = run(
-            &pre,
-            container.data_dir(),
-            invocation,
-            &mut txn,
-            limits,
-            &mut logs,
-            &mut stats,
-        )?;
-        write.set_body(changed.unwrap_or(Value::Null));
-    }
-    // Only a post-trigger needs the request body after the write.
-    let request_body = if post.is_some() {
-        deleted
-            .or_else(|| write.body().cloned())
-            .unwrap_or(Value::Null)
-    } else {
-        Value::Null
-    };
-
-    let written = apply(&mut txn, write, if_match.as_ref())?;
-    stats.docs_written += 1;
-    stats.bytes_written += written
-        .as_ref()
-        .and_then(|doc| txn.document_size(doc.id()))
-        .unwrap_or(0) as u64;
-    let mut resource = written;
-
-    if let Some(post) = post {
-        let is_delete = resource.is_none();
-        let invocation = Invocation::PostTrigger {
-            request_body,
-            response_body: resource.take().map_or(Value::Null, Document::into_value),
-            operation,
-        };
-        // The runtime hands the (possibly changed) response body back.
-        let response = run(
-            &post,
-            container.data_dir(),
-            invocation,
-            &mut txn,
-            limits,
-            &mut logs,
-            &mut stats,
-        )?;
-        resource = if is_delete {
-            None
+        // Only a post-trigger needs the request body after the write.
+        let request_body = if post.is_some() {
+            deleted
+                .or_else(|| write.body().cloned())
+                .unwrap_or(Value::Null)
         } else {
-            response.map(Document::new)
+            Value::Null
         };
+
+        let written = apply(txn, write, if_match)?;
+        stats.docs_written += 1;
+        stats.bytes_written += written
+            .as_ref()
+            .and_then(|doc| txn.document_size(doc.id()))
+            .unwrap_or(0) as u64;
+        let mut resource = written;
+
+        if let Some(post) = post {
+            let is_delete = resource.is_none();
+            let invocation = Invocation::PostTrigger {
+                request_body,
+                response_body: resource.take().map_or(Value::Null, Document::into_value),
+                operation,
+            };
+            // The runtime hands the (possibly changed) response body back.
+            let response = run(
+                post,
+                container.data_dir(),
+                invocation,
+                txn,
+                limits,
+                &mut logs,
+                &mut stats,
+            )?;
+            resource = if is_delete {
+                None
+            } else {
+                response.map(Document::new)
+            };
+        }
+        Ok(ItemResponse {
+            resource,
+            logs,
+            stats,
+        })
     }
-    txn.commit()?;
-    stats.wall_time = started.elapsed();
-    Ok(ItemResponse {
-        resource,
-        logs,
-        stats,
-    })
 }
 
 /// A write as a request makes it: with the triggers `options` name, or
@@ -631,7 +683,10 @@ pub(crate) fn query(
 }
 
 /// Runs the stored procedure `id` in one logical partition and commits
-/// what it did, or nothing.
+/// what it did, or nothing. A run whose commit another node beat (449)
+/// is discarded whole, its logs and statistics with it, and the procedure
+/// runs again on the partition as it is now (see
+/// [`engine::Container::attempts`]).
 pub(crate) fn execute_procedure(
     container: &Container,
     id: &str,
@@ -642,28 +697,35 @@ pub(crate) fn execute_procedure(
     let started = std::time::Instant::now();
     let limits = or_default(options.and_then(|o| o.limits.as_ref()));
     let limits = &*limits;
+    let record_writes = options.is_some_and(|o| o.record_writes);
     let script = container.read_script(ScriptKind::StoredProcedure, id)?;
-    let mut txn = begin_call(container, partition_key.clone(), limits, 1)?;
-    attach_udfs(container, &mut txn, limits);
-    let mut response = run_procedure(&script, container.data_dir(), &mut txn, params, limits)?;
-    let writes = options
-        .is_some_and(|o| o.record_writes)
-        .then(|| txn.write_set());
-    let lsn = txn.commit()?;
-    if let (Some(writes), Some(lsn)) = (writes, lsn) {
-        response.writes = writes
-            .into_iter()
-            .map(|(id, kind, document)| Change {
-                lsn,
-                partition_key: partition_key.clone(),
-                id: id.to_string(),
-                // A delete has no `_ts`: the clock after the commit.
-                ts: document.as_ref().map_or_else(unix_now, Document::ts),
-                kind,
-                document,
-            })
-            .collect();
-    }
+    let mut params = Some(params);
+    let mut response = container.attempts(partition_key, |key| -> Result<_, Error> {
+        let mut txn = begin_call(container, key, limits, 1)?;
+        attach_udfs(container, &mut txn, limits);
+        let params = container.for_attempt(&mut params);
+        let mut response = run_procedure(&script, container.data_dir(), &mut txn, params, limits)?;
+        if !record_writes {
+            txn.commit()?;
+            return Ok(response);
+        }
+        let (writes, partition_key) = (txn.write_set(), txn.partition_key().clone());
+        if let Some(lsn) = txn.commit()? {
+            response.writes = writes
+                .into_iter()
+                .map(|(id, kind, document)| Change {
+                    lsn,
+                    partition_key: partition_key.clone(),
+                    id: id.to_string(),
+                    // A delete has no `_ts`: the clock after the commit.
+                    ts: document.as_ref().map_or_else(unix_now, Document::ts),
+                    kind,
+                    document,
+                })
+                .collect();
+        }
+        Ok(response)
+    })?;
     response.stats.wall_time = started.elapsed();
     Ok(response)
 }

@@ -26,6 +26,8 @@ mod import;
 mod index;
 mod isolation;
 mod model;
+#[cfg(feature = "postgres")]
+mod nodes;
 mod parity;
 mod procedures;
 mod reliability;

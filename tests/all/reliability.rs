@@ -20,7 +20,7 @@ use partita::{Container, ScriptProperties, TriggerOperation, TriggerType, WriteO
 use partita::{Database, Durability, Lsn, Options, QueryOptions, ScriptKind};
 use serde_json::{Value, json};
 
-use crate::support::js;
+use crate::support::{js, store_comment_scripts};
 
 /// SQLite storage whose `fail_at`-th commit fails, before or after the write.
 fn faulty_disk(
@@ -39,18 +39,6 @@ fn faulty_disk(
     );
     Ok(storage)
 }
-
-/// A post-trigger that keeps the post's commentCount equal to its comments
-/// when a comment is upserted directly.
-const COUNT_TRIGGER: &str = r#"function countComment() {
-    var c = getContext().getCollection();
-    var comment = getContext().getRequest().getBody();
-    c.readDocument(c.getAltLink() + '/docs/' + comment.postId, function (err, post) {
-        if (err) throw err;
-        post.commentCount++;
-        c.replaceDocument(post._self, post, function (err) { if (err) throw err; });
-    });
-}"#;
 
 /// Call `i` of the workload: a procedure call, a write with a trigger or a
 /// native transaction, each adding comment `c{i}` and incrementing the count.
@@ -112,16 +100,7 @@ fn storage_faults_make_the_engine_refuse_writes_and_reopen_consistent() -> anyho
             let storage = faulty_disk(&path, fail_at, after_write)?;
             let db = Database::with_storage(Box::new(storage), Options::default())?;
             let posts = db.create_container("posts", "/postId")?;
-            posts.create_script(ScriptProperties::stored_procedure(
-                "createComment",
-                js("createComment"),
-            ))?;
-            posts.create_script(ScriptProperties::trigger(
-                "countComment",
-                COUNT_TRIGGER,
-                TriggerType::Post,
-                TriggerOperation::Upsert,
-            ))?;
+            store_comment_scripts(&posts, TriggerOperation::Upsert)?;
             // Commit 1: the post.
             posts.create_item(
                 "p1",

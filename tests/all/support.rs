@@ -19,6 +19,41 @@ use std::sync::OnceLock;
 
 pub(crate) use partita_workload::guest::MODULES;
 
+/// A post-trigger that adds one to the `commentCount` of the post of the
+/// comment written (the request body's `postId`), so that it stays equal
+/// to the post's comments when they are written directly.
+pub(crate) const COUNT_COMMENT: &str = r#"function countComment() {
+    var c = getContext().getCollection();
+    var comment = getContext().getRequest().getBody();
+    c.readDocument(c.getAltLink() + '/docs/' + comment.postId, function (err, post) {
+        if (err) throw err;
+        post.commentCount++;
+        c.replaceDocument(post._self, post, function (err) { if (err) throw err; });
+    });
+}"#;
+
+/// Stores the createComment procedure and the [`COUNT_COMMENT`]
+/// post-trigger, for writes of `operation`, in `posts`.
+///
+/// # Errors
+/// As `Container::create_script`.
+pub(crate) fn store_comment_scripts(
+    posts: &partita::Container,
+    operation: partita::TriggerOperation,
+) -> partita::Result<()> {
+    posts.create_script(partita::ScriptProperties::stored_procedure(
+        "createComment",
+        js("createComment"),
+    ))?;
+    posts.create_script(partita::ScriptProperties::trigger(
+        "countComment",
+        COUNT_COMMENT,
+        partita::TriggerType::Post,
+        operation,
+    ))?;
+    Ok(())
+}
+
 /// The text of `path` under `sprocs/` (`"fuzz/createCommentBroken.js"`).
 ///
 /// # Panics

@@ -1,0 +1,289 @@
+//! Several nodes on one PostgreSQL database, through the facade: two
+//! `Database`s open on one URL in this process, as two `partita serve`
+//! processes would be (the integration tests' `postgres` feature; the
+//! engine's private test cluster, `engine::testing::postgres`).
+//!
+//! A call whose commit another node beat (449) runs again from scratch:
+//! stored procedures, writes with triggers and transactional batches lose
+//! no update when both nodes work on the same logical partitions, and a
+//! lost run leaves nothing, not even in the response. Loop sizes:
+//! `PARTITA_PG_NODE_THREADS` (threads per node, default 2) and
+//! `PARTITA_PG_NODE_CALLS` (calls per thread, default 12).
+
+use engine::storage::PostgresStorage;
+use engine::testing::{Faults, FaultyStorage};
+use partita::{
+    BatchOperation, Container, Database, Options, Patch, ScriptProperties, TriggerOperation,
+    WriteOptions,
+};
+use partita_workload::blog;
+use serde_json::{Value, json};
+
+use crate::support::store_comment_scripts;
+
+type Result<T = ()> = anyhow::Result<T>;
+
+/// A bound of a loop from the environment variable `name`, or `default`.
+fn bound(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn open(url: &str) -> Database {
+    Database::open_url(url, Options::default()).expect("open the database")
+}
+
+/// The partitions both nodes call into.
+const POSTS: [&str; 2] = ["p0", "p1"];
+
+/// A new database holding the container `posts` with a post in each of
+/// [`POSTS`], the createComment procedure and the `countComment`
+/// post-trigger (one more `commentCount` on the post of the partition);
+/// its URL and the node that made it.
+fn blog_database() -> Result<(String, Database)> {
+    let url = engine::testing::postgres::database();
+    let a = open(&url);
+    let posts = a.create_container("posts", "/postId")?;
+    for (i, post) in POSTS.iter().enumerate() {
+        posts.create_item(*post, blog::post(post, "u1", i as u64), None)?;
+    }
+    store_comment_scripts(&posts, TriggerOperation::Create)?;
+    Ok((url, a))
+}
+
+/// Two nodes on a [`blog_database`], the second opened after the first
+/// made it.
+fn two_nodes() -> Result<(Database, Database)> {
+    let (url, a) = blog_database()?;
+    Ok((a, open(&url)))
+}
+
+/// Runs `call(node, post, n)` from `PARTITA_PG_NODE_THREADS` threads on
+/// each node, `PARTITA_PG_NODE_CALLS` times each, spread over [`POSTS`];
+/// each call adds one comment with the id `n` to `post`. Returns the ids
+/// of the acknowledged comments per post; a 449 after every attempt is not
+/// acknowledged, any other error fails the test.
+fn concurrently(
+    nodes: [&Database; 2],
+    call: impl Fn(&Container, &str, String) -> partita::Result<()> + Sync,
+) -> Vec<Vec<String>> {
+    let threads = bound("PARTITA_PG_NODE_THREADS", 2);
+    let calls = bound("PARTITA_PG_NODE_CALLS", 12);
+    let call = &call;
+    let done: Vec<Vec<(usize, String)>> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..2 * threads)
+            .map(|t| {
+                let posts = nodes[t % 2].container("posts").expect("posts");
+                s.spawn(move || {
+                    let mut done = Vec::new();
+                    for i in 0..calls {
+                        let p = (t + i) % POSTS.len();
+                        let id = format!("c{t}-{i}");
+                        match call(&posts, POSTS[p], id.clone()) {
+                            Ok(()) => done.push((p, id)),
+                            Err(e) if e.status() == 449 => {}
+                            Err(e) => panic!("call {id}: {e}"),
+                        }
+                    }
+                    done
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    let mut acknowledged = vec![Vec::new(); POSTS.len()];
+    for (p, id) in done.into_iter().flatten() {
+        acknowledged[p].push(id);
+    }
+    let total: usize = acknowledged.iter().map(Vec::len).sum();
+    eprintln!("{total} of {} calls acknowledged", 2 * threads * calls);
+    assert!(total > 0, "nothing was acknowledged");
+    acknowledged
+}
+
+/// Every post's `commentCount` equals its acknowledged comments, which
+/// are exactly the comments in its partition, read from either node.
+fn check_counts(nodes: [&Database; 2], acknowledged: &[Vec<String>]) -> Result {
+    for db in nodes {
+        let posts = db.container("posts")?;
+        for (post, acked) in POSTS.iter().zip(acknowledged) {
+            let count = posts.read_item(*post, post)?["commentCount"].as_i64();
+            assert_eq!(count, Some(acked.len() as i64), "{post}: no lost update");
+            let mut stored: Vec<String> = posts
+                .read_feed(*post, &Default::default())?
+                .items
+                .iter()
+                .filter(|d| d.id() != *post)
+                .map(|d| d.id().to_owned())
+                .collect();
+            stored.sort();
+            let mut expected = acked.clone();
+            expected.sort();
+            assert_eq!(
+                stored, expected,
+                "{post}: every acknowledged comment, no other"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The JavaScript createComment, called on the same posts from both
+/// nodes, loses no comment and no increment.
+#[test]
+fn create_comment_from_two_nodes_loses_nothing() -> Result {
+    let (a, b) = two_nodes()?;
+    let acknowledged = concurrently([&a, &b], |posts, post, id| {
+        let comment = json!({"id": id, "type": "comment"});
+        let params = vec![json!(post), comment];
+        posts
+            .execute_stored_procedure("createComment", post, params, None)
+            .map(drop)
+    });
+    check_counts([&a, &b], &acknowledged)
+}
+
+/// A batch that creates a comment and patches the post's count with
+/// `incr`, sent to both nodes, loses no increment.
+#[test]
+fn a_batch_with_a_patch_from_two_nodes_loses_nothing() -> Result {
+    let (a, b) = two_nodes()?;
+    let incr = Patch::from_json(&json!([{"op": "incr", "path": "/commentCount", "value": 1}]))?;
+    let acknowledged = concurrently([&a, &b], |posts, post, id| {
+        let response = posts.execute_batch(
+            post,
+            vec![
+                BatchOperation::create(json!({"id": id, "postId": post, "type": "comment"})),
+                BatchOperation::patch(post, incr.clone()),
+            ],
+        )?;
+        assert!(response.is_success(), "{response:?}");
+        Ok(())
+    });
+    check_counts([&a, &b], &acknowledged)
+}
+
+/// A create with a post-trigger that counts it on the post, sent to both
+/// nodes, loses no increment.
+#[test]
+fn a_write_with_a_post_trigger_from_two_nodes_loses_nothing() -> Result {
+    let (a, b) = two_nodes()?;
+    let options = WriteOptions {
+        post_triggers: vec!["countComment".into()],
+        ..WriteOptions::default()
+    };
+    let acknowledged = concurrently([&a, &b], |posts, post, id| {
+        let comment = json!({"id": id, "postId": post, "type": "comment"});
+        posts.create_item(post, comment, Some(&options)).map(drop)
+    });
+    check_counts([&a, &b], &acknowledged)
+}
+
+/// Node A over a storage that lets node B commit to `post` right before
+/// A's next commit, which then loses its partition (449).
+fn a_node_beaten_once(url: &str) -> Result<(Database, Faults)> {
+    let storage = FaultyStorage::new(PostgresStorage::connect(url, Default::default())?);
+    let faults = storage.faults().clone();
+    Ok((
+        Database::with_storage(Box::new(storage), Options::default())?,
+        faults,
+    ))
+}
+
+/// Arms `faults` so that node `b` adds the comment `id` to `post` right
+/// before the next commit through them.
+fn beat_next_commit(faults: &Faults, b: &Database, post: &'static str, id: &str) {
+    let posts = b.container("posts").expect("posts");
+    let comment = json!({"id": id, "type": "comment"});
+    faults.before_next_commit(move || {
+        let params = vec![json!(post), comment];
+        posts
+            .execute_stored_procedure("createComment", post, params, None)
+            .expect("node B's call");
+    });
+}
+
+/// A procedure whose first run lost its commit to another node runs
+/// again from scratch: the caller gets the second run's response, logs
+/// and statistics only, the second run saw the other node's commit, and
+/// nothing of the first run was written.
+#[test]
+fn a_procedure_that_lost_its_commit_runs_again_from_scratch() -> Result {
+    let (url, b) = blog_database()?;
+    let (a, faults) = a_node_beaten_once(&url)?;
+    let posts = a.container("posts")?;
+    posts.create_script(ScriptProperties::stored_procedure(
+        "countAndLog",
+        r#"function countAndLog(post) {
+            var c = getContext().getCollection();
+            c.readDocument(c.getAltLink() + '/docs/' + post, function (err, doc) {
+                if (err) throw err;
+                console.log('saw ' + doc.commentCount);
+                doc.commentCount++;
+                c.replaceDocument(doc._self, doc, function (err, saved) {
+                    if (err) throw err;
+                    getContext().getResponse().setBody(saved.commentCount);
+                });
+            });
+        }"#,
+    ))?;
+    beat_next_commit(&faults, &b, "p0", "from-b");
+    let response = posts.execute_stored_procedure("countAndLog", "p0", vec![json!("p0")], None)?;
+    assert_eq!(response.logs, "saw 1", "only the run that committed logs");
+    assert_eq!(response.body, json!(2), "its response");
+    assert_eq!(response.stats.scripts_run, 1, "{:?}", response.stats);
+    assert_eq!(response.stats.docs_written, 1, "{:?}", response.stats);
+    let counts: Vec<Value> = posts
+        .read_changes(Default::default(), usize::MAX)?
+        .iter()
+        .filter(|c| c.id == "p0")
+        .map(|c| c.document.as_ref().expect("a post")["commentCount"].clone())
+        .collect();
+    assert_eq!(
+        counts,
+        [json!(0), json!(1), json!(2)],
+        "B's, then A's retry"
+    );
+    Ok(())
+}
+
+/// A batch and a write with a post-trigger whose commit another node beat
+/// run again and commit on top of the other node's comment: nothing is
+/// lost, and the caller sees success.
+#[test]
+fn a_batch_and_a_triggered_write_that_lost_their_commit_run_again() -> Result {
+    let (url, b) = blog_database()?;
+    let (a, faults) = a_node_beaten_once(&url)?;
+    let posts = a.container("posts")?;
+    let incr = Patch::from_json(&json!([{"op": "incr", "path": "/commentCount", "value": 1}]))?;
+    beat_next_commit(&faults, &b, "p0", "b1");
+    let response = posts.execute_batch(
+        "p0",
+        vec![
+            BatchOperation::create(json!({"id": "a1", "postId": "p0", "type": "comment"})),
+            BatchOperation::patch("p0", incr),
+        ],
+    )?;
+    assert!(response.is_success(), "{response:?}");
+    assert_eq!(
+        response.results[1].resource.as_ref().unwrap()["commentCount"],
+        2
+    );
+
+    beat_next_commit(&faults, &b, "p0", "b2");
+    let options = WriteOptions {
+        post_triggers: vec!["countComment".into()],
+        ..WriteOptions::default()
+    };
+    let comment = json!({"id": "a2", "postId": "p0", "type": "comment"});
+    posts.create_item("p0", comment, Some(&options))?;
+    check_counts(
+        [&a, &b],
+        &[
+            vec!["a1".into(), "a2".into(), "b1".into(), "b2".into()],
+            vec![],
+        ],
+    )
+}
