@@ -24,9 +24,11 @@
 //! takes the partition over and the stuck call, whenever it returns, fails
 //! with 408 having committed nothing (see `engine::Txn`).
 //!
-//! Scripts are looked up once per request: a script replaced meanwhile takes
-//! effect for the next request, and the request finishes on the version it
-//! started with.
+//! Scripts are looked up once per run, right after its transaction began: a
+//! script replaced meanwhile takes effect for the next request, and the
+//! request finishes on the version it started with. Over a store other
+//! nodes share, the begin takes the scripts another node changed, so a
+//! call made after another node replaced a script runs the new version.
 //!
 //! Over a store other nodes share, another node may commit to the
 //! partition while a call runs; the call's commit then writes nothing and
@@ -453,35 +455,38 @@ fn write_with_triggers(
 ) -> Result<ItemResponse, Error> {
     let started = std::time::Instant::now();
     let operation = write.operation();
-    let pre = trigger(
-        container,
-        &options.pre_triggers,
-        TriggerType::Pre,
-        operation,
-    )?;
-    let post = trigger(
-        container,
-        &options.post_triggers,
-        TriggerType::Post,
-        operation,
-    )?;
     let limits = or_default(options.limits.as_ref());
     let limits = &*limits;
     let if_match = options.if_match.clone().map(ItemOptions::if_match);
-    let scripts = u32::from(pre.is_some()) + u32::from(post.is_some());
-    let triggers = Triggers {
-        pre: pre.as_ref(),
-        post: post.as_ref(),
-        operation,
-        limits,
-        if_match: if_match.as_ref(),
-    };
+    let scripts =
+        u32::from(!options.pre_triggers.is_empty()) + u32::from(!options.post_triggers.is_empty());
     let mut write = Some(write);
     // A run whose commit another node beat (449) is discarded whole, and
     // the write and its triggers run again on the partition as it is now.
     let mut response = container.attempts(partition_key, |key| -> Result<_, Error> {
         let mut txn = begin_call(container, key, limits, scripts)?;
         txn.set_udfs(Rc::new(ContainerUdfs::new(container, limits)));
+        // Looked up once the transaction began, which took any change
+        // another node made to the container's scripts.
+        let pre = trigger(
+            container,
+            &options.pre_triggers,
+            TriggerType::Pre,
+            operation,
+        )?;
+        let post = trigger(
+            container,
+            &options.post_triggers,
+            TriggerType::Post,
+            operation,
+        )?;
+        let triggers = Triggers {
+            pre: pre.as_ref(),
+            post: post.as_ref(),
+            operation,
+            limits,
+            if_match: if_match.as_ref(),
+        };
         let response = triggers.run(container, &mut txn, container.for_attempt(&mut write))?;
         txn.commit()?;
         Ok(response)
@@ -698,10 +703,12 @@ pub(crate) fn execute_procedure(
     let limits = or_default(options.and_then(|o| o.limits.as_ref()));
     let limits = &*limits;
     let record_writes = options.is_some_and(|o| o.record_writes);
-    let script = container.read_script(ScriptKind::StoredProcedure, id)?;
     let mut params = Some(params);
     let mut response = container.attempts(partition_key, |key| -> Result<_, Error> {
         let mut txn = begin_call(container, key, limits, 1)?;
+        // Looked up once the transaction began, which took any change
+        // another node made to the container's scripts.
+        let script = container.read_script(ScriptKind::StoredProcedure, id)?;
         attach_udfs(container, &mut txn, limits);
         let params = container.for_attempt(&mut params);
         let mut response = run_procedure(&script, container.data_dir(), &mut txn, params, limits)?;

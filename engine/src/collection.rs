@@ -412,6 +412,19 @@ impl Container {
         options: &QueryItemsOptions,
         udfs: Option<&dyn query::Udf>,
     ) -> Result<QueryPage> {
+        // Parsed with the container's computed properties and indexing
+        // policy as another node may have changed them.
+        self.current(|| self.query_items_once(sql, params, options, udfs))
+    }
+
+    /// One run of [`Container::query_items_with_udfs`].
+    fn query_items_once(
+        &self,
+        sql: &str,
+        params: &query::Params,
+        options: &QueryItemsOptions,
+        udfs: Option<&dyn query::Udf>,
+    ) -> Result<QueryPage> {
         let parsed = self.inner.parse_query(sql)?;
         // A full key is one partition (listed even when empty); a prefix
         // of a hierarchical key is every partition under it.

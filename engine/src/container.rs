@@ -337,6 +337,39 @@ impl ContainerInner {
         }
     }
 
+    /// Takes the changeable settings of `meta` and the `scripts` another
+    /// node stored (a catalog reload over a shared store), in place of
+    /// the ones held; a script whose version is unchanged keeps its
+    /// `Arc`. Computed properties that do not compile here (they compiled
+    /// on the node that stored them) keep the current ones.
+    pub(crate) fn adopt(&self, meta: &ContainerMeta, scripts: Vec<ScriptRecord>) {
+        let _settings = self.settings_lock.lock();
+        self.default_ttl
+            .store(meta.default_ttl.map_or(0, i64::from), Ordering::Release);
+        if self.computed().0 != meta.computed_properties
+            && let Ok(compiled) =
+                crate::settings::compile_computed_properties(&meta.id, &meta.computed_properties)
+        {
+            *self.computed.write() = Arc::new((meta.computed_properties.clone(), compiled));
+        }
+        if *self.indexing_policy() != meta.indexing_policy {
+            *self.indexing.write() = Arc::new(meta.indexing_policy.clone());
+        }
+        let mut held = self.scripts.write();
+        let adopted = scripts
+            .into_iter()
+            .map(|script| {
+                let key = (script.kind, script.id.clone());
+                let same = held
+                    .get(&key)
+                    .filter(|h| h.version == script.version && h.body == script.body)
+                    .cloned();
+                (key, same.unwrap_or_else(|| Arc::new(script)))
+            })
+            .collect();
+        *held = adopted;
+    }
+
     /// The current `defaultTtl`; `None` when time to live is off.
     pub(crate) fn default_ttl(&self) -> Option<i32> {
         match self.default_ttl.load(Ordering::Acquire) {
@@ -571,7 +604,9 @@ impl ContainerInner {
     /// without asking, in a store no other node writes.
     pub(crate) fn stored_version(&self, db: &DbInner, key: &PartitionKey) -> Result<u64> {
         if db.shared {
-            db.storage.partition_version(&self.meta.id, key)
+            let versions = db.storage.partition_version(&self.meta.id, key)?;
+            db.saw_catalog(versions.catalog);
+            Ok(versions.partition)
         } else {
             Ok(0)
         }
@@ -912,6 +947,9 @@ impl Container {
 
     /// The container's definition.
     pub fn properties(&self) -> ContainerProperties {
+        // Another node's settings, if a statement showed they changed;
+        // should storage fail, the ones this node holds.
+        let _ = self.db.sync_if_behind();
         ContainerProperties {
             id: self.inner.meta.id.clone(),
             partition_key_path: self.inner.meta.partition_key_path.clone(),
@@ -957,6 +995,8 @@ impl Container {
         apply: impl FnOnce(),
     ) -> Result<()> {
         self.db.check_writable()?;
+        // Another node's change first, so this one does not undo it.
+        self.db.sync_catalog()?;
         let _settings = self.inner.settings_lock.lock();
         let mut meta = self.inner.current_meta();
         edit(&mut meta);
@@ -1370,15 +1410,38 @@ impl Container {
     /// a hierarchical key.
     pub fn read_item(&self, partition_key: impl Into<PartitionKey>, id: &str) -> Result<Document> {
         let key = self.inner.full_key(partition_key.into())?;
-        let expiry = self.inner.expiry(|| self.db.now_secs());
-        self.inner
-            .read_document(&self.db, &key, id)?
-            .filter(|doc| expiry.is_none_or(|e| !e.expired(doc.value())))
-            .ok_or_else(|| Error::NotFound {
-                container: self.inner.meta.id.clone(),
-                partition_key: key,
-                id: id.to_owned(),
-            })
+        self.current(|| {
+            let expiry = self.inner.expiry(|| self.db.now_secs());
+            self.inner
+                .read_document(&self.db, &key, id)?
+                .filter(|doc| expiry.is_none_or(|e| !e.expired(doc.value())))
+                .ok_or_else(|| Error::NotFound {
+                    container: self.inner.meta.id.clone(),
+                    partition_key: key.clone(),
+                    id: id.to_owned(),
+                })
+        })
+    }
+
+    /// Runs `read` on the container's settings as this node knows them,
+    /// and, when a statement it sent showed another node changed a
+    /// container or a script (the version statement of a shared store),
+    /// once more after reading the catalog again: a read sees every such
+    /// change committed before its statement. Over a store no other node
+    /// writes, `read` runs once.
+    ///
+    /// # Errors
+    /// `read`'s, storage errors reading the catalog, and
+    /// [`Error::ContainerNotFound`] when another node deleted the container.
+    pub(crate) fn current<T>(&self, mut read: impl FnMut() -> Result<T>) -> Result<T> {
+        self.db.sync_if_behind()?;
+        let value = read();
+        if !self.db.catalog_behind() {
+            return value;
+        }
+        self.db.sync_catalog()?;
+        drop(self.inner.alive()?);
+        read()
     }
 
     /// The id of the document whose `_rid` is `rid` in the logical
@@ -1463,22 +1526,24 @@ impl Container {
         options: &FeedOptions,
     ) -> Result<FeedPage> {
         let key = self.inner.scoped_key(partition_key.into())?;
-        let snapshot = if key.components().len() < self.inner.path.levels() {
-            // Rids are unique in the container, so the partitions under the
-            // prefix merge into one state in rid order, and the feed's rid
-            // continuation works unchanged.
-            let mut merged = PartitionState::default();
-            for partition in self.partitions_under(&key)? {
-                for slot in partition.scan_after(None) {
-                    merged.put(Arc::from(slot.document.id()), slot.clone());
+        let (snapshot, expiry) = self.current(|| {
+            let snapshot = if key.components().len() < self.inner.path.levels() {
+                // Rids are unique in the container, so the partitions under
+                // the prefix merge into one state in rid order, and the
+                // feed's rid continuation works unchanged.
+                let mut merged = PartitionState::default();
+                for partition in self.partitions_under(&key)? {
+                    for slot in partition.scan_after(None) {
+                        merged.put(Arc::from(slot.document.id()), slot.clone());
+                    }
                 }
-            }
-            Arc::new(merged)
-        } else {
-            // A use of this partition: read again, it enters the cache.
-            self.inner.peek(&self.db, &key, true)?
-        };
-        let expiry = self.inner.expiry(|| self.db.now_secs());
+                Arc::new(merged)
+            } else {
+                // A use of this partition: read again, it enters the cache.
+                self.inner.peek(&self.db, &key, true)?
+            };
+            Ok((snapshot, self.inner.expiry(|| self.db.now_secs())))
+        })?;
         let (items, continuation, _bytes) = feed_page(
             &snapshot,
             options.max_item_count,
@@ -1531,7 +1596,7 @@ impl Container {
     /// # Errors
     /// [`Error::Storage`] when storage cannot be read.
     pub fn snapshot(&self, partition_key: &PartitionKey) -> Result<Arc<PartitionState>> {
-        self.inner.peek(&self.db, partition_key, false)
+        self.current(|| self.inner.peek(&self.db, partition_key, false))
     }
 
     /// The keys of the logical partitions that hold at least one document,

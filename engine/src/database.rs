@@ -21,7 +21,7 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
@@ -97,6 +97,14 @@ pub(crate) struct DbInner {
     pub(crate) shared: bool,
     failed: AtomicBool,
     failure: Mutex<Option<String>>,
+    /// Over a shared store, the catalog version (containers and scripts,
+    /// [`Storage::catalog_version`]) that `containers` holds at least.
+    catalog: AtomicU64,
+    /// The highest catalog version a statement of this node read; past
+    /// `catalog`, another node changed a container or a script.
+    catalog_seen: AtomicU64,
+    /// Held while the catalog is read again, so one thread does it.
+    catalog_sync: Mutex<()>,
     /// The data directory; `None` in memory.
     pub(crate) dir: Option<PathBuf>,
     /// The background purge of expired items, once a container has time
@@ -115,6 +123,111 @@ impl DbInner {
         Err(Error::ReadOnly(
             self.failure.lock().clone().unwrap_or_default(),
         ))
+    }
+
+    /// Notes the catalog version a statement read (see
+    /// [`DbInner::sync_catalog`]).
+    pub(crate) fn saw_catalog(&self, version: u64) {
+        self.catalog_seen.fetch_max(version, Ordering::AcqRel);
+    }
+
+    /// Whether a statement read a catalog version newer than the one held:
+    /// another node changed a container or a script since.
+    pub(crate) fn catalog_behind(&self) -> bool {
+        self.catalog_seen.load(Ordering::Acquire) > self.catalog.load(Ordering::Acquire)
+    }
+
+    /// [`DbInner::sync_catalog`] when a statement already showed the
+    /// catalog changed; free otherwise.
+    ///
+    /// # Errors
+    /// As [`DbInner::sync_catalog`].
+    pub(crate) fn sync_if_behind(self: &Arc<Self>) -> Result<()> {
+        if self.catalog_behind() {
+            self.sync_catalog()?;
+        }
+        Ok(())
+    }
+
+    /// Over a shared store, reads the catalog version (one statement) and,
+    /// when another node changed a container or a script since this node
+    /// read the catalog, reads the catalog again and takes it: containers
+    /// created there appear, deleted ones go (handles to them then fail
+    /// with 404, as after a delete here), and the others take the settings
+    /// and scripts stored. Nothing to do over a store no other node writes.
+    ///
+    /// Called where no partition lock is held: before a catalog change,
+    /// when a lookup misses, at the start of a read, and by a transaction
+    /// whose begin read a newer version (it lets its partition go first).
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when storage cannot be read.
+    pub(crate) fn sync_catalog(self: &Arc<Self>) -> Result<()> {
+        if !self.shared {
+            return Ok(());
+        }
+        let _sync = self.catalog_sync.lock();
+        let version = self.storage.catalog_version()?;
+        self.saw_catalog(version);
+        if version <= self.catalog.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        // The version first: what is loaded is at least that version.
+        let loaded = self.storage.load()?;
+        let mut fresh = Vec::new();
+        let mut containers = self.containers.write();
+        let ids: std::collections::HashSet<&str> =
+            loaded.iter().map(|c| c.meta.id.as_str()).collect();
+        let gone: Vec<String> = containers
+            .keys()
+            .filter(|id| !ids.contains(id.as_str()))
+            .cloned()
+            .collect();
+        for id in gone {
+            if let Some(container) = containers.remove(&id) {
+                self.forget(&container);
+            }
+        }
+        for loaded in loaded {
+            match containers.get(&loaded.meta.id) {
+                // The same container (a container deleted and created
+                // again has another ordinal).
+                Some(held) if held.meta.ordinal == loaded.meta.ordinal => {
+                    held.adopt(&loaded.meta, loaded.scripts);
+                }
+                _ => {
+                    let container =
+                        Arc::new(ContainerInner::new(loaded.meta, loaded.max_seq, true)?);
+                    container.adopt(&container.meta, loaded.scripts);
+                    if let Some(old) =
+                        containers.insert(container.meta.id.clone(), container.clone())
+                    {
+                        self.forget(&old);
+                    }
+                    fresh.push(container);
+                }
+            }
+        }
+        let ttl = containers.values().any(|c| c.default_ttl().is_some());
+        drop(containers);
+        self.catalog.fetch_max(version, Ordering::AcqRel);
+        drop(fresh);
+        if ttl {
+            start_purger(self);
+        }
+        Ok(())
+    }
+
+    /// Retires a container another node deleted: handles to it fail every
+    /// write with 404, and its partitions leave the cache.
+    fn forget(&self, container: &ContainerInner) {
+        // Already retired is fine: nothing else to do.
+        let _ = container.retire(|| Ok(()));
+        for map in &container.physical {
+            for (_, partition) in map.write().drain() {
+                self.cache.release(&partition, false);
+            }
+        }
     }
 
     /// Seconds since the Unix epoch by the database's clock.
@@ -314,6 +427,8 @@ impl Database {
     ) -> Result<Database> {
         let (dir, lock) = dir.unzip();
         let mut containers = HashMap::new();
+        // Before the catalog: what is loaded is at least this version.
+        let catalog = storage.catalog_version()?;
         for loaded in storage.load()? {
             let container = ContainerInner::new(loaded.meta, loaded.max_seq, storage.shared())?;
             for script in loaded.scripts {
@@ -333,6 +448,9 @@ impl Database {
             options,
             failed: AtomicBool::new(false),
             failure: Mutex::new(None),
+            catalog: AtomicU64::new(catalog),
+            catalog_seen: AtomicU64::new(catalog),
+            catalog_sync: Mutex::new(()),
             dir,
             purger: OnceLock::new(),
             _lock: lock.flatten(),
@@ -389,6 +507,8 @@ impl Database {
         let path = PartitionKeyPath::parse(&props.partition_key_path)
             .map_err(|e| Error::BadRequest(format!("container {:?}: {e}", props.id)))?;
         let partition_key_path = path.as_str().to_owned();
+        // Another node's containers first: their ids and ordinals are taken.
+        self.inner.sync_catalog()?;
         let mut containers = self.inner.containers.write();
         // Existence first: `create_container_if_not_exists` finds an
         // existing container on a read-only store.
@@ -416,7 +536,12 @@ impl Database {
         self.inner
             .storage
             .create_container(&container.meta)
-            .inspect_err(|e| self.inner.mark_failed(e))?;
+            .inspect_err(|e| {
+                // Another node created it meanwhile: nothing was written.
+                if !matches!(e, Error::ContainerExists(_)) {
+                    self.inner.mark_failed(e);
+                }
+            })?;
         containers.insert(container.meta.id.clone(), container.clone());
         if container.default_ttl().is_some() {
             start_purger(&self.inner);
@@ -459,13 +584,17 @@ impl Database {
     /// # Errors
     /// [`Error::ContainerNotFound`].
     pub fn container(&self, id: &str) -> Result<Container> {
-        let inner = self
-            .inner
-            .containers
-            .read()
-            .get(id)
-            .cloned()
-            .ok_or_else(|| Error::ContainerNotFound(id.to_owned()))?;
+        let lookup = || self.inner.containers.read().get(id).cloned();
+        self.inner.sync_if_behind()?;
+        let inner = match lookup() {
+            Some(inner) => inner,
+            // Perhaps another node created it (one statement to ask).
+            None if self.inner.shared => {
+                self.inner.sync_catalog()?;
+                lookup().ok_or_else(|| Error::ContainerNotFound(id.to_owned()))?
+            }
+            None => return Err(Error::ContainerNotFound(id.to_owned())),
+        };
         Ok(Container {
             db: self.inner.clone(),
             inner,
@@ -487,6 +616,7 @@ impl Database {
     /// all writes, and the container stays).
     pub fn delete_container(&self, id: &str) -> Result<()> {
         self.inner.check_writable()?;
+        self.inner.sync_catalog()?;
         let mut containers = self.inner.containers.write();
         let container = containers
             .get(id)
@@ -502,23 +632,25 @@ impl Database {
         drop(containers);
         // Its partitions leave the cache (handles kept by callers keep what
         // they hold, uncounted).
-        for map in &container.physical {
-            for (_, partition) in map.write().drain() {
-                self.inner.cache.release(&partition, false);
-            }
-        }
+        self.inner.forget(&container);
         Ok(())
     }
 
     /// Every container's definition, ordered by id.
     pub fn containers(&self) -> Vec<ContainerProperties> {
-        let containers = self.inner.containers.read();
+        // Another node's containers too; should storage fail, the list
+        // is the one this node holds.
+        let _ = self.inner.sync_catalog();
+        // Copied out first: `properties` may read the catalog again, which
+        // takes the map's lock.
+        let containers: Vec<Arc<ContainerInner>> =
+            self.inner.containers.read().values().cloned().collect();
         let mut res: Vec<ContainerProperties> = containers
-            .values()
-            .map(|c| {
+            .into_iter()
+            .map(|inner| {
                 Container {
                     db: self.inner.clone(),
-                    inner: c.clone(),
+                    inner,
                 }
                 .properties()
             })

@@ -153,16 +153,24 @@ impl Container {
     /// # Errors
     /// [`Error::ScriptNotFound`] (404).
     pub fn read_script(&self, kind: ScriptKind, id: &str) -> Result<Script> {
-        self.inner
-            .scripts
-            .read()
-            .get(&(kind, id.to_owned()))
-            .cloned()
-            .ok_or_else(|| self.script_not_found(kind, id))
+        let key = (kind, id.to_owned());
+        let lookup = || self.inner.scripts.read().get(&key).cloned();
+        if let Some(script) = lookup() {
+            return Ok(script);
+        }
+        if !self.db.shared {
+            return Err(self.script_not_found(kind, id));
+        }
+        // Perhaps another node created it (one statement to ask).
+        self.db.sync_catalog()?;
+        lookup().ok_or_else(|| self.script_not_found(kind, id))
     }
 
     /// Every script of one kind, ordered by id.
     pub fn list_scripts(&self, kind: ScriptKind) -> Vec<Script> {
+        // Another node's scripts too; should storage fail, the list is the
+        // one this node holds.
+        let _ = self.db.sync_catalog();
         let mut res: Vec<Script> = self
             .inner
             .scripts
@@ -181,6 +189,7 @@ impl Container {
     /// [`Error::ScriptNotFound`] (404).
     pub fn delete_script(&self, kind: ScriptKind, id: &str) -> Result<()> {
         self.db.check_writable()?;
+        self.db.sync_catalog()?;
         let mut scripts = self.inner.scripts.write();
         let key = (kind, id.to_owned());
         if !scripts.contains_key(&key) {
@@ -247,6 +256,9 @@ impl Container {
             props.trigger_names = None;
         }
         self.db.check_writable()?;
+        // Another node's scripts first: whether this one exists is theirs
+        // to say too.
+        self.db.sync_catalog()?;
         let mut scripts = self.inner.scripts.write();
         let key = (props.kind, props.id.clone());
         match (scripts.contains_key(&key), replace) {

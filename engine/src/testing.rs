@@ -55,7 +55,7 @@ use host_api::{PartitionKey, ScriptKind};
 use crate::error::{Error, Result};
 use crate::storage::{
     Change, CommitRecord, ContainerMeta, LoadedContainer, LoadedDocument, Lsn, ScriptRecord,
-    SqliteStorage, Storage,
+    SqliteStorage, Storage, Versions,
 };
 
 /// Where an injected commit failure happens.
@@ -330,8 +330,12 @@ impl<S: Storage> Storage for FaultyStorage<S> {
         self.inner.shared()
     }
 
-    fn partition_version(&self, container: &str, partition_key: &PartitionKey) -> Result<u64> {
+    fn partition_version(&self, container: &str, partition_key: &PartitionKey) -> Result<Versions> {
         self.inner.partition_version(container, partition_key)
+    }
+
+    fn catalog_version(&self) -> Result<u64> {
+        self.inner.catalog_version()
     }
 
     fn reserve_sequence(&self, container: &str, count: u64) -> Result<u64> {

@@ -196,13 +196,35 @@ impl Txn {
         // limit too far away for an `Instant` never expires.
         let deadline = limit.and_then(|limit| Instant::now().checked_add(limit));
         let key = Txn::checked_key(&container, key)?;
-        // Over a shared store `begin_on` loads it, or confirms the copy in
-        // memory, once it holds the writer lock.
-        let partition = if db.shared {
-            container.partition(&db, key)
-        } else {
-            container.loaded_partition(&db, key)?
-        };
+        if !db.shared {
+            let partition = container.loaded_partition(&db, key)?;
+            return Txn::begin_on(db, container, partition, None, limit, deadline);
+        }
+        // `begin_on` loads the partition, or confirms the copy in memory,
+        // once it holds the writer lock; the statement that reads the
+        // partition's version reads the catalog's too.
+        let partition = container.partition(&db, key);
+        let txn = Txn::begin_on(
+            db.clone(),
+            container.clone(),
+            partition,
+            None,
+            limit,
+            deadline,
+        )?;
+        if !db.catalog_behind() {
+            return Ok(txn);
+        }
+        // Another node changed a container or a script: read them again,
+        // without holding the partition (the catalog's lock comes first),
+        // so that what the transaction looks up next (its procedure, its
+        // triggers, the container's settings) is at least as new as that
+        // change; then begin again, unless the container is gone.
+        let key = txn.partition.key.clone();
+        drop(txn);
+        db.sync_catalog()?;
+        drop(container.alive()?);
+        let partition = container.partition(&db, key);
         Txn::begin_on(db, container, partition, None, limit, deadline)
     }
 

@@ -287,3 +287,131 @@ fn a_batch_and_a_triggered_write_that_lost_their_commit_run_again() -> Result {
         ],
     )
 }
+
+/// A procedure that returns `value`.
+fn returning(id: &str, value: &str) -> ScriptProperties {
+    ScriptProperties::stored_procedure(
+        id,
+        format!("function {id}() {{ getContext().getResponse().setBody('{value}'); }}"),
+    )
+}
+
+/// A container one node creates is found, listed and written on the
+/// other, which cannot create it again; one it deletes is gone from the
+/// other (its handles fail with 404), and one it creates again under the
+/// same id is the new, empty one.
+#[test]
+fn containers_created_and_deleted_on_one_node_are_seen_on_the_other() -> Result {
+    let url = engine::testing::postgres::database();
+    let (a, b) = (open(&url), open(&url));
+    a.create_container("posts", "/postId")?;
+    let posts_b = b.container("posts")?;
+    posts_b.create_item("p", json!({"id": "d", "postId": "p"}), None)?;
+    assert_eq!(a.container("posts")?.read_item("p", "d")?["postId"], "p");
+    let ids: Vec<String> = b.containers().into_iter().map(|c| c.id).collect();
+    assert_eq!(ids, ["posts"]);
+    let err = b.create_container("posts", "/postId").unwrap_err();
+    assert_eq!(err.status(), 409, "{err}");
+
+    a.delete_container("posts")?;
+    let err = posts_b
+        .create_item("p", json!({"id": "e", "postId": "p"}), None)
+        .unwrap_err();
+    assert_eq!(err.status(), 404, "a write through a handle: {err}");
+    assert_eq!(b.container("posts").unwrap_err().status(), 404);
+    assert!(b.containers().is_empty());
+
+    a.create_container("posts", "/postId")?;
+    let err = b.container("posts")?.read_item("p", "d").unwrap_err();
+    assert_eq!(
+        err.status(),
+        404,
+        "the container created again is empty: {err}"
+    );
+    Ok(())
+}
+
+/// Settings one node changes (time to live, computed properties, the
+/// indexing policy) apply on the other at its next read or transaction,
+/// even with the partition in its memory.
+#[test]
+fn container_settings_changed_on_one_node_apply_on_the_other() -> Result {
+    let (a, b) = two_nodes()?;
+    let posts_b = b.container("posts")?;
+    // B holds the partition in memory (its transaction loaded it).
+    posts_b.transaction("p0", |txn| txn.read_item("p0").map(drop))?;
+    let posts_a = a.container("posts")?;
+    posts_a.set_default_ttl(Some(3600))?;
+    posts_a.set_computed_properties(vec![partita::ComputedProperty::new(
+        "cp_upper",
+        "SELECT VALUE UPPER(c.id) FROM c",
+    )])?;
+    let policy = partita::IndexingPolicy::from_json(&json!({
+        "compositeIndexes": [[{"path": "/postId"}, {"path": "/id", "order": "descending"}]],
+    }))?;
+    posts_a.set_indexing_policy(policy.clone())?;
+
+    let page = posts_b.query_items(
+        "SELECT VALUE c.cp_upper FROM c WHERE c.id = 'p0'",
+        &Default::default(),
+        &partita::QueryOptions::partition("p0"),
+    )?;
+    assert_eq!(
+        page.items,
+        [json!("P0")],
+        "the computed property, in a query"
+    );
+    let props = posts_b.properties();
+    assert_eq!(props.default_ttl, Some(3600));
+    assert_eq!(*posts_b.indexing_policy(), policy);
+    // And in a transaction on the other partition.
+    posts_a.set_default_ttl(None)?;
+    posts_b.transaction("p1", |txn| txn.read_item("p1").map(drop))?;
+    assert_eq!(posts_b.properties().default_ttl, None);
+    Ok(())
+}
+
+/// Scripts one node creates, replaces and deletes are what the other
+/// runs: a call after the change runs the new version, or fails with 404
+/// once it is deleted; triggers likewise.
+#[test]
+fn scripts_changed_on_one_node_run_on_the_other() -> Result {
+    let (a, b) = two_nodes()?;
+    let (posts_a, posts_b) = (a.container("posts")?, b.container("posts")?);
+    let call = || {
+        posts_b
+            .execute_stored_procedure("version", "p0", vec![], None)
+            .map(|r| r.body)
+    };
+    posts_a.create_script(returning("version", "v1"))?;
+    assert_eq!(call()?, "v1", "created on A");
+    posts_a.replace_script(returning("version", "v2"))?;
+    assert_eq!(call()?, "v2", "replaced on A");
+    posts_a.delete_script(partita::ScriptKind::StoredProcedure, "version")?;
+    assert_eq!(call().unwrap_err().status(), 404, "deleted on A");
+
+    let stamp = |value: &str| {
+        ScriptProperties::trigger(
+            "stamp",
+            format!(
+                "function stamp() {{ var r = getContext().getRequest(); var d = r.getBody(); d.stamp = '{value}'; r.setBody(d); }}"
+            ),
+            partita::TriggerType::Pre,
+            TriggerOperation::All,
+        )
+    };
+    posts_a.create_script(stamp("v1"))?;
+    let options = WriteOptions {
+        pre_triggers: vec!["stamp".into()],
+        ..WriteOptions::default()
+    };
+    let write = |id: &str| {
+        posts_b
+            .create_item("p0", json!({"id": id, "postId": "p0"}), Some(&options))
+            .map(|r| r.document()["stamp"].clone())
+    };
+    assert_eq!(write("s1")?, "v1");
+    posts_a.replace_script(stamp("v2"))?;
+    assert_eq!(write("s2")?, "v2");
+    Ok(())
+}

@@ -36,6 +36,8 @@
 //!   only while no commit on it is in flight (it holds the partition's
 //!   load lock, which a transaction needs before it can begin), so they
 //!   never have to tell a written commit from an acknowledged one;
+//! * a [shared](Storage::shared) store moves its catalog version with every
+//!   container and script change, in the same transaction;
 //! * a store that cannot write when it is opened (a full disk, a read-only
 //!   file system, no permission) opens read-only rather than not at all,
 //!   with everything committed readable, and says why in
@@ -308,6 +310,15 @@ pub struct ScriptRecord {
     pub ts: u64,
 }
 
+/// What [`Storage::partition_version`] reads in one statement.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Versions {
+    /// The logical partition's version.
+    pub partition: u64,
+    /// The catalog's version ([`Storage::catalog_version`]).
+    pub catalog: u64,
+}
+
 /// A container as loaded at start-up.
 #[derive(Clone, Debug)]
 pub struct LoadedContainer {
@@ -516,12 +527,30 @@ pub trait Storage: Send + Sync {
     /// store: 0 before its first commit, then one more per commit. The
     /// engine reads it *before* the partition's documents, so documents
     /// read after it are at least that version (a later version only makes
-    /// a commit fail and retry, never lose an update).
+    /// a commit fail and retry, never lose an update). With it, in the same
+    /// statement, the [catalog version](Storage::catalog_version), so a
+    /// transaction learns of another node's container or script change at
+    /// no extra cost.
     ///
     /// # Errors
     /// [`crate::Error::Storage`] when the store cannot be read.
-    fn partition_version(&self, container: &str, partition_key: &PartitionKey) -> Result<u64> {
+    fn partition_version(&self, container: &str, partition_key: &PartitionKey) -> Result<Versions> {
         let _ = (container, partition_key);
+        Ok(Versions::default())
+    }
+
+    /// The version of the catalog (containers, their settings and their
+    /// scripts) in a [shared](Storage::shared) store: every
+    /// `create_container`, `delete_container`, `update_container`,
+    /// `put_script` and `delete_script` moves it, in the same transaction
+    /// as its change, so a node that holds the catalog as of version n and
+    /// reads a later one knows to [`Storage::load`] it again (reading the
+    /// version first, so what it loads is at least that version). 0 for a
+    /// store only this process writes.
+    ///
+    /// # Errors
+    /// [`crate::Error::Storage`] when the store cannot be read.
+    fn catalog_version(&self) -> Result<u64> {
         Ok(0)
     }
 

@@ -21,6 +21,7 @@
 //!   changes(container, pk_hash, lsn, idx, pk, id, op, seq, rid, body, ts)
 //!                                                          per partition
 //!   partition_versions(container, pk_hash, pk, version)    per partition
+//!   catalog(id, version)                                   one row, reference
 //! ```
 //!
 //! `pk_hash` is a stable 64-bit hash ([`pk_hash`], FNV-1a) of the logical
@@ -54,7 +55,9 @@
 //!     READ_CHANGES            the log after an LSN, ORDER BY lsn, idx LIMIT n
 //!     CONTAINER_PARTITIONS    the pk_hash values of the three (for a deletion)
 //!   small tables: containers, scripts, log_heads (NEXT_LSN in each commit,
-//!   UNDO_LSN after a refused one, RESERVE_SEQUENCE per block), by key
+//!   UNDO_LSN after a refused one, RESERVE_SEQUENCE per block), by key;
+//!   catalog (NEXT_CATALOG with every container or script change,
+//!   READ_CATALOG, and in READ_VERSION beside the partition's version)
 //! ```
 //!
 //! SEVERAL NODES
@@ -79,6 +82,15 @@
 //! copy in memory), as does a point read, query or feed of a partition in
 //! memory; a partition another node changed meanwhile is read through
 //! (one more statement) until a transaction of this node reads it again.
+//!
+//! Containers and scripts other nodes change: the one-row `catalog` table
+//! holds a version that every container or script change moves in its
+//! own transaction (its row lock also orders catalog changes across
+//! nodes). `READ_VERSION` returns it beside the partition's version, so a
+//! node learns of a change at a transaction's begin or a read at no extra
+//! statement, and then loads the catalog again (see
+//! `DbInner::sync_catalog`). A container created by two nodes at once is
+//! created once: the other gets 409.
 //!
 //! Sequence numbers (a document's rid and etag) stay unique across nodes:
 //! each node reserves a block of a container's numbers at a time
@@ -118,9 +130,7 @@
 //! clock. Then `SELECT create_distributed_table('docs', 'pk_hash')`,
 //! `create_distributed_table('changes', 'pk_hash', colocate_with => 'docs')`
 //! and `create_reference_table` for `containers` and `scripts`; the
-//! statements need no change. Not done here: routing, containers and
-//! scripts created or deleted by another node (a node reads them at
-//! start-up), TLS (connections use `NoTls`: a Unix socket or a trusted network),
+//! statements need no change. Not done here: routing, TLS (connections use `NoTls`: a Unix socket or a trusted network),
 //! schema versioning, and reconnecting the write connection (after a
 //! failed commit the engine refuses writes until it is reopened).
 
@@ -137,7 +147,7 @@ use postgres::{Client, Config, NoTls, Row, Statement};
 
 use super::{
     Change, ChangeKind, CommitRecord, ContainerMeta, Durability, LoadedContainer, LoadedDocument,
-    Lsn, ScriptRecord, Storage, kind_name, language_name, parse_kind, parse_language,
+    Lsn, ScriptRecord, Storage, Versions, kind_name, language_name, parse_kind, parse_language,
 };
 use crate::document::{Document, now_secs};
 use crate::error::{Error, Result};
@@ -204,6 +214,11 @@ CREATE TABLE IF NOT EXISTS changes (
     PRIMARY KEY (container, pk_hash, lsn, idx)
 );
 CREATE INDEX IF NOT EXISTS changes_by_lsn ON changes (container, lsn, idx);
+CREATE TABLE IF NOT EXISTS catalog (
+    id smallint PRIMARY KEY,
+    version bigint NOT NULL
+);
+INSERT INTO catalog (id, version) VALUES (1, 0) ON CONFLICT (id) DO NOTHING;
 CREATE TABLE IF NOT EXISTS partition_versions (
     container text NOT NULL,
     pk_hash bigint NOT NULL,
@@ -243,9 +258,9 @@ const READ_REST_OF_CHANGE: &str = "SELECT lsn, idx, pk, id, op, body, ts FROM ch
 const DELETE_PARTITION_DOCS: &str = "DELETE FROM docs WHERE container = $1 AND pk_hash = $2";
 /// A deleted container's log, a partition at a time.
 const DELETE_PARTITION_CHANGES: &str = "DELETE FROM changes WHERE container = $1 AND pk_hash = $2";
-/// A partition's version.
-const READ_VERSION: &str = "SELECT version FROM partition_versions \
-     WHERE container = $1 AND pk_hash = $2 AND pk = $3";
+/// A partition's version, and the catalog's (a one-row reference table).
+const READ_VERSION: &str = "SELECT (SELECT version FROM partition_versions \
+     WHERE container = $1 AND pk_hash = $2 AND pk = $3), (SELECT version FROM catalog WHERE id = 1)";
 /// The first commit of a partition, read at version 0: version 1, unless
 /// another node's commit made it first (then no row).
 const FIRST_VERSION: &str = "INSERT INTO partition_versions (container, pk_hash, pk, version) \
@@ -307,6 +322,11 @@ const UNDO_LSN: &str = "UPDATE log_heads SET lsn = lsn - 1 WHERE container = $1"
 const RESERVE_SEQUENCE: &str = "INSERT INTO log_heads (container, lsn, max_seq) VALUES ($1, 0, $2) \
      ON CONFLICT (container) DO UPDATE SET max_seq = log_heads.max_seq + EXCLUDED.max_seq \
      RETURNING max_seq";
+/// Moves the catalog version, in the transaction of every container or
+/// script change; its row lock orders catalog changes across nodes.
+const NEXT_CATALOG: &str = "UPDATE catalog SET version = version + 1 WHERE id = 1";
+/// The catalog version.
+const READ_CATALOG: &str = "SELECT version FROM catalog WHERE id = 1";
 const CREATE_CONTAINER: &str = "INSERT INTO containers (id, ordinal, pk_path, physical_partitions, settings) \
      VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING";
 const UPDATE_CONTAINER: &str = "UPDATE containers SET settings = $2 WHERE id = $1";
@@ -719,7 +739,8 @@ impl Storage for PostgresStorage {
     fn create_container(&self, meta: &ContainerMeta) -> Result<()> {
         let settings = settings_json(meta);
         self.write("create a container", |conn| {
-            conn.execute(
+            conn.execute(NEXT_CATALOG, &[])?;
+            let created = conn.execute(
                 CREATE_CONTAINER,
                 &[
                     &meta.id,
@@ -728,13 +749,18 @@ impl Storage for PostgresStorage {
                     &i64::from(meta.physical_partitions),
                     &settings,
                 ],
-            )
-            .map(drop)
+            )?;
+            if created == 0 {
+                // Another node created it since this one read the catalog.
+                return Err(Error::ContainerExists(meta.id.clone()).into());
+            }
+            Ok(())
         })
     }
 
     fn delete_container(&self, id: &str) -> Result<()> {
         self.write("delete a container", |conn| {
+            conn.execute(NEXT_CATALOG, &[])?;
             let partitions = conn.query(CONTAINER_PARTITIONS, &[&id])?;
             for row in partitions {
                 let hash: i64 = col(&row, 0)?;
@@ -756,6 +782,7 @@ impl Storage for PostgresStorage {
     fn update_container(&self, meta: &ContainerMeta) -> Result<()> {
         let settings = settings_json(meta);
         self.write("update a container", |conn| {
+            conn.execute(NEXT_CATALOG, &[])?;
             conn.execute(UPDATE_CONTAINER, &[&meta.id, &settings])
                 .map(drop)
         })
@@ -774,6 +801,7 @@ impl Storage for PostgresStorage {
         };
         let body: &[u8] = &script.body;
         self.write("store a script", |conn| {
+            conn.execute(NEXT_CATALOG, &[])?;
             conn.execute(
                 PUT_SCRIPT,
                 &[
@@ -794,6 +822,7 @@ impl Storage for PostgresStorage {
 
     fn delete_script(&self, container: &str, kind: ScriptKind, id: &str) -> Result<()> {
         self.write("delete a script", |conn| {
+            conn.execute(NEXT_CATALOG, &[])?;
             conn.execute(DELETE_SCRIPT, &[&container, &kind_name(kind), &id])
                 .map(drop)
         })
@@ -945,16 +974,32 @@ impl Storage for PostgresStorage {
         }
     }
 
-    fn partition_version(&self, container: &str, partition_key: &PartitionKey) -> Result<u64> {
+    fn partition_version(&self, container: &str, partition_key: &PartitionKey) -> Result<Versions> {
         let pk = partition_key.to_json_array();
         let hash = pk_hash(&pk);
         let rows = self.read("read a partition's version", |conn| {
             conn.query(READ_VERSION, &[&container, &hash, &pk])
         })?;
-        Ok(match rows.first() {
-            Some(row) => unsigned(col(row, 0)?),
-            None => 0,
+        let Some(row) = rows.first() else {
+            return Ok(Versions::default());
+        };
+        // No row in `partition_versions`: version 0.
+        let partition: Option<i64> = col(row, 0)?;
+        let catalog: Option<i64> = col(row, 1)?;
+        Ok(Versions {
+            partition: partition.map_or(0, unsigned),
+            catalog: catalog.map_or(0, unsigned),
         })
+    }
+
+    fn catalog_version(&self) -> Result<u64> {
+        let rows = self.read("read the catalog's version", |conn| {
+            conn.query(READ_CATALOG, &[])
+        })?;
+        match rows.first() {
+            Some(row) => Ok(unsigned(col(row, 0)?)),
+            None => Ok(0),
+        }
     }
 }
 
