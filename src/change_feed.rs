@@ -23,7 +23,10 @@
 //! etag read, so two instances never both believe a write succeeded; an
 //! instance whose lease was taken notices at its next checkpoint (412) and
 //! stops delivering that partition. Expiry is measured with
-//! [`ProcessorOptions::clock`], which tests replace.
+//! [`ProcessorOptions::clock`], which tests replace. Instances may run on
+//! different nodes sharing one PostgreSQL store: leases are documents like
+//! any other there, so the same conditional writes decide between nodes
+//! (`tests/all/nodes.rs`).
 //!
 //! **Delivery.** At least once: a batch is checkpointed only after the
 //! handler returned `Ok`, so a crash or a handler error between delivery and

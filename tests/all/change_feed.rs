@@ -19,6 +19,8 @@ use partita::{
 };
 use serde_json::json;
 
+use crate::support::manual_clock;
+
 type Result<T = ()> = anyhow::Result<T>;
 
 /// Every change delivered, with the batch's physical partition.
@@ -44,18 +46,6 @@ fn container(db: &Database, id: &str, physical_partitions: u32) -> Result<Contai
     let mut props = ContainerProperties::new(id, "/postId");
     props.physical_partitions = physical_partitions;
     Ok(db.create_container_with(props)?)
-}
-
-/// A clock tests move by hand.
-fn manual_clock() -> (Arc<AtomicU64>, ProcessorOptions) {
-    let now = Arc::new(AtomicU64::new(1_000_000));
-    let clock = now.clone();
-    let options = ProcessorOptions {
-        clock: Arc::new(move || clock.load(Ordering::SeqCst)),
-        lease_duration: Duration::from_secs(10),
-        ..ProcessorOptions::default()
-    };
-    (now, options)
 }
 
 /// Creates, replaces and deletes across many logical partitions, interleaved.

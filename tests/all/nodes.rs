@@ -3,15 +3,24 @@
 //! processes would be (the integration tests' `postgres` feature; the
 //! engine's private test cluster, `engine::testing::postgres`).
 //!
-//! A call whose commit another node beat (449) runs again from scratch:
-//! stored procedures, writes with triggers and transactional batches lose
-//! no update when both nodes work on the same logical partitions, and a
-//! lost run leaves nothing, not even in the response. Loop sizes:
-//! `PARTITA_PG_NODE_THREADS` (threads per node, default 2) and
-//! `PARTITA_PG_NODE_CALLS` (calls per thread, default 12).
+//! - A call whose commit another node beat (449) runs again from scratch:
+//!   stored procedures, writes with triggers and transactional batches
+//!   lose no update when both nodes work on the same logical partitions,
+//!   and a lost run leaves nothing, not even in the response. Loop sizes:
+//!   `PARTITA_PG_NODE_THREADS` (threads per node, default 2) and
+//!   `PARTITA_PG_NODE_CALLS` (calls per thread, default 12).
+//! - Containers and scripts one node creates, changes or deletes are what
+//!   the other finds, reads with and runs.
+//! - Change-feed processors on both nodes share the leases, and one takes
+//!   over the leases of a dead one: every change is delivered at least
+//!   once.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use engine::storage::PostgresStorage;
 use engine::testing::{Faults, FaultyStorage};
+use partita::change_feed::{ChangeBatch, ChangeFeedProcessor};
 use partita::{
     BatchOperation, Container, Database, Options, Patch, ScriptProperties, TriggerOperation,
     WriteOptions,
@@ -19,7 +28,7 @@ use partita::{
 use partita_workload::blog;
 use serde_json::{Value, json};
 
-use crate::support::store_comment_scripts;
+use crate::support::{manual_clock, store_comment_scripts};
 
 type Result<T = ()> = anyhow::Result<T>;
 
@@ -414,4 +423,161 @@ fn scripts_changed_on_one_node_run_on_the_other() -> Result {
     posts_a.replace_script(stamp("v2"))?;
     assert_eq!(write("s2")?, "v2");
     Ok(())
+}
+
+/// Every change delivered by a change-feed processor, as (LSN, id).
+type Delivered = Arc<Mutex<Vec<(u64, String)>>>;
+
+/// A handler that records what it is given, and fails (leaving the batch
+/// unacknowledged) while `fail` is set, as an instance that dies between
+/// delivery and checkpoint would.
+fn recording(
+    log: &Delivered,
+    fail: &Arc<AtomicBool>,
+) -> impl FnMut(&ChangeBatch<'_>) -> partita::change_feed::HandlerResult + Send + use<> {
+    let (log, fail) = (log.clone(), fail.clone());
+    move |batch: &ChangeBatch<'_>| {
+        log.lock()
+            .unwrap()
+            .extend(batch.changes.iter().map(|c| (c.lsn.0, c.id.clone())));
+        if fail.load(Ordering::SeqCst) {
+            return Err("the instance died before its checkpoint".into());
+        }
+        Ok(())
+    }
+}
+
+/// Writes `n` comments into partitions `c0..c5` of `posts`, named `prefix-i`.
+fn write_comments(posts: &Container, prefix: &str, n: usize) -> Result {
+    for i in 0..n {
+        let pk = format!("c{}", i % 6);
+        let doc = json!({"id": format!("{prefix}-{i}"), "postId": pk});
+        posts.create_item(pk.as_str(), doc, None)?;
+    }
+    Ok(())
+}
+
+/// Two change-feed processors, one per node, on one monitored container
+/// and one lease container: they split the physical partitions, each
+/// delivers only its own; when one node's instance dies (mid-batch,
+/// without its checkpoint), the other takes its leases over once they
+/// expire and delivers from the dead one's checkpoints, so every change,
+/// written on either node, is delivered at least once. Driven step by
+/// step with a clock moved by hand.
+#[test]
+fn change_feed_leases_are_shared_and_taken_over_across_nodes() -> Result {
+    let url = engine::testing::postgres::database();
+    let a = open(&url);
+    let mut props = partita::ContainerProperties::new("posts", "/postId");
+    props.physical_partitions = 4;
+    a.create_container_with(props)?;
+    a.create_container("leases", "/id")?;
+    let b = open(&url);
+    let (now, options) = manual_clock();
+    let (log_a, log_b) = (Delivered::default(), Delivered::default());
+    let (fail_a, fail_b) = (Arc::new(AtomicBool::new(false)), Arc::default());
+    let processor = |db: &Database, owner: &str, log: &Delivered, fail: &Arc<AtomicBool>| {
+        ChangeFeedProcessor::new(
+            &db.container("posts")?,
+            &db.container("leases")?,
+            "view",
+            owner,
+            options.clone(),
+            recording(log, fail),
+        )
+    };
+    let mut pa = processor(&a, "a", &log_a, &fail_a)?;
+    let mut pb = processor(&b, "b", &log_b, &fail_b)?;
+
+    assert_eq!(pa.run_once()?.owned, [0, 1, 2, 3], "alone, a takes all");
+    assert_eq!(
+        pb.run_once()?.owned.len(),
+        1,
+        "b, on the other node, steals one"
+    );
+    assert_eq!(pb.run_once()?.owned.len(), 2, "and another: a fair share");
+    let owned_a = pa.run_once()?.owned;
+    let owned_b = pb.run_once()?.owned;
+    assert_eq!(owned_a.len(), 2, "a noticed the steals: {owned_a:?}");
+    assert!(
+        owned_a.iter().all(|p| !owned_b.contains(p)),
+        "{owned_a:?} {owned_b:?}"
+    );
+
+    write_comments(&a.container("posts")?, "a", 12)?;
+    write_comments(&b.container("posts")?, "b", 12)?;
+    pa.drain()?;
+    pb.drain()?;
+    let posts = a.container("posts")?;
+    for (log, owned) in [(&log_a, &owned_a), (&log_b, &owned_b)] {
+        assert!(
+            log.lock().unwrap().iter().all(|(_, id)| {
+                let key = partita::PartitionKey::from(format!("c{}", id_number(id) % 6));
+                owned.contains(&posts.physical_partition(&key))
+            }),
+            "an instance delivers only its partitions"
+        );
+    }
+
+    // a's node dies in the middle of its next batches: delivered, never
+    // checkpointed. After the lease duration b takes over from a's
+    // checkpoints and delivers them again.
+    write_comments(&b.container("posts")?, "late", 12)?;
+    fail_a.store(true, Ordering::SeqCst);
+    assert!(pa.run_once().is_err(), "a's handler fails: no checkpoint");
+    drop(pa);
+    drop(a);
+    assert_eq!(pb.run_once()?.owned, owned_b, "a's leases are not free yet");
+    now.fetch_add(11_000, Ordering::SeqCst);
+    assert_eq!(
+        pb.run_once()?.owned,
+        [0, 1, 2, 3],
+        "b took a's expired leases"
+    );
+    pb.drain()?;
+
+    let all: Vec<(u64, String)> = b
+        .container("posts")?
+        .read_changes(partita::Lsn::ZERO, usize::MAX)?
+        .into_iter()
+        .map(|c| (c.lsn.0, c.id))
+        .collect();
+    assert_eq!(all.len(), 36);
+    let delivered: std::collections::BTreeSet<(u64, String)> = log_a
+        .lock()
+        .unwrap()
+        .iter()
+        .chain(log_b.lock().unwrap().iter())
+        .cloned()
+        .collect();
+    for change in &all {
+        assert!(delivered.contains(change), "never delivered: {change:?}");
+    }
+    let late_by_a: Vec<(u64, String)> = log_a
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, id)| id.starts_with("late-"))
+        .cloned()
+        .collect();
+    assert!(
+        !late_by_a.is_empty(),
+        "a delivered some of the late changes"
+    );
+    let log_b = log_b.lock().unwrap();
+    for change in &late_by_a {
+        assert!(
+            log_b.contains(change),
+            "b delivered again what a never checkpointed: {change:?}"
+        );
+    }
+    Ok(())
+}
+
+/// The number after the dash of a comment id written by [`write_comments`].
+fn id_number(id: &str) -> usize {
+    id.rsplit('-')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
 }

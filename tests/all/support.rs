@@ -15,7 +15,11 @@
 //! a library of the package.
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use partita::change_feed::ProcessorOptions;
 
 pub(crate) use partita_workload::guest::MODULES;
 
@@ -94,4 +98,17 @@ fn build_guests() -> &'static Path {
 /// As [`build_guests`], and when there is no such module.
 pub(crate) fn guest_module(name: &str) -> Vec<u8> {
     partita_workload::guest::read(build_guests(), name).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Change-feed processor options whose clock a test moves by hand (the
+/// handle it returns, in milliseconds), with leases of 10 seconds.
+pub(crate) fn manual_clock() -> (Arc<AtomicU64>, ProcessorOptions) {
+    let now = Arc::new(AtomicU64::new(1_000_000));
+    let clock = now.clone();
+    let options = ProcessorOptions {
+        clock: Arc::new(move || clock.load(Ordering::SeqCst)),
+        lease_duration: Duration::from_secs(10),
+        ..ProcessorOptions::default()
+    };
+    (now, options)
 }
