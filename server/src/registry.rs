@@ -40,7 +40,19 @@
 //! Lookups take a read lock and clone an `Arc`; creates and deletes are
 //! serialized by one mutex and publish a new entry only after the registry
 //! document committed.
+//!
+//! Several servers may share one store (PostgreSQL): a lookup that misses,
+//! a listing and a create read the registry's partition again first
+//! (`Registry::refresh`, under the same mutex), so a database, container,
+//! user or permission created through another server is found, and an
+//! ordinal another server gave is not given again. Two servers creating
+//! at the same moment may still pick one ordinal: the registry's
+//! partition admits one of the two transactions, and the other fails
+//! (its document id exists) instead of taking the next ordinal. What
+//! another server deleted or replaced is seen at the next re-read; its
+//! engine container is gone at once (the engine's catalog).
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -50,7 +62,7 @@ use engine::{
     ComputedProperty, ContainerProperties, Database, FeedOptions, IndexingMode, IndexingPolicy,
     UniqueKey, validate_id,
 };
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{ReentrantMutex, RwLock};
 use partita::Container;
 use serde_json::{Map, Value, json};
 
@@ -228,8 +240,11 @@ pub(crate) struct Registry {
     offers: RwLock<BTreeMap<String, Offer>>,
     /// Users (with their permissions) by database name, then user name.
     users: RwLock<BTreeMap<String, BTreeMap<String, UserEntry>>>,
-    /// Serializes creates, replaces and deletes; the ordinal counter.
-    writer: Mutex<u64>,
+    /// Serializes creates, replaces, deletes and re-reads of the
+    /// registry; the ordinal counter. Reentrant: a lookup that misses
+    /// re-reads the registry under it ([`Registry::found`]), also inside a
+    /// create or delete that holds it.
+    writer: ReentrantMutex<Cell<u64>>,
 }
 
 fn registry_error(e: engine::Error) -> WireError {
@@ -249,118 +264,48 @@ impl Registry {
     /// Loads (or starts) the registry of `db`.
     pub(crate) fn load(db: &Database) -> Result<Registry, engine::Error> {
         let system = db.create_container_if_not_exists(SYSTEM_CONTAINER, "/registry")?;
-        let page = system.read_feed(PARTITION, &FeedOptions::default())?;
-        let mut dbs: BTreeMap<String, DbEntry> = BTreeMap::new();
-        let mut colls = Vec::new();
-        let mut dropped = Vec::new();
-        let mut offers = BTreeMap::new();
-        let mut max_ordinal = 0;
-        for doc in &page.items {
-            let value = doc.value();
-            let ordinal = doc
-                .id()
-                .rsplit('-')
-                .next()
-                .and_then(|n| n.parse::<u64>().ok())
-                .unwrap_or(0);
-            max_ordinal = max_ordinal.max(ordinal);
-            let name = value["name"].as_str().unwrap_or_default().to_owned();
-            match value["type"].as_str() {
-                Some("database") => {
-                    let rid_bytes = database_rid(ordinal);
-                    dbs.insert(
-                        name.clone(),
-                        DbEntry {
-                            name,
-                            doc_id: doc.id().to_owned(),
-                            rid: encode_rid(&rid_bytes),
-                            rid_bytes,
-                            etag: doc.etag().to_owned(),
-                            ts: doc.ts(),
-                            colls: BTreeMap::new(),
-                        },
-                    );
-                }
-                Some("collection") => colls.push(doc.clone()),
-                Some("dropped") => dropped.push((
-                    doc.id().to_owned(),
-                    value["engine"].as_str().unwrap_or_default().to_owned(),
-                )),
-                Some("offer") => {
-                    if let (Some(owner), Some(rid), Some(throughput)) = (
-                        value["owner"].as_str(),
-                        value["rid"].as_str(),
-                        Throughput::from_content(&value["content"]),
-                    ) {
-                        offers.insert(
-                            owner.to_owned(),
-                            Offer {
-                                rid: rid.to_owned(),
-                                doc_id: doc.id().to_owned(),
-                                throughput,
-                                etag: doc.etag().to_owned(),
-                                ts: doc.ts(),
-                            },
-                        );
-                    }
-                }
-                _ => {}
-            }
-        }
-        for doc in colls {
-            let value = doc.value();
-            let db_name = value["db"].as_str().unwrap_or_default();
-            let container =
-                Container::from(db.container(value["engine"].as_str().unwrap_or_default())?);
-            let Some(entry) = dbs.get_mut(db_name) else {
-                continue;
-            };
-            let rid = container.resource_id();
-            let definition = value["definition"].as_object().cloned().unwrap_or_default();
-            adopt_indexing_policy(&container, &definition);
-            // Stores written before physical partitions have one.
-            let count = value["ranges"]
-                .as_u64()
-                .map_or(1, |n| n.clamp(1, u64::from(MAX_PHYSICAL_PARTITIONS)) as u32);
-            let coll = CollEntry {
-                name: value["name"].as_str().unwrap_or_default().to_owned(),
-                doc_id: doc.id().to_owned(),
-                self_link: collection_self_link(&rid),
-                rid,
-                container,
-                ranges: CollEntry::ranges_for(count, &definition),
-                definition,
-                etag: doc.etag().to_owned(),
-                ts: doc.ts(),
-            };
-            entry.colls.insert(coll.name.clone(), Arc::new(coll));
-        }
-        // Engine containers named by an earlier server that crashed before
-        // its registry write must not be reused.
-        for props in db.containers() {
-            if let Some(n) = props
-                .id
-                .strip_prefix('c')
-                .and_then(|rest| rest.split_once('-'))
-                .and_then(|(n, _)| n.parse::<u64>().ok())
-            {
-                max_ordinal = max_ordinal.max(n);
-            }
-        }
+        let scan = Scan::read(db, &system)?;
         let registry = Registry {
             db: db.clone(),
             system,
-            state: RwLock::new(dbs),
-            offers: RwLock::new(offers),
-            users: RwLock::new(BTreeMap::new()),
-            writer: Mutex::new(max_ordinal),
+            users: RwLock::new(users::users_of(&scan.dbs, &scan.items)),
+            state: RwLock::new(scan.dbs),
+            offers: RwLock::new(scan.offers),
+            writer: ReentrantMutex::new(Cell::new(scan.max_ordinal)),
         };
-        registry.load_users(&page.items);
         // Deletions an earlier server did not finish.
-        for (tombstone, engine_id) in dropped {
+        for (tombstone, engine_id) in scan.dropped {
             registry.drop_engine_container(&tombstone, &engine_id)?;
         }
         Ok(registry)
+    }
+
+    /// Reads the registry again, under the writer lock (`ordinal`), and
+    /// takes what other servers sharing the store (PostgreSQL) created,
+    /// changed or deleted since: called when a lookup misses and before
+    /// a create, so a database or container created through another node
+    /// is found here, and ordinals are never given twice. One read of
+    /// the registry's partition (which confirms its version: one
+    /// statement when nothing changed over PostgreSQL, none in memory).
+    fn refresh(&self, ordinal: &Cell<u64>) -> Result<(), WireError> {
+        let scan = Scan::read(&self.db, &self.system).map_err(registry_error)?;
+        ordinal.set(ordinal.get().max(scan.max_ordinal));
+        let users = users::users_of(&scan.dbs, &scan.items);
+        *self.state.write() = scan.dbs;
+        *self.offers.write() = scan.offers;
+        *self.users.write() = users;
+        Ok(())
+    }
+
+    /// `lookup`, and once more after [`Registry::refresh`] when it misses.
+    fn found<T>(&self, lookup: impl Fn(&Registry) -> Result<T, WireError>) -> Result<T, WireError> {
+        match lookup(self) {
+            Err(e) if e.status == 404 => {
+                self.refresh(&self.writer.lock())?;
+                lookup(self)
+            }
+            other => other,
+        }
     }
 
     /// Deletes a deleted container's engine container (if still there),
@@ -389,39 +334,50 @@ impl Registry {
 
     /// Every database, by name.
     pub(crate) fn databases(&self) -> Vec<DbEntry> {
+        // Those other servers on the store created too; should the
+        // registry not be readable, the ones this server knows.
+        let _ = self.refresh(&self.writer.lock());
         self.state.read().values().cloned().collect()
     }
 
-    /// The database `name`.
+    /// The database `name` (this server's, or another's on the store).
     pub(crate) fn database(&self, name: &str) -> Result<DbEntry, WireError> {
-        self.state
-            .read()
-            .get(name)
-            .cloned()
-            .ok_or_else(|| WireError::not_found(format!("database {name:?} does not exist")))
+        self.found(|registry| {
+            registry
+                .state
+                .read()
+                .get(name)
+                .cloned()
+                .ok_or_else(|| WireError::not_found(format!("database {name:?} does not exist")))
+        })
     }
 
     /// The container `name` of database `db`.
     pub(crate) fn collection(&self, db: &str, name: &str) -> Result<Arc<CollEntry>, WireError> {
-        let state = self.state.read();
-        let entry = state
-            .get(db)
-            .ok_or_else(|| WireError::not_found(format!("database {db:?} does not exist")))?;
-        entry.colls.get(name).cloned().ok_or_else(|| {
-            WireError::not_found(format!(
-                "container {name:?} does not exist in database {db:?}"
-            ))
+        self.found(|registry| {
+            let state = registry.state.read();
+            let entry = state
+                .get(db)
+                .ok_or_else(|| WireError::not_found(format!("database {db:?} does not exist")))?;
+            entry.colls.get(name).cloned().ok_or_else(|| {
+                WireError::not_found(format!(
+                    "container {name:?} does not exist in database {db:?}"
+                ))
+            })
         })
     }
 
     /// The database whose `_rid` is `rid` (compared exactly).
     pub(crate) fn database_by_rid(&self, rid: &str) -> Result<DbEntry, WireError> {
-        self.state
-            .read()
-            .values()
-            .find(|entry| entry.rid == rid)
-            .cloned()
-            .ok_or_else(|| WireError::not_found(format!("no database has the _rid {rid:?}")))
+        self.found(|registry| {
+            registry
+                .state
+                .read()
+                .values()
+                .find(|entry| entry.rid == rid)
+                .cloned()
+                .ok_or_else(|| WireError::not_found(format!("no database has the _rid {rid:?}")))
+        })
     }
 
     /// The container whose `_rid` is `rid` in the database whose `_rid` is
@@ -433,19 +389,21 @@ impl Registry {
         db_rid: &str,
         rid: &str,
     ) -> Result<(String, Arc<CollEntry>), WireError> {
-        let state = self.state.read();
-        state
-            .values()
-            .find_map(|entry| {
-                let coll = entry.colls.values().find(|coll| coll.rid == rid)?;
-                (entry.rid == db_rid || coll.self_link.starts_with(&format!("dbs/{db_rid}/")))
-                    .then(|| (entry.name.clone(), coll.clone()))
-            })
-            .ok_or_else(|| {
-                WireError::not_found(format!(
-                    "no container has the _rid {rid:?} in the database with the _rid {db_rid:?}"
-                ))
-            })
+        self.found(|registry| {
+            let state = registry.state.read();
+            state
+                .values()
+                .find_map(|entry| {
+                    let coll = entry.colls.values().find(|coll| coll.rid == rid)?;
+                    (entry.rid == db_rid || coll.self_link.starts_with(&format!("dbs/{db_rid}/")))
+                        .then(|| (entry.name.clone(), coll.clone()))
+                })
+                .ok_or_else(|| {
+                    WireError::not_found(format!(
+                        "no container has the _rid {rid:?} in the database with the _rid {db_rid:?}"
+                    ))
+                })
+        })
     }
 
     /// Creates a database, with an offer when `throughput` is given.
@@ -460,19 +418,17 @@ impl Registry {
                 "the database id {name:?} reads as a resource id (8 base64 characters of 4 bytes),                  so links naming it would be taken for rid-based links; choose another id"
             )));
         }
-        let mut ordinal = self.writer.lock();
+        let ordinal = self.writer.lock();
+        // What other servers on the store created: their names and ordinals.
+        self.refresh(&ordinal)?;
         if self.state.read().contains_key(name) {
             return Err(WireError::conflict(format!(
                 "Resource with specified id or name already exists: database {name:?}"
             )));
         }
-        *ordinal += 1;
-        let db_ordinal = *ordinal;
-        let doc_id = format!("db-{ordinal}");
-        let offer_ordinal = throughput.map(|_| {
-            *ordinal += 1;
-            *ordinal
-        });
+        let db_ordinal = next_ordinal(&ordinal);
+        let doc_id = format!("db-{db_ordinal}");
+        let offer_ordinal = throughput.map(|_| next_ordinal(&ordinal));
         let (doc, offer) = self
             .system
             .transaction(PARTITION, |txn| {
@@ -556,15 +512,17 @@ impl Registry {
         let (default_ttl, unique_keys, computed_properties, indexing_policy) =
             settings(&definition)?;
         strip_system_properties(&mut definition);
-        let mut ordinal = self.writer.lock();
+        let ordinal = self.writer.lock();
+        // What other servers on the store created: their names and ordinals.
+        self.refresh(&ordinal)?;
         let entry = self.database(db)?;
         if entry.colls.contains_key(&name) {
             return Err(WireError::conflict(format!(
                 "Resource with specified id or name already exists: container {name:?} in database {db:?}"
             )));
         }
-        *ordinal += 1;
-        let engine_id: String = format!("c{ordinal}-{name}")
+        let coll_ordinal = next_ordinal(&ordinal);
+        let engine_id: String = format!("c{coll_ordinal}-{name}")
             .chars()
             .take(engine::MAX_ID_LEN)
             .collect();
@@ -576,12 +534,9 @@ impl Registry {
             indexing_policy,
             ..ContainerProperties::new(&engine_id, &path)
         })?);
-        let doc_id = format!("coll-{ordinal}");
+        let doc_id = format!("coll-{coll_ordinal}");
         let ranges = throughput.map_or(1, |t| t.physical_partitions());
-        let offer_ordinal = throughput.map(|_| {
-            *ordinal += 1;
-            *ordinal
-        });
+        let offer_ordinal = throughput.map(|_| next_ordinal(&ordinal));
         let (doc, offer) = self
             .system
             .transaction(PARTITION, |txn| {
@@ -711,6 +666,12 @@ impl Registry {
 /// The 4 bytes of a database's `_rid`: its registry ordinal, big-endian
 /// (`AAAAAQ==` for the first), so a store opened again gives every
 /// database the rid it had.
+/// The next ordinal of the registry, taken.
+fn next_ordinal(ordinal: &Cell<u64>) -> u64 {
+    ordinal.set(ordinal.get() + 1);
+    ordinal.get()
+}
+
 fn database_rid(ordinal: u64) -> [u8; 4] {
     u32::try_from(ordinal).unwrap_or(u32::MAX).to_be_bytes()
 }
@@ -928,6 +889,131 @@ fn settings(definition: &Map<String, Value>) -> Result<Settings, WireError> {
 /// the one its definition holds (which the server used to echo itself), if
 /// it is valid. Best effort: on a store that opened read-only the engine's
 /// default stays until a writable start.
+/// The registry's partition, parsed: databases with their containers,
+/// offers, tombstones of unfinished deletions, the highest ordinal used.
+struct Scan {
+    /// Every registry document (users are built from them).
+    items: Vec<engine::Document>,
+    dbs: BTreeMap<String, DbEntry>,
+    offers: BTreeMap<String, Offer>,
+    dropped: Vec<(String, String)>,
+    max_ordinal: u64,
+}
+
+impl Scan {
+    fn read(db: &Database, system: &engine::Container) -> Result<Scan, engine::Error> {
+        let page = system.read_feed(PARTITION, &FeedOptions::default())?;
+        let mut dbs: BTreeMap<String, DbEntry> = BTreeMap::new();
+        let mut colls = Vec::new();
+        let mut dropped = Vec::new();
+        let mut offers = BTreeMap::new();
+        let mut max_ordinal = 0;
+        for doc in &page.items {
+            let value = doc.value();
+            let ordinal = doc
+                .id()
+                .rsplit('-')
+                .next()
+                .and_then(|n| n.parse::<u64>().ok())
+                .unwrap_or(0);
+            max_ordinal = max_ordinal.max(ordinal);
+            let name = value["name"].as_str().unwrap_or_default().to_owned();
+            match value["type"].as_str() {
+                Some("database") => {
+                    let rid_bytes = database_rid(ordinal);
+                    dbs.insert(
+                        name.clone(),
+                        DbEntry {
+                            name,
+                            doc_id: doc.id().to_owned(),
+                            rid: encode_rid(&rid_bytes),
+                            rid_bytes,
+                            etag: doc.etag().to_owned(),
+                            ts: doc.ts(),
+                            colls: BTreeMap::new(),
+                        },
+                    );
+                }
+                Some("collection") => colls.push(doc.clone()),
+                Some("dropped") => dropped.push((
+                    doc.id().to_owned(),
+                    value["engine"].as_str().unwrap_or_default().to_owned(),
+                )),
+                Some("offer") => {
+                    if let (Some(owner), Some(rid), Some(throughput)) = (
+                        value["owner"].as_str(),
+                        value["rid"].as_str(),
+                        Throughput::from_content(&value["content"]),
+                    ) {
+                        offers.insert(
+                            owner.to_owned(),
+                            Offer {
+                                rid: rid.to_owned(),
+                                doc_id: doc.id().to_owned(),
+                                throughput,
+                                etag: doc.etag().to_owned(),
+                                ts: doc.ts(),
+                            },
+                        );
+                    }
+                }
+                _ => {}
+            }
+        }
+        for doc in colls {
+            let value = doc.value();
+            let db_name = value["db"].as_str().unwrap_or_default();
+            let Some(entry) = dbs.get_mut(db_name) else {
+                continue;
+            };
+            let container = match db.container(value["engine"].as_str().unwrap_or_default()) {
+                Ok(container) => Container::from(container),
+                // Deleted meanwhile by another node (its tombstone is next).
+                Err(engine::Error::ContainerNotFound(_)) => continue,
+                Err(e) => return Err(e),
+            };
+            let rid = container.resource_id();
+            let definition = value["definition"].as_object().cloned().unwrap_or_default();
+            adopt_indexing_policy(&container, &definition);
+            // Stores written before physical partitions have one.
+            let count = value["ranges"]
+                .as_u64()
+                .map_or(1, |n| n.clamp(1, u64::from(MAX_PHYSICAL_PARTITIONS)) as u32);
+            let coll = CollEntry {
+                name: value["name"].as_str().unwrap_or_default().to_owned(),
+                doc_id: doc.id().to_owned(),
+                self_link: collection_self_link(&rid),
+                rid,
+                container,
+                ranges: CollEntry::ranges_for(count, &definition),
+                definition,
+                etag: doc.etag().to_owned(),
+                ts: doc.ts(),
+            };
+            entry.colls.insert(coll.name.clone(), Arc::new(coll));
+        }
+        // Engine containers named by an earlier server that crashed before
+        // its registry write must not be reused.
+        for props in db.containers() {
+            if let Some(n) = props
+                .id
+                .strip_prefix('c')
+                .and_then(|rest| rest.split_once('-'))
+                .and_then(|(n, _)| n.parse::<u64>().ok())
+            {
+                max_ordinal = max_ordinal.max(n);
+            }
+        }
+        Ok(Scan {
+            items: page.items,
+            dbs,
+            offers,
+            dropped,
+            max_ordinal,
+        })
+    }
+}
+
 fn adopt_indexing_policy(container: &Container, definition: &Map<String, Value>) {
     let given = match definition.get("indexingPolicy") {
         None | Some(Value::Null) => return,
@@ -947,4 +1033,60 @@ fn adopt_indexing_policy(container: &Container, definition: &Map<String, Value>)
 
 fn strip_system_properties(definition: &mut Map<String, Value>) {
     definition.retain(|k, _| !k.starts_with('_'));
+}
+
+/// Two servers' registries on one PostgreSQL store (`--features postgres`).
+#[cfg(all(test, feature = "postgres"))]
+mod tests {
+    use super::*;
+
+    fn open(url: &str) -> Database {
+        Database::open_url(url, engine::Options::default()).expect("open the store")
+    }
+
+    fn definition(id: &str) -> Map<String, Value> {
+        json!({"id": id, "partitionKey": {"paths": ["/pk"], "kind": "Hash"}})
+            .as_object()
+            .cloned()
+            .unwrap()
+    }
+
+    /// Databases, containers and users one server creates are found by
+    /// the other, which writes to them and lists them, and whose own
+    /// creates take ordinals (and so rids and engine containers) the
+    /// first server never gave.
+    #[test]
+    fn a_server_finds_what_another_server_created() {
+        let url = engine::testing::postgres::database();
+        let (a, b) = (open(&url), open(&url));
+        let (ra, rb) = (Registry::load(&a).unwrap(), Registry::load(&b).unwrap());
+        let blog = ra.create_database("blog", None).unwrap();
+        assert_eq!(rb.database("blog").unwrap().rid, blog.rid);
+        let posts = ra
+            .create_collection("blog", definition("posts"), None)
+            .unwrap();
+        let found = rb.collection("blog", "posts").unwrap();
+        assert_eq!(found.rid, posts.rid);
+        found
+            .container
+            .create_item("k", json!({"id": "d", "pk": "k"}), None)
+            .unwrap();
+        assert_eq!(posts.container.read_item("k", "d").unwrap()["pk"], "k");
+        ra.create_user("blog", "alice").unwrap();
+        assert_eq!(rb.user("blog", "alice").unwrap().name, "alice");
+
+        let other = rb.create_database("other", None).unwrap();
+        assert_ne!(other.rid, blog.rid, "b's ordinal is past a's");
+        let comments = rb
+            .create_collection("blog", definition("comments"), None)
+            .unwrap();
+        assert_ne!(comments.container.id(), posts.container.id());
+        let names: Vec<String> = ra.databases().into_iter().map(|d| d.name).collect();
+        assert_eq!(names, ["blog", "other"]);
+        assert_eq!(
+            ra.create_database("other", None).unwrap_err().status,
+            409,
+            "a name another server took"
+        );
+    }
 }

@@ -154,12 +154,14 @@ fn permission_from(doc: &engine::Document, user_rid: &str) -> Option<PermEntry> 
     })
 }
 
-impl Registry {
-    /// Rebuilds the users of every database from the registry documents
-    /// (`user` and `permission`) found at load.
-    pub(super) fn load_users(&self, docs: &[engine::Document]) {
-        let dbs = self.state.read();
-        let mut users = self.users.write();
+/// The users of every database in `dbs`, rebuilt from the registry
+/// documents (`user` and `permission`) among `docs`.
+pub(super) fn users_of(
+    dbs: &BTreeMap<String, super::DbEntry>,
+    docs: &[engine::Document],
+) -> BTreeMap<String, BTreeMap<String, UserEntry>> {
+    let mut users: BTreeMap<String, BTreeMap<String, UserEntry>> = BTreeMap::new();
+    {
         for doc in docs {
             let value = doc.value();
             if value["type"].as_str() != Some("user") {
@@ -200,7 +202,10 @@ impl Registry {
             }
         }
     }
+    users
+}
 
+impl Registry {
     /// In a registry transaction: deletes every user of database `db` and
     /// their permissions.
     pub(super) fn delete_users(
@@ -229,13 +234,16 @@ impl Registry {
 
     /// The user `name` of database `db`.
     pub(crate) fn user(&self, db: &str, name: &str) -> Result<UserEntry, WireError> {
-        self.database(db)?;
-        self.users
-            .read()
-            .get(db)
-            .and_then(|users| users.get(name))
-            .cloned()
-            .ok_or_else(|| user_not_found(db, name))
+        self.found(|registry| {
+            registry.database(db)?;
+            registry
+                .users
+                .read()
+                .get(db)
+                .and_then(|users| users.get(name))
+                .cloned()
+                .ok_or_else(|| user_not_found(db, name))
+        })
     }
 
     /// The user whose `_rid` is `rid` in database `db`.
@@ -253,15 +261,16 @@ impl Registry {
     /// Creates user `name` in database `db` (409 if it exists).
     pub(crate) fn create_user(&self, db: &str, name: &str) -> Result<UserEntry, WireError> {
         validate_id(name).map_err(|e| WireError::bad_request(format!("user {e}")))?;
-        let mut ordinal = self.writer.lock();
+        let ordinal = self.writer.lock();
+        self.refresh(&ordinal)?;
         let entry = self.database(db)?;
         if self.user(db, name).is_ok() {
             return Err(WireError::conflict(format!(
                 "Resource with specified id or name already exists: user {name:?} in database {db:?}"
             )));
         }
-        *ordinal += 1;
-        let doc_id = format!("user-{ordinal}");
+        let user_ordinal = super::next_ordinal(&ordinal);
+        let doc_id = format!("user-{user_ordinal}");
         let doc = self
             .system
             .create_item(
@@ -272,7 +281,7 @@ impl Registry {
             .map_err(registry_error)?;
         let user = UserEntry {
             name: name.to_owned(),
-            rid: user_rid(entry.rid_bytes, *ordinal),
+            rid: user_rid(entry.rid_bytes, user_ordinal),
             doc_id,
             etag: doc.etag().to_owned(),
             ts: doc.ts(),
@@ -378,7 +387,8 @@ impl Registry {
         spec: PermissionSpec,
     ) -> Result<(UserEntry, Arc<PermEntry>), WireError> {
         validate_id(&spec.name).map_err(|e| WireError::bad_request(format!("permission {e}")))?;
-        let mut ordinal = self.writer.lock();
+        let ordinal = self.writer.lock();
+        self.refresh(&ordinal)?;
         let owner = self.user(db, user)?;
         if owner.perms.contains_key(&spec.name) {
             return Err(WireError::conflict(format!(
@@ -388,13 +398,13 @@ impl Registry {
             )));
         }
         refuse_second_grant(&owner, &spec, None)?;
-        *ordinal += 1;
-        let doc_id = format!("perm-{ordinal}");
+        let perm_ordinal = super::next_ordinal(&ordinal);
+        let doc_id = format!("perm-{perm_ordinal}");
         let nanos = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .map(|d| d.as_nanos())
             .unwrap_or_default();
-        let nonce = format!("{ordinal}-{nanos}");
+        let nonce = format!("{perm_ordinal}-{nanos}");
         let doc = self
             .system
             .create_item(
@@ -404,7 +414,7 @@ impl Registry {
             )
             .map_err(registry_error)?;
         let perm = Arc::new(PermEntry {
-            rid: permission_rid(&owner.rid, *ordinal),
+            rid: permission_rid(&owner.rid, perm_ordinal),
             doc_id,
             etag: doc.etag().to_owned(),
             ts: doc.ts(),
