@@ -903,3 +903,62 @@ fn two_nodes_never_hand_out_one_rid_or_etag() {
     assert_eq!(rids.len(), 7, "{rids:?}");
     assert_eq!(etags.len(), written, "{etags:?}");
 }
+
+/// A node learns of another node's catalog change (a script replaced, a
+/// container's time to live set) from the statement that reads the
+/// partition's version, which every transaction sends anyway: its
+/// transactions send no catalog statement while nothing changed, read the
+/// catalog once after a change, and then run on what the other node
+/// stored.
+#[test]
+fn a_node_reads_the_catalog_only_after_another_node_changed_it() {
+    let url = database();
+    let a = open(&url);
+    let posts_a = a.create_container("posts", "/pk").unwrap();
+    posts_a
+        .create_script(ScriptProperties::stored_procedure("p", "function p() {}"))
+        .unwrap();
+    let storage = PostgresStorage::connect(&url, crate::Durability::Full).unwrap();
+    let log = storage.statement_log();
+    let b = Database::with_storage(Box::new(storage), Options::default()).unwrap();
+    let posts_b = b.container("posts").unwrap();
+    let catalog_reads = |logged: &[Logged]| {
+        logged
+            .iter()
+            .filter(|l| [super::READ_CATALOG, super::LOAD_CONTAINERS].contains(&l.sql))
+            .count()
+    };
+    let write = |i: u32| {
+        posts_b
+            .create_item("k", json!({"id": format!("d{i}"), "pk": "k"}), None)
+            .unwrap();
+    };
+    write(0);
+    log.take();
+    write(1);
+    let logged = log.take();
+    assert_eq!(catalog_reads(&logged), 0, "nothing changed: {logged:?}");
+    assert!(logged.iter().any(|l| l.sql == super::READ_VERSION));
+
+    posts_a.set_default_ttl(Some(60)).unwrap();
+    posts_a
+        .replace_script(ScriptProperties::stored_procedure(
+            "p",
+            "function p() { 2; }",
+        ))
+        .unwrap();
+    write(2);
+    let logged = log.take();
+    assert_eq!(
+        catalog_reads(&logged),
+        2,
+        "one version read and one load: {logged:?}"
+    );
+    assert_eq!(posts_b.properties().default_ttl, Some(60));
+    let body = posts_b
+        .read_script(ScriptKind::StoredProcedure, "p")
+        .unwrap();
+    assert_eq!(&*body.body, b"function p() { 2; }");
+    write(3);
+    assert_eq!(catalog_reads(&log.take()), 0, "taken once");
+}
