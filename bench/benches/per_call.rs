@@ -33,7 +33,7 @@ fn slots() -> Vec<Slot> {
         )));
     }
     slots.extend(partita_bench::redis::slots(peers));
-    slots.extend(partita_bench::postgres::slots(peers, true));
+    slots.extend(partita_bench::postgres::slots(peers, true, &[1]));
     slots
 }
 

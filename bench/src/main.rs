@@ -41,6 +41,17 @@ struct Args {
     /// Only these workloads (comma-separated): createComment, truncateFeed, feed.
     #[arg(long, value_delimiter = ',')]
     workloads: Vec<String>,
+    /// Only these flavors of the partita target (comma-separated): native,
+    /// batch, js, wasm, wat.
+    #[arg(long, value_delimiter = ',')]
+    flavors: Vec<String>,
+    /// Only these durability classes (comma-separated): memory, relaxed, durable.
+    #[arg(long, value_delimiter = ',')]
+    durability: Vec<String>,
+    /// Node counts for Partita stored in PostgreSQL (comma-separated): each
+    /// is a row of Partita native with that many nodes on one database.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    nodes: Vec<usize>,
     /// Where to write the JSON report.
     #[arg(long, default_value = "bench-results.json")]
     json: PathBuf,
@@ -58,6 +69,35 @@ fn main() -> anyhow::Result<()> {
         }
     }
     let wanted = |t: &str| args.targets.is_empty() || args.targets.iter().any(|a| a == t);
+    let flavor_names = [
+        (Flavor::Native, "native"),
+        (Flavor::Batch, "batch"),
+        (Flavor::JavaScript, "js"),
+        (Flavor::Wasm, "wasm"),
+        (Flavor::Wat, "wat"),
+    ];
+    for f in &args.flavors {
+        if !flavor_names.iter().any(|(_, name)| name == f) {
+            bail!("unknown flavor {f:?}: native, batch, js, wasm or wat");
+        }
+    }
+    let flavor_wanted = |flavor: Flavor| {
+        args.flavors.is_empty()
+            || flavor_names
+                .iter()
+                .any(|(f, name)| *f == flavor && args.flavors.iter().any(|a| a == name))
+    };
+    for d in &args.durability {
+        if ![Durability::Memory, Durability::Relaxed, Durability::Durable]
+            .iter()
+            .any(|k| k.name() == d)
+        {
+            bail!("unknown durability {d:?}: memory, relaxed or durable");
+        }
+    }
+    if args.nodes.contains(&0) {
+        bail!("--nodes counts start at 1");
+    }
     let budget = match (args.calls, args.quick) {
         (Some(calls), _) => Budget::Calls {
             warm_up: calls / 10,
@@ -98,7 +138,7 @@ fn main() -> anyhow::Result<()> {
     };
     let mut slots: Vec<Slot> = Vec::new();
     if wanted("partita") {
-        for flavor in Flavor::ALL {
+        for flavor in Flavor::ALL.into_iter().filter(|f| flavor_wanted(*f)) {
             for durability in [Durability::Memory, Durability::Relaxed, Durability::Durable] {
                 slots.push(partita_bench::partita::slot(flavor, durability));
             }
@@ -117,7 +157,18 @@ fn main() -> anyhow::Result<()> {
     }
     if wanted("postgres") {
         eprintln!("starting a private PostgreSQL cluster …");
-        slots.extend(partita_bench::postgres::slots(peers, wanted("partita")));
+        slots.extend(partita_bench::postgres::slots(
+            peers,
+            wanted("partita"),
+            &args.nodes,
+        ));
+    }
+    if !args.durability.is_empty() {
+        slots.retain(|slot| {
+            args.durability
+                .iter()
+                .any(|d| d == slot.durability().name())
+        });
     }
     for slot in &slots {
         if let Slot::Skipped { system, reason, .. } = slot {

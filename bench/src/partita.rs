@@ -24,8 +24,15 @@
 //! Partita's storage is a SQLite file in a temporary directory, or, for the
 //! "(PostgreSQL)" targets, a fresh database in the PostgreSQL target's
 //! private cluster ([`crate::postgres::PgCluster`]), opened with
-//! `Database::open_url`.
+//! `Database::open_url`. With several nodes ([`PartitaTarget::on_postgres`]),
+//! each node is one more `Database` opened on the same URL after the data
+//! is in place (a node reads the catalog when it opens), with its own
+//! connections and partition cache, as `partita serve` processes on one
+//! database have; callers are dealt to the nodes in turn, and a call that
+//! another node beat to its partition (449, `PartitionChanged`) is made
+//! again, as the SDKs do.
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use partita::{
@@ -233,10 +240,16 @@ pub struct PartitaTarget {
     postgres: Option<(Arc<crate::postgres::PgCluster>, String)>,
     /// Databases created in the cluster so far (each row has its own).
     rows: u32,
+    /// How many nodes open the PostgreSQL database (1 otherwise).
+    nodes: usize,
+    /// The node the next caller connects to.
+    next_node: AtomicUsize,
     /// The scripts to upload, `true` for posts, `false` for feed.
     scripts: Vec<(bool, ScriptProperties)>,
     // Declared before `dir`: the database closes before its directory goes.
     data: Option<(Database, Container, Container)>,
+    /// The nodes after the first: the same database, opened again.
+    other_nodes: Vec<(Database, Container, Container)>,
     dir: Option<tempfile::TempDir>,
 }
 
@@ -252,14 +265,18 @@ impl PartitaTarget {
             durability,
             postgres: None,
             rows: 0,
+            nodes: 1,
+            next_node: AtomicUsize::new(0),
             scripts: scripts(flavor)?,
             data: None,
+            other_nodes: Vec::new(),
             dir: None,
         })
     }
 
     /// The same target with its database in `cluster` (durable or relaxed
-    /// only: a memory target has no storage).
+    /// only: a memory target has no storage), opened by `nodes` nodes (at
+    /// least one; see the module docs).
     ///
     /// # Errors
     /// As [`PartitaTarget::new`].
@@ -267,10 +284,17 @@ impl PartitaTarget {
         flavor: Flavor,
         durability: Durability,
         cluster: Arc<crate::postgres::PgCluster>,
+        nodes: usize,
     ) -> Result<PartitaTarget, String> {
-        let name = format!("{} (PostgreSQL)", flavor.system());
+        let nodes = nodes.max(1);
+        let name = if nodes == 1 {
+            format!("{} (PostgreSQL)", flavor.system())
+        } else {
+            format!("{} (PostgreSQL, {nodes} nodes)", flavor.system())
+        };
         Ok(PartitaTarget {
             postgres: Some((cluster, name)),
+            nodes,
             ..PartitaTarget::new(flavor, durability)?
         })
     }
@@ -304,8 +328,9 @@ impl Target for PartitaTarget {
     fn settings(&self) -> String {
         if let Some((cluster, _)) = &self.postgres {
             return format!(
-                "Database::open_url on the PostgreSQL target's cluster (PostgreSQL {}), synchronous_commit={}, a database per row",
+                "Database::open_url on the PostgreSQL target's cluster (PostgreSQL {}) by {} node(s), synchronous_commit={}, a database per row",
                 cluster.version(),
+                self.nodes,
                 if self.durability == Durability::Durable {
                     "on"
                 } else {
@@ -325,6 +350,7 @@ impl Target for PartitaTarget {
     }
 
     fn prepare(&mut self, workload: Workload, partitions: usize) -> Result<(), BenchError> {
+        self.other_nodes.clear();
         self.data = None;
         self.dir = None;
         let options = Options {
@@ -335,18 +361,22 @@ impl Target for PartitaTarget {
             },
             ..Options::default()
         };
+        let mut url = None;
         let db = match (self.durability, &self.postgres) {
             (Durability::Memory, _) => Database::in_memory(),
             (_, Some((cluster, _))) => {
                 self.rows += 1;
                 // The relaxed and durable targets share the cluster.
                 let name = format!("partita_{}_{}", self.durability.name(), self.rows);
-                Database::open_url(&cluster.create_database(&name)?, options)?
+                let created = cluster.create_database(&name)?;
+                let db = Database::open_url(&created, options.clone())?;
+                url = Some(created);
+                db
             }
             (_, None) => {
                 let dir =
                     tempfile::tempdir().map_err(BenchError::io("creating a data directory"))?;
-                let db = Database::open_with(dir.path(), options)?;
+                let db = Database::open_with(dir.path(), options.clone())?;
                 self.dir = Some(dir);
                 db
             }
@@ -372,13 +402,27 @@ impl Target for PartitaTarget {
             }
         }
         self.data = Some((db, posts, feed));
+        if let Some(url) = url {
+            for _ in 1..self.nodes {
+                let node = Database::open_url(&url, options.clone())?;
+                let (posts, feed) = (node.container("posts")?, node.container("feed")?);
+                self.other_nodes.push((node, posts, feed));
+            }
+        }
         Ok(())
     }
 
     fn connect(&self) -> Result<Box<dyn Caller + '_>, BenchError> {
-        let (posts, feed) = self.containers()?;
+        let (mut posts, mut feed) = self.containers()?;
+        let node = self.next_node.fetch_add(1, Ordering::Relaxed) % self.nodes;
+        if let Some((_, other_posts, other_feed)) =
+            node.checked_sub(1).and_then(|i| self.other_nodes.get(i))
+        {
+            (posts, feed) = (other_posts, other_feed);
+        }
         Ok(Box::new(PartitaCaller {
             flavor: self.flavor,
+            retry: self.nodes > 1,
             posts: posts.clone(),
             feed: feed.clone(),
             triggers: WriteOptions {
@@ -439,6 +483,9 @@ fn date(doc: &Value) -> &str {
 /// One caller's handles (containers are cheap to clone).
 pub struct PartitaCaller {
     flavor: Flavor,
+    /// Whether other nodes share the database, so a call may meet a 449
+    /// (then each call is cloned first, to make it again).
+    retry: bool,
     posts: Container,
     feed: Container,
     triggers: WriteOptions,
@@ -446,8 +493,29 @@ pub struct PartitaCaller {
     count_comment: Patch,
 }
 
+/// How many times a caller makes a call that another node beat to its
+/// partition before giving up (the SDKs retry 449 with a budget too).
+const RETRIES: usize = 1000;
+
 impl Caller for PartitaCaller {
     fn call(&mut self, call: Call) -> Result<usize, BenchError> {
+        if !self.retry {
+            return self.call_once(call);
+        }
+        let mut retries = 0;
+        loop {
+            match self.call_once(call.clone()) {
+                Err(BenchError::Partita(e)) if e.status() == 449 && retries < RETRIES => {
+                    retries += 1;
+                }
+                res => return res,
+            }
+        }
+    }
+}
+
+impl PartitaCaller {
+    fn call_once(&mut self, call: Call) -> Result<usize, BenchError> {
         match (self.flavor, call) {
             (Flavor::Native, Call::CreateComment { post_id, comment }) => {
                 blog::create_comment(&self.posts, &post_id, comment)?;

@@ -244,8 +244,10 @@ impl PgCluster {
 
 /// The relaxed and durable PostgreSQL slots, sharing one cluster; both
 /// skipped with the reason when it cannot start. With `partita`, also
-/// Partita native stored in the same cluster, relaxed and durable.
-pub fn slots(options: PeerOptions, partita: bool) -> Vec<Slot> {
+/// Partita native stored in the same cluster, relaxed and durable, once
+/// per node count in `nodes` (see
+/// [`PartitaTarget::on_postgres`](crate::partita::PartitaTarget::on_postgres)).
+pub fn slots(options: PeerOptions, partita: bool, nodes: &[usize]) -> Vec<Slot> {
     match PgCluster::start(options) {
         Ok(cluster) => {
             let cluster = std::sync::Arc::new(cluster);
@@ -258,20 +260,23 @@ pub fn slots(options: PeerOptions, partita: bool) -> Vec<Slot> {
                 })
                 .into();
             if partita {
-                for durability in [Durability::Relaxed, Durability::Durable] {
-                    let target = crate::partita::PartitaTarget::on_postgres(
-                        crate::partita::Flavor::Native,
-                        durability,
-                        cluster.clone(),
-                    );
-                    slots.push(match target {
-                        Ok(target) => Slot::Ready(Box::new(target)),
-                        Err(reason) => Slot::Skipped {
-                            system: "Partita native (PostgreSQL)".to_owned(),
+                for &n in nodes {
+                    for durability in [Durability::Relaxed, Durability::Durable] {
+                        let target = crate::partita::PartitaTarget::on_postgres(
+                            crate::partita::Flavor::Native,
                             durability,
-                            reason,
-                        },
-                    });
+                            cluster.clone(),
+                            n,
+                        );
+                        slots.push(match target {
+                            Ok(target) => Slot::Ready(Box::new(target)),
+                            Err(reason) => Slot::Skipped {
+                                system: format!("Partita native (PostgreSQL, {n} nodes)"),
+                                durability,
+                                reason,
+                            },
+                        });
+                    }
                 }
             }
             slots
