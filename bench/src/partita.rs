@@ -366,8 +366,14 @@ impl Target for PartitaTarget {
             (Durability::Memory, _) => Database::in_memory(),
             (_, Some((cluster, _))) => {
                 self.rows += 1;
-                // The relaxed and durable targets share the cluster.
-                let name = format!("partita_{}_{}", self.durability.name(), self.rows);
+                // The relaxed and durable targets, and those of each node
+                // count, share the cluster.
+                let name = format!(
+                    "partita_{}_{}n_{}",
+                    self.durability.name(),
+                    self.nodes,
+                    self.rows
+                );
                 let created = cluster.create_database(&name)?;
                 let db = Database::open_url(&created, options.clone())?;
                 url = Some(created);
