@@ -296,7 +296,13 @@ fn a_string_doubled_with_plus_fails_its_call_not_the_host() -> Result {
     // failure is fatal. In a worker it meets the address-space limit.
     let budget = fails_and_recovers(
         "var s = '0123456789abcdef'; while (true) { s = s + s; }",
-        |l| l,
+        // Reaching the limit takes seconds on a busy machine: the wall
+        // clock must not be what stops it.
+        |l| Limits {
+            wall_time: Duration::from_secs(120),
+            accept_wall_time: Duration::from_secs(100),
+            ..l
+        },
     )?;
     match budget {
         Budget::Memory { limit, what } => {

@@ -93,9 +93,19 @@ fn concurrent_calls_keep_the_invariant() -> Result {
     let posts = blog_posts(&db)?;
     let threads = 4;
     let calls = 25;
+    // A debug build on a busy machine: the wall clock must not be what
+    // fails a call.
+    let options = partita::ProcedureOptions {
+        limits: Some(partita::Limits {
+            wall_time: std::time::Duration::from_secs(120),
+            accept_wall_time: std::time::Duration::from_secs(100),
+            ..partita::Limits::default()
+        }),
+        ..Default::default()
+    };
     std::thread::scope(|s| {
         for t in 0..threads {
-            let posts = posts.clone();
+            let (posts, options) = (posts.clone(), &options);
             s.spawn(move || {
                 for i in 0..calls {
                     let comment = json!({"id": format!("c{t}-{i}"), "type": "comment"});
@@ -104,7 +114,7 @@ fn concurrent_calls_keep_the_invariant() -> Result {
                             "createComment",
                             "p1",
                             vec![json!("p1"), comment],
-                            None,
+                            Some(options),
                         )
                         .expect("call");
                 }
