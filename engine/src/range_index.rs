@@ -27,7 +27,7 @@ use crate::indexing::{DocumentPath, IndexingMode, IndexingPolicy};
 const UNINDEXED: [&str; 4] = ["_rid", "_self", "_etag", "_attachments"];
 
 /// The text of the path of `labels` from the root.
-pub(crate) fn path_key<S: AsRef<str>>(labels: &[S]) -> String {
+pub fn path_key<S: AsRef<str>>(labels: &[S]) -> String {
     let mut key = String::new();
     for label in labels {
         key.push('/');
@@ -44,7 +44,7 @@ pub(crate) fn path_key<S: AsRef<str>>(labels: &[S]) -> String {
 
 /// The bytes of a scalar, ordered as Cosmos DB orders values; `None` for
 /// an array or an object.
-pub(crate) fn value_key(value: &Value) -> Option<Vec<u8>> {
+pub fn value_key(value: &Value) -> Option<Vec<u8>> {
     Some(match value {
         Value::Null => vec![1],
         Value::Bool(false) => vec![2],
