@@ -772,6 +772,25 @@ impl SqliteStorage {
         Ok(())
     }
 
+    /// The policy of the range index of `container`, when it is ready.
+    /// A read of the index asks again after its statement: a new policy
+    /// empties the index in a batch written only after the state says it
+    /// is not ready, so an unchanged answer means the read saw the index
+    /// whole (see [`IndexState`]).
+    fn ready_index(&self, container: &str) -> Option<Arc<IndexingPolicy>> {
+        match self.shared.indexes.read().get(container) {
+            Some(state) if state.ready => Some(Arc::clone(&state.policy)),
+            _ => None,
+        }
+    }
+
+    /// Whether the range index of `container` is still ready under
+    /// `policy` (see [`SqliteStorage::ready_index`]).
+    fn still_ready(&self, container: &str, policy: &Arc<IndexingPolicy>) -> bool {
+        self.ready_index(container)
+            .is_some_and(|now| Arc::ptr_eq(&now, policy))
+    }
+
     /// The terms of `terms` the index of `container` can answer, each with
     /// its path key, and what the pending documents of the container say
     /// instead of the index (their partition, rid, and whether they
@@ -783,10 +802,7 @@ impl SqliteStorage {
         terms: &[IndexTerm],
         order: Option<&[String]>,
     ) -> Option<(Vec<PathTerm>, Vec<Overlaid>)> {
-        let policy = match self.shared.indexes.read().get(container) {
-            Some(state) if state.ready => Arc::clone(&state.policy),
-            _ => return None,
-        };
+        let policy = self.ready_index(container)?;
         let terms: Vec<PathTerm> = terms
             .iter()
             .filter(|t| {
@@ -1402,6 +1418,9 @@ impl Storage for SqliteStorage {
         container: &str,
         terms: &[IndexTerm],
     ) -> Result<Option<Vec<(PartitionKey, u64)>>> {
+        let Some(policy) = self.ready_index(container) else {
+            return Ok(None);
+        };
         let Some((mut terms, overlay)) = self.index_view(container, terms, None) else {
             return Ok(None);
         };
@@ -1459,6 +1478,9 @@ impl Storage for SqliteStorage {
             found.insert((row.get(0)?, row.get::<_, i64>(1)? as u64));
             Ok(ControlFlow::Continue(()))
         })?;
+        if !self.still_ready(container, &policy) {
+            return Ok(None);
+        }
         for entry in overlay {
             found.remove(&(entry.pk.clone(), entry.rid));
             if entry.key.is_some() {
@@ -1478,11 +1500,10 @@ impl Storage for SqliteStorage {
         let Some((terms, overlay)) = self.index_view(container, walk.terms, Some(walk.path)) else {
             return Ok(None);
         };
-        let order_labels: Vec<&str> = walk.path.iter().map(String::as_str).collect();
-        let policy = match self.shared.indexes.read().get(container) {
-            Some(state) => Arc::clone(&state.policy),
-            None => return Ok(None),
+        let Some(policy) = self.ready_index(container) else {
+            return Ok(None);
         };
+        let order_labels: Vec<&str> = walk.path.iter().map(String::as_str).collect();
         if !range_index::is_indexed(&policy, &order_labels) {
             return Ok(None);
         }
@@ -1524,6 +1545,9 @@ impl Storage for SqliteStorage {
             }
             Ok(ControlFlow::Continue(()))
         })?;
+        if !self.still_ready(container, &policy) {
+            return Ok(None);
+        }
         let before = |key: &[u8], bound: &[u8]| match walk.descending {
             false => key < bound,
             true => key > bound,
