@@ -445,10 +445,10 @@ struct Overlaid {
 }
 
 /// `?n, ?n+1, …` for `values`, which join `params`.
-fn placeholders(values: &[Vec<u8>], params: &mut Vec<SqlValue>) -> String {
-    let mut list = Vec::with_capacity(values.len());
+fn placeholders(values: impl IntoIterator<Item = SqlValue>, params: &mut Vec<SqlValue>) -> String {
+    let mut list = Vec::new();
     for value in values {
-        params.push(value.clone().into());
+        params.push(value);
         list.push(format!("?{}", params.len()));
     }
     list.join(", ")
@@ -464,7 +464,7 @@ fn term_filters(terms: &[PathTerm], params: &mut Vec<SqlValue>) -> String {
         sql.push_str(&format!(
             " AND EXISTS (SELECT 1 FROM idx AS t WHERE t.container = ?1 AND t.path = ?{path} \
              AND t.value IN ({}) AND t.pk = i.pk AND t.rid = i.rid)",
-            placeholders(&term.values, params)
+            placeholders(term.values.iter().cloned().map(SqlValue::Blob), params)
         ));
     }
     sql
@@ -1125,12 +1125,11 @@ impl SqliteStorage {
         let only = match rids {
             Some(rids) => {
                 overlay.retain(|(_, p)| rids.binary_search(&p.rid).is_ok());
-                let mut list = Vec::with_capacity(rids.len());
-                for rid in rids {
-                    params.push(SqlValue::Integer(*rid as i64));
-                    list.push(format!("?{}", params.len()));
-                }
-                format!(" AND d.rid IN ({})", list.join(", "))
+                let list = placeholders(
+                    rids.iter().map(|rid| SqlValue::Integer(*rid as i64)),
+                    &mut params,
+                );
+                format!(" AND d.rid IN ({list})")
             }
             None => String::new(),
         };
@@ -1470,7 +1469,10 @@ impl Storage for SqliteStorage {
         ];
         let sql = format!(
             "SELECT i.pk, i.rid FROM idx AS i WHERE i.container = ?1 AND i.path = ?2 AND i.value IN ({}){}",
-            placeholders(&first.values, &mut params),
+            placeholders(
+                first.values.iter().cloned().map(SqlValue::Blob),
+                &mut params
+            ),
             term_filters(rest, &mut params)
         );
         let mut found: BTreeSet<(String, u64)> = BTreeSet::new();
