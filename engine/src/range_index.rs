@@ -18,6 +18,7 @@
 //! `_etag`, `_attachments`) have no entries; `_ts` has.
 
 use std::collections::BTreeSet;
+use std::ops::Bound;
 
 use serde_json::Value;
 
@@ -64,20 +65,32 @@ pub fn value_key(value: &Value) -> Option<Vec<u8>> {
                 !bits
             };
             let mut key = Vec::with_capacity(9);
-            key.push(4);
+            key.push(NUMBERS);
             key.extend_from_slice(&ordered.to_be_bytes());
             key
         }
         Value::String(s) => {
             let mut key = Vec::with_capacity(1 + s.len());
-            key.push(5);
-            key.extend_from_slice(s.as_bytes());
+            key.push(STRINGS);
+            // UTF-8's order is code points'; Cosmos DB orders strings by
+            // UTF-16 code units (`query::order::cmp_str`), which puts
+            // U+E000..U+FFFF after the characters beyond U+FFFF. Their
+            // lead bytes, 0xEE and 0xEF, become 0xF5 and 0xF6 (which UTF-8
+            // never uses) to sort after 0xF0..0xF4; a lead byte is only
+            // ever compared with another, past an equal prefix.
+            key.extend(s.bytes().map(|b| match b {
+                0xEE => 0xF5,
+                0xEF => 0xF6,
+                b => b,
+            }));
             key
         }
         Value::Array(_) | Value::Object(_) => return None,
     })
 }
 
+/// The first key of a number.
+const NUMBERS: u8 = 4;
 /// The key of any array ([`order_key`]).
 const ARRAY: u8 = 6;
 /// The key of any object ([`order_key`]).
@@ -137,20 +150,66 @@ pub(crate) fn is_indexed(policy: &IndexingPolicy, labels: &[&str]) -> bool {
     policy.is_indexed(&DocumentPath::of_labels(labels.iter().copied()))
 }
 
-/// What a query asks of the index: the documents whose scalar at `path`
-/// has one of `values` (the keys of [`value_key`]).
+/// The keys a term accepts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Accept {
+    /// One of these keys (of [`value_key`]), sorted, at least one.
+    Values(Vec<Vec<u8>>),
+    /// The keys (of [`order_key`]) between these bounds; both unbounded
+    /// accepts every value, arrays and objects included (`IS_DEFINED`).
+    Range(Bound<Vec<u8>>, Bound<Vec<u8>>),
+}
+
+impl Accept {
+    /// Whether `key`, a value's [`order_key`], is accepted.
+    pub fn accepts(&self, key: &[u8]) -> bool {
+        match self {
+            Accept::Values(values) => values.binary_search_by(|v| v.as_slice().cmp(key)).is_ok(),
+            Accept::Range(low, high) => {
+                (match low {
+                    Bound::Included(low) => key >= low.as_slice(),
+                    Bound::Excluded(low) => key > low.as_slice(),
+                    Bound::Unbounded => true,
+                }) && (match high {
+                    Bound::Included(high) => key <= high.as_slice(),
+                    Bound::Excluded(high) => key < high.as_slice(),
+                    Bound::Unbounded => true,
+                })
+            }
+        }
+    }
+}
+
+/// What a query asks of the index: the documents whose value at `path`
+/// has a key `accept` accepts.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IndexTerm {
     /// The path's labels from the root.
     pub path: Vec<String>,
-    /// The accepted values' keys, sorted, at least one.
-    pub values: Vec<Vec<u8>>,
+    /// The keys it accepts.
+    pub accept: Accept,
 }
 
+/// How a value at a path compares with a constant, for [`IndexTerm::compare`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Comparison {
+    /// `<`
+    Less,
+    /// `<=`
+    AtMost,
+    /// `>`
+    Greater,
+    /// `>=`
+    AtLeast,
+}
+
+/// The first key past every number's, and the first key of a string.
+const STRINGS: u8 = 5;
+
 impl IndexTerm {
-    /// The term `path = value`; `None` for a value that has no entry
-    /// (an array or an object) or a path that cannot have one.
-    pub(crate) fn equal(path: Vec<String>, value: &Value) -> Option<IndexTerm> {
+    /// A term on `path` that accepts `accept`; `None` for a path that
+    /// cannot have an entry.
+    fn on(path: Vec<String>, accept: Accept) -> Option<IndexTerm> {
         if path.is_empty()
             || path
                 .first()
@@ -158,10 +217,80 @@ impl IndexTerm {
         {
             return None;
         }
-        Some(IndexTerm {
+        Some(IndexTerm { path, accept })
+    }
+
+    /// The term `path = value`; `None` for a value that has no entry
+    /// (an array or an object) or a path that cannot have one.
+    pub(crate) fn equal(path: Vec<String>, value: &Value) -> Option<IndexTerm> {
+        IndexTerm::within(path, [value])
+    }
+
+    /// The term `path IN (values)`; `None` as [`IndexTerm::equal`] for
+    /// any of them, or for none.
+    pub(crate) fn within<'v>(
+        path: Vec<String>,
+        values: impl IntoIterator<Item = &'v Value>,
+    ) -> Option<IndexTerm> {
+        let mut keys = values
+            .into_iter()
+            .map(value_key)
+            .collect::<Option<Vec<_>>>()?;
+        keys.sort();
+        keys.dedup();
+        if keys.is_empty() {
+            return None;
+        }
+        IndexTerm::on(path, Accept::Values(keys))
+    }
+
+    /// The term `path <op> value` for a number or a string `value`: the
+    /// values of its type on that side of it (a comparison of two types
+    /// is undefined, so false). `None` for any other value.
+    pub(crate) fn compare(path: Vec<String>, op: Comparison, value: &Value) -> Option<IndexTerm> {
+        let (start, end) = type_span(value)?;
+        let key = value_key(value)?;
+        let (low, high) = match op {
+            Comparison::Less => (Bound::Included(start), Bound::Excluded(key)),
+            Comparison::AtMost => (Bound::Included(start), Bound::Included(key)),
+            Comparison::Greater => (Bound::Excluded(key), Bound::Excluded(end)),
+            Comparison::AtLeast => (Bound::Included(key), Bound::Excluded(end)),
+        };
+        IndexTerm::on(path, Accept::Range(low, high))
+    }
+
+    /// The term `path BETWEEN low AND high`, for two numbers or two
+    /// strings; `None` otherwise.
+    pub(crate) fn between(path: Vec<String>, low: &Value, high: &Value) -> Option<IndexTerm> {
+        if type_span(low)? != type_span(high)? {
+            return None;
+        }
+        IndexTerm::on(
             path,
-            values: vec![value_key(value)?],
-        })
+            Accept::Range(
+                Bound::Included(value_key(low)?),
+                Bound::Included(value_key(high)?),
+            ),
+        )
+    }
+
+    /// The term `STARTSWITH(path, prefix)` (case-sensitive): the strings
+    /// whose key begins with the prefix's.
+    pub(crate) fn starts_with(path: Vec<String>, prefix: &str) -> Option<IndexTerm> {
+        let low = value_key(&Value::String(prefix.to_owned()))?;
+        // No string's key holds 0xFF (see `value_key`), so every key that
+        // extends the prefix's comes before this one.
+        let mut high = low.clone();
+        high.push(0xFF);
+        IndexTerm::on(
+            path,
+            Accept::Range(Bound::Included(low), Bound::Excluded(high)),
+        )
+    }
+
+    /// The term `IS_DEFINED(path)`: any value.
+    pub(crate) fn defined(path: Vec<String>) -> Option<IndexTerm> {
+        IndexTerm::on(path, Accept::Range(Bound::Unbounded, Bound::Unbounded))
     }
 
     /// [`path_key`] of the term's path.
@@ -181,7 +310,17 @@ impl IndexTerm {
                 _ => return false,
             }
         }
-        value_key(at).is_some_and(|key| self.values.binary_search(&key).is_ok())
+        self.accept.accepts(&order_key(at))
+    }
+}
+
+/// The keys of `value`'s type, from the first to the first past the
+/// last, for a number or a string.
+fn type_span(value: &Value) -> Option<(Vec<u8>, Vec<u8>)> {
+    match value {
+        Value::Number(_) => Some((vec![NUMBERS], vec![STRINGS])),
+        Value::String(_) => Some((vec![STRINGS], vec![ARRAY])),
+        _ => None,
     }
 }
 
@@ -270,5 +409,80 @@ mod tests {
         assert!(!term.matches(&json!({"a": {}})));
         assert!(IndexTerm::equal(vec!["_rid".into()], &json!("x")).is_none());
         assert!(IndexTerm::equal(vec!["a".into()], &json!([1])).is_none());
+    }
+
+    #[test]
+    fn string_keys_sort_as_the_query_engine_compares_strings() {
+        let samples = [
+            "",
+            "a",
+            "ab",
+            "b",
+            "é",
+            "\u{7ff}",
+            "\u{800}",
+            "\u{d7ff}",
+            "\u{e000}",
+            "\u{e000}a",
+            "\u{ffff}",
+            "\u{10000}",
+            "\u{10000}a",
+            "\u{10ffff}",
+            "z\u{e000}",
+            "z\u{10000}",
+        ];
+        for a in samples {
+            for b in samples {
+                let (ka, kb) = (value_key(&json!(a)).unwrap(), value_key(&json!(b)).unwrap());
+                assert_eq!(
+                    ka.cmp(&kb),
+                    crate::query::order::cmp_str(a, b),
+                    "{a:?} {b:?}"
+                );
+                assert!(!ka.contains(&0xFF));
+            }
+        }
+    }
+
+    #[test]
+    fn ranges_keep_to_the_type_of_their_constant() {
+        let path = || vec!["n".to_owned()];
+        let above = IndexTerm::compare(path(), Comparison::Greater, &json!(2)).unwrap();
+        assert!(above.matches(&json!({"n": 2.5})));
+        for no in [
+            json!(2),
+            json!(1),
+            json!("3"),
+            json!([3]),
+            json!(null),
+            json!(true),
+        ] {
+            assert!(!above.matches(&json!({ "n": no })), "{no}");
+        }
+        let below = IndexTerm::compare(path(), Comparison::AtMost, &json!("b")).unwrap();
+        assert!(below.matches(&json!({"n": "b"})) && below.matches(&json!({"n": ""})));
+        assert!(!below.matches(&json!({"n": "ba"})) && !below.matches(&json!({"n": 1})));
+        assert!(IndexTerm::compare(path(), Comparison::Less, &json!(true)).is_none());
+        assert!(IndexTerm::between(path(), &json!(1), &json!("z")).is_none());
+        let between = IndexTerm::between(path(), &json!(1), &json!(3)).unwrap();
+        assert!(between.matches(&json!({"n": 1})) && between.matches(&json!({"n": 3})));
+        assert!(!between.matches(&json!({"n": 3.5})));
+        let prefix = IndexTerm::starts_with(path(), "ab").unwrap();
+        assert!(
+            prefix.matches(&json!({"n": "ab"})) && prefix.matches(&json!({"n": "ab\u{10ffff}"}))
+        );
+        assert!(!prefix.matches(&json!({"n": "a"})) && !prefix.matches(&json!({"n": "ac"})));
+        let defined = IndexTerm::defined(path()).unwrap();
+        assert!(defined.matches(&json!({"n": {}})) && defined.matches(&json!({"n": null})));
+        assert!(!defined.matches(&json!({"m": 1})));
+        let within = IndexTerm::within(path(), [&json!(2), &json!("x"), &json!(2.0)]).unwrap();
+        assert_eq!(
+            within.accept,
+            Accept::Values(vec![
+                value_key(&json!(2)).unwrap(),
+                value_key(&json!("x")).unwrap()
+            ])
+        );
+        assert!(IndexTerm::within(path(), [&json!(1), &json!([1])]).is_none());
     }
 }

@@ -106,6 +106,57 @@ fn a_filter_on_indexed_paths_reads_only_the_documents_the_index_names() -> anyho
 }
 
 #[test]
+fn ranges_lists_prefixes_and_definedness_read_only_what_matches() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let db = Database::open(dir.path())?;
+    let c = db.create_container("c", "/pk")?;
+    c.import_items((0..2_000).map(doc), &Default::default(), &mut |_| {})?;
+    c.upsert_item("p0", json!({"id": "odd", "pk": "p0", "rare": [1]}), None)?;
+    let all: Vec<Value> = (0..2_000).map(doc).collect();
+    let count = |f: &dyn Fn(&Value) -> bool| all.iter().filter(|d| f(d)).count() as u64;
+    let user = |d: &Value| d["user"].as_str().unwrap().to_owned();
+    for (sql, expected) in [
+        ("SELECT * FROM c WHERE c.n > 5", count(&|d| d["n"] == 6)),
+        (
+            "SELECT * FROM c WHERE 1 >= c.n",
+            count(&|d| d["n"].as_u64() <= Some(1)),
+        ),
+        (
+            "SELECT * FROM c WHERE c.n BETWEEN 2 AND 3",
+            count(&|d| matches!(d["n"].as_u64(), Some(2 | 3))),
+        ),
+        (
+            "SELECT * FROM c WHERE c.user IN ('u1', 'u2')",
+            count(&|d| matches!(user(d).as_str(), "u1" | "u2")),
+        ),
+        (
+            "SELECT * FROM c WHERE STARTSWITH(c.user, 'u1')",
+            count(&|d| user(d).starts_with("u1")),
+        ),
+        (
+            "SELECT * FROM c WHERE c.user < 'u10'",
+            count(&|d| user(d).as_str() < "u10"),
+        ),
+        ("SELECT * FROM c WHERE IS_DEFINED(c.rare)", 1),
+        // The walk starts where the range does.
+        ("SELECT TOP 5 * FROM c ORDER BY c.id", 5),
+        ("SELECT TOP 5 * FROM c WHERE c.id > 'd5' ORDER BY c.id", 5),
+    ] {
+        let (got, scanned) = pages(&c, sql, &Params::new(), None)?;
+        assert_eq!(got[0].0.len() as u64, expected, "{sql}");
+        match sql.contains("ORDER BY") {
+            // Twice the page, and the row after it.
+            true => assert!(scanned <= 2 * (expected + 1), "{sql}: read {scanned}"),
+            false => assert_eq!(scanned, expected, "{sql}"),
+        }
+    }
+    // Types do not mix: a number is never less than a string.
+    let (got, _) = pages(&c, "SELECT * FROM c WHERE c.n < 'a'", &Params::new(), None)?;
+    assert!(got[0].0.is_empty());
+    Ok(())
+}
+
+#[test]
 fn a_new_policy_builds_its_index_in_the_background_and_queries_stay_right() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let sql = "SELECT VALUE COUNT(1) FROM c WHERE c.n = 4";
@@ -156,7 +207,12 @@ fn scalar() -> impl Strategy<Value = Value> {
         (0i64..4).prop_map(Value::from),
         Just(json!(1.5)),
         Just(json!("x")),
+        Just(json!("xy")),
         Just(json!("y")),
+        Just(json!("")),
+        // UTF-16 order puts U+E000 after U+10000; UTF-8's, before.
+        Just(json!("\u{e000}")),
+        Just(json!("\u{10000}")),
         Just(json!(true)),
         Just(json!(null)),
         Just(json!([1])),
@@ -187,16 +243,41 @@ fn step() -> impl Strategy<Value = Step> {
     ]
 }
 
+/// A condition on `path` with the parameters `@{name}a` and `@{name}b`:
+/// each kind the index answers, and a constant on either side.
+fn condition(path: &str, name: &str, kind: u8, flip: bool) -> String {
+    let (a, b) = (format!("@{name}a"), format!("@{name}b"));
+    let compare = |op: &str, flipped: &str| match flip {
+        false => format!("{path} {op} {a}"),
+        true => format!("{a} {flipped} {path}"),
+    };
+    match kind {
+        0 => compare("=", "="),
+        1 => compare("<", ">"),
+        2 => compare("<=", ">="),
+        3 => compare(">", "<"),
+        4 => compare(">=", "<="),
+        5 => format!("{path} IN ({a}, {b})"),
+        6 => format!("{path} BETWEEN {a} AND {b}"),
+        7 if flip => format!("STARTSWITH({path}, {a}, false)"),
+        7 => format!("STARTSWITH({path}, {a})"),
+        _ => format!("IS_DEFINED({path})"),
+    }
+}
+
 fn query() -> impl Strategy<Value = (String, Params)> {
-    let term = prop_oneof![
-        scalar().prop_map(|v| ("c.a".to_owned(), v)),
-        scalar().prop_map(|v| ("c.o.k".to_owned(), v)),
-        (0i64..100).prop_map(|n| ("c.n".to_owned(), json!(n))),
-    ];
+    let term = (
+        prop_oneof![Just("c.a"), Just("c.o.k"), Just("c.n")],
+        0u8..9,
+        any::<bool>(),
+        scalar(),
+        scalar(),
+    );
     let shape = prop_oneof![
         Just("SELECT * FROM c WHERE {w}"),
         Just("SELECT c.id, c.a FROM c WHERE {w} ORDER BY c.n DESC"),
         Just("SELECT TOP 3 * FROM c WHERE {w} ORDER BY c.a"),
+        Just("SELECT * FROM c WHERE {w} ORDER BY c.a DESC"),
         Just("SELECT VALUE COUNT(1) FROM c WHERE {w}"),
         Just("SELECT DISTINCT VALUE c.a FROM c WHERE {w}"),
     ];
@@ -206,9 +287,16 @@ fn query() -> impl Strategy<Value = (String, Params)> {
             let mut conjuncts: Vec<String> = terms
                 .into_iter()
                 .enumerate()
-                .map(|(i, (path, value))| {
-                    params.insert(format!("@v{i}"), value);
-                    format!("{path} = @v{i}")
+                .map(|(i, (path, kind, flip, a, b))| {
+                    let name = format!("v{i}");
+                    // `c.n` holds numbers: compare it with numbers mostly.
+                    let (a, b) = match (path, a, b) {
+                        ("c.n", Value::String(_), b) => (json!(i * 30), b),
+                        (_, a, b) => (a, b),
+                    };
+                    params.insert(format!("@{name}a"), a);
+                    params.insert(format!("@{name}b"), b);
+                    condition(path, &name, kind, flip)
                 })
                 .collect();
             if extra {

@@ -10,6 +10,7 @@
 use serde_json::Value;
 
 use crate::query::functions::Func;
+use crate::range_index::Comparison;
 
 /// A compiled query: immutable, cheap to share between threads and reusable
 /// with different parameters.
@@ -51,13 +52,26 @@ impl Query {
     /// [`Query::equality_paths`] with the literal or parameter each path
     /// must equal.
     pub(crate) fn equalities(&self) -> Vec<(Vec<String>, &Expr)> {
+        self.conditions()
+            .into_iter()
+            .filter_map(|(path, condition)| match condition {
+                Condition::Eq(constant) => Some((path, constant)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The conditions every row of the query satisfies on a path of the
+    /// document (see [`Condition`]): those joined by AND at the top of
+    /// WHERE, in a query of the document itself (no JOIN, no FROM path).
+    pub(crate) fn conditions(&self) -> Vec<(Vec<String>, Condition<'_>)> {
         let mut terms = Vec::new();
         let rooted = self
             .from
             .as_ref()
             .is_none_or(|f| f.root_path.is_empty() && f.joins.is_empty());
         if let (true, Some(filter)) = (rooted, &self.filter) {
-            collect_equalities(filter, &mut terms);
+            collect_conditions(filter, &mut terms);
         }
         terms
     }
@@ -81,22 +95,92 @@ impl Query {
     }
 }
 
-fn collect_equalities<'q>(expr: &'q Expr, out: &mut Vec<(Vec<String>, &'q Expr)>) {
-    match expr {
+/// A condition on a path of the document that a WHERE clause requires
+/// ([`Query::conditions`]); the constants are literals or parameters.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Condition<'q> {
+    /// `path = constant`
+    Eq(&'q Expr),
+    /// `path <op> constant` (with `constant <op> path` turned around).
+    Cmp(Comparison, &'q Expr),
+    /// `path IN (constants)`
+    In(&'q [Expr]),
+    /// `path BETWEEN low AND high`
+    Between(&'q Expr, &'q Expr),
+    /// `STARTSWITH(path, constant)`, case-sensitive (no third argument,
+    /// or a literal `false`).
+    StartsWith(&'q Expr),
+    /// `IS_DEFINED(path)`
+    Defined,
+}
+
+fn collect_conditions<'q>(expr: &'q Expr, out: &mut Vec<(Vec<String>, Condition<'q>)>) {
+    let constant = |e: &Expr| matches!(e, Expr::Lit(_) | Expr::Param(_));
+    let term = match expr {
         Expr::Binary(BinOp::And, a, b) => {
-            collect_equalities(a, out);
-            collect_equalities(b, out);
+            collect_conditions(a, out);
+            collect_conditions(b, out);
+            return;
         }
-        Expr::Binary(BinOp::Eq, a, b) => {
-            let constant = |e: &Expr| matches!(e, Expr::Lit(_) | Expr::Param(_));
-            let term = match (&**a, &**b) {
-                (p, c) | (c, p) if constant(c) => document_path(p).map(|path| (path, c)),
+        Expr::Binary(op, a, b) => {
+            let compare = |op: BinOp| match op {
+                BinOp::Eq => None,
+                BinOp::Lt => Some(Comparison::Less),
+                BinOp::Le => Some(Comparison::AtMost),
+                BinOp::Gt => Some(Comparison::Greater),
+                BinOp::Ge => Some(Comparison::AtLeast),
                 _ => None,
             };
-            out.extend(term);
+            let flipped = match op {
+                BinOp::Lt => BinOp::Gt,
+                BinOp::Le => BinOp::Ge,
+                BinOp::Gt => BinOp::Lt,
+                BinOp::Ge => BinOp::Le,
+                op => *op,
+            };
+            let (path, c, op) = match (&**a, &**b) {
+                (p, c) if constant(c) => (p, c, *op),
+                (c, p) if constant(c) => (p, c, flipped),
+                _ => return,
+            };
+            let condition = match op {
+                BinOp::Eq => Condition::Eq(c),
+                op => match compare(op) {
+                    Some(cmp) => Condition::Cmp(cmp, c),
+                    None => return,
+                },
+            };
+            document_path(path).map(|path| (path, condition))
         }
-        _ => {}
-    }
+        Expr::In {
+            expr,
+            list,
+            negated: false,
+        } if list.iter().all(constant) => {
+            document_path(expr).map(|path| (path, Condition::In(list)))
+        }
+        Expr::Between {
+            expr,
+            low,
+            high,
+            negated: false,
+        } if constant(low) && constant(high) => {
+            document_path(expr).map(|path| (path, Condition::Between(low, high)))
+        }
+        Expr::Call(Func::StartsWith, args) => match args.as_slice() {
+            [p, c] if constant(c) => document_path(p).map(|path| (path, Condition::StartsWith(c))),
+            [p, c, Expr::Lit(flag)] if constant(c) && **flag == Value::Bool(false) => {
+                document_path(p).map(|path| (path, Condition::StartsWith(c)))
+            }
+            _ => None,
+        },
+        Expr::Call(Func::IsDefined, args) => match args.as_slice() {
+            [p] => document_path(p).map(|path| (path, Condition::Defined)),
+            _ => None,
+        },
+        _ => None,
+    };
+    out.extend(term);
 }
 
 impl Query {

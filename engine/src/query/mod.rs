@@ -69,7 +69,7 @@ mod eval;
 mod exec;
 mod functions;
 mod lexer;
-mod order;
+pub(crate) mod order;
 mod parser;
 mod plan;
 mod prefilter;

@@ -20,7 +20,7 @@
 use memchr::memmem::Finder;
 use serde_json::Value;
 
-use crate::query::ast::{Expr, Query};
+use crate::query::ast::{Condition, Expr, Query};
 use crate::range_index::IndexTerm;
 use crate::stamp::SYSTEM_PROPERTIES;
 
@@ -78,18 +78,31 @@ impl Needles {
 }
 
 /// What `q` asks of a range index, given its parameter values `bound`:
-/// its `path = constant` terms of [`Query::equalities`] (so in a query of
-/// the document itself) on a scalar constant.
+/// a term for each of its [`Query::conditions`] (so in a query of the
+/// document itself) that one can express.
 pub(crate) fn index_terms(q: &Query, bound: &[Option<&Value>]) -> Vec<IndexTerm> {
-    q.equalities()
+    fn value<'v>(constant: &'v Expr, bound: &[Option<&'v Value>]) -> Option<&'v Value> {
+        match constant {
+            Expr::Lit(value) => Some(&**value),
+            Expr::Param(i) => bound.get(*i).copied().flatten(),
+            _ => None,
+        }
+    }
+    let value = |constant| value(constant, bound);
+    q.conditions()
         .into_iter()
-        .filter_map(|(path, constant)| {
-            let value = match constant {
-                Expr::Lit(value) => Some(&**value),
-                Expr::Param(i) => bound.get(*i).copied().flatten(),
+        .filter_map(|(path, condition)| match condition {
+            Condition::Eq(c) => IndexTerm::equal(path, value(c)?),
+            Condition::Cmp(op, c) => IndexTerm::compare(path, op, value(c)?),
+            Condition::In(list) => {
+                IndexTerm::within(path, list.iter().map(value).collect::<Option<Vec<_>>>()?)
+            }
+            Condition::Between(low, high) => IndexTerm::between(path, value(low)?, value(high)?),
+            Condition::StartsWith(c) => match value(c)? {
+                Value::String(prefix) => IndexTerm::starts_with(path, prefix),
                 _ => None,
-            };
-            IndexTerm::equal(path, value?)
+            },
+            Condition::Defined => IndexTerm::defined(path),
         })
         .collect()
 }
@@ -184,6 +197,44 @@ mod tests {
         // A parameter the caller did not bind.
         let q = parse("SELECT * FROM c WHERE c.a = @missing").unwrap();
         assert!(Needles::of(&q, &[None]).is_empty());
+    }
+
+    fn terms(sql: &str) -> Vec<IndexTerm> {
+        index_terms(&parse(sql).unwrap(), &[])
+    }
+
+    #[test]
+    fn the_conditions_every_row_satisfies_give_index_terms() {
+        let path = |p: &str| vec![p.to_owned()];
+        let compare = crate::range_index::Comparison::Greater;
+        assert_eq!(
+            terms("SELECT * FROM c WHERE 3 < c.n AND c.s IN ('a', 'b') AND IS_DEFINED(c.d)"),
+            [
+                IndexTerm::compare(path("n"), compare, &json!(3)).unwrap(),
+                IndexTerm::within(path("s"), [&json!("a"), &json!("b")]).unwrap(),
+                IndexTerm::defined(path("d")).unwrap(),
+            ]
+        );
+        assert_eq!(
+            terms("SELECT * FROM c WHERE STARTSWITH(c.s, 'x', false) AND c.n BETWEEN 1 AND 2"),
+            [
+                IndexTerm::starts_with(path("s"), "x").unwrap(),
+                IndexTerm::between(path("n"), &json!(1), &json!(2)).unwrap(),
+            ]
+        );
+        for sql in [
+            "SELECT * FROM c WHERE c.s NOT IN ('a')",
+            "SELECT * FROM c WHERE c.n NOT BETWEEN 1 AND 2",
+            "SELECT * FROM c WHERE STARTSWITH(c.s, 'x', true)",
+            "SELECT * FROM c WHERE NOT IS_DEFINED(c.d)",
+            "SELECT * FROM c WHERE c.n > 1 OR c.n < 0",
+            "SELECT * FROM c WHERE c.n != 1",
+            "SELECT * FROM c WHERE c.n > c.m",
+            "SELECT * FROM c WHERE c.b > true",
+            "SELECT VALUE c FROM c JOIN t IN c.tags WHERE t > 1",
+        ] {
+            assert_eq!(terms(sql), [], "{sql}");
+        }
     }
 
     #[test]

@@ -101,7 +101,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::File;
-use std::ops::ControlFlow;
+use std::ops::{Bound, ControlFlow};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
@@ -124,7 +124,7 @@ use crate::document::{Document, now_secs};
 use crate::error::{Error, Result};
 use crate::indexing::{IndexingMode, IndexingPolicy};
 use crate::query::Needles;
-use crate::range_index::{self, IndexTerm};
+use crate::range_index::{self, Accept, IndexTerm};
 use crate::script::TriggerNames;
 use crate::settings::{apply_settings, settings_json};
 use crate::stamp::Stamp;
@@ -212,7 +212,13 @@ CREATE TABLE IF NOT EXISTS idx_builds (
     pk TEXT NOT NULL,
     id TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS idx_format (version INTEGER NOT NULL);
 ";
+
+/// The format of the entries of `idx` ([`crate::range_index`]), kept in
+/// `idx_format`: a store whose entries are in another is indexed again.
+/// 2: strings ordered by UTF-16 code units.
+const INDEX_FORMAT: i64 = 2;
 
 /// The tables an older Partita stored in another layout, the columns
 /// copied from them, and a query that tells whether the table is of an
@@ -251,17 +257,17 @@ fn create_schema(conn: &mut Connection, unfolded_store: bool) -> rusqlite::Resul
             relaid.push((table, columns));
         }
     }
-    let had_index: bool = tx.query_row(
-        "SELECT COUNT(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'idx'",
-        [],
-        |row| row.get(0),
-    )?;
     tx.execute_batch(SCHEMA)?;
-    if !had_index {
-        // A store from before the range index builds it in the background.
-        tx.execute_batch(
-            "INSERT INTO idx_builds (container, pk, id) SELECT id, '', '' FROM containers",
-        )?;
+    let format: Option<i64> =
+        tx.query_row("SELECT MAX(version) FROM idx_format", [], |row| row.get(0))?;
+    if format != Some(INDEX_FORMAT) {
+        // A store from before the range index, or whose entries are in
+        // another format, builds it again in the background.
+        tx.execute_batch(&format!(
+            "DELETE FROM idx; DELETE FROM idx_builds; DELETE FROM idx_format; \
+             INSERT INTO idx_builds (container, pk, id) SELECT id, '', '' FROM containers; \
+             INSERT INTO idx_format (version) VALUES ({INDEX_FORMAT});"
+        ))?;
     }
     // Stores from before container settings (time to live, unique keys).
     let has_settings: bool = tx.query_row(
@@ -454,6 +460,30 @@ fn placeholders(values: impl IntoIterator<Item = SqlValue>, params: &mut Vec<Sql
     list.join(", ")
 }
 
+/// `AND <column> …` for the keys `accept` accepts (nothing for every
+/// key); its parameters join `params`.
+fn accept_sql(column: &str, accept: &Accept, params: &mut Vec<SqlValue>) -> String {
+    match accept {
+        Accept::Values(values) => format!(
+            " AND {column} IN ({})",
+            placeholders(values.iter().cloned().map(SqlValue::Blob), params)
+        ),
+        Accept::Range(low, high) => {
+            let mut sql = String::new();
+            for (bound, inclusive, exclusive) in [(low, ">=", ">"), (high, "<=", "<")] {
+                let (op, key) = match bound {
+                    Bound::Included(key) => (inclusive, key),
+                    Bound::Excluded(key) => (exclusive, key),
+                    Bound::Unbounded => continue,
+                };
+                params.push(SqlValue::Blob(key.clone()));
+                sql.push_str(&format!(" AND {column} {op} ?{}", params.len()));
+            }
+            sql
+        }
+    }
+}
+
 /// A condition on the index row `i` for each of `terms`: the same
 /// document has an entry that satisfies it. Their parameters join `params`.
 fn term_filters(terms: &[PathTerm], params: &mut Vec<SqlValue>) -> String {
@@ -462,9 +492,9 @@ fn term_filters(terms: &[PathTerm], params: &mut Vec<SqlValue>) -> String {
         params.push(SqlValue::Text(path.clone()));
         let path = params.len();
         sql.push_str(&format!(
-            " AND EXISTS (SELECT 1 FROM idx AS t WHERE t.container = ?1 AND t.path = ?{path} \
-             AND t.value IN ({}) AND t.pk = i.pk AND t.rid = i.rid)",
-            placeholders(term.values.iter().cloned().map(SqlValue::Blob), params)
+            " AND EXISTS (SELECT 1 FROM idx AS t WHERE t.container = ?1 AND t.path = ?{path}{} \
+             AND t.pk = i.pk AND t.rid = i.rid)",
+            accept_sql("t.value", &term.accept, params)
         ));
     }
     sql
@@ -1430,23 +1460,27 @@ impl Storage for SqliteStorage {
         if terms.len() > 1 {
             let conn = self.reader.lock();
             let bad = |e: rusqlite::Error| Error::storage("read the range index", e);
-            let mut count = conn
-                .prepare_cached(
-                    "SELECT COUNT(*) FROM (SELECT 1 FROM idx WHERE container = ?1 AND path = ?2 AND value = ?3 LIMIT ?4)",
-                )
-                .map_err(bad)?;
             let mut cap: i64 = 256;
             let counted = loop {
                 let mut counted = Vec::with_capacity(terms.len());
                 for (i, (term, path)) in terms.iter().enumerate() {
-                    let mut n = 0;
-                    for value in &term.values {
-                        n += count
-                            .query_row(params![container, path, value, cap], |row| {
+                    let mut params = vec![
+                        SqlValue::Text(container.to_owned()),
+                        SqlValue::Text(path.clone()),
+                        SqlValue::Integer(cap),
+                    ];
+                    let sql = format!(
+                        "SELECT COUNT(*) FROM (SELECT 1 FROM idx WHERE container = ?1 AND path = ?2{} LIMIT ?3)",
+                        accept_sql("value", &term.accept, &mut params)
+                    );
+                    let n = conn
+                        .prepare_cached(&sql)
+                        .and_then(|mut count| {
+                            count.query_row(rusqlite::params_from_iter(params), |row| {
                                 row.get::<_, i64>(0)
                             })
-                            .map_err(bad)?;
-                    }
+                        })
+                        .map_err(bad)?;
                     counted.push((n, i));
                 }
                 if counted.iter().any(|(n, _)| *n < cap) || cap > 1 << 24 {
@@ -1467,12 +1501,9 @@ impl Storage for SqliteStorage {
             SqlValue::Text(container.to_owned()),
             SqlValue::Text(path.clone()),
         ];
+        let accepted = accept_sql("i.value", &first.accept, &mut params);
         let sql = format!(
-            "SELECT i.pk, i.rid FROM idx AS i WHERE i.container = ?1 AND i.path = ?2 AND i.value IN ({}){}",
-            placeholders(
-                first.values.iter().cloned().map(SqlValue::Blob),
-                &mut params
-            ),
+            "SELECT i.pk, i.rid FROM idx AS i WHERE i.container = ?1 AND i.path = ?2{accepted}{}",
             term_filters(rest, &mut params)
         );
         let mut found: BTreeSet<(String, u64)> = BTreeSet::new();
@@ -1525,7 +1556,16 @@ impl Storage for SqliteStorage {
             }
             None => String::new(),
         };
-        let filters = term_filters(&terms, &mut params);
+        // A term on the walked path bounds the walk itself (a document has
+        // one entry at a path); the others are checked beside it.
+        let (here, others): (Vec<PathTerm>, Vec<PathTerm>) = terms
+            .into_iter()
+            .partition(|(term, _)| term.path.as_slice() == walk.path);
+        let mut filters = String::new();
+        for (term, _) in &here {
+            filters.push_str(&accept_sql("i.value", &term.accept, &mut params));
+        }
+        filters.push_str(&term_filters(&others, &mut params));
         let sql = format!(
             "SELECT i.value, i.pk, i.rid FROM idx AS i WHERE i.container = ?1 AND i.path = ?2{from}{filters} \
              ORDER BY i.value {direction}"
@@ -1570,6 +1610,15 @@ impl Storage for SqliteStorage {
                 a.0.cmp(&b.0)
             }
         });
+        // The pending documents are not limited by the statement: the
+        // first past the limit bounds what is returned, as a row would.
+        if found.len() > walk.limit {
+            let first_left = found.swap_remove(walk.limit).0;
+            found.truncate(walk.limit);
+            if through.as_deref().is_none_or(|t| before(&first_left, t)) {
+                through = Some(first_left);
+            }
+        }
         let mut keys = PartitionKeys::new(container);
         let mut entries = Vec::with_capacity(found.len());
         for (_, pk, rid) in found {
