@@ -150,6 +150,20 @@ fn ranges_lists_prefixes_and_definedness_read_only_what_matches() -> anyhow::Res
             false => assert_eq!(scanned, expected, "{sql}"),
         }
     }
+    // The page says what the index read.
+    let page = c.query_items(
+        "SELECT * FROM c WHERE c.n > 5",
+        &Params::new(),
+        &Default::default(),
+    )?;
+    assert!(page.stats.index_used);
+    assert_eq!(page.stats.index_entries, page.items.len() as u64);
+    let page = c.query_items(
+        "SELECT * FROM c WHERE c.n + 1 > 6",
+        &Params::new(),
+        &Default::default(),
+    )?;
+    assert!(!page.stats.index_used && page.stats.index_entries == 0);
     // Types do not mix: a number is never less than a string.
     let (got, _) = pages(&c, "SELECT * FROM c WHERE c.n < 'a'", &Params::new(), None)?;
     assert!(got[0].0.is_empty());

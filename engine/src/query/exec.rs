@@ -524,6 +524,8 @@ pub(crate) fn execute(
             let Some((entries, through)) = source.index_walk(&walk) else {
                 break;
             };
+            spent.index_entries += entries.len() as u64;
+            spent.index_used = true;
             let (partitions, only) = by_partition(entries);
             let ex = exec(partitions, Some(only));
             let (items, next) = ex.order(source, token.as_ref(), lo, hi, page)?;
@@ -551,6 +553,8 @@ pub(crate) fn execute(
     };
     let ex = match candidates {
         Some(candidates) => {
+            spent.index_entries += candidates.len() as u64;
+            spent.index_used = true;
             let (partitions, only) = by_partition(candidates);
             exec(partitions, Some(only))
         }

@@ -237,6 +237,12 @@ pub struct QueryStats {
     pub docs_returned: u64,
     /// Serialized bytes of the documents read.
     pub bytes_read: u64,
+    /// Entries of the range index read to choose the documents (0 when
+    /// the query did not use it).
+    pub index_entries: u64,
+    /// Whether the range index chose the documents read (else the query
+    /// read every document of the partitions it ran in).
+    pub index_used: bool,
 }
 
 /// Why a query failed; every variant is a user error (status 400).
