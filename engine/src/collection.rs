@@ -266,6 +266,13 @@ impl Source for Snapshots<'_> {
         }
     }
 
+    fn indexing_policy(&self) -> Option<Arc<crate::IndexingPolicy>> {
+        self.scope
+            .key
+            .is_none()
+            .then(|| self.container.inner.indexing_policy())
+    }
+
     fn index_walk(&self, walk: &crate::storage::IndexWalk<'_>) -> Option<crate::storage::WalkPage> {
         if self.scope.key.is_some() {
             return None;

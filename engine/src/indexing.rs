@@ -529,6 +529,18 @@ impl DocumentPath {
         PathPattern::parse(path, Kind::Document).map(|p| DocumentPath(p.segments))
     }
 
+    /// Its property names from the root; `None` for a path through array
+    /// elements (`[]`).
+    pub fn labels(&self) -> Option<Vec<&str>> {
+        self.0
+            .iter()
+            .map(|segment| match segment {
+                Segment::Label(label) => Some(label.as_str()),
+                Segment::Elements | Segment::Tuple(_) => None,
+            })
+            .collect()
+    }
+
     /// The path of the property names `labels` from the root.
     pub fn of_labels<S: Into<String>>(labels: impl IntoIterator<Item = S>) -> DocumentPath {
         DocumentPath(

@@ -22,7 +22,7 @@ use std::ops::Bound;
 
 use serde_json::Value;
 
-use crate::indexing::{DocumentPath, IndexingMode, IndexingPolicy};
+use crate::indexing::{CompositePath, DocumentPath, IndexingMode, IndexingPolicy, SortOrder};
 
 /// Root properties that never have an entry.
 const UNINDEXED: [&str; 4] = ["_rid", "_self", "_etag", "_attachments"];
@@ -89,6 +89,8 @@ pub fn value_key(value: &Value) -> Option<Vec<u8>> {
     })
 }
 
+/// The key of an undefined value in a composite entry ([`composite_key`]).
+const UNDEFINED: u8 = 0;
 /// The first key of a number.
 const NUMBERS: u8 = 4;
 /// The key of any array ([`order_key`]).
@@ -142,7 +144,150 @@ pub(crate) fn entries(
             stack.push((depth + 1, inner.iter()));
         }
     }
+    for index in &policy.composite_indexes {
+        out.extend(composite_entry(document, index));
+    }
     out
+}
+
+/// The entry path of a composite index: its paths and directions, in
+/// parentheses (`(/a asc,/b desc)`), which no single path's key (always
+/// `/…`) can be. `None` for an index through array elements (`[]`),
+/// which has no entries.
+pub fn composite_path_key(index: &[CompositePath]) -> Option<String> {
+    let mut key = String::from("(");
+    for (i, item) in index.iter().enumerate() {
+        let parsed = DocumentPath::parse(&item.path).ok()?;
+        let labels = parsed.labels()?;
+        if i > 0 {
+            key.push(',');
+        }
+        key.push_str(&path_key(&labels));
+        key.push_str(match item.order {
+            SortOrder::Ascending => " asc",
+            SortOrder::Descending => " desc",
+        });
+    }
+    key.push(')');
+    Some(key)
+}
+
+/// The key of the tuple `values` (undefined as `None`) in a composite
+/// index of these directions: each value's [`order_key`], undefined first,
+/// strings escaped and ended so no key is a prefix of another, and each
+/// descending part with its bytes inverted; so the keys sort as the
+/// tuples do under ORDER BY in those directions, but that arrays (and
+/// objects) tie, and so do tuples equal up to one, whatever follows.
+pub fn composite_key(values: &[Option<&Value>], orders: &[SortOrder]) -> Vec<u8> {
+    let mut key = Vec::new();
+    for (value, order) in values.iter().zip(orders) {
+        let start = key.len();
+        match value {
+            None => key.push(UNDEFINED),
+            Some(Value::String(_)) => {
+                let text = order_key(value.unwrap_or(&Value::Null));
+                key.push(text[0]);
+                for &b in &text[1..] {
+                    key.push(b);
+                    if b == 0 {
+                        key.push(0xFF);
+                    }
+                }
+                key.extend_from_slice(&[0, 0]);
+            }
+            Some(value) => key.extend(order_key(value)),
+        }
+        if *order == SortOrder::Descending {
+            for b in &mut key[start..] {
+                *b = !*b;
+            }
+        }
+        // Arrays (and objects) tie among themselves, so what follows one
+        // cannot order the tuples: they all end there, tied.
+        if matches!(value, Some(Value::Array(_) | Value::Object(_))) {
+            break;
+        }
+    }
+    key
+}
+
+/// The value at `labels` reached through objects, if any.
+pub(crate) fn value_at<'v, S: AsRef<str>>(document: &'v Value, labels: &[S]) -> Option<&'v Value> {
+    labels.iter().try_fold(document, |at, label| match at {
+        Value::Object(members) => members.get(label.as_ref()),
+        _ => None,
+    })
+}
+
+/// A composite index's entry for `document`: its path key and the key of
+/// the document's values there ([`composite_key`]). `None` for an index
+/// without entries ([`composite_path_key`]).
+pub(crate) fn composite_entry(
+    document: &Value,
+    index: &[CompositePath],
+) -> Option<(String, Vec<u8>)> {
+    let path = composite_path_key(index)?;
+    let mut values = Vec::with_capacity(index.len());
+    for item in index {
+        let parsed = DocumentPath::parse(&item.path).ok()?;
+        values.push(value_at(document, &parsed.labels()?));
+    }
+    let orders: Vec<SortOrder> = index.iter().map(|item| item.order).collect();
+    Some((path, composite_key(&values, &orders)))
+}
+
+/// What orders a walk of the index ([`crate::storage::IndexWalk`]).
+#[derive(Clone, Copy, Debug)]
+pub enum WalkOrder<'a> {
+    /// The values at one path (labels from the root).
+    Path(&'a [String]),
+    /// A composite index's tuples, in its directions.
+    Composite(&'a [CompositePath]),
+}
+
+impl WalkOrder<'_> {
+    /// The path of the entries walked; `None` when `policy` has none.
+    pub fn path_key(&self, policy: &IndexingPolicy) -> Option<String> {
+        if policy.indexing_mode == IndexingMode::None {
+            return None;
+        }
+        match self {
+            WalkOrder::Path(labels) => {
+                let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
+                (!labels.is_empty()
+                    && !UNINDEXED.contains(&labels[0])
+                    && is_indexed(policy, &labels))
+                .then(|| path_key(&labels))
+            }
+            WalkOrder::Composite(index) => policy
+                .composite_indexes
+                .iter()
+                .any(|held| held.as_slice() == *index)
+                .then(|| composite_path_key(index))
+                .flatten(),
+        }
+    }
+
+    /// The key of `document`'s entry walked, if it has one.
+    pub fn key_of(&self, document: &Value) -> Option<Vec<u8>> {
+        match self {
+            WalkOrder::Path(labels) => value_at(document, labels).map(order_key),
+            WalkOrder::Composite(index) => composite_entry(document, index).map(|(_, key)| key),
+        }
+    }
+
+    /// The key of an entry whose values are `values` (undefined as `None`),
+    /// as [`WalkOrder::key_of`] gives it; `None` for a path walk of an
+    /// undefined value (which has no entry).
+    pub fn key_of_values(&self, values: &[Option<&Value>]) -> Option<Vec<u8>> {
+        match self {
+            WalkOrder::Path(_) => values.first().copied().flatten().map(order_key),
+            WalkOrder::Composite(index) => {
+                let orders: Vec<SortOrder> = index.iter().map(|item| item.order).collect();
+                Some(composite_key(values, &orders))
+            }
+        }
+    }
 }
 
 /// Whether `policy` indexes the scalar at `labels`.
@@ -442,6 +587,104 @@ mod tests {
                 assert!(!ka.contains(&0xFF));
             }
         }
+    }
+
+    #[test]
+    fn composite_keys_sort_as_order_by_sorts_tuples() {
+        use crate::query::order::cmp_opt;
+        let values = [
+            None,
+            Some(json!(null)),
+            Some(json!(false)),
+            Some(json!(-1)),
+            Some(json!(2.5)),
+            Some(json!("")),
+            Some(json!("a")),
+            Some(json!("a\u{0}")),
+            Some(json!("a\u{0}b")),
+            Some(json!("ab")),
+            Some(json!("\u{e000}")),
+            Some(json!("\u{10000}")),
+            Some(json!([1])),
+            Some(json!({"z": 1})),
+        ];
+        let orders = [
+            [SortOrder::Ascending, SortOrder::Ascending],
+            [SortOrder::Ascending, SortOrder::Descending],
+            [SortOrder::Descending, SortOrder::Ascending],
+        ];
+        let tuples: Vec<[Option<&Value>; 2]> = values
+            .iter()
+            .flat_map(|a| values.iter().map(move |b| [a.as_ref(), b.as_ref()]))
+            .collect();
+        for orders in orders {
+            for x in &tuples {
+                for y in &tuples {
+                    let mut expected = std::cmp::Ordering::Equal;
+                    for ((a, b), order) in x.iter().zip(y).zip(orders) {
+                        // Arrays and objects have one key each: tied,
+                        // whatever follows.
+                        if let (Some(Value::Array(_)), Some(Value::Array(_)))
+                        | (Some(Value::Object(_)), Some(Value::Object(_))) = (a, b)
+                        {
+                            break;
+                        }
+                        let o = match order {
+                            SortOrder::Ascending => cmp_opt(*a, *b),
+                            SortOrder::Descending => cmp_opt(*a, *b).reverse(),
+                        };
+                        if o != std::cmp::Ordering::Equal {
+                            expected = o;
+                            break;
+                        }
+                    }
+                    let got = composite_key(x, &orders).cmp(&composite_key(y, &orders));
+                    assert_eq!(got, expected, "{x:?} {y:?} {orders:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_document_has_an_entry_in_each_composite_index() {
+        let policy = IndexingPolicy::from_json(&json!({
+            "compositeIndexes": [
+                [{"path": "/a"}, {"path": "/b/c", "order": "descending"}],
+                [{"path": "/tags/[]/x"}, {"path": "/a"}]
+            ]
+        }))
+        .unwrap();
+        let index = &policy.composite_indexes[0];
+        assert_eq!(composite_path_key(index).unwrap(), "(/a asc,/b/c desc)");
+        assert_eq!(composite_path_key(&policy.composite_indexes[1]), None);
+        let composite = |doc: &Value| -> Vec<(String, Vec<u8>)> {
+            entries(doc, &policy, &mut |l| is_indexed(&policy, l))
+                .into_iter()
+                .filter(|(p, _)| p.starts_with('('))
+                .collect()
+        };
+        let desc = [SortOrder::Ascending, SortOrder::Descending];
+        assert_eq!(
+            composite(&json!({"id": "x", "a": 1, "b": {"c": "y"}})),
+            [(
+                "(/a asc,/b/c desc)".to_owned(),
+                composite_key(&[Some(&json!(1)), Some(&json!("y"))], &desc)
+            )]
+        );
+        // Undefined values have their key; so does a path through an array.
+        assert_eq!(
+            composite(&json!({"id": "x", "b": [{"c": 1}]})),
+            [(
+                "(/a asc,/b/c desc)".to_owned(),
+                composite_key(&[None, None], &desc)
+            )]
+        );
+        let walk = WalkOrder::Composite(index);
+        assert_eq!(
+            walk.path_key(&policy).as_deref(),
+            Some("(/a asc,/b/c desc)")
+        );
+        assert_eq!(walk.path_key(&IndexingPolicy::default()), None);
     }
 
     #[test]

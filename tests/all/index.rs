@@ -164,6 +164,41 @@ fn ranges_lists_prefixes_and_definedness_read_only_what_matches() -> anyhow::Res
         &Default::default(),
     )?;
     assert!(!page.stats.index_used && page.stats.index_entries == 0);
+    // A composite index serves an ORDER BY on its paths.
+    c.set_indexing_policy(IndexingPolicy::from_json(&json!({
+        "compositeIndexes": [[{"path": "/user"}, {"path": "/id", "order": "descending"}]]
+    }))?)?;
+    let sql = "SELECT TOP 5 * FROM c WHERE c.kind = 'post' ORDER BY c.user DESC, c.id";
+    let mut expected: Vec<Value> = all
+        .iter()
+        .filter(|d| d["kind"] == "post")
+        .cloned()
+        .collect();
+    expected.sort_by(|a, b| {
+        user(b)
+            .cmp(&user(a))
+            .then(a["id"].as_str().cmp(&b["id"].as_str()))
+    });
+    let ids = |items: &[Value]| -> Vec<String> {
+        items
+            .iter()
+            .map(|d| d["id"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    };
+    // Right while the index is built (by scanning), then from the index.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    loop {
+        let (got, scanned) = pages(&c, sql, &Params::new(), None)?;
+        assert_eq!(ids(&got[0].0), ids(&expected[..5]));
+        if scanned <= 2 * 6 * 3 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the index was never built"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     // Types do not mix: a number is never less than a string.
     let (got, _) = pages(&c, "SELECT * FROM c WHERE c.n < 'a'", &Params::new(), None)?;
     assert!(got[0].0.is_empty());
@@ -230,7 +265,9 @@ fn scalar() -> impl Strategy<Value = Value> {
         Just(json!(true)),
         Just(json!(null)),
         Just(json!([1])),
+        Just(json!([0, 5])),
         Just(json!({"z": 1})),
+        Just(json!({"y": 2})),
     ]
 }
 
@@ -292,6 +329,10 @@ fn query() -> impl Strategy<Value = (String, Params)> {
         Just("SELECT c.id, c.a FROM c WHERE {w} ORDER BY c.n DESC"),
         Just("SELECT TOP 3 * FROM c WHERE {w} ORDER BY c.a"),
         Just("SELECT * FROM c WHERE {w} ORDER BY c.a DESC"),
+        // Composite indexes, in their directions and reversed.
+        Just("SELECT TOP 4 c.id, c.a, c.n FROM c WHERE {w} ORDER BY c.a, c.n DESC"),
+        Just("SELECT c.id FROM c WHERE {w} ORDER BY c.a DESC, c.n"),
+        Just("SELECT * FROM c WHERE {w} ORDER BY c.o.k DESC, c.a"),
         Just("SELECT VALUE COUNT(1) FROM c WHERE {w}"),
         Just("SELECT DISTINCT VALUE c.a FROM c WHERE {w}"),
     ];
@@ -368,8 +409,17 @@ fn check(steps: &[Step], queries: &[(String, Params)]) -> anyhow::Result<()> {
     };
     let mut durable = Database::open_with(dir.path(), options())?;
     let scanning = Database::with_storage(Box::new(MemoryStorage::new()), options())?;
-    durable.create_container("c", "/pk")?;
-    scanning.create_container("c", "/pk")?;
+    let policy = IndexingPolicy::from_json(&json!({
+        "compositeIndexes": [
+            [{"path": "/a"}, {"path": "/n", "order": "descending"}],
+            [{"path": "/o/k", "order": "descending"}, {"path": "/a"}]
+        ]
+    }))?;
+    for db in [&durable, &scanning] {
+        db.create_container_with(
+            ContainerProperties::new("c", "/pk").with_indexing_policy(policy.clone()),
+        )?;
+    }
     for step in steps {
         match step {
             Step::Upsert { pk, id, body } => {

@@ -34,6 +34,7 @@ use std::ops::ControlFlow;
 use host_api::PartitionKey;
 use serde_json::{Map, Value};
 
+use crate::indexing::{DocumentPath, SortOrder};
 use crate::query::ast::{AggKind, Count, PathSeg, Query, Select, SortItem, SubKind};
 use crate::query::continuation::{Mode, Token};
 use crate::query::eval::{Cx, Val, depth_exceeds, eval, lookup_param, number};
@@ -43,7 +44,7 @@ use crate::query::order::{
 use crate::query::parser::fnv;
 use crate::query::prefilter::index_terms;
 use crate::query::{Needles, Params, QueryError, QueryOptions, QueryPage, QueryStats, Source};
-use crate::range_index::order_key;
+use crate::range_index::WalkOrder;
 use crate::storage::IndexWalk;
 
 /// Where a row comes from.
@@ -71,7 +72,9 @@ struct Exec<'q> {
     only: Option<Vec<Vec<u64>>>,
     /// Text every document with a row in the result contains.
     needles: Needles,
-    /// After ORDER BY: the index key of the last row it kept (the row
+    /// The index walk whose entries this execution reads, if any.
+    walk: Option<WalkOrder<'q>>,
+    /// After ORDER BY in a walk: the key of the last row it kept (the row
     /// after the page), when it found as many rows as it needed.
     frontier: Cell<Option<Vec<u8>>>,
     stats: Cell<QueryStats>,
@@ -483,29 +486,58 @@ pub(crate) fn execute(
         None => None,
     };
     let terms = index_terms(q, &bound);
-    let exec = |partitions: Vec<PartitionKey>, only: Option<Vec<Vec<u64>>>| Exec {
+    let exec = |partitions: Vec<PartitionKey>, only: Option<Vec<Vec<u64>>>, walk| Exec {
         q,
         cx,
         partitions,
         only,
         needles: Needles::of(q, &bound),
         stats: Cell::new(QueryStats::default()),
+        walk,
         frontier: Cell::new(None),
     };
-    // An ORDER BY on one path walks the range index in its order, reading
-    // the documents of the first entries only: as many as make the page
-    // certain (its rows, and the one after, all come before every entry
-    // not read), four times more each time they do not.
+    // An ORDER BY on one path, or on the paths of a composite index,
+    // walks the index in its order, reading the documents of the first
+    // entries only: as many as make the page certain (its rows, and the
+    // one after, all come before every entry not read), four times more
+    // each time they do not.
     let mut spent = QueryStats::default();
-    if let (Mode::Order, Some(path)) = (mode, q.order_by_paths())
-        && let [(path, descending)] = path.as_slice()
+    let order_paths = match mode {
+        Mode::Order => q.order_by_paths(),
+        _ => None,
+    };
+    let policy = order_paths
+        .as_ref()
+        .filter(|paths| paths.len() > 1)
+        .and_then(|_| source.indexing_policy());
+    let walked = order_paths.as_deref().and_then(|paths| match paths {
+        [(path, descending)] => Some((WalkOrder::Path(path), *descending)),
+        items => {
+            let items: Vec<(DocumentPath, SortOrder)> = items
+                .iter()
+                .map(|(path, descending)| {
+                    let order = match descending {
+                        true => SortOrder::Descending,
+                        false => SortOrder::Ascending,
+                    };
+                    (DocumentPath::of_labels(path.iter().cloned()), order)
+                })
+                .collect();
+            let index = policy.as_deref()?.composite_index_for(&items)?;
+            // Walked backwards when its directions are the reverse.
+            let backwards = index[0].order != items[0].1;
+            Some((WalkOrder::Composite(index), backwards))
+        }
+    });
+    if let Some((order, descending)) = walked
         && q.from.as_ref().is_some_and(|f| f.joins.is_empty())
         && token.as_ref().map_or(0, |t| t.index) < hi
     {
-        let from = token
-            .as_ref()
-            .and_then(|t| t.keys.first().cloned().flatten())
-            .map(|key| order_key(&key));
+        let descending = &descending;
+        let from = token.as_ref().and_then(|t| {
+            let values: Vec<Option<&Value>> = t.keys.iter().map(Option::as_ref).collect();
+            order.key_of_values(&values)
+        });
         // Twice the rows the page needs (see `order`), to leave room for
         // documents the rest of WHERE turns down.
         let start = token.as_ref().map_or(0, |t| t.index);
@@ -515,7 +547,7 @@ pub(crate) fn execute(
             .max(8);
         loop {
             let walk = IndexWalk {
-                path,
+                order,
                 descending: *descending,
                 from: from.as_deref(),
                 terms: &terms,
@@ -527,7 +559,7 @@ pub(crate) fn execute(
             spent.index_entries += entries.len() as u64;
             spent.index_used = true;
             let (partitions, only) = by_partition(entries);
-            let ex = exec(partitions, Some(only));
+            let ex = exec(partitions, Some(only), Some(order));
             let (items, next) = ex.order(source, token.as_ref(), lo, hi, page)?;
             add(&mut spent, ex.stats.get());
             let certain = match (&through, ex.frontier.take()) {
@@ -556,13 +588,13 @@ pub(crate) fn execute(
             spent.index_entries += candidates.len() as u64;
             spent.index_used = true;
             let (partitions, only) = by_partition(candidates);
-            exec(partitions, Some(only))
+            exec(partitions, Some(only), None)
         }
         None => {
             let mut partitions = source.partitions();
             partitions.sort();
             partitions.dedup();
-            exec(partitions, None)
+            exec(partitions, None, None)
         }
     };
     let (items, next) = match mode {
@@ -919,9 +951,16 @@ impl<'q> Exec<'q> {
         self.scan(source, None, &mut sink)?;
         buf.sort_unstable_by(cmp_cand);
         buf.truncate(need);
-        if single && buf.len() == need {
-            let worst = buf[need - 1].keys.as_slice()[0].as_ref();
-            self.frontier.set(worst.map(order_key));
+        if let Some(walk) = &self.walk
+            && buf.len() == need
+        {
+            let worst: Vec<Option<&Value>> = buf[need - 1]
+                .keys
+                .as_slice()
+                .iter()
+                .map(Option::as_ref)
+                .collect();
+            self.frontier.set(walk.key_of_values(&worst));
         }
         let mut consumed = start;
         let mut items = Vec::new();

@@ -179,7 +179,14 @@ pub trait Source {
         None
     }
 
-    /// A walk of a range index in the order of the values at `walk.path`
+    /// The indexing policy of the container whose documents this source
+    /// shows, when its index may answer ([`Source::index_walk`]); `None`
+    /// (the default) otherwise.
+    fn indexing_policy(&self) -> Option<std::sync::Arc<crate::IndexingPolicy>> {
+        None
+    }
+
+    /// A walk of a range index in `walk.order`
     /// ([`crate::storage::Storage::index_walk`]), among the partitions
     /// this source shows; `None` (the default) when no index can answer.
     fn index_walk(&self, walk: &crate::storage::IndexWalk<'_>) -> Option<crate::storage::WalkPage> {

@@ -258,13 +258,13 @@ pub struct LoadedDocument {
 /// What [`Storage::index_walk`] walks.
 #[derive(Clone, Copy, Debug)]
 pub struct IndexWalk<'a> {
-    /// The path whose values order the walk (labels from the root).
-    pub path: &'a [String],
+    /// What orders the walk: one path's values, or a composite index's.
+    pub order: crate::range_index::WalkOrder<'a>,
     /// Highest values first.
     pub descending: bool,
     /// Start at this key (included) instead of at the first.
     pub from: Option<&'a [u8]>,
-    /// The equality terms every document returned may satisfy.
+    /// The terms every document returned may satisfy.
     pub terms: &'a [crate::range_index::IndexTerm],
     /// The most documents to return.
     pub limit: usize,
@@ -445,14 +445,14 @@ pub trait Storage: Send + Sync {
         Ok(None)
     }
 
-    /// A walk of the range index of `container` in the order of the
-    /// values at `walk.path` (see [`IndexWalk`]): the first `walk.limit`
-    /// documents that have a value there and may satisfy `walk.terms`, as
-    /// (partition, rid), in the order of their values' keys
-    /// ([`crate::range_index::order_key`]; documents with equal keys in any
-    /// order), and the key every other such document's is at or past
-    /// (`None`: there are no others). `None` when no index can answer.
-    /// By default, `None`.
+    /// A walk of the range index of `container` in `walk.order` (see
+    /// [`IndexWalk`]): the first `walk.limit` documents that have an entry
+    /// there (a value at the path; every document, for a composite index)
+    /// and may satisfy `walk.terms`, as (partition, rid), in the order of
+    /// their entries' keys ([`crate::range_index::WalkOrder::key_of`];
+    /// documents with equal keys in any order), and the key every other
+    /// such document's is at or past (`None`: there are no others). `None`
+    /// when no index can answer. By default, `None`.
     ///
     /// # Errors
     /// [`crate::Error::Storage`] when the store cannot be read.

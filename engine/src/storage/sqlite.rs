@@ -124,7 +124,7 @@ use crate::document::{Document, now_secs};
 use crate::error::{Error, Result};
 use crate::indexing::{IndexingMode, IndexingPolicy};
 use crate::query::Needles;
-use crate::range_index::{self, Accept, IndexTerm};
+use crate::range_index::{self, Accept, IndexTerm, WalkOrder};
 use crate::script::TriggerNames;
 use crate::settings::{apply_settings, settings_json};
 use crate::stamp::Stamp;
@@ -217,8 +217,8 @@ CREATE TABLE IF NOT EXISTS idx_format (version INTEGER NOT NULL);
 
 /// The format of the entries of `idx` ([`crate::range_index`]), kept in
 /// `idx_format`: a store whose entries are in another is indexed again.
-/// 2: strings ordered by UTF-16 code units.
-const INDEX_FORMAT: i64 = 2;
+/// 2: strings ordered by UTF-16 code units; 3: composite indexes.
+const INDEX_FORMAT: i64 = 3;
 
 /// The tables an older Partita stored in another layout, the columns
 /// copied from them, and a query that tells whether the table is of an
@@ -830,7 +830,7 @@ impl SqliteStorage {
         &self,
         container: &str,
         terms: &[IndexTerm],
-        order: Option<&[String]>,
+        order: Option<&WalkOrder<'_>>,
     ) -> Option<(Vec<PathTerm>, Vec<Overlaid>)> {
         let policy = self.ready_index(container)?;
         let terms: Vec<PathTerm> = terms
@@ -859,10 +859,7 @@ impl SqliteStorage {
                     }
                     match order {
                         None => Some(Vec::new()),
-                        Some(path) => path
-                            .iter()
-                            .try_fold(value, |at, label| at.get(label))
-                            .map(range_index::order_key),
+                        Some(order) => order.key_of(value),
                     }
                 });
                 Overlaid {
@@ -1530,25 +1527,22 @@ impl Storage for SqliteStorage {
     }
 
     fn index_walk(&self, container: &str, walk: &IndexWalk<'_>) -> Result<Option<WalkPage>> {
-        let Some((terms, overlay)) = self.index_view(container, walk.terms, Some(walk.path)) else {
+        let Some((terms, overlay)) = self.index_view(container, walk.terms, Some(&walk.order))
+        else {
             return Ok(None);
         };
         let Some(policy) = self.ready_index(container) else {
             return Ok(None);
         };
-        let order_labels: Vec<&str> = walk.path.iter().map(String::as_str).collect();
-        if !range_index::is_indexed(&policy, &order_labels) {
+        let Some(walked) = walk.order.path_key(&policy) else {
             return Ok(None);
-        }
+        };
         let (cmp, direction) = if walk.descending {
             ("<=", "DESC")
         } else {
             (">=", "ASC")
         };
-        let mut params = vec![
-            SqlValue::Text(container.to_owned()),
-            SqlValue::Text(range_index::path_key(walk.path)),
-        ];
+        let mut params = vec![SqlValue::Text(container.to_owned()), SqlValue::Text(walked)];
         let from = match walk.from {
             Some(key) => {
                 params.push(key.to_vec().into());
@@ -1558,9 +1552,11 @@ impl Storage for SqliteStorage {
         };
         // A term on the walked path bounds the walk itself (a document has
         // one entry at a path); the others are checked beside it.
-        let (here, others): (Vec<PathTerm>, Vec<PathTerm>) = terms
-            .into_iter()
-            .partition(|(term, _)| term.path.as_slice() == walk.path);
+        let (here, others): (Vec<PathTerm>, Vec<PathTerm>) =
+            terms.into_iter().partition(|(term, _)| match walk.order {
+                WalkOrder::Path(path) => term.path.as_slice() == path,
+                WalkOrder::Composite(_) => false,
+            });
         let mut filters = String::new();
         for (term, _) in &here {
             filters.push_str(&accept_sql("i.value", &term.accept, &mut params));
