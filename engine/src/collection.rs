@@ -266,6 +266,10 @@ impl Source for Snapshots<'_> {
         }
     }
 
+    fn hides_documents(&self) -> bool {
+        self.expiry.is_some()
+    }
+
     fn indexing_policy(&self) -> Option<Arc<crate::IndexingPolicy>> {
         self.scope
             .key

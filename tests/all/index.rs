@@ -164,6 +164,30 @@ fn ranges_lists_prefixes_and_definedness_read_only_what_matches() -> anyhow::Res
         &Default::default(),
     )?;
     assert!(!page.stats.index_used && page.stats.index_entries == 0);
+    // A count of what the index names exactly reads no document.
+    let counted = |sql: &str| -> anyhow::Result<(Value, u64)> {
+        let page = c.query_items(sql, &Params::new(), &Default::default())?;
+        Ok((page.items[0].clone(), page.stats.docs_scanned))
+    };
+    let posts = count(&|d| d["kind"] == "post");
+    let u1 = count(&|d| d["kind"] == "post" && user(d) == "u1");
+    assert_eq!(
+        counted("SELECT VALUE COUNT(1) FROM c WHERE c.kind = 'post'")?,
+        (json!(posts), 0)
+    );
+    assert_eq!(
+        counted("SELECT COUNT(1) AS n FROM c WHERE c.kind = 'post' AND c.user = 'u1'")?,
+        (json!({"n": u1}), 0)
+    );
+    // Not when WHERE holds more than the index knows, or counts values.
+    assert_eq!(
+        counted("SELECT VALUE COUNT(1) FROM c WHERE c.kind = 'post' AND c.n + 0 >= 0")?,
+        (json!(posts), posts)
+    );
+    assert_eq!(
+        counted("SELECT VALUE COUNT(c.n) FROM c WHERE c.kind = 'post'")?,
+        (json!(posts), posts)
+    );
     // A composite index serves an ORDER BY on its paths.
     c.set_indexing_policy(IndexingPolicy::from_json(&json!({
         "compositeIndexes": [[{"path": "/user"}, {"path": "/id", "order": "descending"}]]
@@ -202,6 +226,28 @@ fn ranges_lists_prefixes_and_definedness_read_only_what_matches() -> anyhow::Res
     // Types do not mix: a number is never less than a string.
     let (got, _) = pages(&c, "SELECT * FROM c WHERE c.n < 'a'", &Params::new(), None)?;
     assert!(got[0].0.is_empty());
+    Ok(())
+}
+
+#[test]
+fn expired_documents_are_not_counted_from_the_index() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let clock = ManualClock::new(UNIX_EPOCH + Duration::from_secs(1_700_000_000));
+    let db = Database::open_with(
+        dir.path(),
+        Options {
+            clock: clock.clock(),
+            ..Options::default()
+        },
+    )?;
+    let c = db.create_container_with(ContainerProperties::new("c", "/pk").with_default_ttl(60))?;
+    c.import_items((0..300).map(doc), &Default::default(), &mut |_| {})?;
+    let sql = "SELECT VALUE COUNT(1) FROM c WHERE c.kind = 'post'";
+    let page = c.query_items(sql, &Params::new(), &Default::default())?;
+    assert_eq!(page.items, [json!(100)]);
+    clock.advance(Duration::from_secs(61));
+    let page = c.query_items(sql, &Params::new(), &Default::default())?;
+    assert_eq!(page.items, [json!(0)]);
     Ok(())
 }
 

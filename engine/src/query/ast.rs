@@ -76,6 +76,17 @@ impl Query {
         terms
     }
 
+    /// How many terms WHERE joins by AND at its top (0 without WHERE).
+    pub(crate) fn conjuncts(&self) -> usize {
+        fn count(expr: &Expr) -> usize {
+            match expr {
+                Expr::Binary(BinOp::And, a, b) => count(a) + count(b),
+                _ => 1,
+            }
+        }
+        self.filter.as_ref().map_or(0, count)
+    }
+
     /// Whether the query aggregates into an object, without `SELECT VALUE`
     /// or GROUP BY (`SELECT COUNT(1) FROM c`): Cosmos DB answers that
     /// within one logical partition, and its SDKs refuse it across

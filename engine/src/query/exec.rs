@@ -35,7 +35,7 @@ use host_api::PartitionKey;
 use serde_json::{Map, Value};
 
 use crate::indexing::{DocumentPath, SortOrder};
-use crate::query::ast::{AggKind, Count, PathSeg, Query, Select, SortItem, SubKind};
+use crate::query::ast::{AggKind, Count, Expr, PathSeg, Query, Select, SortItem, SubKind};
 use crate::query::continuation::{Mode, Token};
 use crate::query::eval::{Cx, Val, depth_exceeds, eval, lookup_param, number};
 use crate::query::order::{
@@ -44,7 +44,7 @@ use crate::query::order::{
 use crate::query::parser::fnv;
 use crate::query::prefilter::index_terms;
 use crate::query::{Needles, Params, QueryError, QueryOptions, QueryPage, QueryStats, Source};
-use crate::range_index::WalkOrder;
+use crate::range_index::{IndexTerm, WalkOrder};
 use crate::storage::IndexWalk;
 
 /// Where a row comes from.
@@ -72,6 +72,9 @@ struct Exec<'q> {
     only: Option<Vec<Vec<u64>>>,
     /// Text every document with a row in the result contains.
     needles: Needles,
+    /// The rows WHERE keeps, when the index counted them and the query
+    /// only counts rows (see `counts_from_index`): nothing is read.
+    counted: Option<u64>,
     /// The index walk whose entries this execution reads, if any.
     walk: Option<WalkOrder<'q>>,
     /// After ORDER BY in a walk: the key of the last row it kept (the row
@@ -493,6 +496,7 @@ pub(crate) fn execute(
         only,
         needles: Needles::of(q, &bound),
         stats: Cell::new(QueryStats::default()),
+        counted: None,
         walk,
         frontier: Cell::new(None),
     };
@@ -587,8 +591,12 @@ pub(crate) fn execute(
         Some(candidates) => {
             spent.index_entries += candidates.len() as u64;
             spent.index_used = true;
+            let counted = counts_from_index(q, &terms, source).then_some(candidates.len() as u64);
             let (partitions, only) = by_partition(candidates);
-            exec(partitions, Some(only), None)
+            Exec {
+                counted,
+                ..exec(partitions, Some(only), None)
+            }
         }
         None => {
             let mut partitions = source.partitions();
@@ -620,6 +628,31 @@ pub(crate) fn execute(
     };
     add(&mut spent, ex.stats.get());
     finish(q, params, items, next, spent)
+}
+
+/// Whether the documents a range index names for `terms` are exactly
+/// the rows of `q` and `q` only counts them (`SELECT VALUE COUNT(1) FROM c
+/// WHERE c.type = 'post'`), so that their number is the answer: each term
+/// of its WHERE became one of `terms`, on a path the policy indexes (an
+/// index read leaves the others out, offering more documents), and the
+/// source hides none of them.
+fn counts_from_index(q: &Query, terms: &[IndexTerm], source: &dyn Source) -> bool {
+    let counts = q.group_by.is_empty()
+        && !q.distinct
+        && q.order_by.is_empty()
+        && !q.aggregates.is_empty()
+        && q.aggregates
+            .iter()
+            .all(|a| a.kind == AggKind::Count && matches!(a.arg, Expr::Lit(_)))
+        && q.conjuncts() == terms.len();
+    counts
+        && !source.hides_documents()
+        && source.indexing_policy().is_some_and(|policy| {
+            terms.iter().all(|t| {
+                let labels: Vec<&str> = t.path.iter().map(String::as_str).collect();
+                crate::range_index::is_indexed(&policy, &labels)
+            })
+        })
 }
 
 /// Adds the cost of `more` to `spent`.
@@ -1131,7 +1164,9 @@ impl<'q> Exec<'q> {
             }
             Ok(())
         };
-        if q.from.is_none() {
+        if let Some(n) = self.counted {
+            plain = Some(q.aggregates.iter().map(|_| Acc::Count(n)).collect());
+        } else if q.from.is_none() {
             feed(0, &[])?;
         } else {
             let mut sink = |pos: Pos<'_>, row: &[&Value]| {

@@ -186,6 +186,13 @@ pub trait Source {
         None
     }
 
+    /// Whether this source hides documents the index names and a read
+    /// finds (expired ones), so that only reading them tells what a query
+    /// sees. By default, `false`.
+    fn hides_documents(&self) -> bool {
+        false
+    }
+
     /// A walk of a range index in `walk.order`
     /// ([`crate::storage::Storage::index_walk`]), among the partitions
     /// this source shows; `None` (the default) when no index can answer.
