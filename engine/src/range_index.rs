@@ -179,15 +179,21 @@ pub fn composite_path_key(index: &[CompositePath]) -> Option<String> {
 /// tuples do under ORDER BY in those directions, but that arrays (and
 /// objects) tie, and so do tuples equal up to one, whatever follows.
 pub fn composite_key(values: &[Option<&Value>], orders: &[SortOrder]) -> Vec<u8> {
+    let keys: Vec<Option<Vec<u8>>> = values.iter().map(|v| v.map(order_key)).collect();
+    let keys: Vec<Option<&[u8]>> = keys.iter().map(Option::as_deref).collect();
+    composite_key_of(&keys, orders)
+}
+
+/// [`composite_key`] of the values whose [`order_key`]s are `keys`.
+fn composite_key_of(keys: &[Option<&[u8]>], orders: &[SortOrder]) -> Vec<u8> {
     let mut key = Vec::new();
-    for (value, order) in values.iter().zip(orders) {
+    for (part, order) in keys.iter().zip(orders) {
         let start = key.len();
-        match value {
+        match part {
             None => key.push(UNDEFINED),
-            Some(Value::String(_)) => {
-                let text = order_key(value.unwrap_or(&Value::Null));
-                key.push(text[0]);
-                for &b in &text[1..] {
+            Some([STRINGS, text @ ..]) => {
+                key.push(STRINGS);
+                for &b in text {
                     key.push(b);
                     if b == 0 {
                         key.push(0xFF);
@@ -195,7 +201,7 @@ pub fn composite_key(values: &[Option<&Value>], orders: &[SortOrder]) -> Vec<u8>
                 }
                 key.extend_from_slice(&[0, 0]);
             }
-            Some(value) => key.extend(order_key(value)),
+            Some(part) => key.extend_from_slice(part),
         }
         if *order == SortOrder::Descending {
             for b in &mut key[start..] {
@@ -204,11 +210,76 @@ pub fn composite_key(values: &[Option<&Value>], orders: &[SortOrder]) -> Vec<u8>
         }
         // Arrays (and objects) tie among themselves, so what follows one
         // cannot order the tuples: they all end there, tied.
-        if matches!(value, Some(Value::Array(_) | Value::Object(_))) {
+        if matches!(part, Some([ARRAY | OBJECT, ..])) {
             break;
         }
     }
     key
+}
+
+/// The composite index of `policy` that orders by `path` the documents
+/// whose values `terms` fix (`WHERE c.type = 'post' ORDER BY
+/// c.creationDate` and an index on `/type`, `/creationDate`): its last
+/// path is `path`, and each before it is fixed to one value by a term;
+/// with the prefix those values give every key of those documents.
+pub(crate) fn prefixed_index<'p>(
+    policy: &'p IndexingPolicy,
+    path: &[String],
+    terms: &[IndexTerm],
+) -> Option<(&'p [CompositePath], Vec<u8>)> {
+    policy.composite_indexes.iter().find_map(|index| {
+        let (last, fixed) = index.split_last()?;
+        let labels_of = |item: &CompositePath| -> Option<Vec<String>> {
+            let parsed = DocumentPath::parse(&item.path).ok()?;
+            Some(parsed.labels()?.into_iter().map(str::to_owned).collect())
+        };
+        if labels_of(last)?.as_slice() != path {
+            return None;
+        }
+        let mut keys: Vec<Option<&[u8]>> = Vec::with_capacity(fixed.len());
+        for item in fixed {
+            let labels = labels_of(item)?;
+            let key = terms.iter().find_map(|t| match &t.accept {
+                Accept::Values(values) if t.path == labels && values.len() == 1 => {
+                    Some(values[0].as_slice())
+                }
+                _ => None,
+            })?;
+            keys.push(Some(key));
+        }
+        let orders: Vec<SortOrder> = fixed.iter().map(|item| item.order).collect();
+        composite_path_key(index)?;
+        Some((index.as_slice(), composite_key_of(&keys, &orders)))
+    })
+}
+
+/// Whether `term` is one a prefix of `index` fixes
+/// ([`prefixed_index`]): one value at one of its paths but the last.
+pub(crate) fn fixes(index: &[CompositePath], term: &IndexTerm) -> bool {
+    let Some((_, fixed)) = index.split_last() else {
+        return false;
+    };
+    matches!(&term.accept, Accept::Values(values) if values.len() == 1)
+        && fixed.iter().any(|item| {
+            DocumentPath::parse(&item.path).is_ok_and(|parsed| {
+                parsed
+                    .labels()
+                    .is_some_and(|labels| labels.iter().copied().eq(term.path.iter().map(String::as_str)))
+            })
+        })
+}
+
+/// The first key past every key that starts with `prefix` (`None`: no
+/// key is past them all).
+fn past_prefix(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xFF {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
 }
 
 /// The value at `labels` reached through objects, if any.
@@ -243,6 +314,14 @@ pub enum WalkOrder<'a> {
     Path(&'a [String]),
     /// A composite index's tuples, in its directions.
     Composite(&'a [CompositePath]),
+    /// The values at a composite index's last path, among its entries
+    /// that start with `prefix` ([`prefixed_index`]).
+    Prefixed {
+        /// The index.
+        index: &'a [CompositePath],
+        /// The key of the values of its other paths.
+        prefix: &'a [u8],
+    },
 }
 
 impl WalkOrder<'_> {
@@ -259,7 +338,7 @@ impl WalkOrder<'_> {
                     && is_indexed(policy, &labels))
                 .then(|| path_key(&labels))
             }
-            WalkOrder::Composite(index) => policy
+            WalkOrder::Composite(index) | WalkOrder::Prefixed { index, .. } => policy
                 .composite_indexes
                 .iter()
                 .any(|held| held.as_slice() == *index)
@@ -268,11 +347,22 @@ impl WalkOrder<'_> {
         }
     }
 
+    /// The keys the walk stays within, from the first to the first past
+    /// them (unbounded: `None`).
+    pub fn bounds(&self) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
+        match self {
+            WalkOrder::Prefixed { prefix, .. } => (Some(prefix.to_vec()), past_prefix(prefix)),
+            _ => (None, None),
+        }
+    }
+
     /// The key of `document`'s entry walked, if it has one.
     pub fn key_of(&self, document: &Value) -> Option<Vec<u8>> {
         match self {
             WalkOrder::Path(labels) => value_at(document, labels).map(order_key),
-            WalkOrder::Composite(index) => composite_entry(document, index).map(|(_, key)| key),
+            WalkOrder::Composite(index) | WalkOrder::Prefixed { index, .. } => {
+                composite_entry(document, index).map(|(_, key)| key)
+            }
         }
     }
 
@@ -285,6 +375,13 @@ impl WalkOrder<'_> {
             WalkOrder::Composite(index) => {
                 let orders: Vec<SortOrder> = index.iter().map(|item| item.order).collect();
                 Some(composite_key(values, &orders))
+            }
+            WalkOrder::Prefixed { index, prefix } => {
+                let value = values.first().copied().flatten()?;
+                let order = index.last()?.order;
+                let mut key = prefix.to_vec();
+                key.extend(composite_key(&[Some(value)], &[order]));
+                Some(key)
             }
         }
     }

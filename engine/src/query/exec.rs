@@ -44,7 +44,7 @@ use crate::query::order::{
 use crate::query::parser::fnv;
 use crate::query::prefilter::index_terms;
 use crate::query::{Needles, Params, QueryError, QueryOptions, QueryPage, QueryStats, Source};
-use crate::range_index::{IndexTerm, WalkOrder};
+use crate::range_index::{IndexTerm, WalkOrder, prefixed_index};
 use crate::storage::IndexWalk;
 
 /// Where a row comes from.
@@ -512,9 +512,23 @@ pub(crate) fn execute(
     };
     let policy = order_paths
         .as_ref()
-        .filter(|paths| paths.len() > 1)
+        .filter(|paths| paths.len() > 1 || !terms.is_empty())
         .and_then(|_| source.indexing_policy());
+    // With a composite index whose other paths the terms fix, a one-path
+    // ORDER BY walks only the entries of the documents they name.
+    let prefixed = match (order_paths.as_deref(), policy.as_deref()) {
+        (Some([(path, _)]), Some(policy)) => prefixed_index(policy, path, &terms),
+        _ => None,
+    };
     let walked = order_paths.as_deref().and_then(|paths| match paths {
+        [(_, descending)] if let Some((index, prefix)) = &prefixed => {
+            let wanted = match descending {
+                true => SortOrder::Descending,
+                false => SortOrder::Ascending,
+            };
+            let backwards = index.last().is_some_and(|last| last.order != wanted);
+            Some((WalkOrder::Prefixed { index, prefix }, backwards))
+        }
         [(path, descending)] => Some((WalkOrder::Path(path), *descending)),
         items => {
             let items: Vec<(DocumentPath, SortOrder)> = items

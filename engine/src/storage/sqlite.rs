@@ -1551,16 +1551,25 @@ impl Storage for SqliteStorage {
             None => String::new(),
         };
         // A term on the walked path bounds the walk itself (a document has
-        // one entry at a path); the others are checked beside it.
-        let (here, others): (Vec<PathTerm>, Vec<PathTerm>) =
-            terms.into_iter().partition(|(term, _)| match walk.order {
-                WalkOrder::Path(path) => term.path.as_slice() == path,
-                WalkOrder::Composite(_) => false,
-            });
+        // one entry at a path), one a prefixed walk's prefix fixes holds
+        // for every entry; the others are checked beside it.
         let mut filters = String::new();
-        for (term, _) in &here {
-            filters.push_str(&accept_sql("i.value", &term.accept, &mut params));
+        let mut others = Vec::new();
+        for (term, path) in terms {
+            match walk.order {
+                WalkOrder::Path(walked) if term.path.as_slice() == walked => {
+                    filters.push_str(&accept_sql("i.value", &term.accept, &mut params));
+                }
+                WalkOrder::Prefixed { index, .. } if range_index::fixes(index, &term) => {}
+                _ => others.push((term, path)),
+            }
         }
+        let (low, high) = walk.order.bounds();
+        let bounds = Accept::Range(
+            low.map_or(Bound::Unbounded, Bound::Included),
+            high.map_or(Bound::Unbounded, Bound::Excluded),
+        );
+        filters.push_str(&accept_sql("i.value", &bounds, &mut params));
         filters.push_str(&term_filters(&others, &mut params));
         let sql = format!(
             "SELECT i.value, i.pk, i.rid FROM idx AS i WHERE i.container = ?1 AND i.path = ?2{from}{filters} \
