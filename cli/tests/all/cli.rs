@@ -1010,10 +1010,12 @@ fn isolate_scripts_runs_javascript_in_worker_processes() {
         ],
         408,
     );
+    // The worker dies of its memory limit; on a loaded machine the wall
+    // clock may stop the doubling first. Either way the call fails alone.
     assert!(
         failed["message"]
             .as_str()
-            .is_some_and(|m| m.contains("worker process")),
+            .is_some_and(|m| m.contains("worker process") || m.contains("ran longer than")),
         "{failed}"
     );
     cli.fails(&["item", "read", "posts", "--pk", "p1", "--id", "w"], 404);
