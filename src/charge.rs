@@ -265,6 +265,7 @@ mod tests {
             docs_scanned: 100,
             docs_returned: 100,
             bytes_read: 25_000,
+            ..QueryStats::default()
         })
         .request_charge();
         assert!((16.97 / 2.0..=16.97 * 2.0).contains(&q6), "{q6}");

@@ -262,9 +262,12 @@ pub(crate) fn fixes(index: &[CompositePath], term: &IndexTerm) -> bool {
     matches!(&term.accept, Accept::Values(values) if values.len() == 1)
         && fixed.iter().any(|item| {
             DocumentPath::parse(&item.path).is_ok_and(|parsed| {
-                parsed
-                    .labels()
-                    .is_some_and(|labels| labels.iter().copied().eq(term.path.iter().map(String::as_str)))
+                parsed.labels().is_some_and(|labels| {
+                    labels
+                        .iter()
+                        .copied()
+                        .eq(term.path.iter().map(String::as_str))
+                })
             })
         })
 }

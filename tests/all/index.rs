@@ -188,6 +188,30 @@ fn ranges_lists_prefixes_and_definedness_read_only_what_matches() -> anyhow::Res
         counted("SELECT VALUE COUNT(c.n) FROM c WHERE c.kind = 'post'")?,
         (json!(posts), posts)
     );
+    // MIN and MAX of an indexed path read a few documents.
+    for (sql, expected) in [
+        (
+            "SELECT VALUE MIN(c.user) FROM c WHERE c.kind = 'like'",
+            json!("u0"),
+        ),
+        ("SELECT VALUE MAX(c.n) FROM c", json!(6)),
+        ("SELECT MIN(c.n) AS m FROM c WHERE c.n > 2", json!({"m": 3})),
+    ] {
+        let page = c.query_items(sql, &Params::new(), &Default::default())?;
+        assert_eq!(page.items, [expected], "{sql}");
+        assert!(
+            page.stats.docs_scanned < 100,
+            "{sql}: read {}",
+            page.stats.docs_scanned
+        );
+    }
+    // An array or an object makes them undefined, as a scan does.
+    let page = c.query_items(
+        "SELECT VALUE MAX(c.rare) FROM c",
+        &Params::new(),
+        &Default::default(),
+    )?;
+    assert!(page.items.is_empty());
     // A composite index serves an ORDER BY on its paths.
     c.set_indexing_policy(IndexingPolicy::from_json(&json!({
         "compositeIndexes": [[{"path": "/user"}, {"path": "/id", "order": "descending"}]]
@@ -446,6 +470,9 @@ fn query() -> impl Strategy<Value = (String, Params)> {
         Just("SELECT c.id FROM c WHERE {w} ORDER BY c.a DESC, c.n"),
         Just("SELECT * FROM c WHERE {w} ORDER BY c.o.k DESC, c.a"),
         Just("SELECT VALUE COUNT(1) FROM c WHERE {w}"),
+        Just("SELECT VALUE MIN(c.a) FROM c WHERE {w}"),
+        Just("SELECT MAX(c.n) AS m FROM c WHERE {w}"),
+        Just("SELECT VALUE MAX(c.o.k) FROM c WHERE {w}"),
         Just("SELECT DISTINCT VALUE c.a FROM c WHERE {w}"),
     ];
     (shape, proptest::collection::vec(term, 0..3), any::<bool>()).prop_map(

@@ -217,7 +217,7 @@ impl Query {
 }
 
 /// `c.a.b` (or `c["a"]`) as `["a", "b"]`; `None` for anything else.
-fn document_path(expr: &Expr) -> Option<Vec<String>> {
+pub(crate) fn document_path(expr: &Expr) -> Option<Vec<String>> {
     match expr {
         Expr::Prop(base, name) => {
             let mut path = match &**base {

@@ -72,9 +72,9 @@ struct Exec<'q> {
     only: Option<Vec<Vec<u64>>>,
     /// Text every document with a row in the result contains.
     needles: Needles,
-    /// The rows WHERE keeps, when the index counted them and the query
-    /// only counts rows (see `counts_from_index`): nothing is read.
-    counted: Option<u64>,
+    /// The aggregates, when the index answered them (see
+    /// `counts_from_index` and `extreme_from_index`): nothing is read.
+    answered: Cell<Option<Vec<Acc>>>,
     /// The index walk whose entries this execution reads, if any.
     walk: Option<WalkOrder<'q>>,
     /// After ORDER BY in a walk: the key of the last row it kept (the row
@@ -455,6 +455,19 @@ pub(crate) fn execute(
     source: &dyn Source,
     options: &QueryOptions<'_>,
 ) -> Result<QueryPage, QueryError> {
+    execute_with(q, params, source, options, false)
+}
+
+/// [`execute`]; with `any_tie`, rows whose ORDER BY values equal may come
+/// in any order (so an index walk need not read every row tied with the
+/// page's last): for a value alone, as MIN and MAX want it.
+fn execute_with(
+    q: &Query,
+    params: &Params,
+    source: &dyn Source,
+    options: &QueryOptions<'_>,
+    any_tie: bool,
+) -> Result<QueryPage, QueryError> {
     let bound: Vec<Option<&Value>> = q.params.iter().map(|p| lookup_param(params, p)).collect();
     let now = OnceCell::new();
     let cx = Cx {
@@ -496,7 +509,7 @@ pub(crate) fn execute(
         only,
         needles: Needles::of(q, &bound),
         stats: Cell::new(QueryStats::default()),
-        counted: None,
+        answered: Cell::new(None),
         walk,
         frontier: Cell::new(None),
     };
@@ -582,6 +595,7 @@ pub(crate) fn execute(
             add(&mut spent, ex.stats.get());
             let certain = match (&through, ex.frontier.take()) {
                 (None, _) => true,
+                (Some(through), Some(worst)) if any_tie && worst == *through => true,
                 (Some(through), Some(worst)) if *descending => worst > *through,
                 (Some(through), Some(worst)) => worst < *through,
                 (Some(_), None) => false,
@@ -595,6 +609,30 @@ pub(crate) fn execute(
             limit = limit.saturating_mul(4);
         }
     }
+    // MIN or MAX of an indexed path: the last row of an ORDER BY on it
+    // (an array or object there makes it undefined), then the first.
+    if token.is_none()
+        && let Some((arg, max)) = extreme_of(q, source)
+        && let Some((value, stats)) = extreme_from_index(q, params, source, options, arg, max)?
+    {
+        let ex = exec(Vec::new(), None, None);
+        let acc = match max {
+            true => Acc::Max {
+                best: value,
+                ok: true,
+            },
+            false => Acc::Min {
+                best: value,
+                ok: true,
+            },
+        };
+        ex.answered.set(Some(vec![acc]));
+        let items = ex.materialize(source)?;
+        add(&mut spent, stats);
+        spent.index_entries += stats.index_entries;
+        spent.index_used = true;
+        return finish(q, params, items, None, spent);
+    }
     // With a range index, the partitions and documents it names; else
     // every partition, every document.
     let candidates = match terms.is_empty() || q.from.is_none() {
@@ -605,10 +643,13 @@ pub(crate) fn execute(
         Some(candidates) => {
             spent.index_entries += candidates.len() as u64;
             spent.index_used = true;
-            let counted = counts_from_index(q, &terms, source).then_some(candidates.len() as u64);
+            let counted = counts_from_index(q, &terms, source).then(|| {
+                let n = candidates.len() as u64;
+                q.aggregates.iter().map(|_| Acc::Count(n)).collect()
+            });
             let (partitions, only) = by_partition(candidates);
             Exec {
-                counted,
+                answered: Cell::new(counted),
                 ..exec(partitions, Some(only), None)
             }
         }
@@ -667,6 +708,75 @@ fn counts_from_index(q: &Query, terms: &[IndexTerm], source: &dyn Source) -> boo
                 crate::range_index::is_indexed(&policy, &labels)
             })
         })
+}
+
+/// The argument of `q`'s one aggregate and whether it is MAX, when `q`
+/// is a MIN or MAX of a path of the document the index of `source` walks
+/// (`SELECT VALUE MIN(c.n) FROM c WHERE …`), with nothing that groups,
+/// orders or joins its rows.
+fn extreme_of<'q>(q: &'q Query, source: &dyn Source) -> Option<(&'q Expr, bool)> {
+    let [aggregate] = q.aggregates.as_slice() else {
+        return None;
+    };
+    let max = match aggregate.kind {
+        AggKind::Min => false,
+        AggKind::Max => true,
+        _ => return None,
+    };
+    let plain = q.group_by.is_empty()
+        && !q.distinct
+        && q.order_by.is_empty()
+        && q.offset_limit.is_none()
+        && q.from
+            .as_ref()
+            .is_some_and(|f| f.base == 0 && f.root_path.is_empty() && f.joins.is_empty());
+    let path = crate::query::ast::document_path(&aggregate.arg)?;
+    let policy = source.indexing_policy()?;
+    (plain && WalkOrder::Path(&path).path_key(&policy).is_some()).then_some((&aggregate.arg, max))
+}
+
+/// MIN (or MAX) of `arg` over the rows of `q`, from two ORDER BY queries
+/// on it with TOP 1, which walk the index: the highest value, undefined
+/// when it is an array or an object (they make MIN and MAX undefined);
+/// else, for MIN, the lowest. With what they cost; `None` when the index
+/// did not answer (it is being built), for the caller to aggregate.
+fn extreme_from_index(
+    q: &Query,
+    params: &Params,
+    source: &dyn Source,
+    options: &QueryOptions<'_>,
+    arg: &Expr,
+    max: bool,
+) -> Result<Option<(Option<Value>, QueryStats)>, QueryError> {
+    let top = |descending| Query {
+        select: Select::Value(arg.clone()),
+        order_by: vec![SortItem {
+            expr: arg.clone(),
+            descending,
+        }],
+        top: Some(Count::Lit(1)),
+        aggregates: Vec::new(),
+        ..q.clone()
+    };
+    let options = QueryOptions {
+        continuation: None,
+        max_item_count: None,
+        ..*options
+    };
+    let highest = execute_with(&top(true), params, source, &options, true)?;
+    if !highest.stats.index_used {
+        return Ok(None);
+    }
+    let mut stats = highest.stats;
+    let value = highest.items.into_iter().next();
+    if value.as_ref().is_some_and(|v| type_rank(v) >= 5) || max {
+        let value = value.filter(|v| type_rank(v) < 5);
+        return Ok(Some((value, stats)));
+    }
+    let lowest = execute_with(&top(false), params, source, &options, true)?;
+    add(&mut stats, lowest.stats);
+    stats.index_entries += lowest.stats.index_entries;
+    Ok(Some((lowest.items.into_iter().next(), stats)))
 }
 
 /// Adds the cost of `more` to `spent`.
@@ -1178,8 +1288,8 @@ impl<'q> Exec<'q> {
             }
             Ok(())
         };
-        if let Some(n) = self.counted {
-            plain = Some(q.aggregates.iter().map(|_| Acc::Count(n)).collect());
+        if let Some(accs) = self.answered.take() {
+            plain = Some(accs);
         } else if q.from.is_none() {
             feed(0, &[])?;
         } else {
