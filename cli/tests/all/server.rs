@@ -2036,6 +2036,221 @@ fn queries_report_metrics_and_index_use_when_asked() {
     assert_eq!(index["PotentialCompositeIndexes"], json!([]));
 }
 
+/// `x-ms-cosmos-index-utilization` (base64 of JSON, as the Python SDK
+/// decodes it).
+fn index_utilization(r: &WireResponse) -> Value {
+    let header = r.header("x-ms-cosmos-index-utilization").unwrap();
+    let decoded =
+        base64::Engine::decode(&base64::engine::general_purpose::STANDARD, header).unwrap();
+    serde_json::from_slice(&decoded).unwrap()
+}
+
+/// `x-ms-documentdb-query-metrics` as `key -> value`.
+fn query_metrics(r: &WireResponse) -> std::collections::HashMap<String, String> {
+    r.header("x-ms-documentdb-query-metrics")
+        .unwrap()
+        .split(';')
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap();
+            (k.to_owned(), v.to_owned())
+        })
+        .collect()
+}
+
+/// The index metrics name the indexes a page read (the range index's,
+/// across partitions on a durable store; the partition key's, in one
+/// partition), the excluded paths that would have served its conditions,
+/// and the composite index of an ORDER BY, present or missing; the query
+/// metrics count what the index chose.
+#[test]
+fn index_metrics_name_the_indexes_used_and_those_that_would_help() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = setup_on(gateway(Database::open(dir.path()).unwrap()));
+    let definition = json!({
+        "id": "i",
+        "partitionKey": {"paths": ["/pk"], "kind": "Hash", "version": 2},
+        "indexingPolicy": {
+            "excludedPaths": [{"path": "/body/*"}],
+            "compositeIndexes": [[{"path": "/a"}, {"path": "/b", "order": "descending"}]],
+        },
+    });
+    let (r, body) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls",
+            &[],
+            definition.to_string().as_bytes(),
+        ),
+    );
+    assert_eq!(r.status, 201, "{body}");
+    for i in 0..6 {
+        let pk = format!(r#"["p{}"]"#, i % 3);
+        let doc = json!({"id": format!("i{i}"), "pk": format!("p{}", i % 3), "n": i,
+                         "a": i % 2, "b": i, "body": {"text": format!("t{i}")}});
+        let (r, body) = call(
+            &gw,
+            signed(
+                "POST",
+                "/dbs/d/colls/i/docs",
+                &[("x-ms-documentdb-partitionkey", &pk)],
+                doc.to_string().as_bytes(),
+            ),
+        );
+        assert_eq!(r.status, 201, "{body}");
+    }
+    let query = |sql: &str, extra: &[(&str, &str)]| {
+        let mut headers = vec![
+            ("x-ms-documentdb-isquery", "True"),
+            ("content-type", "application/query+json"),
+            ("x-ms-cosmos-populateindexmetrics", "True"),
+            ("x-ms-documentdb-populatequerymetrics", "True"),
+        ];
+        headers.extend_from_slice(extra);
+        let body = json!({"query": sql, "parameters": []}).to_string();
+        let (r, body) = call(
+            &gw,
+            signed("POST", "/dbs/d/colls/i/docs", &headers, body.as_bytes()),
+        );
+        assert_eq!(r.status, 200, "{sql}: {body}");
+        (r, body)
+    };
+    let across = ("x-ms-documentdb-query-enablecrosspartition", "True");
+    let in_p1 = ("x-ms-documentdb-partitionkey", r#"["p1"]"#);
+
+    // (a) Across partitions, an equality on an included path: the range
+    // index chose the one document read.
+    let (r, body) = query("SELECT * FROM c WHERE c.n = 4", &[across]);
+    assert_eq!(body["Documents"].as_array().unwrap().len(), 1);
+    let index = index_utilization(&r);
+    assert_eq!(
+        index["UtilizedSingleIndexes"],
+        json!([{"FilterExpression": "(ROOT.n = 4)", "IndexSpec": "/n/?", "FilterPreciseSet": true,
+                "IndexPreciseSet": true, "IndexImpactScore": "High"}]),
+        "{index}"
+    );
+    assert_eq!(index["PotentialSingleIndexes"], json!([]));
+    assert_eq!(index["UtilizedCompositeIndexes"], json!([]));
+    assert_eq!(index["PotentialCompositeIndexes"], json!([]));
+    let metrics = query_metrics(&r);
+    assert_eq!(metrics["retrievedDocumentCount"], "1");
+    assert_eq!(metrics["outputDocumentCount"], "1");
+    assert_eq!(metrics["indexUtilizationRatio"], "1.00");
+    // In one logical partition the query scans it: only the partition
+    // key's index is utilized.
+    let (r, _) = query("SELECT * FROM c WHERE c.n = 4", &[in_p1]);
+    let index = index_utilization(&r);
+    let specs: Vec<&Value> = index["UtilizedSingleIndexes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| &i["IndexSpec"])
+        .collect();
+    assert_eq!(specs, [&json!("/pk/?")], "{index}");
+    assert_eq!(query_metrics(&r)["retrievedDocumentCount"], "2");
+    assert_eq!(query_metrics(&r)["indexUtilizationRatio"], "0.50");
+
+    // (b) A filter on a path the policy excludes: that index would help,
+    // and the query scans.
+    let (r, body) = query("SELECT * FROM c WHERE c.body.text = 't2'", &[across]);
+    assert_eq!(body["Documents"].as_array().unwrap().len(), 1);
+    let index = index_utilization(&r);
+    assert_eq!(index["UtilizedSingleIndexes"], json!([]), "{index}");
+    assert_eq!(
+        index["PotentialSingleIndexes"],
+        json!([{"FilterExpression": "(ROOT.body.text = \"t2\")", "IndexSpec": "/body/text/?",
+                "FilterPreciseSet": true, "IndexPreciseSet": false, "IndexImpactScore": "High"}]),
+        "{index}"
+    );
+    assert_eq!(query_metrics(&r)["retrievedDocumentCount"], "6");
+
+    // (c) An ORDER BY on two paths that the policy's composite index
+    // serves (all directions reversed), and one it does not: refused, as
+    // on the service. An equality with an ORDER BY would want the
+    // composite index of both paths.
+    let (r, _) = query("SELECT * FROM c ORDER BY c.a DESC, c.b ASC", &[in_p1]);
+    let index = index_utilization(&r);
+    assert_eq!(
+        index["UtilizedCompositeIndexes"],
+        json!([{"IndexSpecs": ["/a ASC", "/b DESC"], "IndexPreciseSet": true, "IndexImpactScore": "High"}]),
+        "{index}"
+    );
+    assert_eq!(index["PotentialCompositeIndexes"], json!([]));
+    let refused = json!({"query": "SELECT * FROM c ORDER BY c.b, c.n", "parameters": []});
+    let (r, body) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls/i/docs",
+            &[
+                ("x-ms-documentdb-isquery", "True"),
+                ("content-type", "application/query+json"),
+                ("x-ms-cosmos-populateindexmetrics", "True"),
+                in_p1,
+            ],
+            refused.to_string().as_bytes(),
+        ),
+    );
+    assert_error(
+        &r,
+        &body,
+        400,
+        "BadRequest",
+        "corresponding composite index",
+    );
+    let (r, _) = query("SELECT * FROM c WHERE c.n = 1 ORDER BY c.b DESC", &[in_p1]);
+    let index = index_utilization(&r);
+    assert_eq!(
+        index["PotentialCompositeIndexes"],
+        json!([{"IndexSpecs": ["/n DESC", "/b DESC"], "IndexPreciseSet": false, "IndexImpactScore": "High"}]),
+        "{index}"
+    );
+    assert_eq!(index["UtilizedCompositeIndexes"], json!([]));
+
+    // The .NET SDK asks with `-V2` and reads percent-encoded JSON of the
+    // newer shape.
+    let (r, _) = query(
+        "SELECT * FROM c WHERE c.n = 4 AND c.body.text = 't4'",
+        &[across, ("x-ms-cosmos-populateindexmetrics-V2", "True")],
+    );
+    let header = r.header("x-ms-cosmos-index-utilization").unwrap();
+    let decoded: Value = serde_json::from_str(
+        &percent_encoding::percent_decode_str(header)
+            .decode_utf8()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        decoded,
+        json!({
+            "UtilizedIndexes": {"SingleIndexes": [{"IndexSpec": "/n/?"}], "CompositeIndexes": []},
+            "PotentialIndexes": {
+                "SingleIndexes": [{"IndexSpec": "/body/text/?", "IndexImpactScore": "High"}],
+                "CompositeIndexes": [],
+            },
+        })
+    );
+
+    // (d) Nothing unless asked.
+    let body = json!({"query": "SELECT * FROM c WHERE c.n = 4", "parameters": []});
+    let (r, _) = call(
+        &gw,
+        signed(
+            "POST",
+            "/dbs/d/colls/i/docs",
+            &[
+                ("x-ms-documentdb-isquery", "True"),
+                ("content-type", "application/query+json"),
+                across,
+            ],
+            body.to_string().as_bytes(),
+        ),
+    );
+    assert_eq!(r.status, 200);
+    assert!(r.header("x-ms-cosmos-index-utilization").is_none());
+    assert!(r.header("x-ms-documentdb-query-metrics").is_none());
+}
+
 #[test]
 fn triggers_echo_their_type_and_operation_as_written() {
     let gw = setup();

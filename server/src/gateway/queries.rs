@@ -167,8 +167,16 @@ impl Gateway {
                     query_metrics(&page.stats, output_bytes, started.elapsed()),
                 );
             }
-            if flag(&req.headers, "x-ms-cosmos-populateindexmetrics")? {
-                out = out.with("x-ms-cosmos-index-utilization", index_metrics(coll, scoped));
+            // The .NET SDK asks with `-V2` and reads the newer shape; the
+            // Python and Java SDKs ask without it and read the older one.
+            let v2 = flag(&req.headers, "x-ms-cosmos-populateindexmetrics-v2")?;
+            if v2 || flag(&req.headers, "x-ms-cosmos-populateindexmetrics")? {
+                let used = IndexUse::of(coll, sql, params, scoped, &page.stats);
+                let header = match v2 {
+                    true => used.v2(),
+                    false => used.v1(),
+                };
+                out = out.with("x-ms-cosmos-index-utilization", header);
             }
             return Ok(out);
         }
@@ -378,17 +386,27 @@ fn body_len_of(items: &[Value]) -> usize {
     items.iter().map(host_api::json::serialized_len).sum()
 }
 
-/// The `x-ms-documentdb-query-metrics` header: the service's keys, with
-/// what Partita measures (documents and bytes read and returned, the
-/// whole time) and zero for the phases it does not time apart. No index:
-/// every document read is retrieved, so the utilization ratio is the
-/// share of them returned.
+/// The `x-ms-documentdb-query-metrics` header: the service's
+/// `key=value;...` keys (the .NET SDK's `ServerSideMetricsParser` reads
+/// them by name and skips the ones it does not know), with what Partita
+/// measures: the documents read (`retrievedDocumentCount`: those the
+/// range index chose, or every document of the partitions scanned) and
+/// their bytes, the items returned and their bytes, and the whole time.
+/// The phases Partita does not time apart are 0, `indexLookupTimeInMs`
+/// among them (the index is read inside the query's run, whose time is
+/// `totalExecutionTimeInMs`).
+///
+/// `indexUtilizationRatio` is, as the service defines it, the documents
+/// the filter matched over the documents read; a page does not count the
+/// documents WHERE accepted, so the items returned stand for them (the
+/// same number for a query without TOP, OFFSET, aggregates or JOIN; too
+/// few for an aggregate), and nothing read is 1.
 fn query_metrics(stats: &query::QueryStats, output_bytes: usize, elapsed: Duration) -> String {
     let ms = elapsed.as_secs_f64() * 1000.0;
     let ratio = if stats.docs_scanned == 0 {
         1.0
     } else {
-        stats.docs_returned as f64 / stats.docs_scanned as f64
+        (stats.docs_returned as f64 / stats.docs_scanned as f64).min(1.0)
     };
     format!(
         "totalExecutionTimeInMs={ms:.2};queryCompileTimeInMs=0.00;queryLogicalPlanBuildTimeInMs=0.00;\
@@ -401,34 +419,149 @@ fn query_metrics(stats: &query::QueryStats, output_bytes: usize, elapsed: Durati
     )
 }
 
-/// The `x-ms-cosmos-index-utilization` header (base64 of JSON, as the SDKs
-/// decode it). Partita's only index is the one on the partition key: a
-/// query scoped to a logical partition uses it, and nothing else does.
-fn index_metrics(coll: &CollEntry, scoped: bool) -> String {
-    let utilized: Vec<Value> = if scoped {
-        coll.container
-            .partition_key_path()
-            .paths()
-            .map(|path| {
-                json!({
-                    "FilterExpression": "",
-                    "IndexSpec": format!("{path}/?"),
-                    "FilterPreciseSet": true,
-                    "IndexPreciseSet": true,
-                    "IndexImpactScore": "High",
+/// What one page of a query used of the container's indexes and what
+/// would have helped it, for `x-ms-cosmos-index-utilization`.
+///
+/// Utilized single-path indexes are those the page read: the partition
+/// key's when the query is confined to partitions (as the service looks
+/// them up), and the included paths of its conditions and ORDER BY
+/// (`engine::query::index_advice`) only when the range index chose the
+/// documents (`QueryStats::index_used`; a query of one logical partition,
+/// or on a store without an index, scans). Potential single-path indexes
+/// are the excluded paths its conditions or ORDER BY name. Composite
+/// indexes are as the advice says: the policy's composite index that
+/// serves the query (Partita checks an ORDER BY against it and sorts
+/// without it, as it builds none), or the one it lacks.
+struct IndexUse {
+    advice: query::IndexAdvice,
+}
+
+impl IndexUse {
+    fn of(
+        coll: &CollEntry,
+        sql: &str,
+        params: &Params,
+        scoped: bool,
+        stats: &query::QueryStats,
+    ) -> IndexUse {
+        let mut advice = match parse_for_advice(coll, sql) {
+            Some(parsed) => query::index_advice(&parsed, params, &coll.container.indexing_policy()),
+            None => query::IndexAdvice::default(),
+        };
+        if !stats.index_used {
+            advice.utilized_single.clear();
+        }
+        if scoped {
+            let keys = coll
+                .container
+                .partition_key_path()
+                .paths()
+                .map(|path| query::SingleIndex {
+                    spec: format!("{path}/?"),
+                    filter: String::new(),
+                });
+            advice.utilized_single.splice(0..0, keys);
+        }
+        IndexUse { advice }
+    }
+
+    /// The older shape, base64 of JSON (the Python SDK's
+    /// `_utils.get_index_metrics_info`, the .NET SDK's
+    /// `IndexUtilizationInfo.TryCreateFromDelimitedBase64String`).
+    fn v1(&self) -> String {
+        let single = |list: &[query::SingleIndex], utilized: bool| -> Vec<Value> {
+            list.iter()
+                .map(|index| {
+                    json!({
+                        "FilterExpression": index.filter,
+                        "IndexSpec": index.spec,
+                        "FilterPreciseSet": true,
+                        "IndexPreciseSet": utilized,
+                        "IndexImpactScore": "High",
+                    })
                 })
-            })
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let metrics = json!({
-        "UtilizedSingleIndexes": utilized,
-        "PotentialSingleIndexes": [],
-        "UtilizedCompositeIndexes": [],
-        "PotentialCompositeIndexes": [],
-    });
-    base64::engine::general_purpose::STANDARD.encode(metrics.to_string())
+                .collect()
+        };
+        let composite = |list: &[query::CompositeIndex], utilized: bool| -> Vec<Value> {
+            list.iter()
+                .map(|index| {
+                    json!({
+                        "IndexSpecs": index.specs,
+                        "IndexPreciseSet": utilized,
+                        "IndexImpactScore": "High",
+                    })
+                })
+                .collect()
+        };
+        let advice = &self.advice;
+        let metrics = json!({
+            "UtilizedSingleIndexes": single(&advice.utilized_single, true),
+            "PotentialSingleIndexes": single(&advice.potential_single, false),
+            "UtilizedCompositeIndexes": composite(&advice.utilized_composite, true),
+            "PotentialCompositeIndexes": composite(&advice.potential_composite, false),
+        });
+        base64::engine::general_purpose::STANDARD.encode(metrics.to_string())
+    }
+
+    /// The newer shape, percent-encoded JSON, as the service answers
+    /// `x-ms-cosmos-populateindexmetrics-V2` (the .NET SDK URL-decodes it
+    /// and shows it as is: `ResponseMessage.DecodeIndexMetrics`; the
+    /// emulator baselines show utilized indexes without a score and
+    /// potential ones with it). A path is named once, whatever its
+    /// conditions.
+    fn v2(&self) -> String {
+        let single = |list: &[query::SingleIndex], scored: bool| -> Vec<Value> {
+            let mut specs: Vec<&str> = Vec::new();
+            for index in list {
+                if !specs.contains(&index.spec.as_str()) {
+                    specs.push(&index.spec);
+                }
+            }
+            specs
+                .into_iter()
+                .map(|spec| match scored {
+                    true => json!({"IndexSpec": spec, "IndexImpactScore": "High"}),
+                    false => json!({"IndexSpec": spec}),
+                })
+                .collect()
+        };
+        let composite = |list: &[query::CompositeIndex], scored: bool| -> Vec<Value> {
+            list.iter()
+                .map(|index| match scored {
+                    true => json!({"IndexSpecs": index.specs, "IndexImpactScore": "High"}),
+                    false => json!({"IndexSpecs": index.specs}),
+                })
+                .collect()
+        };
+        let advice = &self.advice;
+        let metrics = json!({
+            "UtilizedIndexes": {
+                "SingleIndexes": single(&advice.utilized_single, false),
+                "CompositeIndexes": composite(&advice.utilized_composite, false),
+            },
+            "PotentialIndexes": {
+                "SingleIndexes": single(&advice.potential_single, true),
+                "CompositeIndexes": composite(&advice.potential_composite, true),
+            },
+        });
+        percent_encoding::utf8_percent_encode(
+            &metrics.to_string(),
+            percent_encoding::NON_ALPHANUMERIC,
+        )
+        .to_string()
+    }
+}
+
+/// `sql` parsed as the container parses its queries (its computed
+/// properties are expressions, not paths); `None` when it does not parse,
+/// which the query itself has then reported.
+fn parse_for_advice(coll: &CollEntry, sql: &str) -> Option<query::Query> {
+    let computed = coll.container.properties().computed_properties;
+    let computed = query::ComputedProperties::compile(
+        computed.iter().map(|c| (c.name.as_str(), c.query.as_str())),
+    )
+    .ok()?;
+    query::parse_with(sql, &computed).ok()
 }
 
 /// `{"query": "...", "parameters": [{"name": "@x", "value": ...}]}`.
