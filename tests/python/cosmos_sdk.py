@@ -151,6 +151,55 @@ assert sum(sizes) == 14 and max(sizes) <= 4 and len(sizes) >= 4, sizes
 expect_status(400, lambda: list(items.query_items("SELEC nonsense", enable_cross_partition_query=True)))
 check("queries: single- and cross-partition, ORDER BY, TOP, COUNT, parameters, paging")
 
+# --- index and query metrics ----------------------------------------------------------------
+indexed = db.create_container(
+    "indexed",
+    PartitionKey(path="/pk"),
+    indexing_policy={
+        "excludedPaths": [{"path": "/body/*"}],
+        "compositeIndexes": [[{"path": "/a"}, {"path": "/b", "order": "descending"}]],
+    },
+)
+for i in range(6):
+    indexed.create_item({"id": f"m{i}", "pk": f"k{i % 2}", "a": i % 3, "b": i, "body": {"text": f"t{i}"}})
+found = list(
+    indexed.query_items(
+        "SELECT * FROM c WHERE c.body.text = 't1'",
+        enable_cross_partition_query=True,
+        populate_index_metrics=True,
+        populate_query_metrics=True,
+    )
+)
+assert [d["id"] for d in found] == ["m1"], found
+headers = indexed.client_connection.last_response_headers
+potential = headers["x-ms-cosmos-index-utilization"]["PotentialSingleIndexes"]
+assert potential == [
+    {
+        "FilterExpression": '(ROOT.body.text = "t1")',
+        "IndexSpec": "/body/text/?",
+        "FilterPreciseSet": True,
+        "IndexPreciseSet": False,
+        "IndexImpactScore": "High",
+    }
+], potential
+metrics = dict(kv.split("=", 1) for kv in headers["x-ms-documentdb-query-metrics"].split(";"))
+assert int(metrics["outputDocumentCount"]) == 1, metrics
+assert 0.0 < float(metrics["indexUtilizationRatio"]) <= 1.0, metrics
+ordered = list(
+    indexed.query_items(
+        "SELECT * FROM c ORDER BY c.a DESC, c.b ASC", partition_key="k0", populate_index_metrics=True
+    )
+)
+assert [d["id"] for d in ordered] == ["m2", "m4", "m0"], ordered
+used = indexed.client_connection.last_response_headers["x-ms-cosmos-index-utilization"]
+assert [c["IndexSpecs"] for c in used["UtilizedCompositeIndexes"]] == [["/a ASC", "/b DESC"]], used
+assert used["PotentialCompositeIndexes"] == [], used
+list(indexed.query_items("SELECT * FROM c", partition_key="k0"))
+headers = indexed.client_connection.last_response_headers
+assert "x-ms-cosmos-index-utilization" not in headers and "x-ms-documentdb-query-metrics" not in headers
+db.delete_container("indexed")
+check("index and query metrics: an excluded path would help, a composite index serves ORDER BY")
+
 # --- stored procedures -----------------------------------------------------------------
 posts.create_item({"id": "p1", "postId": "p1", "type": "post", "commentCount": 0, "likeCount": 0})
 posts.scripts.create_stored_procedure({"id": "createComment", "body": script("createComment")})
