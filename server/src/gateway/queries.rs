@@ -430,8 +430,7 @@ fn query_metrics(stats: &query::QueryStats, output_bytes: usize, elapsed: Durati
 /// or on a store without an index, scans). Potential single-path indexes
 /// are the excluded paths its conditions or ORDER BY name. Composite
 /// indexes are as the advice says: the policy's composite index that
-/// serves the query (Partita checks an ORDER BY against it and sorts
-/// without it, as it builds none), or the one it lacks.
+/// serves the query (a durable store walks it), or the one it lacks.
 struct IndexUse {
     advice: query::IndexAdvice,
 }
