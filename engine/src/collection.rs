@@ -266,6 +266,24 @@ impl Source for Snapshots<'_> {
         }
     }
 
+    fn physical_partitions(&self) -> u64 {
+        let count = self.container.inner.meta.physical_partitions.max(1);
+        let scope = &self.scope;
+        match (&scope.key, &scope.prefix, &scope.only) {
+            // A partition key, or the prefix of a hierarchical one, lies in
+            // one range of hashes: one physical partition.
+            (Some(_), _, _) | (None, Some(_), _) => 1,
+            (None, None, Some(only)) => {
+                let spanned: std::collections::BTreeSet<u32> = only
+                    .iter()
+                    .map(|key| crate::partition::physical_partition(key, count))
+                    .collect();
+                spanned.len().max(1) as u64
+            }
+            (None, None, None) => u64::from(count),
+        }
+    }
+
     fn hides_documents(&self) -> bool {
         self.expiry.is_some()
     }

@@ -153,3 +153,42 @@ fn a_query_page_is_charged_by_its_work() -> Result {
     assert!(few > 2.0, "a page costs at least its base: {few}");
     Ok(())
 }
+
+#[test]
+fn a_query_across_partitions_pays_its_page_in_every_physical_partition() -> Result {
+    let db = Database::in_memory();
+    let posts = db.create_container_with(partita::ContainerProperties {
+        physical_partitions: 8,
+        ..partita::ContainerProperties::new("posts", "/postId")
+    })?;
+    posts.create_item("p1", json!({"id": "a", "postId": "p1"}), None)?;
+    let page = |options: &partita::QueryOptions| -> Result<partita::QueryPage> {
+        Ok(posts.query_items(
+            "SELECT * FROM c WHERE c.id = 'a'",
+            &Default::default(),
+            options,
+        )?)
+    };
+    let across = page(&Default::default())?;
+    let within = page(&partita::QueryOptions {
+        partition_key: Some("p1".into()),
+        ..Default::default()
+    })?;
+    assert_eq!(
+        (
+            across.stats.physical_partitions,
+            within.stats.physical_partitions
+        ),
+        (8, 1)
+    );
+    assert_eq!(across.items, within.items);
+    let (a, w) = (
+        Work::query(&across.stats).request_charge(),
+        Work::query(&within.stats).request_charge(),
+    );
+    assert!(
+        (a - w - 7.0 * partita::charge::RU_PER_QUERY_PAGE).abs() < 0.01,
+        "{a} {w}"
+    );
+    Ok(())
+}

@@ -518,7 +518,10 @@ fn execute_with(
     // entries only: as many as make the page certain (its rows, and the
     // one after, all come before every entry not read), four times more
     // each time they do not.
-    let mut spent = QueryStats::default();
+    let mut spent = QueryStats {
+        physical_partitions: source.physical_partitions(),
+        ..QueryStats::default()
+    };
     let order_paths = match mode {
         Mode::Order => q.order_by_paths(),
         _ => None,

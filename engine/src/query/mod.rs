@@ -188,6 +188,12 @@ pub trait Source {
         None
     }
 
+    /// The physical partitions this source's documents span
+    /// ([`QueryStats::physical_partitions`]). By default, 1.
+    fn physical_partitions(&self) -> u64 {
+        1
+    }
+
     /// Whether this source hides documents the index names and a read
     /// finds (expired ones), so that only reading them tells what a query
     /// sees. By default, `false`.
@@ -259,6 +265,10 @@ pub struct QueryStats {
     /// Whether the range index chose the documents read (else the query
     /// read every document of the partitions it ran in).
     pub index_used: bool,
+    /// The physical partitions the query ran in, as the service sends a
+    /// query to each physical partition its scope spans: 1 in a logical
+    /// partition, every one of the container across partitions.
+    pub physical_partitions: u64,
 }
 
 /// Why a query failed; every variant is a user error (status 400).
