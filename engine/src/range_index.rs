@@ -318,7 +318,7 @@ pub enum WalkOrder<'a> {
     /// A composite index's tuples, in its directions.
     Composite(&'a [CompositePath]),
     /// The values at a composite index's last path, among its entries
-    /// that start with `prefix` ([`prefixed_index`]).
+    /// that start with `prefix` (see `prefixed_index`).
     Prefixed {
         /// The index.
         index: &'a [CompositePath],

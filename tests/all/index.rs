@@ -319,6 +319,27 @@ fn a_composite_index_whose_other_paths_the_filter_fixes_serves_a_one_path_order_
 }
 
 #[test]
+fn a_lazy_policy_is_indexed_as_a_consistent_one() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let sql = "SELECT VALUE COUNT(1) FROM c WHERE c.n = 1";
+    {
+        let db = Database::open(dir.path())?;
+        let c = db
+            .create_container_with(ContainerProperties::new("c", "/pk").with_indexing_policy(
+                IndexingPolicy::from_json(&json!({"indexingMode": "lazy"}))?,
+            ))?;
+        c.import_items((0..70).map(doc), &Default::default(), &mut |_| {})?;
+    }
+    // Reopened, so the documents are folded and counted from the index.
+    let db = Database::open(dir.path())?;
+    let page = db
+        .container("c")?
+        .query_items(sql, &Params::new(), &Default::default())?;
+    assert_eq!(page.items, [json!(10)]);
+    Ok(())
+}
+
+#[test]
 fn expired_documents_are_not_counted_from_the_index() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let clock = ManualClock::new(UNIX_EPOCH + Duration::from_secs(1_700_000_000));

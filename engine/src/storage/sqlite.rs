@@ -2495,7 +2495,7 @@ impl<'t> EntryWriter<'t> {
         id: &str,
         doc: &Pending,
     ) -> rusqlite::Result<()> {
-        if state.policy.indexing_mode != IndexingMode::Consistent {
+        if state.policy.indexing_mode == IndexingMode::None {
             return Ok(());
         }
         let new = match &doc.document {
@@ -2584,7 +2584,7 @@ fn build_step(
     };
     let state = indexes.read().get(&container).cloned();
     let mut done = true;
-    if let Some(state) = state.filter(|s| s.policy.indexing_mode == IndexingMode::Consistent) {
+    if let Some(state) = state.filter(|s| s.policy.indexing_mode != IndexingMode::None) {
         let stamp = stamps.get(&container).cloned();
         let mut rows_read = 0;
         {
@@ -2863,7 +2863,7 @@ fn index_meta(
                     "DELETE FROM idx_builds WHERE container = ?1",
                     params![meta.id],
                 )?;
-                let build = meta.indexing_policy.indexing_mode == IndexingMode::Consistent;
+                let build = meta.indexing_policy.indexing_mode != IndexingMode::None;
                 if build {
                     tx.execute(
                         "INSERT INTO idx_builds (container, pk, id) VALUES (?1, '', '')",
