@@ -16,13 +16,19 @@
 //! ```text
 //!   containers(id, ordinal, pk_path, physical_partitions, settings)   reference
 //!   scripts(container, kind, id, language, body, trigger_*, version, ts) reference
-//!   log_heads(container, lsn, max_seq)                     per container
+//!   log_heads(container, lsn, max_seq, idx_gen, idx_built, idx_cursor)
+//!                                                          per container
 //!   docs(container, pk_hash, pk, id, rid, seq, ts, body)   per partition
 //!   changes(container, pk_hash, lsn, idx, pk, id, op, seq, rid, body, ts)
 //!                                                          per partition
 //!   partition_versions(container, pk_hash, pk, version)    per partition
+//!   idx(container, pk_hash, pk, rid, path, value)          per partition
 //!   catalog(id, version)                                   one row, reference
 //! ```
+//!
+//! `idx` is the range index (`postgres/index.rs`): each document's entries
+//! under its container's policy, written in the transaction of the
+//! document's commit.
 //!
 //! `pk_hash` is a stable 64-bit hash ([`pk_hash`], FNV-1a) of the logical
 //! partition key's canonical text ([`PartitionKey::to_json_array`]); `pk`
@@ -33,8 +39,8 @@
 //! run on the one Citus worker that holds the partition. The exceptions
 //! are reads that are cross-partition by nature, and read-only
 //! (`CROSS_PARTITION_READS`): the partition keys of a container, the
-//! change log of a container, and the partitions a container deletion has
-//! to visit. Deleting a container deletes its partitions one at a time,
+//! change log of a container, the partitions a container deletion or an
+//! index build has to visit, and a query's reads of the range index. Deleting a container deletes its partitions one at a time,
 //! in one transaction. A test records every statement the backend sends
 //! and checks this. The statements:
 //!
@@ -48,14 +54,22 @@
 //!     READ_REST_OF_CHANGE     the rest of a transaction read_changes stopped inside
 //!     READ_VERSION            a partition's version (AND pk = $3)
 //!     FIRST_VERSION, NEXT_VERSION   a commit's compare-and-increment of it
-//!     DELETE_PARTITION_DOCS, DELETE_PARTITION_CHANGES, DELETE_PARTITION_VERSIONS
-//!                             a deleted container, per partition
+//!     DELETE_PARTITION_DOCS, DELETE_PARTITION_CHANGES, DELETE_PARTITION_VERSIONS,
+//!     DELETE_PARTITION_ENTRIES
+//!                             a deleted container, per partition (the last also
+//!                             a build)
+//!     DELETE_ENTRIES, INSERT_ENTRIES   a commit's (or a build's) range-index entries
+//!     BUILD_READ_DOCS         the documents a build indexes
+//!     READ_DOCUMENTS          the documents a query's index read named (AND pk = $3)
 //!   cross-partition, read-only, WHERE container = $1:
 //!     PARTITION_KEYS          SELECT DISTINCT pk FROM docs
 //!     READ_CHANGES            the log after an LSN, ORDER BY lsn, idx LIMIT n
-//!     CONTAINER_PARTITIONS    the pk_hash values of the three (for a deletion)
+//!     CONTAINER_PARTITIONS    the pk_hash values of the four (for a deletion)
+//!     BUILD_*_PARTITIONS      the next pk_hash values of docs (for a build)
+//!     INDEX_READS             a query's reads of idx (AND path = $2 AND value …)
 //!   small tables: containers, scripts, log_heads (NEXT_LSN in each commit,
-//!   UNDO_LSN after a refused one, RESERVE_SEQUENCE per block), by key;
+//!   UNDO_LSN after a refused one, RESERVE_SEQUENCE per block, the index's
+//!   generation and build), by key;
 //!   catalog (NEXT_CATALOG with every container or script change,
 //!   READ_CATALOG, and in READ_VERSION beside the partition's version)
 //! ```
@@ -134,7 +148,7 @@
 //! schema versioning, and reconnecting the write connection (after a
 //! failed commit the engine refuses writes until it is reopened).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -146,14 +160,16 @@ use postgres::types::ToSql;
 use postgres::{Client, Config, NoTls, Row, Statement};
 
 use super::{
-    Change, ChangeKind, CommitRecord, ContainerMeta, Durability, LoadedContainer, LoadedDocument,
-    Lsn, ScriptRecord, Storage, Versions, kind_name, language_name, parse_kind, parse_language,
+    Change, ChangeKind, CommitRecord, ContainerMeta, Durability, IndexWalk, LoadedContainer,
+    LoadedDocument, Lsn, ScriptRecord, Storage, Versions, WalkPage, kind_name, language_name,
+    parse_kind, parse_language,
 };
 use crate::document::{Document, now_secs};
 use crate::error::{Error, Result};
 use crate::script::TriggerNames;
 use crate::settings::{apply_settings, settings_json};
 
+mod index;
 #[cfg(test)]
 mod tests;
 
@@ -226,6 +242,20 @@ CREATE TABLE IF NOT EXISTS partition_versions (
     version bigint NOT NULL,
     PRIMARY KEY (container, pk_hash, pk)
 );
+ALTER TABLE log_heads ADD COLUMN IF NOT EXISTS idx_gen bigint NOT NULL DEFAULT 0;
+ALTER TABLE log_heads ADD COLUMN IF NOT EXISTS idx_built bigint;
+ALTER TABLE log_heads ADD COLUMN IF NOT EXISTS idx_cursor bigint;
+CREATE TABLE IF NOT EXISTS idx (
+    container text NOT NULL,
+    pk_hash bigint NOT NULL,
+    pk text NOT NULL,
+    rid bigint NOT NULL,
+    path text NOT NULL,
+    value bytea NOT NULL,
+    PRIMARY KEY (container, pk_hash, pk, rid, path)
+);
+CREATE INDEX IF NOT EXISTS idx_by_value ON idx (container, path, value) INCLUDE (pk_hash, pk, rid);
+CREATE INDEX IF NOT EXISTS docs_by_rid ON docs (container, pk_hash, rid);
 ";
 
 // Statements on the per-partition tables, each for one (container,
@@ -273,10 +303,10 @@ const NEXT_VERSION: &str = "UPDATE partition_versions SET version = version + 1 
 const DELETE_PARTITION_VERSIONS: &str =
     "DELETE FROM partition_versions WHERE container = $1 AND pk_hash = $2";
 
-/// Every statement on `docs`, `changes` and `partition_versions` that
-/// names one partition.
+/// Every statement on `docs`, `changes`, `partition_versions` and `idx`
+/// that names one partition.
 #[cfg(test)]
-pub(crate) const PARTITION_STATEMENTS: [&str; 12] = [
+pub(crate) const PARTITION_STATEMENTS: [&str; 17] = [
     INSERT_CHANGES,
     UPSERT_DOCS,
     DELETE_DOCS,
@@ -289,6 +319,11 @@ pub(crate) const PARTITION_STATEMENTS: [&str; 12] = [
     FIRST_VERSION,
     NEXT_VERSION,
     DELETE_PARTITION_VERSIONS,
+    index::DELETE_ENTRIES,
+    index::INSERT_ENTRIES,
+    index::DELETE_PARTITION_ENTRIES,
+    index::BUILD_READ_DOCS,
+    index::READ_DOCUMENTS,
 ];
 
 // Reads of `docs` and `changes` that span a container's partitions.
@@ -301,19 +336,27 @@ const READ_CHANGES: &str = "SELECT lsn, idx, pk, id, op, body, ts, pk_hash FROM 
 /// The partitions a container deletion visits.
 const CONTAINER_PARTITIONS: &str = "SELECT pk_hash FROM docs WHERE container = $1 \
      UNION SELECT pk_hash FROM changes WHERE container = $1 \
-     UNION SELECT pk_hash FROM partition_versions WHERE container = $1";
+     UNION SELECT pk_hash FROM partition_versions WHERE container = $1 \
+     UNION SELECT pk_hash FROM idx WHERE container = $1";
 
-/// Every read of `docs` and `changes` that spans partitions (all read-only).
+/// Every read of `docs`, `changes` and `idx` that spans partitions (all
+/// read-only), besides the reads of the index a query makes, which begin
+/// with one of [`index::INDEX_READS`].
 #[cfg(test)]
-pub(crate) const CROSS_PARTITION_READS: [&str; 3] =
-    [PARTITION_KEYS, READ_CHANGES, CONTAINER_PARTITIONS];
+pub(crate) const CROSS_PARTITION_READS: [&str; 5] = [
+    PARTITION_KEYS,
+    READ_CHANGES,
+    CONTAINER_PARTITIONS,
+    index::BUILD_FIRST_PARTITIONS,
+    index::BUILD_NEXT_PARTITIONS,
+];
 
 // Statements on the small tables.
 
 const NEXT_LSN: &str = "INSERT INTO log_heads (container, lsn, max_seq) VALUES ($1, 1, $2) \
      ON CONFLICT (container) DO UPDATE \
      SET lsn = log_heads.lsn + 1, max_seq = GREATEST(log_heads.max_seq, EXCLUDED.max_seq) \
-     RETURNING lsn";
+     RETURNING lsn, idx_gen";
 /// Gives back the LSN [`NEXT_LSN`] took for a commit that then found its
 /// partition changed (the row is still locked by this transaction, so no
 /// other commit took the next one): LSNs stay gapless.
@@ -324,7 +367,8 @@ const RESERVE_SEQUENCE: &str = "INSERT INTO log_heads (container, lsn, max_seq) 
      RETURNING max_seq";
 /// Moves the catalog version, in the transaction of every container or
 /// script change; its row lock orders catalog changes across nodes.
-const NEXT_CATALOG: &str = "UPDATE catalog SET version = version + 1 WHERE id = 1";
+const NEXT_CATALOG: &str =
+    "UPDATE catalog SET version = version + 1 WHERE id = 1 RETURNING version";
 /// The catalog version.
 const READ_CATALOG: &str = "SELECT version FROM catalog WHERE id = 1";
 const CREATE_CONTAINER: &str = "INSERT INTO containers (id, ordinal, pk_path, physical_partitions, settings) \
@@ -423,6 +467,8 @@ fn col<'a, T: postgres::types::FromSql<'a>>(row: &'a Row, i: usize) -> Result<T>
 struct Conn {
     client: Client,
     prepared: HashMap<&'static str, Statement>,
+    /// Statements built at run time (reads of the range index), by text.
+    built: HashMap<String, Statement>,
     #[cfg(test)]
     log: tests::StatementLog,
 }
@@ -445,6 +491,29 @@ impl Conn {
         let statement = self.statement(sql)?;
         #[cfg(test)]
         self.log.record(sql, &statement);
+        Ok(self.client.query(&statement, params)?)
+    }
+
+    /// [`Conn::query`] of a statement built at run time: prepared once
+    /// per text (a few hundred at most are kept).
+    fn query_built(
+        &mut self,
+        sql: String,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> std::result::Result<Vec<Row>, Failure> {
+        let statement = match self.built.get(&sql) {
+            Some(statement) => statement.clone(),
+            None => {
+                if self.built.len() >= 256 {
+                    self.built.clear();
+                }
+                let statement = self.client.prepare(&sql)?;
+                self.built.insert(sql.clone(), statement.clone());
+                statement
+            }
+        };
+        #[cfg(test)]
+        self.log.record(&sql, &statement);
         Ok(self.client.query(&statement, params)?)
     }
 
@@ -504,6 +573,13 @@ pub struct PostgresStorage {
     readers: Vec<Mutex<Conn>>,
     next_reader: AtomicUsize,
     read_only: Option<String>,
+    /// The policy of each container's index generation this node has seen.
+    policies: Arc<index::Policies>,
+    /// Wakes `builder`.
+    wake: Arc<index::Wake>,
+    /// Builds indexes after a policy change (`None` read-only); stopped
+    /// when the store is dropped.
+    _builder: Option<index::Builder>,
     #[cfg(test)]
     log: tests::StatementLog,
     /// The size of each batch committed (tests only).
@@ -568,6 +644,29 @@ impl PostgresStorage {
         let readers = (0..READERS)
             .map(|_| storage_conn(&config).map(Mutex::new))
             .collect::<Result<Vec<_>>>()?;
+        let policies = Arc::new(index::Policies::default());
+        let wake = Arc::new(index::Wake::default());
+        let builder = match read_only {
+            Some(_) => None,
+            None => {
+                let (config, location) = (config.clone(), location.clone());
+                #[cfg(test)]
+                let log = log.clone();
+                Some(index::Builder::start(
+                    Arc::clone(&wake),
+                    Arc::clone(&policies),
+                    move || {
+                        connect(
+                            &config,
+                            durability,
+                            &location,
+                            #[cfg(test)]
+                            &log,
+                        )
+                    },
+                )?)
+            }
+        };
         Ok(PostgresStorage {
             config,
             durability,
@@ -577,6 +676,9 @@ impl PostgresStorage {
             readers,
             next_reader: AtomicUsize::new(0),
             read_only,
+            policies,
+            wake,
+            _builder: builder,
             #[cfg(test)]
             log,
             #[cfg(test)]
@@ -658,6 +760,7 @@ fn connect(
     Ok(Conn {
         client,
         prepared: HashMap::new(),
+        built: HashMap::new(),
         #[cfg(test)]
         log: log.clone(),
     })
@@ -739,7 +842,7 @@ impl Storage for PostgresStorage {
     fn create_container(&self, meta: &ContainerMeta) -> Result<()> {
         let settings = settings_json(meta);
         self.write("create a container", |conn| {
-            conn.execute(NEXT_CATALOG, &[])?;
+            let version = catalog_moved(conn)?;
             let created = conn.execute(
                 CREATE_CONTAINER,
                 &[
@@ -754,6 +857,8 @@ impl Storage for PostgresStorage {
                 // Another node created it since this one read the catalog.
                 return Err(Error::ContainerExists(meta.id.clone()).into());
             }
+            // Empty: its index is built.
+            conn.execute(index::NEW_CONTAINER_HEAD, &[&meta.id, &version])?;
             Ok(())
         })
     }
@@ -761,31 +866,38 @@ impl Storage for PostgresStorage {
     fn delete_container(&self, id: &str) -> Result<()> {
         self.write("delete a container", |conn| {
             conn.execute(NEXT_CATALOG, &[])?;
+            // The head first, as a commit and an index build lock it: one
+            // waits for the deletion, then finds the container gone.
+            conn.execute(DELETE_CONTAINER_HEAD, &[&id])?;
             let partitions = conn.query(CONTAINER_PARTITIONS, &[&id])?;
             for row in partitions {
                 let hash: i64 = col(&row, 0)?;
                 conn.execute(DELETE_PARTITION_DOCS, &[&id, &hash])?;
                 conn.execute(DELETE_PARTITION_CHANGES, &[&id, &hash])?;
                 conn.execute(DELETE_PARTITION_VERSIONS, &[&id, &hash])?;
+                conn.execute(index::DELETE_PARTITION_ENTRIES, &[&id, &hash])?;
             }
-            for sql in [
-                DELETE_CONTAINER_SCRIPTS,
-                DELETE_CONTAINER_HEAD,
-                DELETE_CONTAINER,
-            ] {
+            for sql in [DELETE_CONTAINER_SCRIPTS, DELETE_CONTAINER] {
                 conn.execute(sql, &[&id])?;
             }
             Ok(())
-        })
+        })?;
+        self.policies.forget(id);
+        Ok(())
     }
 
     fn update_container(&self, meta: &ContainerMeta) -> Result<()> {
         let settings = settings_json(meta);
-        self.write("update a container", |conn| {
-            conn.execute(NEXT_CATALOG, &[])?;
-            conn.execute(UPDATE_CONTAINER, &[&meta.id, &settings])
-                .map(drop)
-        })
+        let changed = self.write("update a container", |conn| {
+            let version = catalog_moved(conn)?;
+            let changed = index::change_policy(conn, &meta.id, version, &meta.indexing_policy)?;
+            conn.execute(UPDATE_CONTAINER, &[&meta.id, &settings])?;
+            Ok(changed)
+        })?;
+        if changed {
+            self.wake.wake();
+        }
+        Ok(())
     }
 
     fn put_script(&self, script: &ScriptRecord) -> Result<()> {
@@ -855,7 +967,7 @@ impl Storage for PostgresStorage {
                 .transaction(|conn| {
                     let mut lsns = vec![None; batch.len()];
                     for i in order {
-                        lsns[i] = write_record(conn, &batch[i].record)?;
+                        lsns[i] = write_record(conn, &self.policies, &batch[i].record)?;
                     }
                     Ok(lsns)
                 })
@@ -921,6 +1033,38 @@ impl Storage for PostgresStorage {
         rows.iter()
             .map(|row| loaded(container, &pk, col(row, 0)?, col(row, 1)?, col(row, 2)?))
             .collect()
+    }
+
+    fn read_documents(
+        &self,
+        container: &str,
+        partition_key: &PartitionKey,
+        rids: &[u64],
+    ) -> Result<Vec<LoadedDocument>> {
+        let pk = partition_key.to_json_array();
+        let hash = pk_hash(&pk);
+        let rows = self.read("read documents", |conn| {
+            index::documents(conn, container, hash, &pk, rids)
+        })?;
+        rows.iter()
+            .map(|row| loaded(container, &pk, col(row, 0)?, col(row, 1)?, col(row, 2)?))
+            .collect()
+    }
+
+    fn index_candidates(
+        &self,
+        container: &str,
+        terms: &[crate::range_index::IndexTerm],
+    ) -> Result<Option<Vec<(PartitionKey, u64)>>> {
+        self.read("read the range index", |conn| {
+            index::candidates(conn, &self.policies, &self.wake, container, terms)
+        })
+    }
+
+    fn index_walk(&self, container: &str, walk: &IndexWalk<'_>) -> Result<Option<WalkPage>> {
+        self.read("walk the range index", |conn| {
+            index::walk(conn, &self.policies, &self.wake, container, walk)
+        })
     }
 
     fn read_document(
@@ -1011,6 +1155,7 @@ impl Storage for PostgresStorage {
 /// committed to it).
 fn write_record(
     conn: &mut Conn,
+    policies: &index::Policies,
     record: &CommitRecord,
 ) -> std::result::Result<Option<i64>, Failure> {
     let container: &str = &record.container;
@@ -1039,10 +1184,22 @@ fn write_record(
     // A document's last change in the record is its state after it.
     let mut upserts = Upserts::default();
     let mut deletes: Vec<&str> = Vec::new();
-    let mut seen = std::collections::HashSet::new();
+    // The documents whose entries are replaced: any that existed before.
+    let replaced: HashSet<&str> = record
+        .changes
+        .iter()
+        .filter(|c| c.kind != ChangeKind::Create)
+        .map(|c| &*c.id)
+        .collect();
+    let mut existed: Vec<&str> = Vec::new();
+    let mut documents: Vec<(i64, &serde_json::Value)> = Vec::new();
+    let mut seen = HashSet::new();
     for i in (0..n).rev() {
         if !seen.insert(ids[i]) {
             continue;
+        }
+        if replaced.contains(ids[i]) {
+            existed.push(ids[i]);
         }
         match &bodies[i] {
             Some(body) => {
@@ -1051,13 +1208,16 @@ fn write_record(
                 upserts.seqs.push(seqs[i]);
                 upserts.tss.push(tss[i]);
                 upserts.bodies.push(body);
+                if let Some(document) = &record.changes[i].document {
+                    documents.push((rids[i], document.value()));
+                }
             }
             None => deletes.push(ids[i]),
         }
     }
     let head = conn.query(NEXT_LSN, &[&container, &max_seq])?;
-    let lsn: i64 = match head.first() {
-        Some(row) => col(row, 0)?,
+    let (lsn, generation): (i64, i64) = match head.first() {
+        Some(row) => (col(row, 0)?, col(row, 1)?),
         None => return Err(Error::Storage("no LSN returned".to_owned()).into()),
     };
     // After the head: see `PostgresStorage::commit` on lock order.
@@ -1077,6 +1237,19 @@ fn write_record(
             &container, &hash, &lsn, &pk, &idx, &ids, &ops, &seqs, &rids, &bodies, &tss,
         ],
     )?;
+    // The range index, under the policy of the generation the head row
+    // holds (see `index`): the old entries go while `docs` still has the
+    // old rows.
+    if !existed.is_empty() {
+        conn.execute(index::DELETE_ENTRIES, &[&container, &hash, &pk, &existed])?;
+    }
+    if let Some(policy) = policies.of_generation(conn, container, generation)? {
+        let mut entries = index::Entries::default();
+        for (rid, document) in documents {
+            entries.add(&policy, &pk, rid, document);
+        }
+        entries.insert(conn, container, hash)?;
+    }
     if !upserts.ids.is_empty() {
         let u = &upserts;
         conn.execute(
@@ -1090,6 +1263,15 @@ fn write_record(
         conn.execute(DELETE_DOCS, &[&container, &hash, &pk, &deletes])?;
     }
     Ok(Some(lsn))
+}
+
+/// Moves the catalog version ([`NEXT_CATALOG`]); the new version.
+fn catalog_moved(conn: &mut Conn) -> std::result::Result<i64, Failure> {
+    let rows = conn.query(NEXT_CATALOG, &[])?;
+    match rows.first() {
+        Some(row) => Ok(col(row, 0)?),
+        None => Err(Error::Storage("no catalog version returned".to_owned()).into()),
+    }
 }
 
 /// A `docs` row as a read returns it.

@@ -10,6 +10,7 @@ use postgres::Statement;
 use postgres::types::Type;
 use serde_json::{Value, json};
 
+use super::index::INDEX_READS;
 use super::{CROSS_PARTITION_READS, PARTITION_STATEMENTS, PostgresStorage, pk_hash, redact_url};
 use crate::storage::Storage;
 use crate::testing::postgres::database;
@@ -20,7 +21,7 @@ use crate::{
 /// A statement the backend sent, with its parameter types.
 #[derive(Clone, Debug)]
 pub(super) struct Logged {
-    sql: &'static str,
+    sql: String,
     params: Vec<Type>,
 }
 
@@ -29,9 +30,9 @@ pub(super) struct Logged {
 pub(super) struct StatementLog(Arc<Mutex<Vec<Logged>>>);
 
 impl StatementLog {
-    pub(super) fn record(&self, sql: &'static str, statement: &Statement) {
+    pub(super) fn record(&self, sql: &str, statement: &Statement) {
         self.0.lock().push(Logged {
-            sql,
+            sql: sql.to_owned(),
             params: statement.params().to_vec(),
         });
     }
@@ -307,14 +308,55 @@ fn every_statement_on_partition_tables_names_one_partition() {
         .unwrap();
     assert_eq!(posts.partition_keys().unwrap().len(), 2);
     assert_eq!(posts.read_changes(Lsn::ZERO, 1).unwrap().len(), 3);
-    drop(posts);
+    drop((posts, db));
+
+    // The range index: two terms (counted, then one filtering the
+    // other's candidates) and a walk; then a new policy, built a
+    // partition a step (`BUILD_STEP` in tests).
+    let db = open_logged(&mut logs);
+    let posts = db.container("posts").unwrap();
+    let found = scanned(&posts, "SELECT * FROM c WHERE c.n = 1 AND c.id = 'd0'");
+    assert_eq!(found, (1, 1));
+    let found = scanned(&posts, "SELECT TOP 1 * FROM c ORDER BY c.id DESC");
+    assert_eq!(found.0, 1);
+    posts
+        .set_indexing_policy(
+            crate::IndexingPolicy::from_json(&json!({"excludedPaths": [{"path": "/n/?"}]}))
+                .unwrap(),
+        )
+        .unwrap();
+    wait_until_indexed(&posts, "SELECT * FROM c WHERE c.id = 'd2'", 2);
+    // The documents of a partition by rid, as a query whose partitions
+    // are not in memory reads them.
+    let direct = PostgresStorage::connect(&url, crate::Durability::Full).unwrap();
+    logs.push(direct.statement_log());
+    let p2 = PartitionKey::from("p2");
+    let mut rids: Vec<u64> = direct
+        .read_partition("posts", &p2)
+        .unwrap()
+        .iter()
+        .map(|d| d.rid)
+        .collect();
+    rids.sort_unstable();
+    rids.remove(0);
+    let read = direct.read_documents("posts", &p2, &rids).unwrap();
+    let mut read: Vec<u64> = read.iter().map(|d| d.rid).collect();
+    read.sort_unstable();
+    assert_eq!(read, rids);
+    drop((posts, direct));
     db.delete_container("posts").unwrap();
 
     let logged: Vec<Logged> = logs.iter().flat_map(StatementLog::take).collect();
     let mut seen = BTreeSet::new();
     for statement in &logged {
-        let sql = statement.sql;
-        if !words(sql).any(|w| w == "docs" || w == "changes" || w == "partition_versions") {
+        let sql = statement.sql.as_str();
+        if !words(sql)
+            .any(|w| w == "docs" || w == "changes" || w == "partition_versions" || w == "idx")
+        {
+            continue;
+        }
+        if let Some(prefix) = INDEX_READS.iter().find(|p| sql.starts_with(**p)) {
+            seen.insert(*prefix);
             continue;
         }
         seen.insert(sql);
@@ -334,9 +376,13 @@ fn every_statement_on_partition_tables_names_one_partition() {
             filtered || inserted,
             "does not name its partition as ($1, $2): {sql}"
         );
+        // Each use of pk_hash is its value ($2), the column list of an
+        // INSERT or that of ON CONFLICT.
         assert_eq!(
             words(sql).filter(|w| *w == "pk_hash").count(),
-            if sql.contains("ON CONFLICT") { 2 } else { 1 },
+            sql.matches("pk_hash = $2").count()
+                + usize::from(inserted)
+                + usize::from(sql.contains("ON CONFLICT")),
             "pk_hash used beyond its one value: {sql}"
         );
         assert_eq!(
@@ -345,8 +391,38 @@ fn every_statement_on_partition_tables_names_one_partition() {
             "(container, pk_hash) are not one text and one bigint: {sql}"
         );
     }
-    for sql in PARTITION_STATEMENTS.iter().chain(&CROSS_PARTITION_READS) {
+    for sql in PARTITION_STATEMENTS
+        .iter()
+        .chain(&CROSS_PARTITION_READS)
+        .chain(&INDEX_READS)
+    {
         assert!(seen.contains(sql), "the test never sent: {sql}");
+    }
+}
+
+/// The items of `sql` on `c` (one page) and the documents it read.
+fn scanned(c: &crate::Container, sql: &str) -> (usize, u64) {
+    let page = c
+        .query_items(sql, &Default::default(), &Default::default())
+        .unwrap();
+    (page.items.len(), page.stats.docs_scanned)
+}
+
+/// Runs `sql` on `c` until it reads only the `n` documents it returns (the
+/// index is built); each answer meanwhile is right.
+fn wait_until_indexed(c: &crate::Container, sql: &str, n: usize) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let (found, read) = scanned(c, sql);
+        assert_eq!(found, n, "{sql}");
+        if read == n as u64 {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the index was never built"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
 
@@ -767,7 +843,7 @@ fn a_node_that_dies_mid_commit_leaves_nothing() {
         conn.client.batch_execute("BEGIN").unwrap();
         let mut record = creation("posts", "p", "ghost", 1000);
         record.base_version = 1;
-        let lsn = super::write_record(&mut conn, &record)
+        let lsn = super::write_record(&mut conn, &dying.policies, &record)
             .map_err(|e| e.into_error("write", "the dying node"))
             .unwrap();
         assert_eq!(lsn, Some(2), "written, not committed");
@@ -925,7 +1001,7 @@ fn a_node_reads_the_catalog_only_after_another_node_changed_it() {
     let catalog_reads = |logged: &[Logged]| {
         logged
             .iter()
-            .filter(|l| [super::READ_CATALOG, super::LOAD_CONTAINERS].contains(&l.sql))
+            .filter(|l| [super::READ_CATALOG, super::LOAD_CONTAINERS].contains(&l.sql.as_str()))
             .count()
     };
     let write = |i: u32| {
