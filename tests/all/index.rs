@@ -25,11 +25,11 @@ fn cases() -> u32 {
 }
 
 /// A page's items and continuation.
-type Page = (Vec<Value>, Option<String>);
+pub(crate) type Page = (Vec<Value>, Option<String>);
 
 /// Every page of `sql`, `page_size` items at a time: the items and
 /// continuations, and the documents counted as scanned.
-fn pages(
+pub(crate) fn pages(
     c: &Container,
     sql: &str,
     params: &Params,
@@ -51,7 +51,7 @@ fn pages(
     }
 }
 
-fn doc(i: usize) -> Value {
+pub(crate) fn doc(i: usize) -> Value {
     let kind = ["post", "comment", "like"][i % 3];
     json!({
         "id": format!("d{i}"),
@@ -402,7 +402,7 @@ fn a_new_policy_builds_its_index_in_the_background_and_queries_stay_right() -> a
 
 /// One random step on both stores.
 #[derive(Clone, Debug)]
-enum Step {
+pub(crate) enum Step {
     Upsert { pk: u8, id: u8, body: Value },
     Delete { pk: u8, id: u8 },
     Reopen,
@@ -428,7 +428,7 @@ fn scalar() -> impl Strategy<Value = Value> {
     ]
 }
 
-fn step() -> impl Strategy<Value = Step> {
+pub(crate) fn step() -> impl Strategy<Value = Step> {
     let body = (
         proptest::option::of(scalar()),
         proptest::option::of(scalar()),
@@ -473,7 +473,7 @@ fn condition(path: &str, name: &str, kind: u8, flip: bool) -> String {
     }
 }
 
-fn query() -> impl Strategy<Value = (String, Params)> {
+pub(crate) fn query() -> impl Strategy<Value = (String, Params)> {
     let term = (
         prop_oneof![Just("c.a"), Just("c.o.k"), Just("c.n")],
         0u8..9,
@@ -545,7 +545,7 @@ fn queries_answer_the_same_with_the_index_as_by_scanning() {
 
 /// Partition keys of two types, so that their order is not their text's
 /// (`[10]` sorts before `[9]` as text).
-fn key(pk: u8) -> Value {
+pub(crate) fn key(pk: u8) -> Value {
     if pk.is_multiple_of(2) {
         json!(pk)
     } else {
@@ -553,7 +553,7 @@ fn key(pk: u8) -> Value {
     }
 }
 
-fn pk_of(pk: u8) -> PartitionKey {
+pub(crate) fn pk_of(pk: u8) -> PartitionKey {
     PartitionKey::from_value(&key(pk)).expect("a string or a number")
 }
 

@@ -24,6 +24,8 @@ mod fuzz_targets;
 mod hierarchical;
 mod import;
 mod index;
+#[cfg(feature = "postgres")]
+mod index_postgres;
 mod isolation;
 mod model;
 #[cfg(feature = "postgres")]
