@@ -434,7 +434,16 @@ pub(super) fn candidates(
     let Some(policy) = ready_policy(conn, policies, builder, container)? else {
         return Ok(None);
     };
+    // A term on a path the policy leaves out: no answer, rather than the
+    // candidates of the others. The executor takes the number of
+    // candidates as a COUNT when its own copy of the policy indexes every
+    // term, and that copy may be older than this one (another node
+    // changed the policy, and this node has not read the catalog since).
+    let asked = terms.len();
     let mut terms = policy.answerable(terms);
+    if terms.len() < asked {
+        return Ok(None);
+    }
     // The term with the fewest entries names the candidates, the others
     // filter them. Entries are counted up to a cap that grows until one
     // term has fewer, so counting costs about as much as reading the
