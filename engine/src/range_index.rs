@@ -253,6 +253,36 @@ pub(crate) fn prefixed_index<'p>(
     })
 }
 
+/// The composite index of `policy` whose every path `terms` fix to one
+/// value (`c.type = 'post' AND c.userId = @u` and an index on `/type`,
+/// `/userId`), with the key those values give: its entries with that key
+/// are exactly the documents that satisfy those terms.
+pub(crate) fn fixed_index<'p>(
+    policy: &'p IndexingPolicy,
+    terms: &[IndexTerm],
+) -> Option<(&'p [CompositePath], Vec<u8>)> {
+    policy.composite_indexes.iter().find_map(|index| {
+        let mut keys: Vec<Option<&[u8]>> = Vec::with_capacity(index.len());
+        for item in index {
+            let parsed = DocumentPath::parse(&item.path).ok()?;
+            let labels = parsed.labels()?;
+            let key = terms.iter().find_map(|t| match &t.accept {
+                Accept::Values(values)
+                    if values.len() == 1
+                        && labels.iter().copied().eq(t.path.iter().map(String::as_str)) =>
+                {
+                    Some(values[0].as_slice())
+                }
+                _ => None,
+            })?;
+            keys.push(Some(key));
+        }
+        let orders: Vec<SortOrder> = index.iter().map(|item| item.order).collect();
+        composite_path_key(index)?;
+        Some((index.as_slice(), composite_key_of(&keys, &orders)))
+    })
+}
+
 /// Whether `term` is one a prefix of `index` fixes
 /// ([`prefixed_index`]): one value at one of its paths but the last.
 pub(crate) fn fixes(index: &[CompositePath], term: &IndexTerm) -> bool {

@@ -319,6 +319,38 @@ fn a_composite_index_whose_other_paths_the_filter_fixes_serves_a_one_path_order_
 }
 
 #[test]
+fn a_composite_index_whose_paths_the_filter_fixes_names_its_documents() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let db = Database::open(dir.path())?;
+    let c = db.create_container_with(ContainerProperties::new("c", "/pk").with_indexing_policy(
+        IndexingPolicy::from_json(&json!({
+            "compositeIndexes": [[{"path": "/kind"}, {"path": "/user", "order": "descending"}]]
+        }))?,
+    ))?;
+    c.import_items((0..3_000).map(doc), &Default::default(), &mut |_| {})?;
+    let expected = (0..3_000).filter(|i| i % 3 == 0 && i % 17 == 3).count() as u64;
+    for sql in [
+        "SELECT * FROM c WHERE c.user = 'u3' AND c.kind = 'post'",
+        "SELECT VALUE COUNT(1) FROM c WHERE c.kind = 'post' AND c.user = 'u3'",
+    ] {
+        let page = c.query_items(sql, &Params::new(), &Default::default())?;
+        assert_eq!(page.stats.index_entries, expected, "{sql}");
+        if sql.contains("COUNT") {
+            assert_eq!(
+                (page.items[0].clone(), page.stats.docs_scanned),
+                (json!(expected), 0)
+            );
+        } else {
+            assert_eq!(
+                (page.items.len() as u64, page.stats.docs_scanned),
+                (expected, expected)
+            );
+        }
+    }
+    Ok(())
+}
+
+#[test]
 fn a_lazy_policy_is_indexed_as_a_consistent_one() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let sql = "SELECT VALUE COUNT(1) FROM c WHERE c.n = 1";

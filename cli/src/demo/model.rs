@@ -296,7 +296,21 @@ impl Blog {
             "/id"
         };
         let users = db.create_container_if_not_exists("users", users_key)?;
-        let posts = db.create_container_if_not_exists("posts", "/postId")?;
+        // The composite indexes Cosmos DB's guidance gives the two queries
+        // that fan out over posts (Q3 filters on two paths, Q6 filters and
+        // orders), so they read the posts' entries alone.
+        let policy = partita::IndexingPolicy::from_json(&serde_json::json!({
+            "compositeIndexes": [
+                [{"path": "/type"}, {"path": "/userId"}],
+                [{"path": "/type"}, {"path": "/creationDate", "order": "descending"}]
+            ]
+        }))?;
+        let posts = match db.container("posts") {
+            Ok(posts) => posts,
+            Err(_) => db.create_container_with(
+                partita::ContainerProperties::new("posts", "/postId").with_indexing_policy(policy),
+            )?,
+        };
         let feed = if version == Version::V3 {
             Some(db.create_container_if_not_exists("feed", "/type")?)
         } else {

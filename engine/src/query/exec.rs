@@ -44,7 +44,7 @@ use crate::query::order::{
 use crate::query::parser::fnv;
 use crate::query::prefilter::index_terms;
 use crate::query::{Needles, Params, QueryError, QueryOptions, QueryPage, QueryStats, Source};
-use crate::range_index::{IndexTerm, WalkOrder, prefixed_index};
+use crate::range_index::{IndexTerm, WalkOrder, fixed_index, prefixed_index};
 use crate::storage::IndexWalk;
 
 /// Where a row comes from.
@@ -576,9 +576,17 @@ fn execute_with(
         // documents the rest of WHERE turns down.
         let start = token.as_ref().map_or(0, |t| t.index);
         let need = (hi.min(start.max(lo).saturating_add(page)) - start).saturating_add(1);
-        let mut limit = usize::try_from(need.saturating_mul(2))
-            .unwrap_or(usize::MAX)
-            .max(8);
+        // As many as it needs when the walk's prefix implies all of WHERE
+        // (no document read is turned down), and the entry it starts at
+        // (the last page's last row).
+        let implied = matches!(order, WalkOrder::Prefixed { index, .. }
+            if q.conjuncts() == terms.len()
+                && terms.iter().all(|t| crate::range_index::fixes(index, t)));
+        let wanted = match implied {
+            true => need.saturating_add(1),
+            false => need.saturating_mul(2),
+        };
+        let mut limit = usize::try_from(wanted).unwrap_or(usize::MAX).max(8);
         loop {
             let walk = IndexWalk {
                 order,
@@ -638,9 +646,28 @@ fn execute_with(
     }
     // With a range index, the partitions and documents it names; else
     // every partition, every document.
+    // A composite index whose every path the terms fix names the
+    // documents at once; else the range index, term by term.
+    let fixed = match terms.is_empty() || q.from.is_none() {
+        true => None,
+        false => source.indexing_policy().and_then(|policy| {
+            let (index, prefix) = fixed_index(&policy, &terms)?;
+            let walk = IndexWalk {
+                order: WalkOrder::Prefixed {
+                    index,
+                    prefix: &prefix,
+                },
+                descending: false,
+                from: None,
+                terms: &terms,
+                limit: usize::MAX,
+            };
+            source.index_walk(&walk).map(|(entries, _)| entries)
+        }),
+    };
     let candidates = match terms.is_empty() || q.from.is_none() {
         true => None,
-        false => source.index_candidates(&terms),
+        false => fixed.or_else(|| source.index_candidates(&terms)),
     };
     let ex = match candidates {
         Some(candidates) => {
