@@ -632,7 +632,8 @@ impl Container {
     }
 
     /// Replaces the container's indexing policy, durably, completed as the
-    /// service completes it. Partita stores and echoes it; queries scan.
+    /// service completes it. A durable store builds the new index in the
+    /// background ([`Container::index_progress`]); queries scan until then.
     ///
     /// ```
     /// use partita::{Database, IndexingPolicy};
@@ -657,6 +658,16 @@ impl Container {
     /// on; 404 once the container is deleted.
     pub fn set_indexing_policy(&self, policy: IndexingPolicy) -> Result<()> {
         Ok(self.raw.set_indexing_policy(policy)?)
+    }
+
+    /// How far the range index under the current policy is built, in
+    /// percent of the documents: 100 once queries use it (and for a store
+    /// that keeps none). A new policy is built in the background.
+    ///
+    /// # Errors
+    /// 500 when storage cannot be read.
+    pub fn index_progress(&self) -> Result<u32> {
+        Ok(self.raw.index_progress()?)
     }
 
     /// Reads the committed document `id`.

@@ -967,9 +967,25 @@ impl Container {
         self.inner.indexing_policy()
     }
 
+    /// How far the range index under the current policy is built, in
+    /// percent of the documents (what the service reports as
+    /// `x-ms-documentdb-collection-index-transformation-progress`): 100
+    /// once built, and for a store that keeps no index.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when storage cannot be read.
+    pub fn index_progress(&self) -> Result<u32> {
+        Ok(self
+            .db
+            .storage
+            .index_progress(&self.inner.meta.id)?
+            .unwrap_or(100))
+    }
+
     /// Replaces the container's indexing policy, durably, completed as the
-    /// service completes it (see [`IndexingPolicy::from_json`]). Nothing is
-    /// rebuilt: queries scan whatever the policy says.
+    /// service completes it (see [`IndexingPolicy::from_json`]). A durable
+    /// store builds the new index in the background (see
+    /// [`Container::index_progress`]); queries scan until it is built.
     ///
     /// # Errors
     /// [`Error::BadRequest`] for a policy [`IndexingPolicy::from_json`]

@@ -407,21 +407,28 @@ fn a_new_policy_builds_its_index_in_the_background_and_queries_stay_right() -> a
         let (got, scanned) = pages(&c, sql, &Params::new(), None)?;
         assert_eq!(got[0].0, [json!(714)]);
         assert_eq!(scanned, 5_000);
+        assert_eq!(c.index_progress()?, 100, "nothing to build under mode none");
         c.set_indexing_policy(IndexingPolicy::default())?;
         // Right at once (by scanning while the index is built) and to
         // the end.
         let (got, _) = pages(&c, sql, &Params::new(), None)?;
         assert_eq!(got[0].0, [json!(714)]);
     }
-    // The build resumes after a reopen and finishes in the background.
+    // The build resumes after a reopen and finishes in the background,
+    // its progress growing to 100.
     let db = Database::open(dir.path())?;
     let c = db.container("c")?;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    let mut progress = 0;
     loop {
+        let now = c.index_progress()?;
+        assert!((progress..=100).contains(&now), "{progress} then {now}");
+        progress = now;
         let (got, scanned) = pages(&c, sql, &Params::new(), None)?;
         assert_eq!(got[0].0, [json!(714)]);
         // Counted from the index, reading nothing.
         if scanned == 0 {
+            assert_eq!(c.index_progress()?, 100);
             return Ok(());
         }
         assert!(

@@ -461,6 +461,17 @@ pub trait Storage: Send + Sync {
         Ok(None)
     }
 
+    /// How far the range index of `container` is built, in percent of its
+    /// documents (100: built, and queries use it); `None` for a store that
+    /// keeps no index. By default, `None`.
+    ///
+    /// # Errors
+    /// [`crate::Error::Storage`] when the store cannot be read.
+    fn index_progress(&self, container: &str) -> Result<Option<u32>> {
+        let _ = container;
+        Ok(None)
+    }
+
     /// The committed documents of the logical partition `partition_key`
     /// of `container` whose rids are among `rids` (ascending), in no
     /// particular order. By default, read from the whole partition.

@@ -1061,6 +1061,13 @@ impl Storage for PostgresStorage {
         })
     }
 
+    fn index_progress(&self, container: &str) -> Result<Option<u32>> {
+        self.read("read the range index's state", |conn| {
+            index::progress(conn, container)
+        })
+        .map(Some)
+    }
+
     fn index_walk(&self, container: &str, walk: &IndexWalk<'_>) -> Result<Option<WalkPage>> {
         self.read("walk the range index", |conn| {
             index::walk(conn, &self.policies, &self.wake, container, walk)

@@ -1439,6 +1439,18 @@ impl Storage for SqliteStorage {
         parse_row(row, 1, stamp.as_deref(), container, &pk, id, rid).map(Some)
     }
 
+    fn index_progress(&self, container: &str) -> Result<Option<u32>> {
+        if self.read_only.is_some() {
+            return Ok(None);
+        }
+        if self.ready_index(container).is_some() {
+            return Ok(Some(100));
+        }
+        build_progress(&self.reader.lock(), container)
+            .map(Some)
+            .map_err(|e| Error::storage("read an index build", e))
+    }
+
     fn index_candidates(
         &self,
         container: &str,
@@ -2562,6 +2574,22 @@ impl<'t> EntryWriter<'t> {
 /// order from where the last step stopped, in one transaction, and marks
 /// the index ready after its last. Returns whether any container is still
 /// being built.
+/// How far the build of `container`'s index is, in percent of its
+/// documents (at most 99: the build is not done); a build goes in (pk, id)
+/// order from the cursor `idx_builds` keeps.
+fn build_progress(conn: &Connection, container: &str) -> rusqlite::Result<u32> {
+    let (done, all): (i64, i64) = conn.query_row(
+        "SELECT COUNT(*) FILTER (WHERE b.container IS NOT NULL AND (d.pk < b.pk OR (d.pk = b.pk AND d.id <= b.id))), COUNT(*) \
+         FROM docs AS d LEFT JOIN idx_builds AS b ON b.container = d.container WHERE d.container = ?1",
+        params![container],
+        |row| Ok((row.get(0)?, row.get(1)?)),
+    )?;
+    Ok(match all {
+        0 => 0,
+        all => (done * 100 / all).clamp(0, 99) as u32,
+    })
+}
+
 fn build_step(
     conn: &mut Connection,
     stamps: &Stamps,
@@ -3037,6 +3065,33 @@ mod tests {
             }],
             base_version: 0,
         }
+    }
+
+    #[test]
+    fn a_build_is_as_far_as_its_cursor_in_the_documents_order() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        create_schema(&mut conn, false).unwrap();
+        for (pk, id) in [("a", "1"), ("a", "2"), ("b", "1"), ("c", "1")] {
+            conn.execute(
+                "INSERT INTO docs (container, pk, id, rid) VALUES ('c', ?1, ?2, 1)",
+                params![pk, id],
+            )
+            .unwrap();
+        }
+        let at = |pk: &str, id: &str| {
+            conn.execute(
+                "INSERT OR REPLACE INTO idx_builds (container, pk, id) VALUES ('c', ?1, ?2)",
+                params![pk, id],
+            )
+            .unwrap();
+            build_progress(&conn, "c").unwrap()
+        };
+        assert_eq!(at("", ""), 0);
+        assert_eq!(at("a", "2"), 50);
+        assert_eq!(at("b", "1"), 75);
+        // Never 100 while a build row remains.
+        assert_eq!(at("c", "1"), 99);
+        assert_eq!(build_progress(&conn, "other").unwrap(), 0);
     }
 
     #[test]

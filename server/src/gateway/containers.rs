@@ -105,11 +105,10 @@ impl Gateway {
                         usage.documents,
                     ),
                 )
-                // Indexing is synchronous (and there is no index to
-                // transform): always complete.
+                // A new policy is built in the background.
                 .with(
                     "x-ms-documentdb-collection-index-transformation-progress",
-                    "100",
+                    coll.container.index_progress()?.to_string(),
                 );
         }
         Ok(in_database(response, db))

@@ -391,6 +391,18 @@ fn ready_policy(
     })
 }
 
+/// How far `container`'s index is built, in percent: 100 once built, 0
+/// until then (a build goes by partition hashes, which say little of how
+/// many documents are left).
+pub(super) fn progress(conn: &mut Conn, container: &str) -> std::result::Result<u32, Failure> {
+    let rows = conn.query(READ_INDEX_STATE, &[&container, &-1i64])?;
+    Ok(match rows.first() {
+        Some(row) if col::<bool>(row, 1)? => 100,
+        Some(_) => 0,
+        None => 100,
+    })
+}
+
 /// Whether `container`'s index is still built at `policy`'s generation.
 fn still_ready(
     conn: &mut Conn,
