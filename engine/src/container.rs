@@ -773,9 +773,8 @@ impl ContainerInner {
 
     /// The documents of `key` whose rids are among `rids` (ascending; its
     /// others may be there too): the partition's snapshot when it is in
-    /// memory (or while the cache has room to fill, as
-    /// [`ContainerInner::peek_containing`]), otherwise those documents
-    /// alone, read from storage without entering the cache.
+    /// memory, otherwise those documents alone, read from storage without
+    /// entering the cache.
     ///
     /// # Errors
     /// [`Error::Storage`] when storage cannot be read.
@@ -785,9 +784,12 @@ impl ContainerInner {
         key: &PartitionKey,
         rids: &[u64],
     ) -> Result<Arc<PartitionState>> {
-        if !db.storage.keeps_documents() || db.cache.has_room_to_fill() {
+        if !db.storage.keeps_documents() {
             return self.peek(db, key, false);
         }
+        // Only those documents, even while the cache has room to fill:
+        // reading the whole partition for them costs as many times more as
+        // it holds documents (sixty for a blog post and its reactions).
         let partition = self.partition(db, key.clone());
         self.read_either(db, partition, false, LogicalPartition::snapshot, |_| {
             let mut state = PartitionState::default();
