@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Parser;
-use partita_bench::partita::Flavor;
+use partita_bench::partita::{Flavor, Indexing};
 use partita_bench::{Budget, Config, Durability, Outcome, PeerOptions, Slot, Workload};
 
 /// Runs createComment, truncateFeed and the Q6 feed read on Partita,
@@ -48,6 +48,18 @@ struct Args {
     /// Only these durability classes (comma-separated): memory, relaxed, durable.
     #[arg(long, value_delimiter = ',')]
     durability: Vec<String>,
+    /// Indexing modes of the partita target's containers (comma-separated):
+    /// consistent (the default policy, every path), none
+    /// (`{"indexingMode": "none"}`); each is its own target, side by side
+    /// in every row ("Partita native (indexing none)").
+    #[arg(long, value_delimiter = ',', default_value = "consistent")]
+    indexing: Vec<String>,
+    /// Only rows with these numbers of callers (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    callers: Vec<usize>,
+    /// Only rows over these numbers of partitions (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    partitions: Vec<usize>,
     /// Node counts for Partita stored in PostgreSQL (comma-separated): each
     /// is a row of Partita native with that many nodes on one database.
     #[arg(long, value_delimiter = ',', default_value = "1")]
@@ -95,6 +107,14 @@ fn main() -> anyhow::Result<()> {
             bail!("unknown durability {d:?}: memory, relaxed or durable");
         }
     }
+    let mut indexing = Vec::new();
+    for name in &args.indexing {
+        match Indexing::ALL.into_iter().find(|i| i.name() == name) {
+            Some(mode) if !indexing.contains(&mode) => indexing.push(mode),
+            Some(_) => {}
+            None => bail!("unknown indexing mode {name:?}: consistent or none"),
+        }
+    }
     if args.nodes.contains(&0) {
         bail!("--nodes counts start at 1");
     }
@@ -131,6 +151,17 @@ fn main() -> anyhow::Result<()> {
         }
         config.rows.retain(|r| selected.contains(&r.workload));
     }
+    if !args.callers.is_empty() {
+        config.rows.retain(|r| args.callers.contains(&r.callers));
+    }
+    if !args.partitions.is_empty() {
+        config
+            .rows
+            .retain(|r| args.partitions.contains(&r.partitions));
+    }
+    if config.rows.is_empty() {
+        bail!("no row has those workloads, callers and partitions");
+    }
 
     partita_bench::install_interrupt_handler()?;
     let peers = PeerOptions {
@@ -139,8 +170,12 @@ fn main() -> anyhow::Result<()> {
     let mut slots: Vec<Slot> = Vec::new();
     if wanted("partita") {
         for flavor in Flavor::ALL.into_iter().filter(|f| flavor_wanted(*f)) {
-            for durability in [Durability::Memory, Durability::Relaxed, Durability::Durable] {
-                slots.push(partita_bench::partita::slot(flavor, durability));
+            for &mode in &indexing {
+                for durability in [Durability::Memory, Durability::Relaxed, Durability::Durable] {
+                    slots.push(partita_bench::partita::slot_indexed(
+                        flavor, durability, mode,
+                    ));
+                }
             }
         }
     }

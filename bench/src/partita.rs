@@ -31,13 +31,21 @@
 //! database have; callers are dealt to the nodes in turn, and a call that
 //! another node beat to its partition (449, `PartitionChanged`) is made
 //! again, as the SDKs do.
+//!
+//! Both containers have the default indexing policy (every path, mode
+//! `consistent`), or, for the "(indexing none)" targets
+//! ([`Indexing::None`]), `{"indexingMode": "none"}`: the same calls
+//! without the range index's entries, which a durable store writes when it
+//! folds its change log into its documents (on the committer, so their
+//! cost is in the calls' throughput). An in-memory store keeps no index,
+//! so its two rows differ only by noise.
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use partita::{
-    BatchOperation, Container, Database, Options, Patch, QueryOptions, ScriptKind,
-    ScriptProperties, TriggerOperation, TriggerType, WriteOptions,
+    BatchOperation, Container, ContainerProperties, Database, IndexingPolicy, Options, Patch,
+    QueryOptions, ScriptKind, ScriptProperties, TriggerOperation, TriggerType, WriteOptions,
 };
 use partita_workload::blog;
 use serde_json::{Value, json};
@@ -107,6 +115,37 @@ impl Flavor {
         Flavor::Wasm,
         Flavor::Wat,
     ];
+}
+
+/// The indexing mode of a target's containers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Indexing {
+    /// The default policy: every path, mode `consistent`.
+    Consistent,
+    /// `{"indexingMode": "none"}`: no range index.
+    None,
+}
+
+impl Indexing {
+    /// Both modes, the default first.
+    pub const ALL: [Indexing; 2] = [Indexing::Consistent, Indexing::None];
+
+    /// The mode's name, as `--indexing` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Indexing::Consistent => "consistent",
+            Indexing::None => "none",
+        }
+    }
+
+    /// The containers' policy.
+    fn policy(self) -> IndexingPolicy {
+        match self {
+            Indexing::Consistent => IndexingPolicy::default(),
+            Indexing::None => IndexingPolicy::from_json(&json!({"indexingMode": "none"}))
+                .expect("a valid indexing policy"),
+        }
+    }
 }
 
 /// The system name of the batch flavor.
@@ -221,8 +260,15 @@ fn scripts(flavor: Flavor) -> Result<Vec<(bool, ScriptProperties)>, String> {
 /// wasm32 target is not installed, the build fails) its rows are skipped
 /// with the reason.
 pub fn slot(flavor: Flavor, durability: Durability) -> Slot {
+    slot_indexed(flavor, durability, Indexing::Consistent)
+}
+
+/// As [`slot`], with the containers created under `indexing`; a target
+/// without the default policy is named so ("Partita native (indexing
+/// none)").
+pub fn slot_indexed(flavor: Flavor, durability: Durability, indexing: Indexing) -> Slot {
     match PartitaTarget::new(flavor, durability) {
-        Ok(target) => Slot::Ready(Box::new(target)),
+        Ok(target) => Slot::Ready(Box::new(target.with_indexing(indexing))),
         Err(reason) => Slot::Skipped {
             system: flavor.system().to_owned(),
             durability,
@@ -235,9 +281,11 @@ pub fn slot(flavor: Flavor, durability: Durability) -> Slot {
 pub struct PartitaTarget {
     flavor: Flavor,
     durability: Durability,
-    /// The cluster holding the database instead of a SQLite file, and the
-    /// target's name.
-    postgres: Option<(Arc<crate::postgres::PgCluster>, String)>,
+    indexing: Indexing,
+    /// The name in the report.
+    name: String,
+    /// The cluster holding the database instead of a SQLite file.
+    postgres: Option<Arc<crate::postgres::PgCluster>>,
     /// Databases created in the cluster so far (each row has its own).
     rows: u32,
     /// How many nodes open the PostgreSQL database (1 otherwise).
@@ -263,6 +311,8 @@ impl PartitaTarget {
         Ok(PartitaTarget {
             flavor,
             durability,
+            indexing: Indexing::Consistent,
+            name: flavor.system().to_owned(),
             postgres: None,
             rows: 0,
             nodes: 1,
@@ -293,40 +343,26 @@ impl PartitaTarget {
             format!("{} (PostgreSQL, {nodes} nodes)", flavor.system())
         };
         Ok(PartitaTarget {
-            postgres: Some((cluster, name)),
+            name,
+            postgres: Some(cluster),
             nodes,
             ..PartitaTarget::new(flavor, durability)?
         })
     }
 
-    fn containers(&self) -> Result<(&Container, &Container), BenchError> {
-        self.data
-            .as_ref()
-            .map(|(_, posts, feed)| (posts, feed))
-            .ok_or_else(|| BenchError::Check("the target was not prepared".into()))
-    }
-}
-
-impl Target for PartitaTarget {
-    fn system(&self) -> &str {
-        match &self.postgres {
-            Some((_, name)) => name,
-            None => self.flavor.system(),
+    /// The same target with its containers created under `indexing`.
+    #[must_use]
+    pub fn with_indexing(mut self, indexing: Indexing) -> PartitaTarget {
+        if indexing != Indexing::Consistent {
+            self.name = format!("{} (indexing {})", self.name, indexing.name());
         }
+        self.indexing = indexing;
+        self
     }
 
-    fn server_pid(&self) -> Option<u32> {
-        self.postgres
-            .as_ref()
-            .and_then(|(cluster, _)| cluster.pid())
-    }
-
-    fn durability(&self) -> Durability {
-        self.durability
-    }
-
-    fn settings(&self) -> String {
-        if let Some((cluster, _)) = &self.postgres {
+    /// Where the database lives and how durable its commits are.
+    fn storage_settings(&self) -> String {
+        if let Some(cluster) = &self.postgres {
             return format!(
                 "Database::open_url on the PostgreSQL target's cluster (PostgreSQL {}) by {} node(s), synchronous_commit={}, a database per row",
                 cluster.version(),
@@ -349,6 +385,35 @@ impl Target for PartitaTarget {
         }
     }
 
+    fn containers(&self) -> Result<(&Container, &Container), BenchError> {
+        self.data
+            .as_ref()
+            .map(|(_, posts, feed)| (posts, feed))
+            .ok_or_else(|| BenchError::Check("the target was not prepared".into()))
+    }
+}
+
+impl Target for PartitaTarget {
+    fn system(&self) -> &str {
+        &self.name
+    }
+
+    fn server_pid(&self) -> Option<u32> {
+        self.postgres.as_ref().and_then(|cluster| cluster.pid())
+    }
+
+    fn durability(&self) -> Durability {
+        self.durability
+    }
+
+    fn settings(&self) -> String {
+        let indexing = match self.indexing {
+            Indexing::Consistent => "",
+            Indexing::None => "; containers created with {\"indexingMode\": \"none\"}",
+        };
+        self.storage_settings() + indexing
+    }
+
     fn prepare(&mut self, workload: Workload, partitions: usize) -> Result<(), BenchError> {
         self.other_nodes.clear();
         self.data = None;
@@ -364,7 +429,7 @@ impl Target for PartitaTarget {
         let mut url = None;
         let db = match (self.durability, &self.postgres) {
             (Durability::Memory, _) => Database::in_memory(),
-            (_, Some((cluster, _))) => {
+            (_, Some(cluster)) => {
                 self.rows += 1;
                 // The relaxed and durable targets, and those of each node
                 // count, share the cluster.
@@ -387,8 +452,13 @@ impl Target for PartitaTarget {
                 db
             }
         };
-        let posts = db.create_container("posts", "/postId")?;
-        let feed = db.create_container("feed", "/type")?;
+        let policy = self.indexing.policy();
+        let posts = db.create_container_with(
+            ContainerProperties::new("posts", "/postId").with_indexing_policy(policy.clone()),
+        )?;
+        let feed = db.create_container_with(
+            ContainerProperties::new("feed", "/type").with_indexing_policy(policy),
+        )?;
         for (in_posts, script) in &self.scripts {
             let container = if *in_posts { &posts } else { &feed };
             // Checked as `partita sproc create` checks: Wasm is compiled here.

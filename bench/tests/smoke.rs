@@ -5,7 +5,7 @@
 //! ratios and JSON, and a target that skips its work failing its row
 //! instead of winning it.
 
-use partita_bench::partita::{Flavor, PARTITA_WAT, slot};
+use partita_bench::partita::{Flavor, Indexing, PARTITA_WAT, slot, slot_indexed};
 use partita_bench::sqlite::SqliteTarget;
 use partita_bench::{
     BenchError, Budget, Call, Caller, Config, Durability, Outcome, PARTITA_JS, PARTITA_WASM,
@@ -115,6 +115,33 @@ fn in_process_targets_run_every_workload_and_report_ratios() {
     assert!(table.contains("| createComment | 16 | 4 | SQLite | durable |"));
     assert!(table.contains("| truncateFeed | 1 | 2 | Partita Wasm | durable |"));
     assert!(!table.contains("skipped"));
+}
+
+#[test]
+fn a_container_without_an_index_is_its_own_target_beside_the_default() {
+    let mut slots = vec![
+        slot_indexed(Flavor::Native, Durability::Durable, Indexing::Consistent),
+        slot_indexed(Flavor::Native, Durability::Durable, Indexing::None),
+    ];
+    let config = Config {
+        budget: BUDGET,
+        rows: rows()[..1].to_vec(),
+    };
+    let report = run(&mut slots, &config, |_| {});
+    let systems: Vec<&str> = report.rows.iter().map(|r| r.system.as_str()).collect();
+    assert_eq!(
+        systems,
+        ["Partita native", "Partita native (indexing none)"]
+    );
+    for row in &report.rows {
+        assert!(matches!(row.outcome, Outcome::Measured(_)), "{row:?}");
+    }
+    let table = report.table();
+    assert!(
+        table.contains("- Partita native (indexing none) (durable): Durability::Full")
+            && table.contains(r#"{"indexingMode": "none"}"#),
+        "{table}"
+    );
 }
 
 /// A SQLite target whose callers acknowledge calls without making them.
