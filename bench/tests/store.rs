@@ -1,6 +1,8 @@
 //! `partita-store-bench` end to end on a tiny store: builds both stores,
 //! measures each in a child process, and prints the table and the JSON.
-//! No timing is checked; the children check every read and query result.
+//! No timing is checked; the children check every read and query result
+//! and that both sides used their indexes, and the parent that both sides'
+//! queries returned the same documents.
 
 use std::process::Command;
 
@@ -31,8 +33,9 @@ fn the_store_bench_prints_its_table_and_json() {
         "| open + first read (ms) |",
         "| VmRSS after open (MB) |",
         "| cold point read p99 (µs) |",
-        "| query c.n = @n, all partitions, first run (ms) |",
-        "| query c.n = @n, all partitions, later runs (ms) |",
+        "| query c.n = @n (1 document), first run (ms) |",
+        "| query c.g = @g, later runs (ms) |",
+        "| query TOP 10 ORDER BY c.n DESC, later runs (ms) |",
     ] {
         assert!(stdout.contains(row), "{row} missing from\n{stdout}");
     }
@@ -49,7 +52,22 @@ fn the_store_bench_prints_its_table_and_json() {
         assert_eq!(runs.len(), 1, "{system}");
         assert!(size["systems"][system]["disk_bytes"].as_u64().unwrap() > 0);
         assert_eq!(size["systems"][system]["build"]["reused"], false);
+        assert_eq!(
+            runs[0]["returned"],
+            serde_json::json!({"eq": 3, "group": 300, "top": 30}),
+            "{system}: 3 runs of each query"
+        );
     }
+    // SQLite's plans, as checked by its child.
+    let plans = &size["systems"]["sqlite"]["runs"][0]["answered"];
+    assert!(
+        plans["top"]
+            .as_str()
+            .unwrap()
+            .contains("USING INDEX docs_n"),
+        "{plans}"
+    );
+    assert!(stdout.contains("- query group: Partita `SELECT * FROM c WHERE c.g = @g`"));
 
     // A second run reuses the stores kept in --dir.
     let out = Command::new(env!("CARGO_BIN_EXE_partita-store-bench"))

@@ -9,7 +9,7 @@
 //!      │
 //!      └── round 1..N:  measure child (Partita) ── measure child (SQLite)
 //!                         open + first read, VmRSS/VmHWM, hot and cold
-//!                         point reads, a cross-partition query; one JSON line
+//!                         point reads, three cross-partition queries; one JSON line
 //! ```
 //!
 //! Every measurement runs in a process that has just opened the store, so
@@ -19,8 +19,17 @@
 //! Partita's divided by SQLite's, as a Markdown table and as JSON.
 //!
 //! The documents (~200 bytes of JSON) are spread over 1,000 logical
-//! partitions: document `i` has id `d{i}`, partition key `p{i % 1000}` and a
-//! field `n = i` that no index covers, on either side.
+//! partitions: document `i` has id `d{i}`, partition key `p{i % 1000}`, a
+//! field `n = i` and a field `g = i / 100` (100 documents, each in another
+//! partition). Both sides index what the queries ask: Partita's container
+//! has the default indexing policy (a range index of every path), and the
+//! SQLite table has expression indexes on `json_extract(body, '$.n')` and
+//! `json_extract(body, '$.g')`, built with the store. The queries ([`QUERIES`]) are
+//! an equality on `n` (one document), an equality on `g` (100 documents)
+//! and the 10 largest `n` (an ORDER BY with TOP/LIMIT); each child checks
+//! that its side used its index (Partita's `QueryStats::index_used`,
+//! SQLite's `EXPLAIN QUERY PLAN`) and that the results are the expected
+//! documents, and the parent that both sides returned the same ids.
 //!
 //! Non-goals: concurrent callers and writes after the build (`partita-bench`
 //! measures those), and a cold OS page cache (dropping it needs root and
@@ -40,7 +49,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail, ensure};
 use clap::{Parser, Subcommand, ValueEnum};
 use partita::{Database, ImportOptions, Options, Params, QueryOptions};
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use serde_json::{Map, Value, json};
 
 /// Logical partitions of every store.
@@ -55,22 +64,79 @@ const SQLITE_FILE: &str = "docs.sqlite";
 const CONTAINER: &str = "docs";
 /// Bumped whenever [`document`] or the layout of a store changes, so a
 /// store kept with `--dir` from another version is rebuilt.
-const SHAPE: u64 = 1;
+const SHAPE: u64 = 2;
 
 const SQLITE_SCHEMA: &str = "
 CREATE TABLE docs (pk TEXT NOT NULL, id TEXT NOT NULL, body TEXT NOT NULL, PRIMARY KEY (pk, id));
 ";
+/// SQLite's equivalent of Partita's index for the queries: one expression
+/// index per field they filter or order by, created after the rows (as a
+/// bulk load would).
+const SQLITE_INDEXES: &str = "
+CREATE INDEX docs_n ON docs (json_extract(body, '$.n'));
+CREATE INDEX docs_g ON docs (json_extract(body, '$.g'));
+";
 const SQLITE_READ: &str = "SELECT body FROM docs WHERE pk = ?1 AND id = ?2";
-const SQLITE_QUERY: &str = "SELECT body FROM docs WHERE json_extract(body, '$.n') = ?1";
-const PARTITA_QUERY: &str = "SELECT * FROM c WHERE c.n = @n";
+
+/// Documents per value of `g`.
+const GROUP: u64 = 100;
+
+/// What a query asks, which decides its parameter and expected result.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ask {
+    /// The document whose `n` is the parameter.
+    N,
+    /// The [`GROUP`] documents whose `g` is the parameter, in any order.
+    G,
+    /// The 10 documents of largest `n`, largest first.
+    Top,
+}
+
+/// One cross-partition query, on each side.
+struct Query {
+    /// Its metrics' prefix in a child's JSON line.
+    key: &'static str,
+    ask: Ask,
+    /// Partita's query, run with `query_items` (every partition).
+    partita: &'static str,
+    /// SQLite's, which must use the index [`Query::sqlite_index`].
+    sqlite: &'static str,
+    sqlite_index: &'static str,
+}
+
+/// The queries, run in this order in every measuring child.
+const QUERIES: [Query; 3] = [
+    Query {
+        key: "eq",
+        ask: Ask::N,
+        partita: "SELECT * FROM c WHERE c.n = @n",
+        sqlite: "SELECT body FROM docs WHERE json_extract(body, '$.n') = ?1",
+        sqlite_index: "docs_n",
+    },
+    Query {
+        key: "group",
+        ask: Ask::G,
+        partita: "SELECT * FROM c WHERE c.g = @g",
+        sqlite: "SELECT body FROM docs WHERE json_extract(body, '$.g') = ?1",
+        sqlite_index: "docs_g",
+    },
+    Query {
+        key: "top",
+        ask: Ask::Top,
+        partita: "SELECT TOP 10 * FROM c ORDER BY c.n DESC",
+        sqlite: "SELECT body FROM docs ORDER BY json_extract(body, '$.n') DESC LIMIT 10",
+        sqlite_index: "docs_n",
+    },
+];
 
 /// Partita's partition cache while it builds a store (an import keeps the
 /// partitions it writes in memory up to it).
 const BUILD_CACHE_BYTES: usize = 256 << 20;
 
 /// Builds Partita and SQLite stores of several sizes and compares their
-/// open time, memory, disk size, point reads, a cross-partition query and
-/// build rate, each measured in a fresh process.
+/// open time, memory, disk size, point reads, three indexed
+/// cross-partition queries and build rate, each measured in a fresh
+/// process.
 #[derive(Parser)]
 #[command(version)]
 struct Args {
@@ -95,7 +161,8 @@ struct Args {
     /// one in each of as many other partitions (990 at most), cold.
     #[arg(long, default_value_t = 20_000)]
     reads: usize,
-    /// Runs of the cross-partition query per child (its median is kept).
+    /// Runs of each cross-partition query per child (the first, and the
+    /// median of the others, are kept).
     #[arg(long, default_value_t = 3)]
     query_runs: usize,
     /// Partita's partition cache budget in bytes (`Options::cache_bytes`);
@@ -166,12 +233,14 @@ impl System {
             System::Partita => "Database::open_with(dir, Options) (Durability::Full; the \
                  partition cache's default budget, a quarter of the machine's memory, unless \
                  --cache-bytes), built with Container::import_items (ImportOptions::default()) \
-                 under a 256 MiB cache; documents are read from storage when first needed"
+                 under a 256 MiB cache, the default indexing policy (a range index of every \
+                 path); documents are read from storage when first needed"
                 .to_owned(),
             System::Sqlite => format!(
                 "rusqlite (bundled SQLite {}), one rowid table docs(pk, id, body) with \
-                 PRIMARY KEY (pk, id), WAL, synchronous=FULL, built in transactions of {} rows; \
-                 default page cache, no mmap, no index on n",
+                 PRIMARY KEY (pk, id), WAL, synchronous=FULL, built in transactions of {} rows, \
+                 then the expression indexes docs_n on json_extract(body, '$.n') and docs_g on \
+                 json_extract(body, '$.g'); default page cache, no mmap",
                 rusqlite::version(),
                 thousands(SQLITE_BATCH)
             ),
@@ -218,7 +287,7 @@ impl Metric {
 /// rest from the measuring children.
 const METRICS: &[Metric] = &[
     Metric::count("build_docs_per_s", "build (documents/s)"),
-    Metric::plain("disk_mb", "disk, all files (MB)"),
+    Metric::plain("disk_mb", "disk, all files, indexes included (MB)"),
     Metric::plain("open_ms", "open + first read (ms)"),
     Metric::plain("rss_open_mb", "VmRSS after open (MB)"),
     Metric::plain("hwm_open_mb", "VmHWM after open (MB)"),
@@ -228,14 +297,18 @@ const METRICS: &[Metric] = &[
     Metric::plain("hot_p99_us", "hot point read p99 (µs)"),
     Metric::plain("cold_p50_us", "cold point read p50 (µs)"),
     Metric::plain("cold_p99_us", "cold point read p99 (µs)"),
+    Metric::plain("eq_first_ms", "query c.n = @n (1 document), first run (ms)"),
+    Metric::plain("eq_ms", "query c.n = @n, later runs (ms)"),
     Metric::plain(
-        "query_first_ms",
-        "query c.n = @n, all partitions, first run (ms)",
+        "group_first_ms",
+        "query c.g = @g (100 documents, 100 partitions), first run (ms)",
     ),
+    Metric::plain("group_ms", "query c.g = @g, later runs (ms)"),
     Metric::plain(
-        "query_ms",
-        "query c.n = @n, all partitions, later runs (ms)",
+        "top_first_ms",
+        "query TOP 10 ORDER BY c.n DESC, first run (ms)",
     ),
+    Metric::plain("top_ms", "query TOP 10 ORDER BY c.n DESC, later runs (ms)"),
     Metric::plain("close_ms", "close (ms)"),
     Metric::plain(
         "cache_mb",
@@ -375,19 +448,44 @@ fn run_parent(args: &Args) -> anyhow::Result<()> {
                     child_args.extend(["--cache-bytes", cache.as_str()]);
                 }
                 let run = run_child(&exe, &child_args)?;
+                let figure = |key: &str| run[key].as_f64().unwrap_or(f64::NAN);
                 eprintln!(
                     "{docs} documents, round {}/{}, {}: open + first read {:.1} ms, VmRSS {:.0} MB, \
-                     hot p50 {:.1} µs, cold p50 {:.1} µs, query {:.1} ms",
+                     hot p50 {:.1} µs, cold p50 {:.1} µs, queries n {:.2} / g {:.2} / top {:.2} ms",
                     round + 1,
                     args.rounds,
                     s.system.name(),
-                    run["open_ms"].as_f64().unwrap_or(f64::NAN),
-                    run["rss_open_mb"].as_f64().unwrap_or(f64::NAN),
-                    run["hot_p50_us"].as_f64().unwrap_or(f64::NAN),
-                    run["cold_p50_us"].as_f64().unwrap_or(f64::NAN),
-                    run["query_ms"].as_f64().unwrap_or(f64::NAN),
+                    figure("open_ms"),
+                    figure("rss_open_mb"),
+                    figure("hot_p50_us"),
+                    figure("cold_p50_us"),
+                    figure("eq_ms"),
+                    figure("group_ms"),
+                    figure("top_ms"),
                 );
                 s.runs.push(run);
+            }
+            // Both sides of a round ran the same queries: they must have
+            // returned the same documents.
+            let [partita, sqlite] = [&systems[0], &systems[1]].map(|s| &s.runs[round]["ids"]);
+            ensure!(
+                partita == sqlite,
+                "{docs} documents, round {}: Partita's and SQLite's queries returned different \
+                 documents:\n{partita}\n{sqlite}",
+                round + 1
+            );
+        }
+        // Checked; the report keeps how many each query returned.
+        for s in &mut systems {
+            for run in &mut s.runs {
+                if let Some(Value::Object(ids)) = run.as_object_mut().and_then(|r| r.remove("ids"))
+                {
+                    let counts: Map<String, Value> = ids
+                        .into_iter()
+                        .map(|(k, v)| (k, json!(v.as_array().map_or(0, Vec::len))))
+                        .collect();
+                    run["returned"] = Value::Object(counts);
+                }
             }
         }
         sizes.push(SizeReport { docs, systems });
@@ -544,12 +642,14 @@ fn warm_page_cache(dir: &Path) -> anyhow::Result<()> {
 // The documents.
 // ---------------------------------------------------------------------------
 
-/// Document `i`: ~200 bytes of JSON in partition `p{i % 1000}`.
+/// Document `i`: ~200 bytes of JSON in partition `p{i % 1000}`; the
+/// [`GROUP`] documents of one `g` are in as many partitions.
 fn document(i: u64) -> Value {
     json!({
         "id": format!("d{i}"),
         "pk": partition_key(i),
         "n": i,
+        "g": i / GROUP,
         "type": "reading",
         "name": format!("sensor {:05}", i % 50_000),
         "score": (i % 997) as f64 / 10.0,
@@ -593,8 +693,9 @@ fn build_partita(dir: &Path, docs: u64) -> anyhow::Result<Value> {
 }
 
 /// Inserts the documents into a new SQLite database in `dir`, in
-/// transactions of [`SQLITE_BATCH`] rows; the time includes closing it
-/// (SQLite's final checkpoint).
+/// transactions of [`SQLITE_BATCH`] rows, then creates
+/// [`SQLITE_INDEXES`]; the time includes closing it (SQLite's final
+/// checkpoint).
 fn build_sqlite(dir: &Path, docs: u64) -> anyhow::Result<Value> {
     let started = Instant::now();
     let mut conn = Connection::open(dir.join(SQLITE_FILE))?;
@@ -618,6 +719,7 @@ fn build_sqlite(dir: &Path, docs: u64) -> anyhow::Result<Value> {
         tx.commit()?;
         start = end;
     }
+    conn.execute_batch(SQLITE_INDEXES)?;
     conn.close().map_err(|(_, e)| e)?;
     Ok(build_result(docs, bytes, started.elapsed()))
 }
@@ -657,6 +759,7 @@ impl Key {
 /// opened, so building keys is never timed and both systems of a round
 /// read the same documents.
 struct ReadPlan {
+    docs: u64,
     first: Key,
     /// Untimed reads of the hot set before the timed ones.
     hot_warm_up: Vec<Key>,
@@ -667,6 +770,8 @@ struct ReadPlan {
     cold: Vec<Key>,
     /// Values of `n` to query for.
     queries: Vec<u64>,
+    /// Values of `g` to query for.
+    groups: Vec<u64>,
 }
 
 impl ReadPlan {
@@ -702,13 +807,89 @@ impl ReadPlan {
             .map(|p| in_partition(&mut rng, p))
             .collect();
         let queries = (0..query_runs).map(|_| rng.below(docs)).collect();
+        let groups = (0..query_runs)
+            .map(|_| rng.below(docs.div_ceil(GROUP)))
+            .collect();
         ReadPlan {
+            docs,
             first,
             hot_warm_up,
             hot,
             cold,
             queries,
+            groups,
         }
+    }
+
+    /// The parameter of each run of `query` (`None`: it has none).
+    fn args(&self, query: &Query) -> Vec<Option<u64>> {
+        match query.ask {
+            Ask::N => self.queries.iter().copied().map(Some).collect(),
+            Ask::G => self.groups.iter().copied().map(Some).collect(),
+            Ask::Top => vec![None; self.queries.len()],
+        }
+    }
+
+    /// The ids `query` must return with `arg`, in order for an ORDER BY
+    /// and sorted otherwise.
+    fn expected(&self, query: &Query, arg: Option<u64>) -> Vec<String> {
+        let range = match (query.ask, arg) {
+            (Ask::N, Some(n)) => n..n + 1,
+            (Ask::G, Some(g)) => g * GROUP..((g + 1) * GROUP).min(self.docs),
+            _ => self.docs.saturating_sub(10)..self.docs,
+        };
+        let mut ids: Vec<String> = range.map(|i| format!("d{i}")).collect();
+        if query.ask == Ask::Top {
+            ids.reverse();
+        } else {
+            ids.sort_unstable();
+        }
+        ids
+    }
+}
+
+/// Every run of every query: each run timed by `run` (which returns its
+/// time and the ids of the documents it returned, in order), its ids
+/// checked after the timing.
+struct QueryRuns {
+    /// Per query key, the time of each run.
+    times: Vec<(&'static str, Vec<Duration>)>,
+    /// Per query key, the ids of every run, one run after another (sorted
+    /// within a run unless the query orders), for the parent to compare.
+    ids: Map<String, Value>,
+}
+
+impl QueryRuns {
+    fn run(
+        plan: &ReadPlan,
+        mut run: impl FnMut(&Query, Option<u64>) -> anyhow::Result<(Duration, Vec<String>)>,
+    ) -> anyhow::Result<QueryRuns> {
+        let mut times = Vec::new();
+        let mut ids = Map::new();
+        for query in &QUERIES {
+            let mut spent = Vec::new();
+            let mut returned = Vec::new();
+            for arg in plan.args(query) {
+                let (time, mut got) = run(query, arg)?;
+                spent.push(time);
+                if query.ask != Ask::Top {
+                    got.sort_unstable();
+                }
+                let want = plan.expected(query, arg);
+                ensure!(
+                    got == want,
+                    "{} with {arg:?} returned {} documents, {:?}…, expected {:?}…",
+                    query.key,
+                    got.len(),
+                    got.first(),
+                    want.first()
+                );
+                returned.extend(got.into_iter().map(Value::from));
+            }
+            times.push((query.key, spent));
+            ids.insert(query.key.to_owned(), Value::Array(returned));
+        }
+        Ok(QueryRuns { times, ids })
     }
 }
 
@@ -719,7 +900,10 @@ struct Measured {
     after_open: Memory,
     hot: Vec<Duration>,
     cold: Vec<Duration>,
-    queries: Vec<Duration>,
+    queries: QueryRuns,
+    /// How each side answered the queries: Partita's index entries and
+    /// documents read, SQLite's plans.
+    answered: Value,
     after_workload: Memory,
     /// Closing the store (dropping the database or connection).
     close: Duration,
@@ -732,7 +916,7 @@ impl Measured {
         let mut hot = self.hot.clone();
         let mut cold = self.cold.clone();
         let ms = |d: &Duration| d.as_secs_f64() * 1e3;
-        json!({
+        let mut res = json!({
             "open_ms": ms(&(self.open + self.first_read)),
             "open_only_ms": ms(&self.open),
             "first_read_ms": ms(&self.first_read),
@@ -744,12 +928,18 @@ impl Measured {
             "hot_p99_us": percentile_us(&mut hot, 0.99),
             "cold_p50_us": percentile_us(&mut cold, 0.5),
             "cold_p99_us": percentile_us(&mut cold, 0.99),
-            "query_first_ms": self.queries.first().map(ms),
-            "query_ms": median(self.queries.iter().skip(usize::from(self.queries.len() > 1)).map(ms).collect()),
-            "query_runs_ms": self.queries.iter().map(ms).collect::<Vec<_>>(),
             "close_ms": ms(&self.close),
             "cache_mb": self.cache_bytes.map(|b| b as f64 / 1e6),
-        })
+            "ids": self.queries.ids,
+            "answered": self.answered,
+        });
+        for (key, times) in &self.queries.times {
+            let later = times.iter().skip(usize::from(times.len() > 1));
+            res[format!("{key}_first_ms")] = json!(times.first().map(ms));
+            res[format!("{key}_ms")] = json!(median(later.map(ms).collect()));
+            res[format!("{key}_runs_ms")] = json!(times.iter().map(ms).collect::<Vec<_>>());
+        }
+        res
     }
 }
 
@@ -797,19 +987,40 @@ fn measure_partita(
     time_reads(&plan.hot_warm_up, read, check)?;
     let hot = time_reads(&plan.hot, read, check)?;
     let cold = time_reads(&plan.cold, read, check)?;
-    let mut queries = Vec::new();
-    for &n in &plan.queries {
+    let mut answered = Map::new();
+    let queries = QueryRuns::run(plan, |query, arg| {
         let mut params = Params::new();
-        params.insert("@n".to_owned(), json!(n));
+        if let Some(arg) = arg {
+            let name = if query.ask == Ask::G { "@g" } else { "@n" };
+            params.insert(name.to_owned(), json!(arg));
+        }
         let started = Instant::now();
-        let page = container.query_items(PARTITA_QUERY, &params, &QueryOptions::default())?;
-        queries.push(started.elapsed());
+        let page = container.query_items(query.partita, &params, &QueryOptions::default())?;
+        let time = started.elapsed();
         ensure!(
-            page.items.len() == 1 && page.items[0]["n"] == n && page.continuation.is_none(),
-            "the query for n = {n} gave {} items",
-            page.items.len()
+            page.continuation.is_none(),
+            "{}: more than one page",
+            query.partita
         );
-    }
+        // A plan change is loud: a scan here would measure something else.
+        ensure!(
+            page.stats.index_used,
+            "Partita answered {} without its range index",
+            query.partita
+        );
+        answered.entry(query.key).or_insert_with(|| {
+            json!({
+                "index_entries": page.stats.index_entries,
+                "docs_scanned": page.stats.docs_scanned,
+            })
+        });
+        let ids = page
+            .items
+            .iter()
+            .map(|d| d["id"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        Ok((time, ids))
+    })?;
     let after_workload = Memory::now();
     let cache_bytes = Some(db.cache_stats().used);
     drop(container);
@@ -823,6 +1034,7 @@ fn measure_partita(
         hot,
         cold,
         queries,
+        answered: Value::Object(answered),
         after_workload,
         close,
         cache_bytes,
@@ -852,20 +1064,28 @@ fn measure_sqlite(dir: &Path, plan: &ReadPlan) -> anyhow::Result<Value> {
     time_reads(&plan.hot_warm_up, read, check)?;
     let hot = time_reads(&plan.hot, read, check)?;
     let cold = time_reads(&plan.cold, read, check)?;
-    let mut queries = Vec::new();
-    for &n in &plan.queries {
-        let started = Instant::now();
-        let mut stmt = conn.prepare_cached(SQLITE_QUERY)?;
-        let bodies: Vec<String> = stmt
-            .query_map([n as i64], |r| r.get(0))?
-            .collect::<Result<_, _>>()?;
-        queries.push(started.elapsed());
-        ensure!(
-            bodies.len() == 1 && bodies[0].contains(&format!("\"n\":{n},")),
-            "the query for n = {n} gave {} rows",
-            bodies.len()
-        );
+    let mut answered = Map::new();
+    for query in &QUERIES {
+        answered.insert(query.key.to_owned(), json!(sqlite_plan(&conn, query)?));
     }
+    let queries = QueryRuns::run(plan, |query, arg| {
+        let started = Instant::now();
+        let mut stmt = conn.prepare_cached(query.sqlite)?;
+        let bodies: Vec<String> = stmt
+            .query_map(params_from_iter(arg.map(|a| a as i64)), |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        let time = started.elapsed();
+        // The bodies are left as SQLite returns them (text) while timed,
+        // and parsed here only to check them.
+        let ids = bodies
+            .iter()
+            .map(|b| {
+                let doc: Value = serde_json::from_str(b)?;
+                Ok(doc["id"].as_str().unwrap_or_default().to_owned())
+            })
+            .collect::<anyhow::Result<_>>()?;
+        Ok((time, ids))
+    })?;
     let after_workload = Memory::now();
     let started = Instant::now();
     drop(conn);
@@ -877,11 +1097,33 @@ fn measure_sqlite(dir: &Path, plan: &ReadPlan) -> anyhow::Result<Value> {
         hot,
         cold,
         queries,
+        answered: Value::Object(answered),
         after_workload,
         close,
         cache_bytes: None,
     };
     Ok(res.to_json())
+}
+
+/// SQLite's plan for `query` (`EXPLAIN QUERY PLAN`, its steps joined by
+/// "; "), which must use the query's index and no temporary B-tree: a
+/// plan change fails the run instead of measuring a scan or a sort.
+fn sqlite_plan(conn: &Connection, query: &Query) -> anyhow::Result<String> {
+    let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {}", query.sqlite))?;
+    // The plan does not depend on the parameter's value.
+    let args = vec![0i64; stmt.parameter_count()];
+    let steps: Vec<String> = stmt
+        .query_map(params_from_iter(args), |r| r.get::<_, String>(3))?
+        .collect::<Result<_, _>>()?;
+    let plan = steps.join("; ");
+    ensure!(
+        plan.contains(&format!("USING INDEX {}", query.sqlite_index))
+            && !plan.contains("TEMP B-TREE"),
+        "SQLite's plan for {} does not use the index {}: {plan}",
+        query.sqlite,
+        query.sqlite_index
+    );
+    Ok(plan)
 }
 
 /// This process's resident memory, from /proc/self/status.
@@ -1005,7 +1247,7 @@ fn table(header: &Header, sizes: &[SizeReport]) -> String {
         .collect();
     let _ = writeln!(
         out,
-        "- {} documents of ~200 bytes per store over {} logical partitions (key /pk); \
+        "- {} documents of ~210 bytes per store over {} logical partitions (key /pk); \
          rounds: {}, each a fresh child process per store, medians shown; build and disk once per store{}",
         sizes
             .iter()
@@ -1031,6 +1273,27 @@ fn table(header: &Header, sizes: &[SizeReport]) -> String {
         thousands(header.reads.min((PARTITIONS - HOT_PARTITIONS) as usize) as u64),
         header.query_runs
     );
+    // How each side answered, from the first measuring child of the
+    // largest size.
+    if let Some(size) = sizes.last() {
+        let answered =
+            |s: &SystemReport, key: &str| s.runs.first().map(|r| r["answered"][key].clone());
+        for query in &QUERIES {
+            let partita = answered(&size.systems[0], query.key).unwrap_or_default();
+            let plan = answered(&size.systems[1], query.key).unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "- query {}: Partita `{}` (at {}: {} index entries, {} documents read), SQLite `{}` (plan: {})",
+                query.key,
+                query.partita,
+                size_label(size.docs),
+                partita["index_entries"],
+                partita["docs_scanned"],
+                query.sqlite,
+                plan.as_str().unwrap_or("?")
+            );
+        }
+    }
     let _ = writeln!(out);
     let mut head = "| measure |".to_owned();
     let mut rule = "|---|".to_owned();
@@ -1115,7 +1378,10 @@ fn to_json(header: &Header, sizes: &[SizeReport]) -> Value {
         "query_runs_per_child": header.query_runs,
         "partitions": PARTITIONS,
         "hot_partitions": HOT_PARTITIONS,
-        "queries": {"partita": PARTITA_QUERY, "sqlite": SQLITE_QUERY},
+        "queries": QUERIES
+            .iter()
+            .map(|q| (q.key.to_owned(), json!({"partita": q.partita, "sqlite": q.sqlite})))
+            .collect::<Map<String, Value>>(),
         "settings": {
             "partita": System::Partita.settings(),
             "sqlite": System::Sqlite.settings(),
