@@ -18,7 +18,7 @@
 //! child). The parent reports the median over rounds of each figure, and
 //! Partita's divided by SQLite's, as a Markdown table and as JSON.
 //!
-//! The documents (~200 bytes of JSON) are spread over 1,000 logical
+//! The documents (~210 bytes of JSON) are spread over 1,000 logical
 //! partitions: document `i` has id `d{i}`, partition key `p{i % 1000}`, a
 //! field `n = i` and a field `g = i / 100` (100 documents, each in another
 //! partition). Both sides index what the queries ask: Partita's container
@@ -642,7 +642,7 @@ fn warm_page_cache(dir: &Path) -> anyhow::Result<()> {
 // The documents.
 // ---------------------------------------------------------------------------
 
-/// Document `i`: ~200 bytes of JSON in partition `p{i % 1000}`; the
+/// Document `i`: ~210 bytes of JSON in partition `p{i % 1000}`; the
 /// [`GROUP`] documents of one `g` are in as many partitions.
 fn document(i: u64) -> Value {
     json!({
