@@ -138,6 +138,15 @@ impl Indexing {
         }
     }
 
+    /// The name in the report of `system` with containers in this mode:
+    /// `system` itself for the default.
+    fn system(self, system: &str) -> String {
+        match self {
+            Indexing::Consistent => system.to_owned(),
+            Indexing::None => format!("{system} (indexing none)"),
+        }
+    }
+
     /// The containers' policy.
     fn policy(self) -> IndexingPolicy {
         match self {
@@ -270,7 +279,7 @@ pub fn slot_indexed(flavor: Flavor, durability: Durability, indexing: Indexing) 
     match PartitaTarget::new(flavor, durability) {
         Ok(target) => Slot::Ready(Box::new(target.with_indexing(indexing))),
         Err(reason) => Slot::Skipped {
-            system: flavor.system().to_owned(),
+            system: indexing.system(flavor.system()),
             durability,
             reason,
         },
@@ -353,9 +362,7 @@ impl PartitaTarget {
     /// The same target with its containers created under `indexing`.
     #[must_use]
     pub fn with_indexing(mut self, indexing: Indexing) -> PartitaTarget {
-        if indexing != Indexing::Consistent {
-            self.name = format!("{} (indexing {})", self.name, indexing.name());
-        }
+        self.name = indexing.system(&self.name);
         self.indexing = indexing;
         self
     }
