@@ -239,18 +239,30 @@ pub(crate) fn prefixed_index<'p>(
         let mut keys: Vec<Option<&[u8]>> = Vec::with_capacity(fixed.len());
         for item in fixed {
             let labels = labels_of(item)?;
-            let key = terms.iter().find_map(|t| match &t.accept {
-                Accept::Values(values) if t.path == labels && values.len() == 1 => {
-                    Some(values[0].as_slice())
-                }
-                _ => None,
-            })?;
-            keys.push(Some(key));
+            let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
+            keys.push(Some(fixed_value(terms, &labels)?));
         }
         let orders: Vec<SortOrder> = fixed.iter().map(|item| item.order).collect();
         composite_path_key(index)?;
         Some((index.as_slice(), composite_key_of(&keys, &orders)))
     })
+}
+
+/// The one value `terms` fix at `labels` (the key of a `path = value`
+/// term there); `None` for none, or for two that disagree (no document
+/// matches both, and a prefix holds only one).
+fn fixed_value<'t>(terms: &'t [IndexTerm], labels: &[&str]) -> Option<&'t [u8]> {
+    let mut fixed = terms.iter().filter_map(|t| match &t.accept {
+        Accept::Values(values)
+            if values.len() == 1
+                && labels.iter().copied().eq(t.path.iter().map(String::as_str)) =>
+        {
+            Some(values[0].as_slice())
+        }
+        _ => None,
+    });
+    let first = fixed.next()?;
+    fixed.all(|other| other == first).then_some(first)
 }
 
 /// The composite index of `policy` whose every path `terms` fix to one
@@ -266,16 +278,7 @@ pub(crate) fn fixed_index<'p>(
         for item in index {
             let parsed = DocumentPath::parse(&item.path).ok()?;
             let labels = parsed.labels()?;
-            let key = terms.iter().find_map(|t| match &t.accept {
-                Accept::Values(values)
-                    if values.len() == 1
-                        && labels.iter().copied().eq(t.path.iter().map(String::as_str)) =>
-                {
-                    Some(values[0].as_slice())
-                }
-                _ => None,
-            })?;
-            keys.push(Some(key));
+            keys.push(Some(fixed_value(terms, &labels)?));
         }
         let orders: Vec<SortOrder> = index.iter().map(|item| item.order).collect();
         composite_path_key(index)?;

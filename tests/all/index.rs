@@ -205,6 +205,12 @@ fn ranges_lists_prefixes_and_definedness_read_only_what_matches() -> anyhow::Res
             page.stats.docs_scanned
         );
     }
+    let page = c.query_items(
+        "SELECT TOP 0 VALUE MAX(c.n) FROM c",
+        &Params::new(),
+        &Default::default(),
+    )?;
+    assert!(page.items.is_empty());
     // An array or an object makes them undefined, as a scan does.
     let page = c.query_items(
         "SELECT VALUE MAX(c.rare) FROM c",
@@ -329,6 +335,13 @@ fn a_composite_index_whose_paths_the_filter_fixes_names_its_documents() -> anyho
     ))?;
     c.import_items((0..3_000).map(doc), &Default::default(), &mut |_| {})?;
     let expected = (0..3_000).filter(|i| i % 3 == 0 && i % 17 == 3).count() as u64;
+    // Two values at one path: nothing matches both.
+    let page = c.query_items(
+        "SELECT VALUE COUNT(1) FROM c WHERE c.kind = 'post' AND c.user = 'u3' AND c.kind = 'like'",
+        &Params::new(),
+        &Default::default(),
+    )?;
+    assert_eq!(page.items, [json!(0)]);
     for sql in [
         "SELECT * FROM c WHERE c.user = 'u3' AND c.kind = 'post'",
         "SELECT VALUE COUNT(1) FROM c WHERE c.kind = 'post' AND c.user = 'u3'",

@@ -638,14 +638,14 @@ fn execute_with(
             },
         };
         ex.answered.set(Some(vec![acc]));
-        let items = ex.materialize(source)?;
+        let mut items = ex.materialize(source)?;
+        // TOP still applies to the aggregate's row.
+        items.truncate(usize::try_from(hi).unwrap_or(usize::MAX));
         add(&mut spent, stats);
         spent.index_entries += stats.index_entries;
         spent.index_used = true;
         return finish(q, params, items, None, spent);
     }
-    // With a range index, the partitions and documents it names; else
-    // every partition, every document.
     // A composite index whose every path the terms fix names the
     // documents at once; else the range index, term by term.
     let fixed = match terms.is_empty() || q.from.is_none() {
@@ -665,6 +665,8 @@ fn execute_with(
             source.index_walk(&walk).map(|(entries, _)| entries)
         }),
     };
+    // With an index, the partitions and documents it names; else every
+    // partition, every document.
     let candidates = match terms.is_empty() || q.from.is_none() {
         true => None,
         false => fixed.or_else(|| source.index_candidates(&terms)),
