@@ -363,6 +363,17 @@ impl Drop for StopOnPanic<'_> {
     }
 }
 
+/// Counts a client thread as finished however it ends, so that the kill
+/// loop stops waiting for a client that panicked (the panic then fails the
+/// test when the scope joins, instead of hanging it).
+struct Finished<'a>(&'a AtomicU64);
+
+impl Drop for Finished<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
 /// Every document of partition `pk`, by id, read through `node`.
 fn documents(nodes: &Nodes, node: usize, pk: &str) -> BTreeMap<String, Value> {
     let key = partition_header(pk);
@@ -513,6 +524,7 @@ fn nodes_on_one_postgresql_lose_nothing_and_stay_serializable() {
             let (nodes, history, pks, finished, stop) = (&nodes, &history, &pks, &finished, &stop);
             let mut rng = FuzzRng::new(seed ^ (client + 1).wrapping_mul(0x1000_0000_01b3));
             scope.spawn(move || {
+                let _finished = Finished(finished);
                 for i in 0..iterations {
                     let pk = &pks[rng.below(pks.len() as u64) as usize];
                     let id = format!("c-{client}-{i}");
@@ -545,7 +557,6 @@ fn nodes_on_one_postgresql_lose_nothing_and_stay_serializable() {
                         }
                     }
                 }
-                finished.fetch_add(1, Ordering::Relaxed);
             });
         }
         // The kills: each after a random share of the calls, at a random node.
