@@ -179,6 +179,13 @@ const READERS: usize = 2;
 /// How long connecting may take when the URL does not say.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Whether every table, column and index of [`SCHEMA`] exists (its last
+/// statements are the latest additions).
+const SCHEMA_COMPLETE: &str = "SELECT to_regclass('docs_by_rid') IS NOT NULL \
+     AND to_regclass('idx_by_value') IS NOT NULL \
+     AND EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() \
+     AND table_name = 'log_heads' AND column_name = 'idx_cursor')";
+
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS containers (
     id text PRIMARY KEY,
@@ -448,7 +455,17 @@ impl Failure {
     /// The engine's error for a failure while doing `what` in `location`.
     fn into_error(self, what: &str, location: &str) -> Error {
         match self {
-            Failure::Postgres(e) => Error::storage(&format!("{what} in {location}"), e),
+            // `postgres::Error` says only "db error"; the server's message
+            // and code name the cause.
+            Failure::Postgres(e) => match e.as_db_error() {
+                Some(db) => Error::Storage(format!(
+                    "{what} in {location}: {} ({}){}",
+                    db.message(),
+                    db.code().code(),
+                    db.detail().map(|d| format!(": {d}")).unwrap_or_default()
+                )),
+                None => Error::storage(&format!("{what} in {location}"), e),
+            },
             Failure::Engine(e) => e,
         }
     }
@@ -635,10 +652,21 @@ impl PostgresStorage {
                 "the store at {location} is read-only: the server accepts no writes (a standby, or default_transaction_read_only); connect to the primary and restart"
             ))
         } else {
-            writer
+            // DDL takes locks that writes wait on, even when it changes
+            // nothing (ALTER TABLE ... IF NOT EXISTS takes an exclusive one):
+            // a node that restarts beside others running commits could
+            // deadlock them, so the schema is created only when incomplete.
+            let complete: bool = writer
                 .client
-                .batch_execute(SCHEMA)
-                .map_err(bad("create the schema"))?;
+                .query_one(SCHEMA_COMPLETE, &[])
+                .and_then(|row| row.try_get(0))
+                .map_err(bad("read the schema"))?;
+            if !complete {
+                writer
+                    .client
+                    .batch_execute(SCHEMA)
+                    .map_err(bad("create the schema"))?;
+            }
             None
         };
         let readers = (0..READERS)
