@@ -6,16 +6,13 @@
 //! `PARTITA_INDEX_CASES` (default 4 here: each case is a new database)
 //! bounds the property test's cases.
 
-use std::time::{Duration, Instant, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use engine::storage::MemoryStorage;
-use partita::{
-    Container, ContainerProperties, Database, IndexingPolicy, ManualClock, Options, Params,
-};
+use partita::{Container, ContainerProperties, Database, IndexingPolicy, Options, Params};
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use serde_json::{Value, json};
 
-use crate::index::{Step, doc, key, pages, pk_of, query, step};
+use crate::index::{Step, check_with, doc, pages, query, step};
 
 /// `PARTITA_INDEX_CASES`, 4 by default.
 fn cases() -> u32 {
@@ -193,62 +190,10 @@ fn comparable(pages: Vec<crate::index::Page>) -> Vec<(Vec<Value>, bool)> {
 /// on an in-memory store, then every page of each query on both.
 fn check(steps: &[Step], queries: &[(String, Params)]) -> anyhow::Result<()> {
     let url = engine::testing::postgres::database();
-    let clock = ManualClock::new(UNIX_EPOCH + Duration::from_secs(1_700_000_000));
-    // A small cache, so documents are read from storage too.
-    let options = || Options {
-        cache_bytes: 4_000,
-        clock: clock.clock(),
-        ..Options::default()
-    };
-    let mut durable = Database::open_url(&url, options())?;
-    let scanning = Database::with_storage(Box::new(MemoryStorage::new()), options())?;
-    // The composite indexes of `index.rs`'s check, which its queries use.
-    let policy = IndexingPolicy::from_json(&json!({
-        "compositeIndexes": [
-            [{"path": "/a"}, {"path": "/n", "order": "descending"}],
-            [{"path": "/o/k", "order": "descending"}, {"path": "/a"}]
-        ]
-    }))?;
-    for db in [&durable, &scanning] {
-        db.create_container_with(
-            ContainerProperties::new("c", "/pk").with_indexing_policy(policy.clone()),
-        )?;
-    }
-    for step in steps {
-        match step {
-            Step::Upsert { pk, id, body } => {
-                let mut body = body.clone();
-                body["id"] = json!(format!("d{id}"));
-                body["pk"] = key(*pk);
-                durable
-                    .container("c")?
-                    .upsert_item(pk_of(*pk), body.clone(), None)?;
-                scanning
-                    .container("c")?
-                    .upsert_item(pk_of(*pk), body, None)?;
-            }
-            Step::Delete { pk, id } => {
-                let id = format!("d{id}");
-                let a = durable.container("c")?.delete_item(pk_of(*pk), &id, None);
-                let b = scanning.container("c")?.delete_item(pk_of(*pk), &id, None);
-                anyhow::ensure!(a.is_ok() == b.is_ok(), "delete {id}: {a:?} {b:?}");
-            }
-            Step::Reopen => {
-                drop(durable);
-                durable = Database::open_url(&url, options())?;
-            }
-        }
-    }
-    let (d, s) = (durable.container("c")?, scanning.container("c")?);
-    for (sql, params) in queries {
-        for page_size in [None, Some(2)] {
-            let indexed = comparable(pages(&d, sql, params, page_size)?.0);
-            let scanned = comparable(pages(&s, sql, params, page_size)?.0);
-            anyhow::ensure!(
-                indexed == scanned,
-                "{sql} {params:?} pages of {page_size:?}:\n{indexed:?}\n{scanned:?}"
-            );
-        }
-    }
-    Ok(())
+    check_with(
+        steps,
+        queries,
+        |options| Ok(Database::open_url(&url, options)?),
+        comparable,
+    )
 }
