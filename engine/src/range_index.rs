@@ -305,6 +305,28 @@ pub(crate) fn fixes(index: &[CompositePath], term: &IndexTerm) -> bool {
         })
 }
 
+/// The one of `terms` terms with the fewest entries, whose entries then
+/// name a read's candidates (the others filter them). `count(i, cap)` is
+/// term `i`'s entries, counted up to `cap`; the cap starts at 256 and grows
+/// sixteenfold until some term has fewer, so counting costs about as much
+/// as reading the smallest.
+pub(crate) fn most_selective<E>(
+    terms: usize,
+    mut count: impl FnMut(usize, i64) -> Result<i64, E>,
+) -> Result<usize, E> {
+    let mut cap: i64 = 256;
+    loop {
+        let mut counted = Vec::with_capacity(terms);
+        for i in 0..terms {
+            counted.push((count(i, cap)?, i));
+        }
+        if counted.iter().any(|(n, _)| *n < cap) || cap > 1 << 24 {
+            return Ok(counted.iter().min().map_or(0, |(_, i)| *i));
+        }
+        cap *= 16;
+    }
+}
+
 /// The first key past every key that starts with `prefix` (`None`: no
 /// key is past them all).
 fn past_prefix(prefix: &[u8]) -> Option<Vec<u8>> {
@@ -818,6 +840,21 @@ mod tests {
             Some("(/a asc,/b/c desc)")
         );
         assert_eq!(walk.path_key(&IndexingPolicy::default()), None);
+    }
+
+    #[test]
+    fn the_most_selective_term_is_found_by_counting_up_to_a_growing_cap() {
+        let entries = [5_000i64, 3_000, 70_000];
+        let mut caps = Vec::new();
+        let best = most_selective(3, |i, cap| {
+            caps.push(cap);
+            Ok::<_, ()>(entries[i].min(cap))
+        });
+        assert_eq!(best, Ok(1));
+        // Every term reached 256, so the cap grew once; at 4,096 one did
+        // not.
+        assert_eq!(caps, [256, 256, 256, 4096, 4096, 4096]);
+        assert_eq!(most_selective(2, |i, _| Err::<i64, _>(i)), Err(0));
     }
 
     #[test]

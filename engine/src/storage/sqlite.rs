@@ -1463,44 +1463,29 @@ impl Storage for SqliteStorage {
             return Ok(None);
         };
         // The term with the fewest entries names the candidates; the
-        // others filter them. Entries are counted up to a cap that grows
-        // until one term has fewer, so counting costs about as much as
-        // reading the smallest.
+        // others filter them.
         if terms.len() > 1 {
             let conn = self.reader.lock();
             let bad = |e: rusqlite::Error| Error::storage("read the range index", e);
-            let mut cap: i64 = 256;
-            let counted = loop {
-                let mut counted = Vec::with_capacity(terms.len());
-                for (i, (term, path)) in terms.iter().enumerate() {
-                    let mut params = vec![
-                        SqlValue::Text(container.to_owned()),
-                        SqlValue::Text(path.clone()),
-                        SqlValue::Integer(cap),
-                    ];
-                    let sql = format!(
-                        "SELECT COUNT(*) FROM (SELECT 1 FROM idx WHERE container = ?1 AND path = ?2{} LIMIT ?3)",
-                        accept_sql("value", &term.accept, &mut params)
-                    );
-                    let n = conn
-                        .prepare_cached(&sql)
-                        .and_then(|mut count| {
-                            count.query_row(rusqlite::params_from_iter(params), |row| {
-                                row.get::<_, i64>(0)
-                            })
+            let best = range_index::most_selective(terms.len(), |i, cap| {
+                let (term, path) = &terms[i];
+                let mut params = vec![
+                    SqlValue::Text(container.to_owned()),
+                    SqlValue::Text(path.clone()),
+                    SqlValue::Integer(cap),
+                ];
+                let sql = format!(
+                    "SELECT COUNT(*) FROM (SELECT 1 FROM idx WHERE container = ?1 AND path = ?2{} LIMIT ?3)",
+                    accept_sql("value", &term.accept, &mut params)
+                );
+                conn.prepare_cached(&sql)
+                    .and_then(|mut count| {
+                        count.query_row(rusqlite::params_from_iter(params), |row| {
+                            row.get::<_, i64>(0)
                         })
-                        .map_err(bad)?;
-                    counted.push((n, i));
-                }
-                if counted.iter().any(|(n, _)| *n < cap) || cap > 1 << 24 {
-                    break counted;
-                }
-                cap *= 16;
-            };
-            let best = counted
-                .iter()
-                .min_by_key(|(n, _)| *n)
-                .map_or(0, |(_, i)| *i);
+                    })
+                    .map_err(bad)
+            })?;
             terms.swap(0, best);
         }
         let Some(((first, path), rest)) = terms.split_first() else {

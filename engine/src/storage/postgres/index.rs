@@ -457,36 +457,22 @@ pub(super) fn candidates(
         return Ok(None);
     }
     // The term with the fewest entries names the candidates, the others
-    // filter them. Entries are counted up to a cap that grows until one
-    // term has fewer, so counting costs about as much as reading the
-    // smallest (as the SQLite store does).
+    // filter them.
     if terms.len() > 1 {
-        let mut cap: i64 = 256;
-        let counted = loop {
-            let mut counted = Vec::with_capacity(terms.len());
-            for (i, (term, path)) in terms.iter().enumerate() {
-                let mut params = Params::default();
-                params.push(container.to_owned());
-                params.push(path.clone());
-                let accepted = accept_sql("i.value", &term.accept, &mut params);
-                let limit = params.push(cap);
-                let sql = format!("{COUNT_SQL}{accepted} LIMIT {limit}) AS n");
-                let rows = conn.query_built(sql, &params.refs())?;
-                let n: i64 = match rows.first() {
-                    Some(row) => col(row, 0)?,
-                    None => 0,
-                };
-                counted.push((n, i));
-            }
-            if counted.iter().any(|(n, _)| *n < cap) || cap > 1 << 24 {
-                break counted;
-            }
-            cap *= 16;
-        };
-        let best = counted
-            .iter()
-            .min_by_key(|(n, _)| *n)
-            .map_or(0, |(_, i)| *i);
+        let best = range_index::most_selective(terms.len(), |i, cap| {
+            let (term, path) = &terms[i];
+            let mut params = Params::default();
+            params.push(container.to_owned());
+            params.push(path.clone());
+            let accepted = accept_sql("i.value", &term.accept, &mut params);
+            let limit = params.push(cap);
+            let sql = format!("{COUNT_SQL}{accepted} LIMIT {limit}) AS n");
+            let rows = conn.query_built(sql, &params.refs())?;
+            Ok::<_, Failure>(match rows.first() {
+                Some(row) => col(row, 0)?,
+                None => 0,
+            })
+        })?;
         terms.swap(0, best);
     }
     let Some(((first, path), rest)) = terms.split_first() else {
