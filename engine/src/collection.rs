@@ -69,22 +69,9 @@ struct Snapshots<'a> {
     /// The documents read last by rid ([`Source::scan_rids`]): their
     /// partition, the rids asked for, and a state that holds them.
     last_rids: RefCell<Option<ReadByRid>>,
-    /// The most logical partitions the index named for one read so far:
-    /// when few, reading a document there is a use of its partition,
-    /// which may bring it into the cache (see [`ADMIT_NAMED_PARTITIONS`]).
-    named: std::cell::Cell<usize>,
     /// The first storage error: the query fails with it.
     failed: RefCell<Option<Error>>,
 }
-
-/// The most logical partitions an index may name for a query whose reads
-/// of them count as uses of each (as point reads do) while a quarter of
-/// the cache is free, so that a query asked again and again (the newest
-/// posts, a user's posts) is served from memory once its partitions are
-/// hot. A query that names more is a scan in all but name, and a fuller
-/// cache is kept for what transactions and point reads use: then the
-/// reads never enter the cache, so they cannot evict the hot partitions.
-const ADMIT_NAMED_PARTITIONS: usize = 1_000;
 
 /// Documents of a partition read by rid: the partition, the rids asked
 /// for, and a state that holds them.
@@ -144,17 +131,6 @@ impl Snapshots<'_> {
         })
     }
 
-    /// Notes the logical partitions of documents the index named (see
-    /// [`Snapshots::named`]).
-    fn name(&self, named: &[(PartitionKey, u64)]) {
-        let partitions = named
-            .iter()
-            .map(|(key, _)| key)
-            .collect::<std::collections::HashSet<_>>()
-            .len();
-        self.named.set(self.named.get().max(partitions));
-    }
-
     /// A state of `key` that holds its documents with the rids `rids`
     /// (ascending), as the query sees them: a whole partition it already
     /// read, or those documents alone.
@@ -174,13 +150,10 @@ impl Snapshots<'_> {
         {
             return Some(Arc::clone(state));
         }
-        let admits = self.admits
-            || (self.named.get() <= ADMIT_NAMED_PARTITIONS
-                && self.container.db.cache.has_room_to_fill());
         match self
             .container
             .inner
-            .peek_rids(&self.container.db, key, rids, admits)
+            .peek_rids(&self.container.db, key, rids)
         {
             Ok(state) => {
                 *self.last_rids.borrow_mut() =
@@ -284,7 +257,6 @@ impl Source for Snapshots<'_> {
         match storage.index_candidates(&self.container.inner.meta.id, terms) {
             Ok(candidates) => candidates.map(|mut candidates| {
                 candidates.retain(|(key, _)| self.scope.contains(key));
-                self.name(&candidates);
                 candidates
             }),
             Err(err) => {
@@ -331,7 +303,6 @@ impl Source for Snapshots<'_> {
         match storage.index_walk(&self.container.inner.meta.id, walk) {
             Ok(page) => page.map(|(mut entries, through)| {
                 entries.retain(|(key, _)| self.scope.contains(key));
-                self.name(&entries);
                 (entries, through)
             }),
             Err(err) => {
@@ -511,7 +482,6 @@ impl Container {
             expiry: self.inner.expiry(|| self.db.now_secs()),
             last: RefCell::new(None),
             last_rids: RefCell::new(None),
-            named: std::cell::Cell::new(0),
             failed: RefCell::new(None),
         };
         let query_options = QueryOptions {

@@ -773,9 +773,8 @@ impl ContainerInner {
 
     /// The documents of `key` whose rids are among `rids` (ascending; its
     /// others may be there too): the partition's snapshot when it is in
-    /// memory, otherwise those documents alone, read from storage: a read
-    /// that `admits` is a use of the partition, as in
-    /// [`ContainerInner::read_either`].
+    /// memory, otherwise those documents alone, read from storage without
+    /// entering the cache.
     ///
     /// # Errors
     /// [`Error::Storage`] when storage cannot be read.
@@ -784,7 +783,6 @@ impl ContainerInner {
         db: &DbInner,
         key: &PartitionKey,
         rids: &[u64],
-        admits: bool,
     ) -> Result<Arc<PartitionState>> {
         if !db.storage.keeps_documents() {
             return self.peek(db, key, false);
@@ -793,7 +791,7 @@ impl ContainerInner {
         // reading the whole partition for them costs as many times more as
         // it holds documents (sixty for a blog post and its reactions).
         let partition = self.partition(db, key.clone());
-        self.read_either(db, partition, admits, LogicalPartition::snapshot, |_| {
+        self.read_either(db, partition, false, LogicalPartition::snapshot, |_| {
             let mut state = PartitionState::default();
             for doc in db.storage.read_documents(&self.meta.id, key, rids)? {
                 put_loaded(&mut state, doc);

@@ -288,42 +288,6 @@ fn a_query_over_more_than_the_cache_leaves_the_hot_partitions_in_it() -> anyhow:
     Ok(())
 }
 
-#[test]
-fn a_query_the_index_answers_from_few_partitions_brings_them_into_the_cache() -> anyhow::Result<()>
-{
-    let dir = tempfile::tempdir()?;
-    {
-        let db = open(dir.path(), 1 << 30)?;
-        fill(&db, 1_200, 2_400)?;
-    }
-    let db = open(dir.path(), 1 << 30)?;
-    let c = db.container("c")?;
-    let run = |sql: &str| -> anyhow::Result<usize> {
-        let page = c.query_items(sql, &Params::default(), &QueryOptions::default())?;
-        Ok(page.items.len())
-    };
-    // Ten documents in ten partitions, asked for again and again (as a
-    // feed's newest posts are): read from storage at first, then, while
-    // the cache has room, their partitions are loaded, as a point read's
-    // would be, and served from memory.
-    let few = "SELECT * FROM c WHERE c.n >= 2390";
-    for _ in 0..8 {
-        assert_eq!(run(few)?, 10);
-    }
-    let loaded = db.cache_stats().loads;
-    assert_eq!(loaded, 10, "{:?}", db.cache_stats());
-    assert_eq!(run(few)?, 10);
-    assert_eq!(db.cache_stats().loads, loaded);
-    // A filter the index answers with more than a thousand partitions is
-    // a scan in all but name: however often it runs, it loads nothing.
-    let many = "SELECT * FROM c WHERE c.n >= 1000";
-    for _ in 0..8 {
-        assert_eq!(run(many)?, 1_400);
-    }
-    assert_eq!(db.cache_stats().loads, loaded, "{:?}", db.cache_stats());
-    Ok(())
-}
-
 /// Every page of `sql` with `params`, `page_size` items at a time.
 fn pages(
     c: &Container,
