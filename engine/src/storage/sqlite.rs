@@ -182,6 +182,7 @@ CREATE TABLE IF NOT EXISTS changes (
     ts INTEGER NOT NULL
 );
 CREATE UNIQUE INDEX IF NOT EXISTS changes_by_lsn ON changes (container, lsn, idx);
+CREATE INDEX IF NOT EXISTS docs_by_rid ON docs (container, pk, rid);
 CREATE TABLE IF NOT EXISTS scripts (
     container TEXT NOT NULL,
     kind TEXT NOT NULL,
@@ -679,6 +680,9 @@ pub struct SqliteStorage {
     max_seq: HashMap<String, u64>,
     /// Why the store refuses writes, when it opened read-only.
     read_only: Option<String>,
+    /// Whether `docs_by_rid` exists (a store opened read-only may be from
+    /// before it), by which the documents an index names are read.
+    rid_index: bool,
 }
 
 /// Why opening a store for writing failed: the error, and SQLite's code
@@ -1100,6 +1104,7 @@ impl SqliteStorage {
             pending,
             max_seq,
             read_only: None,
+            rid_index: true,
         })
     }
 
@@ -1135,6 +1140,13 @@ impl SqliteStorage {
         let (next_lsn, mut max_seq) = log_state(&reader)?;
         let stamps = stamps(&reader)?;
         let unfolded = unfolded(&reader, &next_lsn, &mut max_seq, &stamps)?;
+        let rid_index = reader
+            .query_row(
+                "SELECT COUNT(*) > 0 FROM sqlite_master WHERE name = 'docs_by_rid'",
+                [],
+                |row| row.get(0),
+            )
+            .map_err(bad)?;
         Ok(SqliteStorage {
             sender: None,
             committer: None,
@@ -1146,6 +1158,7 @@ impl SqliteStorage {
             pending: Arc::new(RwLock::new(unfolded)),
             max_seq,
             read_only: Some(reason),
+            rid_index,
         })
     }
 
@@ -1183,7 +1196,15 @@ impl SqliteStorage {
         // One statement, so one snapshot: the log rows the `docs` rows
         // point at are read as of the same commit.
         let mut stmt = conn
-            .prepare_cached(&format!("SELECT d.id, d.rid, {DOC_BODY} d.pk = ?2{only}"))
+            .prepare_cached(&match rids.is_some() && self.rid_index {
+                // SQLite, without statistics, would rather scan the
+                // partition by its key than look each rid up.
+                true => format!(
+                    "SELECT d.id, d.rid, {} d.pk = ?2{only}",
+                    DOC_BODY.replacen("docs AS d", "docs AS d INDEXED BY docs_by_rid", 1)
+                ),
+                false => format!("SELECT d.id, d.rid, {DOC_BODY} d.pk = ?2{only}"),
+            })
             .map_err(bad)?;
         let mut rows = stmt
             .query(rusqlite::params_from_iter(params))
@@ -3166,6 +3187,48 @@ mod tests {
             0,
             "re-planned on a new binding"
         );
+    }
+
+    #[test]
+    fn documents_named_by_rid_are_looked_up_not_scanned_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        let storage = SqliteStorage::open(&path, Durability::Full).unwrap();
+        storage.create_container(&meta()).unwrap();
+        storage.commit(record("a")).unwrap();
+        let key = PartitionKey::from("a");
+        let read = |storage: &SqliteStorage| {
+            let docs = storage.read_documents("c", &key, &[1]).unwrap();
+            docs.iter().map(|d| d.rid).collect::<Vec<_>>()
+        };
+        assert_eq!(read(&storage), [1]);
+        let plan: Vec<String> = {
+            let reader = storage.reader.lock();
+            let mut stmt = reader
+                .prepare(&format!(
+                    "EXPLAIN QUERY PLAN SELECT d.id, d.rid, {} d.pk = ?2 AND d.rid IN (?3)",
+                    DOC_BODY.replacen("docs AS d", "docs AS d INDEXED BY docs_by_rid", 1)
+                ))
+                .unwrap();
+            stmt.query_map(rusqlite::params!["c", "[\"a\"]", 1], |row| row.get(3))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect()
+        };
+        assert!(
+            plan[0].contains("docs_by_rid (container=? AND pk=? AND rid=?)"),
+            "{plan:?}"
+        );
+        drop(storage);
+        // A store from before the index, opened read-only, reads by
+        // scanning its partition, as it did.
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch("DROP INDEX docs_by_rid")
+            .unwrap();
+        let old = SqliteStorage::open_read_only(&path, "a test".into()).unwrap();
+        assert!(!old.rid_index);
+        assert_eq!(read(&old), [1]);
     }
 
     #[test]
