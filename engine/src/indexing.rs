@@ -36,6 +36,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::range_index::Step;
+
 /// The path of the system property `_etag`, excluded from every policy
 /// that does not name it.
 pub const ETAG_PATH: &str = "/\"_etag\"/?";
@@ -543,10 +545,18 @@ impl DocumentPath {
 
     /// The path of the property names `labels` from the root.
     pub fn of_labels<S: Into<String>>(labels: impl IntoIterator<Item = S>) -> DocumentPath {
+        DocumentPath::of_steps(labels.into_iter().map(Step::Label))
+    }
+
+    /// The path of `steps` from the root (`[]` for [`Step::Elements`]).
+    pub fn of_steps<S: Into<String>>(steps: impl IntoIterator<Item = Step<S>>) -> DocumentPath {
         DocumentPath(
-            labels
+            steps
                 .into_iter()
-                .map(|l| Segment::Label(l.into()))
+                .map(|step| match step {
+                    Step::Label(label) => Segment::Label(label.into()),
+                    Step::Elements => Segment::Elements,
+                })
                 .collect(),
         )
     }

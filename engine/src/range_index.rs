@@ -2,14 +2,17 @@
 //! query asks of it.
 //!
 //! An entry is a value of a document at a path the container's indexing
-//! policy includes, reached through objects only (a value inside an array
-//! has no entry), as a pair of keys: the path's text (`/a/b`, each label
-//! with `~` written `~0` and `/` written `~1`) and the value's bytes
+//! policy includes, as a pair of keys: the path's text ([`steps_key`]:
+//! `/a/b`, each label with `~` written `~0` and `/` written `~1`, and
+//! `/~2`, which no label gives, for a step to any element of an array, as
+//! `[]` in a policy: `/tags/~2`, `/items/~2/name`) and the value's bytes
 //! ([`order_key`]), ordered as Cosmos DB orders values (null, false, true,
 //! numbers, strings, arrays, objects; numbers as doubles). A scalar's key
 //! is exact; every array has one key and every object another, so an
 //! ORDER BY that walks the index in key order meets them in their place
-//! and compares them itself.
+//! and compares them itself. A path through objects only has one value
+//! in a document; one through array elements has one per element, and so
+//! as many entries as distinct keys among them (the entries are a set).
 //! Storage keeps the entries beside the documents (`docs` in
 //! `storage/sqlite.rs`) and answers a query's [`IndexTerm`]s with the
 //! documents that may match; the query still evaluates its WHERE on each,
@@ -27,20 +30,62 @@ use crate::indexing::{CompositePath, DocumentPath, IndexingMode, IndexingPolicy,
 /// Root properties that never have an entry.
 const UNINDEXED: [&str; 4] = ["_rid", "_self", "_etag", "_attachments"];
 
+/// One step of a path from a document's root.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Step<S = String> {
+    /// The property of this name.
+    Label(S),
+    /// Any element of an array (`[]` in a policy's paths).
+    Elements,
+}
+
+impl<S: AsRef<str>> Step<S> {
+    /// The step, borrowed.
+    pub fn as_ref(&self) -> Step<&str> {
+        match self {
+            Step::Label(label) => Step::Label(label.as_ref()),
+            Step::Elements => Step::Elements,
+        }
+    }
+}
+
+impl From<&str> for Step {
+    fn from(label: &str) -> Step {
+        Step::Label(label.to_owned())
+    }
+}
+
 /// The text of the path of `labels` from the root.
 pub fn path_key<S: AsRef<str>>(labels: &[S]) -> String {
     let mut key = String::new();
     for label in labels {
-        key.push('/');
-        for c in label.as_ref().chars() {
-            match c {
-                '~' => key.push_str("~0"),
-                '/' => key.push_str("~1"),
-                c => key.push(c),
-            }
+        push_label(&mut key, label.as_ref());
+    }
+    key
+}
+
+/// The text of the path of `steps` from the root: [`path_key`]'s, with
+/// `/~2` for [`Step::Elements`] (a label's `~` is always `~0`).
+pub fn steps_key<S: AsRef<str>>(steps: &[Step<S>]) -> String {
+    let mut key = String::new();
+    for step in steps {
+        match step {
+            Step::Label(label) => push_label(&mut key, label.as_ref()),
+            Step::Elements => key.push_str("/~2"),
         }
     }
     key
+}
+
+fn push_label(key: &mut String, label: &str) {
+    key.push('/');
+    for c in label.chars() {
+        match c {
+            '~' => key.push_str("~0"),
+            '/' => key.push_str("~1"),
+            c => key.push(c),
+        }
+    }
 }
 
 /// The bytes of a scalar, ordered as Cosmos DB orders values; `None` for
@@ -108,13 +153,19 @@ pub fn order_key(value: &Value) -> Vec<u8> {
     }
 }
 
-/// The entries of `document` under `policy`, as (path, value) keys; none
-/// under mode `none`.
+/// The entries of `document` under `policy`, as (path, value) keys ([`steps_key`],
+/// [`order_key`]): one for every value at every path `indexed` accepts,
+/// array elements included; none under mode `none`.
 pub(crate) fn entries(
     document: &Value,
     policy: &IndexingPolicy,
-    indexed: &mut dyn FnMut(&[&str]) -> bool,
+    indexed: &mut dyn FnMut(&[Step<&str>]) -> bool,
 ) -> BTreeSet<(String, Vec<u8>)> {
+    /// What is left to visit of an object or an array.
+    enum Inside<'v> {
+        Members(serde_json::map::Iter<'v>),
+        Elements(std::slice::Iter<'v, Value>),
+    }
     let mut out = BTreeSet::new();
     if policy.indexing_mode == IndexingMode::None {
         return out;
@@ -122,26 +173,34 @@ pub(crate) fn entries(
     let Value::Object(root) = document else {
         return out;
     };
-    // Depth-first over objects, without recursion (documents nest up to
-    // the engine's limit).
-    let mut labels: Vec<&str> = Vec::new();
-    let mut stack: Vec<(usize, serde_json::map::Iter<'_>)> = vec![(0, root.iter())];
-    while let Some((depth, members)) = stack.last_mut() {
+    // Depth-first, without recursion (documents nest up to the engine's
+    // limit).
+    let mut steps: Vec<Step<&str>> = Vec::new();
+    let mut stack: Vec<(usize, Inside<'_>)> = vec![(0, Inside::Members(root.iter()))];
+    while let Some((depth, inside)) = stack.last_mut() {
         let depth = *depth;
-        let Some((name, value)) = members.next() else {
+        let next = match inside {
+            Inside::Members(members) => members
+                .next()
+                .map(|(name, value)| (Step::Label(name.as_str()), value)),
+            Inside::Elements(items) => items.next().map(|value| (Step::Elements, value)),
+        };
+        let Some((step, value)) = next else {
             stack.pop();
             continue;
         };
-        if depth == 0 && UNINDEXED.contains(&name.as_str()) {
+        if depth == 0 && matches!(step, Step::Label(name) if UNINDEXED.contains(&name)) {
             continue;
         }
-        labels.truncate(depth);
-        labels.push(name);
-        if indexed(&labels) {
-            out.insert((path_key(&labels), order_key(value)));
+        steps.truncate(depth);
+        steps.push(step);
+        if indexed(&steps) {
+            out.insert((steps_key(&steps), order_key(value)));
         }
-        if let Value::Object(inner) = value {
-            stack.push((depth + 1, inner.iter()));
+        match value {
+            Value::Object(inner) => stack.push((depth + 1, Inside::Members(inner.iter()))),
+            Value::Array(items) => stack.push((depth + 1, Inside::Elements(items.iter()))),
+            _ => {}
         }
     }
     for index in &policy.composite_indexes {
@@ -253,10 +312,7 @@ pub(crate) fn prefixed_index<'p>(
 /// matches both, and a prefix holds only one).
 fn fixed_value<'t>(terms: &'t [IndexTerm], labels: &[&str]) -> Option<&'t [u8]> {
     let mut fixed = terms.iter().filter_map(|t| match &t.accept {
-        Accept::Values(values)
-            if values.len() == 1
-                && labels.iter().copied().eq(t.path.iter().map(String::as_str)) =>
-        {
+        Accept::Values(values) if values.len() == 1 && t.is_at(labels) => {
             Some(values[0].as_slice())
         }
         _ => None,
@@ -294,14 +350,8 @@ pub(crate) fn fixes(index: &[CompositePath], term: &IndexTerm) -> bool {
     };
     matches!(&term.accept, Accept::Values(values) if values.len() == 1)
         && fixed.iter().any(|item| {
-            DocumentPath::parse(&item.path).is_ok_and(|parsed| {
-                parsed.labels().is_some_and(|labels| {
-                    labels
-                        .iter()
-                        .copied()
-                        .eq(term.path.iter().map(String::as_str))
-                })
-            })
+            DocumentPath::parse(&item.path)
+                .is_ok_and(|parsed| parsed.labels().is_some_and(|labels| term.is_at(&labels)))
         })
 }
 
@@ -390,11 +440,11 @@ impl WalkOrder<'_> {
         }
         match self {
             WalkOrder::Path(labels) => {
-                let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
+                let steps: Vec<Step<&str>> = labels.iter().map(|l| Step::Label(&**l)).collect();
                 (!labels.is_empty()
-                    && !UNINDEXED.contains(&labels[0])
-                    && is_indexed(policy, &labels))
-                .then(|| path_key(&labels))
+                    && !UNINDEXED.contains(&labels[0].as_str())
+                    && is_indexed(policy, &steps))
+                .then(|| path_key(labels))
             }
             WalkOrder::Composite(index) | WalkOrder::Prefixed { index, .. } => policy
                 .composite_indexes
@@ -445,9 +495,9 @@ impl WalkOrder<'_> {
     }
 }
 
-/// Whether `policy` indexes the scalar at `labels`.
-pub(crate) fn is_indexed(policy: &IndexingPolicy, labels: &[&str]) -> bool {
-    policy.is_indexed(&DocumentPath::of_labels(labels.iter().copied()))
+/// Whether `policy` indexes the values at `path`.
+pub(crate) fn is_indexed<S: AsRef<str>>(policy: &IndexingPolicy, path: &[Step<S>]) -> bool {
+    policy.is_indexed(&DocumentPath::of_steps(path.iter().map(Step::as_ref)))
 }
 
 /// The keys a term accepts.
@@ -480,12 +530,12 @@ impl Accept {
     }
 }
 
-/// What a query asks of the index: the documents whose value at `path`
-/// has a key `accept` accepts.
+/// What a query asks of the index: the documents with a value at `path`
+/// (any of them, through array elements) whose key `accept` accepts.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IndexTerm {
-    /// The path's labels from the root.
-    pub path: Vec<String>,
+    /// The path's steps from the root.
+    pub path: Vec<Step>,
     /// The keys it accepts.
     pub accept: Accept,
 }
@@ -509,27 +559,25 @@ const STRINGS: u8 = 5;
 impl IndexTerm {
     /// A term on `path` that accepts `accept`; `None` for a path that
     /// cannot have an entry.
-    fn on(path: Vec<String>, accept: Accept) -> Option<IndexTerm> {
-        if path.is_empty()
-            || path
-                .first()
-                .is_some_and(|p| UNINDEXED.contains(&p.as_str()))
-        {
-            return None;
+    fn on(path: Vec<Step>, accept: Accept) -> Option<IndexTerm> {
+        match path.first()? {
+            Step::Label(first) if !UNINDEXED.contains(&first.as_str()) => {
+                Some(IndexTerm { path, accept })
+            }
+            _ => None,
         }
-        Some(IndexTerm { path, accept })
     }
 
     /// The term `path = value`; `None` for a value that has no entry
     /// (an array or an object) or a path that cannot have one.
-    pub(crate) fn equal(path: Vec<String>, value: &Value) -> Option<IndexTerm> {
+    pub(crate) fn equal(path: Vec<Step>, value: &Value) -> Option<IndexTerm> {
         IndexTerm::within(path, [value])
     }
 
     /// The term `path IN (values)`; `None` as [`IndexTerm::equal`] for
     /// any of them, or for none.
     pub(crate) fn within<'v>(
-        path: Vec<String>,
+        path: Vec<Step>,
         values: impl IntoIterator<Item = &'v Value>,
     ) -> Option<IndexTerm> {
         let mut keys = values
@@ -547,7 +595,7 @@ impl IndexTerm {
     /// The term `path <op> value` for a number or a string `value`: the
     /// values of its type on that side of it (a comparison of two types
     /// is undefined, so false). `None` for any other value.
-    pub(crate) fn compare(path: Vec<String>, op: Comparison, value: &Value) -> Option<IndexTerm> {
+    pub(crate) fn compare(path: Vec<Step>, op: Comparison, value: &Value) -> Option<IndexTerm> {
         let (start, end) = type_span(value)?;
         let key = value_key(value)?;
         let (low, high) = match op {
@@ -561,7 +609,7 @@ impl IndexTerm {
 
     /// The term `path BETWEEN low AND high`, for two numbers or two
     /// strings; `None` otherwise.
-    pub(crate) fn between(path: Vec<String>, low: &Value, high: &Value) -> Option<IndexTerm> {
+    pub(crate) fn between(path: Vec<Step>, low: &Value, high: &Value) -> Option<IndexTerm> {
         if type_span(low)? != type_span(high)? {
             return None;
         }
@@ -576,7 +624,7 @@ impl IndexTerm {
 
     /// The term `STARTSWITH(path, prefix)` (case-sensitive): the strings
     /// whose key begins with the prefix's.
-    pub(crate) fn starts_with(path: Vec<String>, prefix: &str) -> Option<IndexTerm> {
+    pub(crate) fn starts_with(path: Vec<Step>, prefix: &str) -> Option<IndexTerm> {
         let low = value_key(&Value::String(prefix.to_owned()))?;
         // No string's key holds 0xFF (see `value_key`), so every key that
         // extends the prefix's comes before this one.
@@ -589,28 +637,53 @@ impl IndexTerm {
     }
 
     /// The term `IS_DEFINED(path)`: any value.
-    pub(crate) fn defined(path: Vec<String>) -> Option<IndexTerm> {
+    pub(crate) fn defined(path: Vec<Step>) -> Option<IndexTerm> {
         IndexTerm::on(path, Accept::Range(Bound::Unbounded, Bound::Unbounded))
     }
 
-    /// [`path_key`] of the term's path.
+    /// [`steps_key`] of the term's path.
     pub fn path_key(&self) -> String {
-        path_key(&self.path)
+        steps_key(&self.path)
     }
 
-    /// Whether `document` satisfies the term.
+    /// Whether its path is `labels`, through objects only.
+    pub fn is_at<S: AsRef<str>>(&self, labels: &[S]) -> bool {
+        self.path.len() == labels.len()
+            && self
+                .path
+                .iter()
+                .zip(labels)
+                .all(|(step, label)| matches!(step, Step::Label(l) if l == label.as_ref()))
+    }
+
+    /// Whether its path steps through array elements, where a document
+    /// may have several values.
+    pub fn through_arrays(&self) -> bool {
+        self.path.contains(&Step::Elements)
+    }
+
+    /// Whether `policy` indexes its path.
+    pub fn indexed_by(&self, policy: &IndexingPolicy) -> bool {
+        is_indexed(policy, &self.path)
+    }
+
+    /// Whether `document` satisfies the term: some value of it at the
+    /// term's path has a key the term accepts.
     pub fn matches(&self, document: &Value) -> bool {
-        let mut at = document;
-        for label in &self.path {
-            match at {
-                Value::Object(members) => match members.get(label) {
-                    Some(inner) => at = inner,
-                    None => return false,
-                },
-                _ => return false,
+        let mut stack = vec![(document, 0)];
+        while let Some((at, depth)) = stack.pop() {
+            match (self.path.get(depth), at) {
+                (None, at) if self.accept.accepts(&order_key(at)) => return true,
+                (Some(Step::Label(label)), Value::Object(members)) => {
+                    stack.extend(members.get(label).map(|inner| (inner, depth + 1)));
+                }
+                (Some(Step::Elements), Value::Array(items)) => {
+                    stack.extend(items.iter().map(|item| (item, depth + 1)));
+                }
+                _ => {}
             }
         }
-        self.accept.accepts(&order_key(at))
+        false
     }
 }
 
@@ -663,7 +736,7 @@ mod tests {
     }
 
     #[test]
-    fn a_document_has_an_entry_per_indexed_scalar_reached_through_objects() {
+    fn a_document_has_an_entry_per_indexed_value_at_each_path() {
         let doc = json!({
             "id": "d1", "type": "post", "n": 3, "ok": true, "none": null,
             "user": {"name": "ann", "a/b~c": 1}, "tags": ["x", {"y": 1}],
@@ -683,6 +756,9 @@ mod tests {
                 "/none",
                 "/ok",
                 "/tags",
+                "/tags/~2",
+                "/tags/~2",
+                "/tags/~2/y",
                 "/type",
                 "/user",
                 "/user/a~1b~0c",
@@ -707,6 +783,7 @@ mod tests {
         assert!(!term.matches(&json!({"a": {"b": "1"}})));
         assert!(!term.matches(&json!({"a": [{"b": 1}]})));
         assert!(!term.matches(&json!({"a": {}})));
+        assert!(IndexTerm::equal(vec![Step::Elements], &json!(1)).is_none());
         assert!(IndexTerm::equal(vec!["_rid".into()], &json!("x")).is_none());
         assert!(IndexTerm::equal(vec!["a".into()], &json!([1])).is_none());
     }
@@ -858,8 +935,102 @@ mod tests {
     }
 
     #[test]
+    fn array_elements_have_entries_at_any_depth_once_per_key() {
+        let doc = json!({
+            "id": "d", "tags": ["x", "y", "x", 1, 1.0, [2, [3]], {"z": 4}, null],
+            "items": [{"name": "a", "qty": 1}, {"name": "b"}, {"name": "a"}, "loose"],
+            "~/": ["t"]
+        });
+        let policy = IndexingPolicy::default();
+        let got = entries(&doc, &policy, &mut |p| is_indexed(&policy, p));
+        let at = |path: &str| -> Vec<Vec<u8>> {
+            got.iter()
+                .filter(|(p, _)| p == path)
+                .map(|(_, v)| v.clone())
+                .collect()
+        };
+        let keys = |values: &[Value]| -> Vec<Vec<u8>> {
+            let mut keys: Vec<Vec<u8>> = values.iter().map(order_key).collect();
+            keys.sort();
+            keys.dedup();
+            keys
+        };
+        // A path through elements has every distinct key there, arrays
+        // and objects included (one key each); the array keeps its own.
+        assert_eq!(at("/tags"), keys(&[json!([])]));
+        assert_eq!(
+            at("/tags/~2"),
+            keys(&[
+                json!("x"),
+                json!("y"),
+                json!(1),
+                json!([]),
+                json!({}),
+                json!(null)
+            ])
+        );
+        assert_eq!(at("/tags/~2/~2"), keys(&[json!(2), json!([])]));
+        assert_eq!(at("/tags/~2/~2/~2"), keys(&[json!(3)]));
+        assert_eq!(at("/tags/~2/z"), keys(&[json!(4)]));
+        assert_eq!(at("/items/~2/name"), keys(&[json!("a"), json!("b")]));
+        assert_eq!(at("/items/~2/qty"), keys(&[json!(1)]));
+        // No label's key is an elements step's.
+        assert_eq!(at("/~0~1/~2"), keys(&[json!("t")]));
+        assert_eq!(steps_key(&[Step::Label("~2")]), "/~02");
+        // The policy's `[]` paths choose among them.
+        let policy = IndexingPolicy::from_json(&json!({
+            "includedPaths": [{"path": "/items/[]/name/?"}, {"path": "/tags/?"}],
+            "excludedPaths": [{"path": "/*"}]
+        }))
+        .unwrap();
+        let paths: BTreeSet<String> = entries(&doc, &policy, &mut |p| is_indexed(&policy, p))
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect();
+        assert_eq!(
+            paths.into_iter().collect::<Vec<_>>(),
+            ["/id", "/items/~2/name", "/tags"]
+        );
+    }
+
+    #[test]
+    fn a_term_on_array_elements_matches_when_some_element_does() {
+        let tags = vec![Step::from("tags"), Step::Elements];
+        let x = IndexTerm::equal(tags.clone(), &json!("x")).unwrap();
+        assert!(x.matches(&json!({"tags": ["y", "x"]})));
+        assert!(!x.matches(&json!({"tags": ["y"]})));
+        assert!(!x.matches(&json!({"tags": []})));
+        assert!(!x.matches(&json!({"tags": "x"})));
+        assert!(!x.matches(&json!({"tags": {"0": "x"}})));
+        assert!(!x.matches(&json!({"tags": [["x"]]})));
+        let name = vec![Step::from("items"), Step::Elements, Step::from("name")];
+        let a = IndexTerm::starts_with(name.clone(), "a").unwrap();
+        assert!(a.matches(&json!({"items": [{"name": 1}, {"name": "ab"}]})));
+        assert!(!a.matches(&json!({"items": [{"name": "b"}, {"nom": "a"}]})));
+        assert!(x.through_arrays() && !x.is_at(&["tags"]));
+        let plain = IndexTerm::equal(vec!["tags".into()], &json!(1)).unwrap();
+        assert!(!plain.through_arrays() && plain.is_at(&["tags"]));
+        assert_eq!(x.path_key(), "/tags/~2");
+        assert_eq!(a.path_key(), "/items/~2/name");
+        // Every document a term matches has an entry it accepts.
+        let policy = IndexingPolicy::default();
+        for doc in [
+            json!({"tags": ["y", "x"]}),
+            json!({"items": [{"name": "abc"}], "tags": ["x"]}),
+        ] {
+            let got = entries(&doc, &policy, &mut |p| is_indexed(&policy, p));
+            for term in [&x, &a] {
+                let entry = got
+                    .iter()
+                    .any(|(p, v)| *p == term.path_key() && term.accept.accepts(v));
+                assert_eq!(term.matches(&doc), entry, "{doc} {term:?}");
+            }
+        }
+    }
+
+    #[test]
     fn ranges_keep_to_the_type_of_their_constant() {
-        let path = || vec!["n".to_owned()];
+        let path = || vec![Step::from("n")];
         let above = IndexTerm::compare(path(), Comparison::Greater, &json!(2)).unwrap();
         assert!(above.matches(&json!({"n": 2.5})));
         for no in [

@@ -10,7 +10,7 @@
 use serde_json::Value;
 
 use crate::query::functions::Func;
-use crate::range_index::Comparison;
+use crate::range_index::{Comparison, Step};
 
 /// A compiled query: immutable, cheap to share between threads and reusable
 /// with different parameters.
@@ -50,12 +50,20 @@ impl Query {
     }
 
     /// [`Query::equality_paths`] with the literal or parameter each path
-    /// must equal.
+    /// must equal: of the [`Query::conditions`] of a query without JOIN,
+    /// the equalities at the top of its own WHERE on paths through objects.
     pub(crate) fn equalities(&self) -> Vec<(Vec<String>, &Expr)> {
-        self.conditions()
+        let mut found = Vec::new();
+        if let (true, Some(filter)) = (
+            self.from.as_ref().is_none_or(|f| f.joins.is_empty()),
+            &self.filter,
+        ) {
+            collect_conditions(filter, &self.slot_paths(None), false, &mut found);
+        }
+        found
             .into_iter()
             .filter_map(|(path, condition)| match condition {
-                Condition::Eq(constant) => Some((path, constant)),
+                Condition::Eq(constant) => Some((labels_of(path)?, constant)),
                 _ => None,
             })
             .collect()
@@ -63,17 +71,42 @@ impl Query {
 
     /// The conditions every row of the query satisfies on a path of the
     /// document (see [`Condition`]): those joined by AND at the top of
-    /// WHERE, in a query of the document itself (no JOIN, no FROM path).
-    pub(crate) fn conditions(&self) -> Vec<(Vec<String>, Condition<'_>)> {
+    /// WHERE, and at the top of the WHERE of an `EXISTS` subquery so
+    /// joined (which holds only if a row of the subquery does), on a path
+    /// from the document or from the element a JOIN or a subquery's FROM
+    /// iterates over (`JOIN i IN c.items WHERE i.name = @n`: `/items/[]/name`).
+    /// Such a path asks that some element satisfy the condition: a JOIN
+    /// over anything but a non-empty array yields no rows. None below a
+    /// FROM path (`FROM c.children ch`).
+    pub(crate) fn conditions(&self) -> Vec<(Vec<Step>, Condition<'_>)> {
         let mut terms = Vec::new();
-        let rooted = self
-            .from
-            .as_ref()
-            .is_none_or(|f| f.root_path.is_empty() && f.joins.is_empty());
-        if let (true, Some(filter)) = (rooted, &self.filter) {
-            collect_conditions(filter, &mut terms);
+        if let Some(filter) = &self.filter {
+            collect_conditions(filter, &self.slot_paths(None), true, &mut terms);
         }
         terms
+    }
+
+    /// The path from the document of each of the query's slots, given
+    /// those of the enclosing query's (`outer`, `None` at the top): the
+    /// document itself, the value at a FROM path (`None`, not followed),
+    /// and the elements each JOIN iterates over.
+    fn slot_paths(&self, outer: Option<&[Option<Vec<Step>>]>) -> Vec<Option<Vec<Step>>> {
+        let mut slots = outer.unwrap_or_default().to_vec();
+        let Some(from) = &self.from else {
+            return slots;
+        };
+        match outer {
+            None => slots.push(from.root_path.is_empty().then(Vec::new)),
+            Some(_) => slots.resize(from.base, None),
+        }
+        for join in &from.joins {
+            let elements = steps_of(join, &slots).map(|mut path| {
+                path.push(Step::Elements);
+                path
+            });
+            slots.push(elements);
+        }
+        slots
     }
 
     /// How many terms WHERE joins by AND at its top (0 without WHERE).
@@ -123,14 +156,35 @@ pub(crate) enum Condition<'q> {
     StartsWith(&'q Expr),
     /// `IS_DEFINED(path)`
     Defined,
+    /// `ARRAY_CONTAINS(path, needle)`, or with a third argument, whether
+    /// an object needle matches partially (a constant that is not a
+    /// boolean makes the call undefined, so false); the needle is a
+    /// constant, or with the third argument an object written out.
+    Contains(&'q Expr, Option<&'q Expr>),
 }
 
-fn collect_conditions<'q>(expr: &'q Expr, out: &mut Vec<(Vec<String>, Condition<'q>)>) {
+/// Adds to `out` the conditions `expr` requires of paths from the
+/// document, its slots' paths being `slots` ([`Query::slot_paths`]); with
+/// those of the `EXISTS` subqueries it requires when `subqueries`.
+fn collect_conditions<'q>(
+    expr: &'q Expr,
+    slots: &[Option<Vec<Step>>],
+    subqueries: bool,
+    out: &mut Vec<(Vec<Step>, Condition<'q>)>,
+) {
     let constant = |e: &Expr| matches!(e, Expr::Lit(_) | Expr::Param(_));
+    let document_path = |e: &Expr| steps_of(e, slots).filter(|path| !path.is_empty());
     let term = match expr {
         Expr::Binary(BinOp::And, a, b) => {
-            collect_conditions(a, out);
-            collect_conditions(b, out);
+            collect_conditions(a, slots, subqueries, out);
+            collect_conditions(b, slots, subqueries, out);
+            return;
+        }
+        // An aggregate without GROUP BY makes a row of no rows.
+        Expr::Subquery(SubKind::Exists, sub) if subqueries && !sub.is_aggregate() => {
+            if let Some(filter) = &sub.filter {
+                collect_conditions(filter, &sub.slot_paths(Some(slots)), subqueries, out);
+            }
             return;
         }
         Expr::Binary(op, a, b) => {
@@ -189,6 +243,19 @@ fn collect_conditions<'q>(expr: &'q Expr, out: &mut Vec<(Vec<String>, Condition<
             [p] => document_path(p).map(|path| (path, Condition::Defined)),
             _ => None,
         },
+        Expr::Call(Func::ArrayContains, args) => match args.as_slice() {
+            [p, c] if constant(c) => {
+                document_path(p).map(|path| (path, Condition::Contains(c, None)))
+            }
+            [
+                p,
+                c @ (Expr::Lit(_) | Expr::Param(_) | Expr::Object(_)),
+                flag,
+            ] if constant(flag) => {
+                document_path(p).map(|path| (path, Condition::Contains(c, Some(flag))))
+            }
+            _ => None,
+        },
         _ => None,
     };
     out.extend(term);
@@ -214,6 +281,31 @@ impl Query {
             .map(|item| Some((document_path(&item.expr)?, item.descending)))
             .collect()
     }
+}
+
+/// The path from the document of `expr`, a property path from a slot
+/// whose path `slots` has (`t.name` after `JOIN t IN c.items`:
+/// `/items/[]/name`); `None` for anything else.
+fn steps_of(expr: &Expr, slots: &[Option<Vec<Step>>]) -> Option<Vec<Step>> {
+    match expr {
+        Expr::Slot(slot) => slots.get(*slot)?.clone(),
+        Expr::Prop(base, name) => {
+            let mut path = steps_of(base, slots)?;
+            path.push(Step::Label(name.clone()));
+            Some(path)
+        }
+        _ => None,
+    }
+}
+
+/// The labels of `path`, when it goes through objects only.
+pub(crate) fn labels_of(path: Vec<Step>) -> Option<Vec<String>> {
+    path.into_iter()
+        .map(|step| match step {
+            Step::Label(label) => Some(label),
+            Step::Elements => None,
+        })
+        .collect()
 }
 
 /// `c.a.b` (or `c["a"]`) as `["a", "b"]`; `None` for anything else.

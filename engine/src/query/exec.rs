@@ -721,10 +721,12 @@ fn execute_with(
 /// the rows of `q` and `q` only counts them (`SELECT VALUE COUNT(1) FROM c
 /// WHERE c.type = 'post'`), so that their number is the answer: each term
 /// of its WHERE became one of `terms`, on a path the policy indexes (an
-/// index read leaves the others out, offering more documents), and the
-/// source hides none of them.
+/// index read leaves the others out, offering more documents) through
+/// objects only (a term on array elements is a superset, and a JOIN
+/// makes rows of elements), and the source hides none of them.
 fn counts_from_index(q: &Query, terms: &[IndexTerm], source: &dyn Source) -> bool {
     let counts = q.group_by.is_empty()
+        && q.from.as_ref().is_some_and(|f| f.joins.is_empty())
         && !q.distinct
         && q.order_by.is_empty()
         && !q.aggregates.is_empty()
@@ -735,10 +737,9 @@ fn counts_from_index(q: &Query, terms: &[IndexTerm], source: &dyn Source) -> boo
     counts
         && !source.hides_documents()
         && source.indexing_policy().is_some_and(|policy| {
-            terms.iter().all(|t| {
-                let labels: Vec<&str> = t.path.iter().map(String::as_str).collect();
-                crate::range_index::is_indexed(&policy, &labels)
-            })
+            terms
+                .iter()
+                .all(|t| !t.through_arrays() && t.indexed_by(&policy))
         })
 }
 

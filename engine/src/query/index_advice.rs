@@ -9,9 +9,11 @@
 //! baselines, `IndexMetricsParserBaselineTest.*.xml`):
 //!
 //! * every condition [`Query::conditions`] finds (equality, range, `IN`,
-//!   `BETWEEN`, `STARTSWITH`, `IS_DEFINED` joined by AND at the top of
-//!   WHERE) names a single-path index `/path/?`: *utilized* when the
-//!   policy includes the path, *potential* when it excludes it;
+//!   `BETWEEN`, `STARTSWITH`, `IS_DEFINED`, `ARRAY_CONTAINS` joined by AND
+//!   at the top of WHERE, or of an `EXISTS` subquery's) names a
+//!   single-path index `/path/?` (`/tags/[]/?` for array elements: a JOIN's
+//!   and `ARRAY_CONTAINS`'s): *utilized* when the policy includes the
+//!   path, *potential* when it excludes it;
 //! * so does an ORDER BY on one path (with no filter expression);
 //! * an ORDER BY on several paths names the composite index that serves
 //!   it ([`IndexingPolicy::composite_index_for`]), utilized, or, when the
@@ -30,15 +32,15 @@
 //! Non-goals: the service's impact scores (every index here would matter
 //! to the query it came from, so a gateway reports `High`), and indexes
 //! for what [`Query::conditions`] does not see (`OR`, `NOT`, functions
-//! other than `STARTSWITH` and `IS_DEFINED`, JOINs).
+//! other than `STARTSWITH`, `IS_DEFINED` and `ARRAY_CONTAINS`).
 
 use serde_json::Value;
 
 use crate::indexing::{DocumentPath, IndexingMode, IndexingPolicy, SortOrder};
 use crate::query::Params;
-use crate::query::ast::{Condition, Expr, Query};
+use crate::query::ast::{Condition, Expr, Query, labels_of};
 use crate::query::eval::lookup_param;
-use crate::range_index::Comparison;
+use crate::range_index::{self, Comparison, Step};
 
 /// A single-path (range) index and the condition it serves.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -82,15 +84,13 @@ pub struct IndexAdvice {
 /// expressions show (an unbound one shows its name).
 pub fn index_advice(query: &Query, params: &Params, policy: &IndexingPolicy) -> IndexAdvice {
     let indexing = policy.indexing_mode != IndexingMode::None;
-    let indexed =
-        |labels: &[String]| policy.is_indexed(&DocumentPath::of_labels(labels.iter().cloned()));
     let mut res = IndexAdvice::default();
-    let single = |res: &mut IndexAdvice, labels: &[String], filter: String| {
+    let single = |res: &mut IndexAdvice, path: &[Step], filter: String| {
         let entry = SingleIndex {
-            spec: format!("{}/?", index_path(labels)),
+            spec: format!("{}/?", index_path(path)),
             filter,
         };
-        let list = match indexed(labels) {
+        let list = match range_index::is_indexed(policy, path) {
             true => &mut res.utilized_single,
             false => &mut res.potential_single,
         };
@@ -99,22 +99,35 @@ pub fn index_advice(query: &Query, params: &Params, policy: &IndexingPolicy) -> 
         }
     };
     let conditions = query.conditions();
-    for (labels, condition) in &conditions {
-        let filter = filter_expression(query, params, labels, condition);
-        single(&mut res, labels, filter);
+    for (path, condition) in &conditions {
+        let filter = filter_expression(query, params, path, condition);
+        match condition {
+            // The index of the elements it looks for.
+            Condition::Contains(..) => {
+                let elements = [path.as_slice(), &[Step::Elements]].concat();
+                single(&mut res, &elements, filter);
+            }
+            _ => single(&mut res, path, filter),
+        }
     }
     let order_by = query.order_by_paths().unwrap_or_default();
     if let [(labels, _)] = order_by.as_slice() {
-        let spec = format!("{}/?", index_path(labels));
+        let path: Vec<Step> = labels.iter().cloned().map(Step::Label).collect();
+        let spec = format!("{}/?", index_path(&path));
         let named = res
             .utilized_single
             .iter()
             .chain(&res.potential_single)
             .any(|s| s.spec == spec);
         if !named {
-            single(&mut res, labels, String::new());
+            single(&mut res, &path, String::new());
         }
     }
+    // Composite indexes hold paths through objects only.
+    let conditions: Vec<(Vec<String>, Condition<'_>)> = conditions
+        .into_iter()
+        .filter_map(|(path, condition)| Some((labels_of(path)?, condition)))
+        .collect();
     // Composite indexes: the ORDER BY's own, then equality filters ahead
     // of the ORDER BY or of one range.
     let composite = |res: &mut IndexAdvice, items: Vec<(Vec<String>, SortOrder)>| {
@@ -133,7 +146,10 @@ pub fn index_advice(query: &Query, params: &Params, policy: &IndexingPolicy) -> 
             None => {
                 let specs = items
                     .iter()
-                    .map(|(labels, order)| format!("{} {}", index_path(labels), direction(*order)))
+                    .map(|(labels, order)| {
+                        let path: Vec<Step> = labels.iter().cloned().map(Step::Label).collect();
+                        format!("{} {}", index_path(&path), direction(*order))
+                    })
                     .collect();
                 (&mut res.potential_composite, specs)
             }
@@ -208,11 +224,16 @@ fn direction(order: SortOrder) -> &'static str {
 }
 
 /// `/a/b`, each label quoted (`/"first name"`) unless it is letters,
-/// digits and `_` only, as the service writes index paths.
-fn index_path(labels: &[String]) -> String {
+/// digits and `_` only, and `/[]` for array elements, as the service
+/// writes index paths.
+fn index_path(path: &[Step]) -> String {
     let mut res = String::new();
-    for label in labels {
+    for step in path {
         res.push('/');
+        let Step::Label(label) = step else {
+            res.push_str("[]");
+            continue;
+        };
         if is_plain(label) {
             res.push_str(label);
         } else {
@@ -234,10 +255,15 @@ fn is_plain(label: &str) -> bool {
     !label.is_empty() && label.chars().all(|c| c.is_alphanumeric() || c == '_')
 }
 
-/// `ROOT.a.b`, a label that is not an identifier as `ROOT["odd label"]`.
-fn root_path(labels: &[String]) -> String {
+/// `ROOT.a.b`, a label that is not an identifier as `ROOT["odd label"]`,
+/// array elements as `[]` (`ROOT.items[].name`).
+fn root_path(path: &[Step]) -> String {
     let mut res = String::from("ROOT");
-    for label in labels {
+    for step in path {
+        let Step::Label(label) = step else {
+            res.push_str("[]");
+            continue;
+        };
         let identifier = label
             .chars()
             .next()
@@ -259,10 +285,10 @@ fn root_path(labels: &[String]) -> String {
 fn filter_expression(
     query: &Query,
     params: &Params,
-    labels: &[String],
+    path: &[Step],
     condition: &Condition<'_>,
 ) -> String {
-    let path = root_path(labels);
+    let path = root_path(path);
     let constant = |e: &Expr| constant_text(query, params, e);
     match condition {
         Condition::Eq(c) => format!("({path} = {})", constant(c)),
@@ -284,6 +310,14 @@ fn filter_expression(
         }
         Condition::StartsWith(c) => format!("STARTSWITH({path}, {})", constant(c)),
         Condition::Defined => format!("IS_DEFINED({path})"),
+        Condition::Contains(c, None) => format!("ARRAY_CONTAINS({path}, {})", constant(c)),
+        Condition::Contains(c, Some(partial)) => {
+            format!(
+                "ARRAY_CONTAINS({path}, {}, {})",
+                constant(c),
+                constant(partial)
+            )
+        }
     }
 }
 
@@ -481,10 +515,40 @@ mod tests {
             "SELECT * FROM c WHERE c.a = 1 OR c.b = 2",
             "SELECT * FROM c WHERE NOT (c.a = 1)",
             "SELECT * FROM c WHERE LOWER(c.a) = 'x'",
-            "SELECT c.id FROM c JOIN t IN c.tags WHERE t = 'x' AND c.a = 1",
+            "SELECT * FROM c WHERE NOT ARRAY_CONTAINS(c.tags, 'x')",
         ] {
             assert_eq!(advice(sql, json!({})), IndexAdvice::default(), "{sql}");
         }
+    }
+
+    #[test]
+    fn conditions_on_array_elements_name_the_elements_index() {
+        let res = advice(
+            "SELECT c.id FROM c JOIN t IN c.tags WHERE t = 'x' AND c.a = 1",
+            json!({}),
+        );
+        assert_eq!(
+            res.utilized_single,
+            [
+                single("/tags/[]/?", r#"(ROOT.tags[] = "x")"#),
+                single("/a/?", "(ROOT.a = 1)")
+            ]
+        );
+        // Composite indexes hold no array paths.
+        assert!(res.potential_composite.is_empty(), "{res:?}");
+        let res = advice(
+            "SELECT * FROM c WHERE ARRAY_CONTAINS(c.tags, 'x') \
+             AND EXISTS(SELECT VALUE i FROM i IN c.items WHERE i.name > 'a')",
+            json!({"excludedPaths": [{"path": "/items/[]/name/?"}]}),
+        );
+        assert_eq!(
+            res.utilized_single,
+            [single("/tags/[]/?", r#"ARRAY_CONTAINS(ROOT.tags, "x")"#)]
+        );
+        assert_eq!(
+            res.potential_single,
+            [single("/items/[]/name/?", r#"(ROOT.items[].name > "a")"#)]
+        );
     }
 
     #[test]

@@ -21,7 +21,7 @@ use memchr::memmem::Finder;
 use serde_json::Value;
 
 use crate::query::ast::{Condition, Expr, Query};
-use crate::range_index::IndexTerm;
+use crate::range_index::{IndexTerm, Step};
 use crate::stamp::SYSTEM_PROPERTIES;
 
 /// Integers at least this large may be written with an exponent.
@@ -78,8 +78,9 @@ impl Needles {
 }
 
 /// What `q` asks of a range index, given its parameter values `bound`:
-/// a term for each of its [`Query::conditions`] (so in a query of the
-/// document itself) that one can express.
+/// the terms its [`Query::conditions`] can be expressed as. An
+/// `ARRAY_CONTAINS` asks for an element equal to its needle, or for one
+/// with each scalar property of an object needle it matches partially.
 pub(crate) fn index_terms(q: &Query, bound: &[Option<&Value>]) -> Vec<IndexTerm> {
     fn value<'v>(constant: &'v Expr, bound: &[Option<&'v Value>]) -> Option<&'v Value> {
         match constant {
@@ -89,22 +90,52 @@ pub(crate) fn index_terms(q: &Query, bound: &[Option<&Value>]) -> Vec<IndexTerm>
         }
     }
     let value = |constant| value(constant, bound);
-    q.conditions()
-        .into_iter()
-        .filter_map(|(path, condition)| match condition {
-            Condition::Eq(c) => IndexTerm::equal(path, value(c)?),
-            Condition::Cmp(op, c) => IndexTerm::compare(path, op, value(c)?),
-            Condition::In(list) => {
-                IndexTerm::within(path, list.iter().map(value).collect::<Option<Vec<_>>>()?)
-            }
-            Condition::Between(low, high) => IndexTerm::between(path, value(low)?, value(high)?),
-            Condition::StartsWith(c) => match value(c)? {
-                Value::String(prefix) => IndexTerm::starts_with(path, prefix),
+    let mut terms = Vec::new();
+    for (path, condition) in q.conditions() {
+        let term = match condition {
+            Condition::Eq(c) => value(c).and_then(|v| IndexTerm::equal(path, v)),
+            Condition::Cmp(op, c) => value(c).and_then(|v| IndexTerm::compare(path, op, v)),
+            Condition::In(list) => list
+                .iter()
+                .map(value)
+                .collect::<Option<Vec<_>>>()
+                .and_then(|values| IndexTerm::within(path, values)),
+            Condition::Between(low, high) => value(low)
+                .zip(value(high))
+                .and_then(|(low, high)| IndexTerm::between(path, low, high)),
+            Condition::StartsWith(c) => match value(c) {
+                Some(Value::String(prefix)) => IndexTerm::starts_with(path, prefix),
                 _ => None,
             },
             Condition::Defined => IndexTerm::defined(path),
-        })
-        .collect()
+            Condition::Contains(needle, partial) => {
+                let mut elements = path;
+                elements.push(Step::Elements);
+                let member = |name: &String, member: Option<&Value>| {
+                    let mut path = elements.clone();
+                    path.push(Step::Label(name.clone()));
+                    IndexTerm::equal(path, member?)
+                };
+                let partial = partial.and_then(value) == Some(&Value::Bool(true));
+                match (needle, value(needle)) {
+                    // An object written out (`{"name": @n}`) or given whole.
+                    (Expr::Object(members), _) if partial => terms.extend(
+                        members
+                            .iter()
+                            .filter_map(|(name, e)| member(name, value(e))),
+                    ),
+                    (_, Some(Value::Object(members))) if partial => {
+                        terms.extend(members.iter().filter_map(|(name, v)| member(name, Some(v))))
+                    }
+                    (_, Some(needle)) => terms.extend(IndexTerm::equal(elements, needle)),
+                    _ => {}
+                }
+                None
+            }
+        };
+        terms.extend(term);
+    }
+    terms
 }
 
 /// What the JSON text of any value equal to `value` contains, if that is
@@ -205,7 +236,7 @@ mod tests {
 
     #[test]
     fn the_conditions_every_row_satisfies_give_index_terms() {
-        let path = |p: &str| vec![p.to_owned()];
+        let path = |p: &str| vec![p.into()];
         let compare = crate::range_index::Comparison::Greater;
         assert_eq!(
             terms("SELECT * FROM c WHERE 3 < c.n AND c.s IN ('a', 'b') AND IS_DEFINED(c.d)"),
@@ -231,9 +262,85 @@ mod tests {
             "SELECT * FROM c WHERE c.n != 1",
             "SELECT * FROM c WHERE c.n > c.m",
             "SELECT * FROM c WHERE c.b > true",
-            "SELECT VALUE c FROM c JOIN t IN c.tags WHERE t > 1",
         ] {
             assert_eq!(terms(sql), [], "{sql}");
+        }
+    }
+
+    #[test]
+    fn a_condition_some_array_element_must_satisfy_gives_a_term_on_the_elements() {
+        let tags = || vec!["tags".into(), Step::Elements];
+        let name = || vec!["items".into(), Step::Elements, "name".into()];
+        let x = || IndexTerm::equal(tags(), &json!("x")).unwrap();
+        for sql in [
+            "SELECT VALUE c FROM c JOIN t IN c.tags WHERE t = 'x'",
+            "SELECT VALUE t FROM t IN c.tags WHERE t = 'x'",
+            "SELECT * FROM c WHERE ARRAY_CONTAINS(c.tags, 'x')",
+            "SELECT * FROM c WHERE ARRAY_CONTAINS(c.tags, 'x', true)",
+            "SELECT * FROM c WHERE EXISTS(SELECT VALUE t FROM t IN c.tags WHERE t = 'x')",
+            "SELECT * FROM c WHERE EXISTS(SELECT VALUE 1 FROM t IN c.tags WHERE t = 'x' AND NOT (t = 'y'))",
+        ] {
+            assert_eq!(terms(sql), [x()], "{sql}");
+        }
+        assert_eq!(
+            terms(
+                "SELECT VALUE c FROM c JOIN i IN c.items JOIN t IN i.tags \
+                 WHERE c.n = 1 AND STARTSWITH(i.name, 'a') AND t > 2"
+            ),
+            [
+                IndexTerm::equal(vec!["n".into()], &json!(1)).unwrap(),
+                IndexTerm::starts_with(name(), "a").unwrap(),
+                IndexTerm::compare(
+                    vec![
+                        "items".into(),
+                        Step::Elements,
+                        "tags".into(),
+                        Step::Elements
+                    ],
+                    crate::range_index::Comparison::Greater,
+                    &json!(2)
+                )
+                .unwrap(),
+            ]
+        );
+        assert_eq!(
+            terms(
+                "SELECT * FROM c WHERE ARRAY_CONTAINS(c.items, {'name': 'a', 'o': {}, 'n': 1, 'm': c.n}, true)"
+            ),
+            [
+                IndexTerm::equal(name(), &json!("a")).unwrap(),
+                IndexTerm::equal(vec!["items".into(), Step::Elements, "n".into()], &json!(1))
+                    .unwrap(),
+            ]
+        );
+        for sql in [
+            // No element need satisfy them.
+            "SELECT * FROM c WHERE NOT ARRAY_CONTAINS(c.tags, 'x')",
+            "SELECT * FROM c WHERE ARRAY_CONTAINS(c.tags, 'x') OR c.n = 1",
+            "SELECT * FROM c WHERE NOT EXISTS(SELECT VALUE t FROM t IN c.tags WHERE t = 'x')",
+            "SELECT * FROM c WHERE EXISTS(SELECT VALUE COUNT(1) FROM t IN c.tags WHERE t = 'x')",
+            "SELECT * FROM c WHERE EXISTS(SELECT VALUE t FROM t IN c.tags WHERE t = 'x' OR t = 'y')",
+            "SELECT VALUE c FROM c JOIN t IN c.tags WHERE t = 'x' OR c.n = 1",
+            // Only the whole element would match.
+            "SELECT * FROM c WHERE ARRAY_CONTAINS(c.items, {'name': 'a'})",
+            "SELECT * FROM c WHERE ARRAY_CONTAINS(c.items, {'name': 'a'}, false)",
+            // Not a path from the document.
+            "SELECT VALUE t FROM c.children ch JOIN t IN ch.tags WHERE t = 'x'",
+            "SELECT VALUE t FROM c JOIN t IN LOWER(c.tags) WHERE t = 'x'",
+        ] {
+            assert_eq!(terms(sql), [], "{sql}");
+        }
+    }
+
+    #[test]
+    fn conditions_on_array_elements_give_no_needles_and_pin_no_partition() {
+        for sql in [
+            "SELECT VALUE c FROM c JOIN t IN c.tags WHERE t = 'x' AND c.pk = 'p'",
+            "SELECT * FROM c WHERE ARRAY_CONTAINS(c.tags, 'x')",
+        ] {
+            let q = parse(sql).unwrap();
+            assert_eq!(texts(sql, &[]), Vec::<String>::new(), "{sql}");
+            assert!(q.equality_paths().is_empty(), "{sql}");
         }
     }
 

@@ -183,6 +183,9 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// statements are the latest additions).
 const SCHEMA_COMPLETE: &str = "SELECT to_regclass('docs_by_rid') IS NOT NULL \
      AND to_regclass('idx_by_value') IS NOT NULL \
+     AND EXISTS (SELECT 1 FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid \
+     AND a.attnum = ANY(i.indkey) WHERE i.indrelid = to_regclass('idx') AND i.indisprimary \
+     AND a.attname = 'value') \
      AND EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() \
      AND table_name = 'log_heads' AND column_name = 'idx_cursor')";
 
@@ -259,10 +262,22 @@ CREATE TABLE IF NOT EXISTS idx (
     rid bigint NOT NULL,
     path text NOT NULL,
     value bytea NOT NULL,
-    PRIMARY KEY (container, pk_hash, pk, rid, path)
+    PRIMARY KEY (container, pk_hash, pk, rid, path, value)
 );
 CREATE INDEX IF NOT EXISTS idx_by_value ON idx (container, path, value) INCLUDE (pk_hash, pk, rid);
 CREATE INDEX IF NOT EXISTS docs_by_rid ON docs (container, pk_hash, rid);
+DO $$ BEGIN
+    -- A store from before array elements had entries (one per document
+    -- and path): every index is built again, under a new generation.
+    IF NOT EXISTS (SELECT 1 FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid
+        AND a.attnum = ANY(i.indkey) WHERE i.indrelid = 'idx'::regclass AND i.indisprimary
+        AND a.attname = 'value') THEN
+        ALTER TABLE idx DROP CONSTRAINT idx_pkey;
+        ALTER TABLE idx ADD PRIMARY KEY (container, pk_hash, pk, rid, path, value);
+        UPDATE catalog SET version = version + 1 WHERE id = 1;
+        UPDATE log_heads SET idx_gen = (SELECT version FROM catalog WHERE id = 1), idx_cursor = NULL;
+    END IF;
+END $$;
 ";
 
 // Statements on the per-partition tables, each for one (container,

@@ -218,8 +218,9 @@ CREATE TABLE IF NOT EXISTS idx_format (version INTEGER NOT NULL);
 
 /// The format of the entries of `idx` ([`crate::range_index`]), kept in
 /// `idx_format`: a store whose entries are in another is indexed again.
-/// 2: strings ordered by UTF-16 code units; 3: composite indexes.
-const INDEX_FORMAT: i64 = 3;
+/// 2: strings ordered by UTF-16 code units; 3: composite indexes; 4:
+/// array elements.
+const INDEX_FORMAT: i64 = 4;
 
 /// The tables an older Partita stored in another layout, the columns
 /// copied from them, and a query that tells whether the table is of an
@@ -854,10 +855,7 @@ impl SqliteStorage {
         let policy = self.ready_index(container)?;
         let terms: Vec<PathTerm> = terms
             .iter()
-            .filter(|t| {
-                let labels: Vec<&str> = t.path.iter().map(String::as_str).collect();
-                range_index::is_indexed(&policy, &labels)
-            })
+            .filter(|t| t.indexed_by(&policy))
             .map(|t| (t.clone(), t.path_key()))
             .collect();
         if terms.is_empty() && order.is_none() {
@@ -1593,7 +1591,7 @@ impl Storage for SqliteStorage {
         let mut others = Vec::new();
         for (term, path) in terms {
             match walk.order {
-                WalkOrder::Path(walked) if term.path.as_slice() == walked => {
+                WalkOrder::Path(walked) if term.is_at(walked) => {
                     filters.push_str(&accept_sql("i.value", &term.accept, &mut params));
                 }
                 WalkOrder::Prefixed { index, .. } if range_index::fixes(index, &term) => {}
@@ -2510,12 +2508,12 @@ impl<'t> EntryWriter<'t> {
     /// The entries of `document` in `container`.
     fn entries(&mut self, state: &IndexState, container: &str, document: &Value) -> Entries {
         let memo = self.indexed.entry(container.to_owned()).or_default();
-        range_index::entries(document, &state.policy, &mut |labels| {
-            let key = range_index::path_key(labels);
+        range_index::entries(document, &state.policy, &mut |path| {
+            let key = range_index::steps_key(path);
             if let Some(indexed) = memo.get(&key) {
                 return *indexed;
             }
-            let indexed = range_index::is_indexed(&state.policy, labels);
+            let indexed = range_index::is_indexed(&state.policy, path);
             memo.insert(key, indexed);
             indexed
         })

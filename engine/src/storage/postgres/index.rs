@@ -57,7 +57,7 @@ use serde_json::Value;
 use super::{Conn, Failure, col, unsigned};
 use crate::error::{Error, Result};
 use crate::indexing::IndexingPolicy;
-use crate::range_index::{self, Accept, IndexTerm, WalkOrder};
+use crate::range_index::{self, Accept, IndexTerm, Step, WalkOrder};
 use crate::storage::{ContainerMeta, IndexWalk, WalkPage};
 
 // Statements on `idx`, each for one (container, pk_hash) = ($1, $2).
@@ -66,11 +66,12 @@ use crate::storage::{ContainerMeta, IndexWalk, WalkPage};
 /// rids their `docs` rows have before the record's writes).
 pub(super) const DELETE_ENTRIES: &str = "DELETE FROM idx WHERE container = $1 AND pk_hash = $2 AND pk = $3 \
      AND rid IN (SELECT rid FROM docs WHERE container = $1 AND pk_hash = $2 AND pk = $3 AND id = ANY($4::text[]))";
-/// Adds entries, replacing any of the same document and path.
+/// Adds entries (a path through array elements may have several per
+/// document), once each.
 pub(super) const INSERT_ENTRIES: &str = "INSERT INTO idx (container, pk_hash, pk, rid, path, value) \
      SELECT $1, $2, e.pk, e.rid, e.path, e.value \
      FROM unnest($3::text[], $4::int8[], $5::text[], $6::bytea[]) AS e(pk, rid, path, value) \
-     ON CONFLICT (container, pk_hash, pk, rid, path) DO UPDATE SET value = EXCLUDED.value";
+     ON CONFLICT (container, pk_hash, pk, rid, path, value) DO NOTHING";
 /// A partition's entries, for a build or a deleted container.
 pub(super) const DELETE_PARTITION_ENTRIES: &str =
     "DELETE FROM idx WHERE container = $1 AND pk_hash = $2";
@@ -143,21 +144,19 @@ pub(super) struct IndexPolicy {
 }
 
 impl IndexPolicy {
-    fn is_indexed(&self, labels: &[&str]) -> bool {
-        let key = range_index::path_key(labels);
+    fn is_indexed(&self, path: &[Step<&str>]) -> bool {
+        let key = range_index::steps_key(path);
         if let Some(&indexed) = self.indexed.lock().get(&key) {
             return indexed;
         }
-        let indexed = range_index::is_indexed(&self.policy, labels);
+        let indexed = range_index::is_indexed(&self.policy, path);
         self.indexed.lock().insert(key, indexed);
         indexed
     }
 
     /// The entries of `document`.
     fn entries(&self, document: &Value) -> BTreeSet<(String, Vec<u8>)> {
-        range_index::entries(document, &self.policy, &mut |labels| {
-            self.is_indexed(labels)
-        })
+        range_index::entries(document, &self.policy, &mut |path| self.is_indexed(path))
     }
 
     /// `terms` on paths this policy indexes, with their path keys.
@@ -165,8 +164,8 @@ impl IndexPolicy {
         terms
             .iter()
             .filter(|t| {
-                let labels: Vec<&str> = t.path.iter().map(String::as_str).collect();
-                self.is_indexed(&labels)
+                let path: Vec<Step<&str>> = t.path.iter().map(Step::as_ref).collect();
+                self.is_indexed(&path)
             })
             .map(|t| (t.clone(), t.path_key()))
             .collect()
@@ -537,7 +536,7 @@ pub(super) fn walk(
     let mut others = Vec::new();
     for (term, path) in policy.answerable(walk.terms) {
         match walk.order {
-            WalkOrder::Path(labels) if term.path.as_slice() == labels => {
+            WalkOrder::Path(labels) if term.is_at(labels) => {
                 filters.push_str(&accept_sql("i.value", &term.accept, &mut params));
             }
             WalkOrder::Prefixed { index, .. } if range_index::fixes(index, &term) => {}
