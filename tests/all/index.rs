@@ -363,6 +363,92 @@ fn a_composite_index_whose_paths_the_filter_fixes_names_its_documents() -> anyho
     Ok(())
 }
 
+/// A document whose arrays hold its tags and items: `t{i % 5}` and
+/// `t{i % 11 + 5}`, and an item named `n{i % 13}`.
+fn tagged(i: usize) -> Value {
+    json!({
+        "id": format!("d{i}"),
+        "pk": format!("p{}", i % 40),
+        "tags": [format!("t{}", i % 5), format!("t{}", i % 11 + 5)],
+        "items": [{"name": format!("n{}", i % 13), "qty": i % 4}, {"qty": 9}],
+    })
+}
+
+#[test]
+fn a_filter_on_array_elements_reads_only_the_documents_the_index_names() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    Database::open(dir.path())?
+        .create_container("c", "/pk")?
+        .import_items((0..2_000).map(tagged), &Default::default(), &mut |_| {})?;
+    let count = |f: &dyn Fn(usize) -> bool| (0..2_000).filter(|i| f(*i)).count() as u64;
+    let t7 = count(&|i| i % 11 == 2);
+    let n3 = count(&|i| i % 13 == 3);
+    let both = count(&|i| i % 11 == 2 && i % 13 == 3);
+    let params: Params = serde_json::from_value(json!({"@t": "t7", "@n": "n3"}))?;
+    // Right after the import, and after a reopen.
+    for round in 0..2 {
+        let db = Database::open(dir.path())?;
+        let c = db.container("c")?;
+        for (sql, expected, rows) in [
+            ("SELECT * FROM c WHERE ARRAY_CONTAINS(c.tags, @t)", t7, t7),
+            (
+                "SELECT VALUE c.id FROM c JOIN t IN c.tags WHERE t = @t",
+                t7,
+                t7,
+            ),
+            (
+                "SELECT VALUE t FROM c JOIN t IN c.tags WHERE t IN ('t7', 't15') AND STARTSWITH(t, 't1')",
+                // Each term asks for some element: `t1` and `t7` in one
+                // document satisfy both.
+                count(&|i| i % 11 == 10 || (i % 11 == 2 && i % 5 == 1)),
+                count(&|i| i % 11 == 10),
+            ),
+            (
+                "SELECT c.id FROM c JOIN i IN c.items WHERE i.name = @n",
+                n3,
+                n3,
+            ),
+            (
+                "SELECT * FROM c WHERE EXISTS(SELECT VALUE t FROM t IN c.tags WHERE t = @t) \
+                 AND ARRAY_CONTAINS(c.items, {\"name\": @n}, true)",
+                both,
+                both,
+            ),
+            // A JOIN's rows, counted by reading the documents.
+            (
+                "SELECT VALUE COUNT(1) FROM c JOIN i IN c.items WHERE i.qty > 2",
+                2_000,
+                1,
+            ),
+        ] {
+            let page = c.query_items(sql, &params, &Default::default())?;
+            assert!(page.stats.index_used, "{sql}");
+            assert_eq!(
+                (page.items.len() as u64, page.stats.docs_scanned),
+                (rows, expected),
+                "{sql} round {round}"
+            );
+        }
+        let page = c.query_items(
+            "SELECT VALUE COUNT(1) FROM c JOIN i IN c.items WHERE i.qty > 2",
+            &params,
+            &Default::default(),
+        )?;
+        assert_eq!(page.items, [json!(2_000 + count(&|i| i % 4 == 3))]);
+        // What asks no element scans.
+        let page = c.query_items(
+            "SELECT * FROM c WHERE NOT ARRAY_CONTAINS(c.tags, @t)",
+            &params,
+            &Default::default(),
+        )?;
+        assert_eq!(
+            (page.items.len() as u64, page.stats.docs_scanned),
+            (2_000 - t7, 2_000)
+        );
+    }
+    Ok(())
+}
+
 #[test]
 fn a_lazy_policy_is_indexed_as_a_consistent_one() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
@@ -496,11 +582,136 @@ pub(crate) fn step() -> impl Strategy<Value = Step> {
             }
             body
         });
+    steps_with(body)
+}
+
+/// Upserts of `body`, deletes and reopens.
+fn steps_with(body: impl Strategy<Value = Value>) -> impl Strategy<Value = Step> {
     prop_oneof![
         6 => (0u8..12, 0u8..30, body).prop_map(|(pk, id, body)| Step::Upsert { pk, id, body }),
         2 => (0u8..12, 0u8..30).prop_map(|(pk, id)| Step::Delete { pk, id }),
         1 => Just(Step::Reopen),
     ]
+}
+
+/// A step whose document has arrays: `tags` of scalars and `items` of
+/// objects (`name`, `k`), each at times missing, empty or not an array.
+pub(crate) fn array_step() -> impl Strategy<Value = Step> {
+    let tags = prop_oneof![
+        4 => proptest::collection::vec(scalar(), 0..4).prop_map(Value::from),
+        1 => scalar(),
+    ];
+    let item = prop_oneof![
+        4 => (proptest::option::of(scalar()), proptest::option::of(scalar())).prop_map(
+            |(name, k)| {
+                let mut item = json!({});
+                if let Some(name) = name {
+                    item["name"] = name;
+                }
+                if let Some(k) = k {
+                    item["k"] = k;
+                }
+                item
+            }
+        ),
+        1 => scalar(),
+    ];
+    let items = prop_oneof![
+        4 => proptest::collection::vec(item, 0..3).prop_map(Value::from),
+        1 => scalar(),
+    ];
+    let body = (
+        proptest::option::of(tags),
+        proptest::option::of(items),
+        0i64..100,
+    )
+        .prop_map(|(tags, items, n)| {
+            let mut body = json!({"n": n});
+            if let Some(tags) = tags {
+                body["tags"] = tags;
+            }
+            if let Some(items) = items {
+                body["items"] = items;
+            }
+            body
+        });
+    steps_with(body)
+}
+
+/// A query of [`array_step`]'s documents that filters on their arrays'
+/// elements: through a JOIN, `ARRAY_CONTAINS` or `EXISTS`, and through
+/// what asks no element (`NOT`, `OR`), beside a condition on `c.n`.
+pub(crate) fn array_query() -> impl Strategy<Value = (String, Params)> {
+    // Each shape with the element paths its joins bind.
+    let shape = prop_oneof![
+        Just(("SELECT * FROM c WHERE {w}", &[][..])),
+        Just((
+            "SELECT TOP 3 c.id, c.tags FROM c WHERE {w} ORDER BY c.n DESC",
+            &[][..]
+        )),
+        Just(("SELECT VALUE COUNT(1) FROM c WHERE {w}", &[][..])),
+        Just((
+            "SELECT c.id, t FROM c JOIN t IN c.tags WHERE {w}",
+            &["t"][..]
+        )),
+        Just((
+            "SELECT VALUE COUNT(1) FROM c JOIN t IN c.tags WHERE {w}",
+            &["t"][..]
+        )),
+        Just((
+            "SELECT c.id, i FROM c JOIN i IN c.items WHERE {w} ORDER BY c.n",
+            &["i.name", "i.k"][..]
+        )),
+        Just((
+            "SELECT VALUE [c.id, t, i.name] FROM c JOIN t IN c.tags JOIN i IN c.items WHERE {w}",
+            &["t", "i.name"][..]
+        )),
+        Just((
+            "SELECT DISTINCT VALUE c.id FROM c JOIN i IN c.items WHERE {w}",
+            &["i.name", "i.k"][..]
+        )),
+    ];
+    let term = (0u8..9, 0u8..9, any::<bool>(), scalar(), scalar(), 0usize..2);
+    (shape, proptest::collection::vec(term, 0..3)).prop_map(|((shape, elements), terms)| {
+        let mut params = Params::new();
+        let conjuncts: Vec<String> = terms
+            .into_iter()
+            .enumerate()
+            .map(|(i, (form, kind, flip, a, b, which))| {
+                let name = format!("v{i}");
+                let (pa, pb) = (format!("@{name}a"), format!("@{name}b"));
+                let (a, b) = match form {
+                    // `c.n` holds numbers: compare it with numbers.
+                    6 => (json!(i * 30), json!(50)),
+                    _ => (a, b),
+                };
+                params.insert(pa.clone(), a);
+                params.insert(pb, b);
+                match (form, elements.get(which % elements.len().max(1))) {
+                    (0, Some(path)) => condition(path, &name, kind, flip),
+                    (0 | 1, _) => format!("ARRAY_CONTAINS(c.tags, {pa})"),
+                    (2, _) => format!("ARRAY_CONTAINS(c.items, {{\"name\": {pa}}}, true)"),
+                    (3, _) => format!("ARRAY_CONTAINS(c.items, {pa}, {flip})"),
+                    (4, _) => format!(
+                        "EXISTS(SELECT VALUE x FROM x IN c.tags WHERE {})",
+                        condition("x", &name, kind, flip)
+                    ),
+                    (5, _) => format!(
+                        "EXISTS(SELECT VALUE x FROM x IN c.items WHERE {})",
+                        condition("x.name", &name, kind, flip)
+                    ),
+                    (6, _) => condition("c.n", &name, kind % 7, flip),
+                    (7, _) => format!("NOT ARRAY_CONTAINS(c.tags, {pa})"),
+                    _ => format!("(ARRAY_CONTAINS(c.tags, {pa}) OR c.n < 50)"),
+                }
+            })
+            .collect();
+        let w = match conjuncts.is_empty() {
+            true => "true".to_owned(),
+            false => conjuncts.join(" AND "),
+        };
+        (shape.replace("{w}", &w), params)
+    })
 }
 
 /// A condition on `path` with the parameters `@{name}a` and `@{name}b`:
@@ -587,6 +798,24 @@ fn queries_answer_the_same_with_the_index_as_by_scanning() {
     let strategy = (
         proptest::collection::vec(step(), 1..120),
         proptest::collection::vec(query(), 1..8),
+    );
+    runner
+        .run(&strategy, |(steps, queries)| {
+            check(&steps, &queries).map_err(|e| TestCaseError::fail(format!("{e:#}")))
+        })
+        .unwrap();
+}
+
+#[test]
+fn array_queries_answer_the_same_with_the_index_as_by_scanning() {
+    let mut runner = TestRunner::new(Config {
+        cases: cases(),
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let strategy = (
+        proptest::collection::vec(array_step(), 1..120),
+        proptest::collection::vec(array_query(), 1..8),
     );
     runner
         .run(&strategy, |(steps, queries)| {
