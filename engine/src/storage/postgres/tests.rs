@@ -426,6 +426,51 @@ fn wait_until_indexed(c: &crate::Container, sql: &str, n: usize) {
     }
 }
 
+/// A database whose index predates array elements (`idx` keyed without
+/// `value`, one entry per document and path) gets the new key when a
+/// node opens it, and every container's index is built again: until
+/// then queries scan, so no element is missed.
+#[test]
+fn an_index_from_before_array_elements_is_built_again() {
+    let url = database();
+    let sql = "SELECT * FROM c WHERE ARRAY_CONTAINS(c.tags, 't1')";
+    {
+        let db = open(&url);
+        let c = db.create_container("c", "/pk").unwrap();
+        for i in 0..20 {
+            let pk = format!("p{}", i % 3);
+            let tags = json!([format!("t{}", i % 4), "all"]);
+            c.write_documents(
+                pk.as_str(),
+                vec![json!({"id": format!("d{i}"), "pk": pk, "tags": tags})],
+                false,
+            )
+            .unwrap();
+        }
+        wait_until_indexed(&c, sql, 5);
+    }
+    let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    client
+        .batch_execute(
+            "DELETE FROM idx WHERE path LIKE '%~2%'; \
+             ALTER TABLE idx DROP CONSTRAINT idx_pkey; \
+             ALTER TABLE idx ADD PRIMARY KEY (container, pk_hash, pk, rid, path)",
+        )
+        .unwrap();
+    let db = open(&url);
+    let c = db.container("c").unwrap();
+    wait_until_indexed(&c, sql, 5);
+    let keyed: i64 = client
+        .query_one(
+            "SELECT COUNT(*) FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid \
+             AND a.attnum = ANY(i.indkey) WHERE i.indrelid = 'idx'::regclass AND i.indisprimary",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(keyed, 6);
+}
+
 /// A server that cannot be reached, a URL that does not parse and one of
 /// another database are errors that do not show the password.
 #[test]
