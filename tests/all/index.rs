@@ -808,14 +808,25 @@ fn queries_answer_the_same_with_the_index_as_by_scanning() {
 
 #[test]
 fn array_queries_answer_the_same_with_the_index_as_by_scanning() {
+    run_cases(cases(), array_step(), array_query(), check);
+}
+
+/// Runs `check` on `cases` random cases, each a list of steps and one of
+/// queries.
+pub(crate) fn run_cases(
+    cases: u32,
+    step: impl Strategy<Value = Step>,
+    query: impl Strategy<Value = (String, Params)>,
+    check: impl Fn(&[Step], &[(String, Params)]) -> anyhow::Result<()>,
+) {
     let mut runner = TestRunner::new(Config {
-        cases: cases(),
+        cases,
         failure_persistence: None,
         ..Config::default()
     });
     let strategy = (
-        proptest::collection::vec(array_step(), 1..120),
-        proptest::collection::vec(array_query(), 1..8),
+        proptest::collection::vec(step, 1..120),
+        proptest::collection::vec(query, 1..8),
     );
     runner
         .run(&strategy, |(steps, queries)| {

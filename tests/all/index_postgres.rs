@@ -9,10 +9,9 @@
 use std::time::{Duration, Instant};
 
 use partita::{Container, ContainerProperties, Database, IndexingPolicy, Options, Params};
-use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use serde_json::{Value, json};
 
-use crate::index::{Step, check_with, doc, pages, query, step};
+use crate::index::{Step, array_query, array_step, check_with, doc, pages, query, run_cases, step};
 
 /// `PARTITA_INDEX_CASES`, 4 by default.
 fn cases() -> u32 {
@@ -145,20 +144,12 @@ fn a_policy_another_node_changes_keeps_its_queries_right_and_is_built() -> anyho
 
 #[test]
 fn queries_answer_the_same_with_the_index_as_by_scanning() {
-    let mut runner = TestRunner::new(Config {
-        cases: cases(),
-        failure_persistence: None,
-        ..Config::default()
-    });
-    let strategy = (
-        proptest::collection::vec(step(), 1..120),
-        proptest::collection::vec(query(), 1..8),
-    );
-    runner
-        .run(&strategy, |(steps, queries)| {
-            check(&steps, &queries).map_err(|e| TestCaseError::fail(format!("{e:#}")))
-        })
-        .unwrap();
+    run_cases(cases(), step(), query(), check);
+}
+
+#[test]
+fn array_queries_answer_the_same_with_the_index_as_by_scanning() {
+    run_cases(cases(), array_step(), array_query(), check);
 }
 
 /// Pages without what differs between the two stores when nothing is
