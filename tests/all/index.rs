@@ -435,6 +435,13 @@ fn a_filter_on_array_elements_reads_only_the_documents_the_index_names() -> anyh
             &Default::default(),
         )?;
         assert_eq!(page.items, [json!(2_000 + count(&|i| i % 4 == 3))]);
+        // An EXISTS's condition on the document asks for an element too.
+        let page = c.query_items(
+            "SELECT VALUE COUNT(1) FROM c WHERE EXISTS(SELECT VALUE t FROM t IN c.none WHERE c.id = 'd1')",
+            &params,
+            &Default::default(),
+        )?;
+        assert_eq!(page.items, [json!(0)]);
         // What asks no element scans.
         let page = c.query_items(
             "SELECT * FROM c WHERE NOT ARRAY_CONTAINS(c.tags, @t)",
@@ -699,6 +706,10 @@ pub(crate) fn array_query() -> impl Strategy<Value = (String, Params)> {
                     (5, _) => format!(
                         "EXISTS(SELECT VALUE x FROM x IN c.items WHERE {})",
                         condition("x.name", &name, kind, flip)
+                    ),
+                    (6, _) if flip => format!(
+                        "EXISTS(SELECT VALUE x FROM x IN c.tags WHERE {})",
+                        condition("c.n", &name, kind % 7, flip)
                     ),
                     (6, _) => condition("c.n", &name, kind % 7, flip),
                     (7, _) => format!("NOT ARRAY_CONTAINS(c.tags, {pa})"),

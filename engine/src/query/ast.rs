@@ -109,6 +109,20 @@ impl Query {
         slots
     }
 
+    /// Whether a term WHERE joins by AND at its top is an `EXISTS`
+    /// subquery, whose conditions [`Query::conditions`] adds to those of
+    /// the query's own terms.
+    pub(crate) fn exists_among_conjuncts(&self) -> bool {
+        fn any(expr: &Expr) -> bool {
+            match expr {
+                Expr::Binary(BinOp::And, a, b) => any(a) || any(b),
+                Expr::Subquery(SubKind::Exists, _) => true,
+                _ => false,
+            }
+        }
+        self.filter.as_ref().is_some_and(any)
+    }
+
     /// How many terms WHERE joins by AND at its top (0 without WHERE).
     pub(crate) fn conjuncts(&self) -> usize {
         fn count(expr: &Expr) -> usize {

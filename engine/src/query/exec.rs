@@ -581,6 +581,7 @@ fn execute_with(
         // (the last page's last row).
         let implied = matches!(order, WalkOrder::Prefixed { index, .. }
             if q.conjuncts() == terms.len()
+                && !q.exists_among_conjuncts()
                 && terms.iter().all(|t| crate::range_index::fixes(index, t)));
         let wanted = match implied {
             true => need.saturating_add(1),
@@ -723,7 +724,8 @@ fn execute_with(
 /// of its WHERE became one of `terms`, on a path the policy indexes (an
 /// index read leaves the others out, offering more documents) through
 /// objects only (a term on array elements is a superset, and a JOIN
-/// makes rows of elements), and the source hides none of them.
+/// makes rows of elements), none is an `EXISTS` (whose terms ask less
+/// than it does), and the source hides none of them.
 fn counts_from_index(q: &Query, terms: &[IndexTerm], source: &dyn Source) -> bool {
     let counts = q.group_by.is_empty()
         && q.from.as_ref().is_some_and(|f| f.joins.is_empty())
@@ -733,7 +735,8 @@ fn counts_from_index(q: &Query, terms: &[IndexTerm], source: &dyn Source) -> boo
         && q.aggregates
             .iter()
             .all(|a| a.kind == AggKind::Count && matches!(a.arg, Expr::Lit(_)))
-        && q.conjuncts() == terms.len();
+        && q.conjuncts() == terms.len()
+        && !q.exists_among_conjuncts();
     counts
         && !source.hides_documents()
         && source.indexing_policy().is_some_and(|policy| {
