@@ -20,7 +20,7 @@
 //! The system properties storage keeps outside the body (`_rid`, `_self`,
 //! `_etag`, `_attachments`) have no entries; `_ts` has.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::ops::Bound;
 
 use serde_json::Value;
@@ -160,13 +160,13 @@ pub(crate) fn entries(
     document: &Value,
     policy: &IndexingPolicy,
     indexed: &mut dyn FnMut(&[Step<&str>]) -> bool,
-) -> BTreeSet<(String, Vec<u8>)> {
+) -> Entries {
     /// What is left to visit of an object or an array.
     enum Inside<'v> {
         Members(serde_json::map::Iter<'v>),
         Elements(std::slice::Iter<'v, Value>),
     }
-    let mut out = BTreeSet::new();
+    let mut out = Entries::new();
     if policy.indexing_mode == IndexingMode::None {
         return out;
     }
@@ -207,6 +207,32 @@ pub(crate) fn entries(
         out.extend(composite_entry(document, index));
     }
     out
+}
+
+/// A document's entries: (path key, value key).
+pub(crate) type Entries = BTreeSet<(String, Vec<u8>)>;
+
+/// Whether one policy indexes each path, asked of it once per path
+/// (asking parses its included and excluded paths): for a store that
+/// writes many documents' [`entries`] under one policy.
+#[derive(Default)]
+pub(crate) struct IndexedPaths(HashMap<String, bool>);
+
+impl IndexedPaths {
+    /// The entries of `document` under `policy`, which must be the policy
+    /// every earlier call gave.
+    pub(crate) fn entries(&mut self, document: &Value, policy: &IndexingPolicy) -> Entries {
+        let memo = &mut self.0;
+        entries(document, policy, &mut |steps| {
+            let key = steps_key(steps);
+            if let Some(indexed) = memo.get(&key) {
+                return *indexed;
+            }
+            let indexed = is_indexed(policy, steps);
+            memo.insert(key, indexed);
+            indexed
+        })
+    }
 }
 
 /// The entry path of a composite index: its paths and directions, in

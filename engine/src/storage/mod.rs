@@ -115,6 +115,25 @@ pub struct ContainerMeta {
     pub indexing_policy: crate::IndexingPolicy,
 }
 
+#[cfg(test)]
+impl ContainerMeta {
+    /// Container `id`, the first, partitioned by `/pk`, with default
+    /// settings.
+    pub(crate) fn for_tests(id: &str) -> ContainerMeta {
+        ContainerMeta {
+            id: id.into(),
+            ordinal: 1,
+            partition_key_path: "/pk".into(),
+            physical_partitions: 1,
+            default_ttl: None,
+            unique_keys: Vec::new(),
+            database_rid: None,
+            computed_properties: Vec::new(),
+            indexing_policy: crate::IndexingPolicy::default(),
+        }
+    }
+}
+
 /// What a transaction did to one document, as the change log records it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ChangeKind {

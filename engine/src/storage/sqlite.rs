@@ -124,7 +124,7 @@ use crate::document::{Document, now_secs};
 use crate::error::{Error, Result};
 use crate::indexing::{IndexingMode, IndexingPolicy};
 use crate::query::Needles;
-use crate::range_index::{self, Accept, IndexTerm, WalkOrder};
+use crate::range_index::{self, Accept, Entries, IndexTerm, IndexedPaths, WalkOrder};
 use crate::script::TriggerNames;
 use crate::settings::{apply_settings, settings_json};
 use crate::stamp::Stamp;
@@ -2482,13 +2482,9 @@ struct EntryWriter<'t> {
     insert: rusqlite::CachedStatement<'t>,
     delete: rusqlite::CachedStatement<'t>,
     stamps: &'t Stamps,
-    /// Per container and path key, whether its policy indexes the path
-    /// (asking the policy parses its paths).
-    indexed: HashMap<String, HashMap<String, bool>>,
+    /// Per container, the paths its policy indexes.
+    indexed: HashMap<String, IndexedPaths>,
 }
-
-/// A document's entries: (path key, value key).
-type Entries = BTreeSet<(String, Vec<u8>)>;
 
 impl<'t> EntryWriter<'t> {
     fn new(tx: &'t rusqlite::Transaction<'_>, stamps: &'t Stamps) -> rusqlite::Result<Self> {
@@ -2507,16 +2503,10 @@ impl<'t> EntryWriter<'t> {
 
     /// The entries of `document` in `container`.
     fn entries(&mut self, state: &IndexState, container: &str, document: &Value) -> Entries {
-        let memo = self.indexed.entry(container.to_owned()).or_default();
-        range_index::entries(document, &state.policy, &mut |path| {
-            let key = range_index::steps_key(path);
-            if let Some(indexed) = memo.get(&key) {
-                return *indexed;
-            }
-            let indexed = range_index::is_indexed(&state.policy, path);
-            memo.insert(key, indexed);
-            indexed
-        })
+        self.indexed
+            .entry(container.to_owned())
+            .or_default()
+            .entries(document, &state.policy)
     }
 
     /// Replaces the entries of the document (`container`, `pk`, `id`) as
@@ -3426,17 +3416,7 @@ mod tests {
     }
 
     fn meta() -> ContainerMeta {
-        ContainerMeta {
-            id: "c".into(),
-            ordinal: 1,
-            partition_key_path: "/pk".into(),
-            physical_partitions: 1,
-            default_ttl: None,
-            unique_keys: Vec::new(),
-            database_rid: None,
-            computed_properties: Vec::new(),
-            indexing_policy: crate::IndexingPolicy::default(),
-        }
+        ContainerMeta::for_tests("c")
     }
 
     /// A commit of `id` with body `n`, or its delete. The document is
