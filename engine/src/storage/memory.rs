@@ -20,20 +20,29 @@
 //! again once more of its entries are superseded than documents live.
 //! What compaction drops is freed by the committing thread after it has
 //! released the log, so other commits do not wait for the freeing.
+//!
+//! It keeps a range index too, as the durable stores do, so a query
+//! reads, costs and reports here what it does there (see [`index`]).
+//! [`MemoryStorage::unindexed`] keeps none: every query scans, the
+//! reference the tests of the index compare with.
+
+mod index;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 
 use host_api::{PartitionKey, ScriptKind};
 
 use super::{
-    Change, ChangeKind, CommitRecord, ContainerMeta, LoadedContainer, LoadedDocument, Lsn,
-    ScriptRecord, Storage,
+    Change, ChangeKind, CommitRecord, ContainerMeta, IndexWalk, LoadedContainer, LoadedDocument,
+    Lsn, ScriptRecord, Storage, WalkPage,
 };
 use crate::document::{Document, now_secs};
 use crate::error::Result;
+use crate::range_index::IndexTerm;
+use index::ContainerIndex;
 
 /// How many of each container's latest commits the in-memory change log
 /// keeps whole (see the module docs).
@@ -43,7 +52,12 @@ pub const RETAINED_COMMITS: u64 = 10_000;
 pub struct MemoryStorage {
     logs: Mutex<HashMap<String, ChangeLog, foldhash::quality::RandomState>>,
     retained: u64,
+    /// Each container's range index; `None` for a store that keeps none.
+    indexes: Option<RwLock<Indexes>>,
 }
+
+/// Per container id, its range index, locked apart from the others'.
+type Indexes = HashMap<String, Arc<RwLock<ContainerIndex>>, foldhash::quality::RandomState>;
 
 impl Default for MemoryStorage {
     fn default() -> MemoryStorage {
@@ -165,7 +179,22 @@ impl MemoryStorage {
         MemoryStorage {
             logs: Mutex::default(),
             retained,
+            indexes: Some(RwLock::default()),
         }
+    }
+
+    /// Creates an empty store that keeps no range index: every query
+    /// scans (a reference for tests of the index).
+    pub fn unindexed() -> MemoryStorage {
+        MemoryStorage {
+            indexes: None,
+            ..MemoryStorage::default()
+        }
+    }
+
+    /// The range index of `container`, if the store keeps one.
+    fn index(&self, container: &str) -> Option<Arc<RwLock<ContainerIndex>>> {
+        self.indexes.as_ref()?.read().get(container).cloned()
     }
 }
 
@@ -176,15 +205,28 @@ impl Storage for MemoryStorage {
 
     fn create_container(&self, meta: &ContainerMeta) -> Result<()> {
         self.logs.lock().entry(meta.id.clone()).or_default();
+        if let Some(indexes) = &self.indexes {
+            let index = ContainerIndex::new(&meta.indexing_policy);
+            indexes
+                .write()
+                .entry(meta.id.clone())
+                .or_insert_with(|| Arc::new(RwLock::new(index)));
+        }
         Ok(())
     }
 
     fn delete_container(&self, id: &str) -> Result<()> {
         self.logs.lock().remove(id);
+        let dropped = self.indexes.as_ref().and_then(|i| i.write().remove(id));
+        // Freed here, with the map released.
+        drop(dropped);
         Ok(())
     }
 
-    fn update_container(&self, _meta: &ContainerMeta) -> Result<()> {
+    fn update_container(&self, meta: &ContainerMeta) -> Result<()> {
+        if let Some(index) = self.index(&meta.id) {
+            index.write().set_policy(&meta.indexing_policy);
+        }
         Ok(())
     }
 
@@ -197,6 +239,11 @@ impl Storage for MemoryStorage {
     }
 
     fn commit(&self, record: CommitRecord) -> Result<Lsn> {
+        // The index first: the engine serializes the commits of a
+        // partition, so each document's entries change in commit order.
+        if let Some(index) = self.index(&record.container) {
+            index.write().apply(&record.partition_key, &record.changes);
+        }
         let deletes = record.changes.iter().any(|c| c.kind == ChangeKind::Delete);
         let at = if deletes { now_secs() } else { 0 };
         let mut dropped = Dropped::new();
@@ -264,6 +311,27 @@ impl Storage for MemoryStorage {
     fn wants_text(&self) -> bool {
         false
     }
+
+    fn index_candidates(
+        &self,
+        container: &str,
+        terms: &[IndexTerm],
+    ) -> Result<Option<Vec<(PartitionKey, u64)>>> {
+        Ok(self
+            .index(container)
+            .and_then(|index| index.read().candidates(terms)))
+    }
+
+    fn index_walk(&self, container: &str, walk: &IndexWalk<'_>) -> Result<Option<WalkPage>> {
+        Ok(self
+            .index(container)
+            .and_then(|index| index.read().walk(walk)))
+    }
+
+    fn index_progress(&self, container: &str) -> Result<Option<u32>> {
+        // Built at once, whatever the policy.
+        Ok(self.index(container).map(|_| 100))
+    }
 }
 
 #[cfg(test)]
@@ -290,6 +358,55 @@ mod tests {
                 .collect(),
             base_version: 0,
         }
+    }
+
+    #[test]
+    fn the_index_follows_commits_and_policies_and_keeps_only_live_documents() {
+        let storage = MemoryStorage::new();
+        let mut meta = ContainerMeta::for_tests("c");
+        storage.create_container(&meta).unwrap();
+        let commit = |i: u64, kind: ChangeKind, v: i64| {
+            let mut r = record(&format!("p{}", i % 3), &[(&format!("d{i}"), kind, v)]);
+            r.changes[0].rid = i + 1;
+            storage.commit(r).unwrap();
+        };
+        let odd = [IndexTerm::equal(vec!["v".into()], &json!(1)).unwrap()];
+        let rids = |terms: &[IndexTerm]| {
+            storage.index_candidates("c", terms).unwrap().map(|found| {
+                let mut rids: Vec<u64> = found.into_iter().map(|(_, rid)| rid).collect();
+                rids.sort();
+                rids
+            })
+        };
+        for i in 0..10 {
+            commit(i, ChangeKind::Create, (i % 2) as i64);
+        }
+        assert_eq!(rids(&odd), Some(vec![2, 4, 6, 8, 10]));
+        commit(1, ChangeKind::Replace, 0);
+        commit(3, ChangeKind::Delete, 0);
+        assert_eq!(rids(&odd), Some(vec![6, 8, 10]));
+        // A policy without the path answers nothing; the next has it again.
+        meta.indexing_policy = crate::IndexingPolicy::from_json(&json!({
+            "includedPaths": [{"path": "/*"}], "excludedPaths": [{"path": "/v/?"}]
+        }))
+        .unwrap();
+        storage.update_container(&meta).unwrap();
+        assert_eq!(rids(&odd), None);
+        commit(5, ChangeKind::Replace, 0);
+        meta.indexing_policy = crate::IndexingPolicy::default();
+        storage.update_container(&meta).unwrap();
+        assert_eq!(rids(&odd), Some(vec![8, 10]));
+        assert_eq!(storage.index_progress("c").unwrap(), Some(100));
+        for i in (0..10).filter(|i| *i != 3) {
+            commit(i, ChangeKind::Delete, 0);
+        }
+        assert!(storage.index("c").unwrap().read().is_empty());
+        storage.delete_container("c").unwrap();
+        assert_eq!(storage.index_progress("c").unwrap(), None);
+        assert_eq!(
+            MemoryStorage::unindexed().index_progress("c").unwrap(),
+            None
+        );
     }
 
     #[test]
