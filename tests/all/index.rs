@@ -1,10 +1,12 @@
-//! The range index: a durable store answers a cross-partition query whose
-//! WHERE pins paths to constants from its index, reading only the
-//! documents it names, and every page, continuation and item is what the
-//! same query gives by scanning (an in-memory store, which has no index).
+//! The range index: a store answers a cross-partition query whose WHERE
+//! pins paths to constants from its index, reading only the documents it
+//! names, and every page, continuation and item is what the same query
+//! gives by scanning (an in-memory store that keeps no index). Each test
+//! runs on SQLite and in memory ([`on_each_store!`]).
 //!
 //! `PARTITA_INDEX_CASES` (default 12) bounds the property test's cases.
 
+use std::sync::Mutex;
 use std::time::{Duration, UNIX_EPOCH};
 
 use engine::storage::MemoryStorage;
@@ -23,6 +25,87 @@ fn cases() -> u32 {
         .and_then(|v| v.parse().ok())
         .unwrap_or(12)
 }
+
+/// The stores the tests run on.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Kind {
+    Sqlite,
+    Memory,
+}
+
+/// A store of a [`Kind`]: a SQLite file, or memory.
+pub(crate) enum Store {
+    Sqlite(tempfile::TempDir),
+    /// The database, once opened.
+    Memory(Mutex<Option<Database>>),
+}
+
+impl Kind {
+    /// A new, empty store.
+    pub(crate) fn store(self) -> anyhow::Result<Store> {
+        Ok(match self {
+            Kind::Sqlite => Store::Sqlite(tempfile::tempdir()?),
+            Kind::Memory => Store::Memory(Mutex::new(None)),
+        })
+    }
+}
+
+impl Store {
+    /// [`Store::open_with`] the default options.
+    pub(crate) fn open(&self) -> anyhow::Result<Database> {
+        self.open_with(Options::default())
+    }
+
+    /// Opens the database: the file again, as a restart does; in memory,
+    /// the database the first opening made (with its options), as
+    /// nothing survives a restart there.
+    pub(crate) fn open_with(&self, options: Options) -> anyhow::Result<Database> {
+        match self {
+            Store::Sqlite(dir) => Ok(Database::open_with(dir.path(), options)?),
+            Store::Memory(db) => {
+                let mut db = db.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
+                if let Some(db) = &*db {
+                    return Ok(db.clone());
+                }
+                let opened = Database::with_storage(Box::new(MemoryStorage::new()), options)?;
+                *db = Some(opened.clone());
+                Ok(opened)
+            }
+        }
+    }
+}
+
+/// Each test named, a function of a [`Kind`], as a test on each store:
+/// `index::sqlite::name` and `index::memory::name`.
+macro_rules! on_each_store {
+    ($($test:ident),* $(,)?) => {
+        mod sqlite {
+            $(#[test]
+            fn $test() -> anyhow::Result<()> {
+                super::$test(super::Kind::Sqlite)
+            })*
+        }
+        mod memory {
+            $(#[test]
+            fn $test() -> anyhow::Result<()> {
+                super::$test(super::Kind::Memory)
+            })*
+        }
+    };
+}
+
+on_each_store!(
+    a_filter_on_indexed_paths_reads_only_the_documents_the_index_names,
+    ranges_lists_prefixes_and_definedness_read_only_what_matches,
+    a_composite_index_whose_other_paths_the_filter_fixes_serves_a_one_path_order_by,
+    a_composite_index_whose_paths_the_filter_fixes_names_its_documents,
+    a_lazy_policy_is_indexed_as_a_consistent_one,
+    expired_documents_are_not_counted_from_the_index,
+    a_new_policy_builds_its_index_in_the_background_and_queries_stay_right,
+    queries_answer_the_same_with_the_index_as_by_scanning,
+    a_filter_on_array_elements_reads_only_the_documents_the_index_names,
+    array_queries_answer_the_same_with_the_index_as_by_scanning,
+);
 
 /// A page's items and continuation.
 pub(crate) type Page = (Vec<Value>, Option<String>);
@@ -62,10 +145,11 @@ pub(crate) fn doc(i: usize) -> Value {
     })
 }
 
-#[test]
-fn a_filter_on_indexed_paths_reads_only_the_documents_the_index_names() -> anyhow::Result<()> {
-    let dir = tempfile::tempdir()?;
-    let db = Database::open(dir.path())?;
+fn a_filter_on_indexed_paths_reads_only_the_documents_the_index_names(
+    kind: Kind,
+) -> anyhow::Result<()> {
+    let store = kind.store()?;
+    let db = store.open()?;
     let c = db.create_container("c", "/pk")?;
     c.import_items((0..2_000).map(doc), &Default::default(), &mut |_| {})?;
     let params: Params = serde_json::from_value(json!({"@u": "u3"}))?;
@@ -75,7 +159,7 @@ fn a_filter_on_indexed_paths_reads_only_the_documents_the_index_names() -> anyho
     let (got, scanned) = pages(&c, sql, &params, None)?;
     assert_eq!((got[0].0.len() as u64, scanned), (expected, expected));
     drop((c, db));
-    let db = Database::open(dir.path())?;
+    let db = store.open()?;
     let c = db.container("c")?;
     let (got, scanned) = pages(&c, sql, &params, None)?;
     assert_eq!((got[0].0.len() as u64, scanned), (expected, expected));
@@ -106,9 +190,27 @@ fn a_filter_on_indexed_paths_reads_only_the_documents_the_index_names() -> anyho
 }
 
 #[test]
-fn ranges_lists_prefixes_and_definedness_read_only_what_matches() -> anyhow::Result<()> {
-    let dir = tempfile::tempdir()?;
-    let db = Database::open(dir.path())?;
+fn an_in_memory_database_reads_only_the_documents_its_index_names() -> anyhow::Result<()> {
+    let indexed = Database::in_memory();
+    let scanning =
+        Database::with_storage(Box::new(MemoryStorage::unindexed()), Options::default())?;
+    let sql = "SELECT * FROM c WHERE c.kind = 'post' AND c.user = 'u3'";
+    let expected = (0..600).filter(|i| i % 3 == 0 && i % 17 == 3).count();
+    let mut read = Vec::new();
+    for db in [&indexed, &scanning] {
+        let c = db.create_container("c", "/pk")?;
+        c.import_items((0..600).map(doc), &Default::default(), &mut |_| {})?;
+        let page = c.query_items(sql, &Params::new(), &Default::default())?;
+        assert_eq!(page.items.len(), expected);
+        read.push((page.stats.index_used, page.stats.docs_scanned));
+    }
+    assert_eq!(read, [(true, expected as u64), (false, 600)]);
+    Ok(())
+}
+
+fn ranges_lists_prefixes_and_definedness_read_only_what_matches(kind: Kind) -> anyhow::Result<()> {
+    let store = kind.store()?;
+    let db = store.open()?;
     let c = db.create_container("c", "/pk")?;
     c.import_items((0..2_000).map(doc), &Default::default(), &mut |_| {})?;
     c.upsert_item("p0", json!({"id": "odd", "pk": "p0", "rare": [1]}), None)?;
@@ -259,12 +361,12 @@ fn ranges_lists_prefixes_and_definedness_read_only_what_matches() -> anyhow::Res
     Ok(())
 }
 
-#[test]
-fn a_composite_index_whose_other_paths_the_filter_fixes_serves_a_one_path_order_by()
--> anyhow::Result<()> {
-    let dir = tempfile::tempdir()?;
+fn a_composite_index_whose_other_paths_the_filter_fixes_serves_a_one_path_order_by(
+    kind: Kind,
+) -> anyhow::Result<()> {
+    let store = kind.store()?;
     {
-        let db = Database::open(dir.path())?;
+        let db = store.open()?;
         let c = db.create_container_with(
             ContainerProperties::new("c", "/pk").with_indexing_policy(IndexingPolicy::from_json(
                 &json!({
@@ -282,7 +384,7 @@ fn a_composite_index_whose_other_paths_the_filter_fixes_serves_a_one_path_order_
     let reversed: Vec<String> = posts.iter().rev().cloned().collect();
     // Pending (just imported), then folded (reopened).
     for round in 0..2 {
-        let db = Database::open(dir.path())?;
+        let db = store.open()?;
         let c = db.container("c")?;
         if round == 0 {
             c.upsert_item("p0", json!({"id": "x", "pk": "p0"}), None)?;
@@ -324,10 +426,11 @@ fn a_composite_index_whose_other_paths_the_filter_fixes_serves_a_one_path_order_
     Ok(())
 }
 
-#[test]
-fn a_composite_index_whose_paths_the_filter_fixes_names_its_documents() -> anyhow::Result<()> {
-    let dir = tempfile::tempdir()?;
-    let db = Database::open(dir.path())?;
+fn a_composite_index_whose_paths_the_filter_fixes_names_its_documents(
+    kind: Kind,
+) -> anyhow::Result<()> {
+    let store = kind.store()?;
+    let db = store.open()?;
     let c = db.create_container_with(ContainerProperties::new("c", "/pk").with_indexing_policy(
         IndexingPolicy::from_json(&json!({
             "compositeIndexes": [[{"path": "/kind"}, {"path": "/user", "order": "descending"}]]
@@ -374,10 +477,12 @@ fn tagged(i: usize) -> Value {
     })
 }
 
-#[test]
-fn a_filter_on_array_elements_reads_only_the_documents_the_index_names() -> anyhow::Result<()> {
-    let dir = tempfile::tempdir()?;
-    Database::open(dir.path())?
+fn a_filter_on_array_elements_reads_only_the_documents_the_index_names(
+    kind: Kind,
+) -> anyhow::Result<()> {
+    let store = kind.store()?;
+    store
+        .open()?
         .create_container("c", "/pk")?
         .import_items((0..2_000).map(tagged), &Default::default(), &mut |_| {})?;
     let count = |f: &dyn Fn(usize) -> bool| (0..2_000).filter(|i| f(*i)).count() as u64;
@@ -387,7 +492,7 @@ fn a_filter_on_array_elements_reads_only_the_documents_the_index_names() -> anyh
     let params: Params = serde_json::from_value(json!({"@t": "t7", "@n": "n3"}))?;
     // Right after the import, and after a reopen.
     for round in 0..2 {
-        let db = Database::open(dir.path())?;
+        let db = store.open()?;
         let c = db.container("c")?;
         for (sql, expected, rows) in [
             ("SELECT * FROM c WHERE ARRAY_CONTAINS(c.tags, @t)", t7, t7),
@@ -456,12 +561,11 @@ fn a_filter_on_array_elements_reads_only_the_documents_the_index_names() -> anyh
     Ok(())
 }
 
-#[test]
-fn a_lazy_policy_is_indexed_as_a_consistent_one() -> anyhow::Result<()> {
-    let dir = tempfile::tempdir()?;
+fn a_lazy_policy_is_indexed_as_a_consistent_one(kind: Kind) -> anyhow::Result<()> {
+    let store = kind.store()?;
     let sql = "SELECT VALUE COUNT(1) FROM c WHERE c.n = 1";
     {
-        let db = Database::open(dir.path())?;
+        let db = store.open()?;
         let c = db
             .create_container_with(ContainerProperties::new("c", "/pk").with_indexing_policy(
                 IndexingPolicy::from_json(&json!({"indexingMode": "lazy"}))?,
@@ -469,7 +573,7 @@ fn a_lazy_policy_is_indexed_as_a_consistent_one() -> anyhow::Result<()> {
         c.import_items((0..70).map(doc), &Default::default(), &mut |_| {})?;
     }
     // Reopened, so the documents are folded and counted from the index.
-    let db = Database::open(dir.path())?;
+    let db = store.open()?;
     let page = db
         .container("c")?
         .query_items(sql, &Params::new(), &Default::default())?;
@@ -477,17 +581,13 @@ fn a_lazy_policy_is_indexed_as_a_consistent_one() -> anyhow::Result<()> {
     Ok(())
 }
 
-#[test]
-fn expired_documents_are_not_counted_from_the_index() -> anyhow::Result<()> {
-    let dir = tempfile::tempdir()?;
+fn expired_documents_are_not_counted_from_the_index(kind: Kind) -> anyhow::Result<()> {
+    let store = kind.store()?;
     let clock = ManualClock::new(UNIX_EPOCH + Duration::from_secs(1_700_000_000));
-    let db = Database::open_with(
-        dir.path(),
-        Options {
-            clock: clock.clock(),
-            ..Options::default()
-        },
-    )?;
+    let db = store.open_with(Options {
+        clock: clock.clock(),
+        ..Options::default()
+    })?;
     let c = db.create_container_with(ContainerProperties::new("c", "/pk").with_default_ttl(60))?;
     c.import_items((0..300).map(doc), &Default::default(), &mut |_| {})?;
     let sql = "SELECT VALUE COUNT(1) FROM c WHERE c.kind = 'post'";
@@ -499,12 +599,13 @@ fn expired_documents_are_not_counted_from_the_index() -> anyhow::Result<()> {
     Ok(())
 }
 
-#[test]
-fn a_new_policy_builds_its_index_in_the_background_and_queries_stay_right() -> anyhow::Result<()> {
-    let dir = tempfile::tempdir()?;
+fn a_new_policy_builds_its_index_in_the_background_and_queries_stay_right(
+    kind: Kind,
+) -> anyhow::Result<()> {
+    let store = kind.store()?;
     let sql = "SELECT VALUE COUNT(1) FROM c WHERE c.n = 4";
     {
-        let db = Database::open(dir.path())?;
+        let db = store.open()?;
         let c = db.create_container_with(ContainerProperties {
             indexing_policy: IndexingPolicy::from_json(&json!({"indexingMode": "none"}))?,
             ..ContainerProperties::new("c", "/pk")
@@ -522,7 +623,7 @@ fn a_new_policy_builds_its_index_in_the_background_and_queries_stay_right() -> a
     }
     // The build resumes after a reopen and finishes in the background,
     // its progress growing to 100.
-    let db = Database::open(dir.path())?;
+    let db = store.open()?;
     let c = db.container("c")?;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
     let mut progress = 0;
@@ -799,8 +900,7 @@ pub(crate) fn query() -> impl Strategy<Value = (String, Params)> {
     )
 }
 
-#[test]
-fn queries_answer_the_same_with_the_index_as_by_scanning() {
+fn queries_answer_the_same_with_the_index_as_by_scanning(kind: Kind) -> anyhow::Result<()> {
     let mut runner = TestRunner::new(Config {
         cases: cases(),
         failure_persistence: None,
@@ -812,14 +912,16 @@ fn queries_answer_the_same_with_the_index_as_by_scanning() {
     );
     runner
         .run(&strategy, |(steps, queries)| {
-            check(&steps, &queries).map_err(|e| TestCaseError::fail(format!("{e:#}")))
+            check(kind, &steps, &queries).map_err(|e| TestCaseError::fail(format!("{e:#}")))
         })
-        .unwrap();
+        .map_err(|e| anyhow::anyhow!("{e}"))
 }
 
-#[test]
-fn array_queries_answer_the_same_with_the_index_as_by_scanning() {
-    run_cases(cases(), array_step(), array_query(), check);
+fn array_queries_answer_the_same_with_the_index_as_by_scanning(kind: Kind) -> anyhow::Result<()> {
+    run_cases(cases(), array_step(), array_query(), |steps, queries| {
+        check(kind, steps, queries)
+    });
+    Ok(())
 }
 
 /// Runs `check` on `cases` random cases, each a list of steps and one of
@@ -860,18 +962,18 @@ fn pk_of(pk: u8) -> PartitionKey {
     PartitionKey::from_value(&key(pk)).expect("a string or a number")
 }
 
-fn check(steps: &[Step], queries: &[(String, Params)]) -> anyhow::Result<()> {
-    let dir = tempfile::tempdir()?;
+fn check(kind: Kind, steps: &[Step], queries: &[(String, Params)]) -> anyhow::Result<()> {
+    let store = kind.store()?;
     check_with(
         steps,
         queries,
-        |options| Ok(Database::open_with(dir.path(), options)?),
+        |options| store.open_with(options),
         |pages| pages,
     )
 }
 
 /// Replays `steps` on a store `open` opens (again at each reopen) and on
-/// an in-memory one, which has no index and scans, then compares every
+/// an in-memory one that keeps no index and scans, then compares every
 /// page of each query on both, as `comparable` makes them.
 pub(crate) fn check_with<T: PartialEq + std::fmt::Debug>(
     steps: &[Step],
@@ -888,7 +990,7 @@ pub(crate) fn check_with<T: PartialEq + std::fmt::Debug>(
         ..Options::default()
     };
     let mut durable = open(options())?;
-    let scanning = Database::with_storage(Box::new(MemoryStorage::new()), options())?;
+    let scanning = Database::with_storage(Box::new(MemoryStorage::unindexed()), options())?;
     let policy = IndexingPolicy::from_json(&json!({
         "compositeIndexes": [
             [{"path": "/a"}, {"path": "/n", "order": "descending"}],

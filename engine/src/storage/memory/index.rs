@@ -183,7 +183,7 @@ impl ContainerIndex {
     pub(super) fn candidates(&self, terms: &[IndexTerm]) -> Option<Vec<(PartitionKey, u64)>> {
         let mut terms: Vec<&IndexTerm> = terms
             .iter()
-            .filter(|t| t.answerable(&self.entries.policy))
+            .filter(|t| t.indexed_by(&self.entries.policy))
             .collect();
         if terms.len() > 1 {
             let best = range_index::most_selective(terms.len(), |i, cap| {
@@ -233,7 +233,7 @@ impl ContainerIndex {
         let terms: Vec<&IndexTerm> = walk
             .terms
             .iter()
-            .filter(|t| t.answerable(&self.entries.policy))
+            .filter(|t| t.indexed_by(&self.entries.policy))
             .collect();
         let Some(values) = self.entries.paths.get(&walked) else {
             return Some((Vec::new(), None));
