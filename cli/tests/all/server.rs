@@ -2058,14 +2058,25 @@ fn query_metrics(r: &WireResponse) -> std::collections::HashMap<String, String> 
 }
 
 /// The index metrics name the indexes a page read (the range index's,
-/// across partitions on a durable store; the partition key's, in one
-/// partition), the excluded paths that would have served its conditions,
-/// and the composite index of an ORDER BY, present or missing; the query
-/// metrics count what the index chose.
+/// across partitions; the partition key's, in one partition), the
+/// excluded paths that would have served its conditions, and the
+/// composite index of an ORDER BY, present or missing; the query metrics
+/// count what the index chose. On SQLite and in memory alike.
 #[test]
 fn index_metrics_name_the_indexes_used_and_those_that_would_help() {
     let dir = tempfile::tempdir().unwrap();
-    let gw = setup_on(gateway(Database::open(dir.path()).unwrap()));
+    index_metrics_on(Database::open(dir.path()).unwrap());
+}
+
+/// [`index_metrics_name_the_indexes_used_and_those_that_would_help`] on
+/// `partita serve --in-memory`'s store.
+#[test]
+fn index_metrics_in_memory_are_those_of_a_durable_store() {
+    index_metrics_on(Database::in_memory());
+}
+
+fn index_metrics_on(db: Database) {
+    let gw = setup_on(gateway(db));
     let definition = json!({
         "id": "i",
         "partitionKey": {"paths": ["/pk"], "kind": "Hash", "version": 2},
