@@ -185,6 +185,21 @@ assert potential == [
 metrics = dict(kv.split("=", 1) for kv in headers["x-ms-documentdb-query-metrics"].split(";"))
 assert int(metrics["outputDocumentCount"]) == 1, metrics
 assert 0.0 < float(metrics["indexUtilizationRatio"]) <= 1.0, metrics
+# An included path: the range index names the documents read, on --in-memory as on disk.
+found = list(
+    indexed.query_items(
+        "SELECT * FROM c WHERE c.a = 1",
+        enable_cross_partition_query=True,
+        populate_index_metrics=True,
+        populate_query_metrics=True,
+    )
+)
+assert sorted(d["id"] for d in found) == ["m1", "m4"], found
+headers = indexed.client_connection.last_response_headers
+used = headers["x-ms-cosmos-index-utilization"]["UtilizedSingleIndexes"]
+assert [u["IndexSpec"] for u in used] == ["/a/?"], used
+metrics = dict(kv.split("=", 1) for kv in headers["x-ms-documentdb-query-metrics"].split(";"))
+assert (metrics["retrievedDocumentCount"], metrics["outputDocumentCount"]) == ("2", "2"), metrics
 ordered = list(
     indexed.query_items(
         "SELECT * FROM c ORDER BY c.a DESC, c.b ASC", partition_key="k0", populate_index_metrics=True
