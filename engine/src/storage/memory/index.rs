@@ -2,9 +2,14 @@
 //! container, a tree of every live document's entries, kept by `commit`.
 //!
 //! ```text
-//!   entries: path key ─► value key ─► {(partition, rid)}   (ordered by value)
+//!   entries: path key ─► value key ─► {(rid, partition)}   (ordered by value)
 //!   docs:    partition ─► id ─► rid,  rid ─► document       (the live documents)
 //! ```
+//!
+//! A value most often has one document (an id, a time), held without a
+//! set; partitions are shared by their documents' entries. A commit
+//! pays for its documents' entries (a few microseconds each), where the
+//! SQLite store writes them later, when it folds its log.
 //!
 //! A commit replaces each changed document's entries: the old ones are
 //! computed again from the document it replaces (kept in `docs`, the
@@ -34,7 +39,7 @@
 //! write) leaves the index ahead of memory until the store is dropped;
 //! the engine refuses every write from then on.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, btree_map};
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -49,8 +54,58 @@ use crate::storage::{IndexWalk, RecordChange, WalkPage};
 
 type Hasher = foldhash::quality::RandomState;
 
-/// The documents with one value at one path.
-type Holders = BTreeSet<(PartitionKey, u64)>;
+/// A document in the index: its rid and its partition (shared by its
+/// entries). Rids are unique in a container, so sets of them order by
+/// the rid alone, without comparing partition keys.
+type Holder = (u64, Arc<PartitionKey>);
+
+/// The documents with one value at one path: most values (ids, times)
+/// have one, which then costs no set.
+enum Holders {
+    One(Holder),
+    Many(BTreeSet<Holder>),
+}
+
+impl Holders {
+    fn insert(&mut self, holder: Holder) {
+        match self {
+            Holders::One(one) if *one == holder => {}
+            Holders::One(one) => {
+                let one = one.clone();
+                *self = Holders::Many(BTreeSet::from([one, holder]));
+            }
+            Holders::Many(many) => {
+                many.insert(holder);
+            }
+        }
+    }
+
+    /// Removes `holder`; whether none is left.
+    fn remove(&mut self, holder: &Holder) -> bool {
+        match self {
+            Holders::One(one) => one == holder,
+            Holders::Many(many) => {
+                many.remove(holder);
+                many.is_empty()
+            }
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Holders::One(_) => 1,
+            Holders::Many(many) => many.len(),
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &Holder> {
+        let (one, many) = match self {
+            Holders::One(one) => (Some(one), None),
+            Holders::Many(many) => (None, Some(many)),
+        };
+        one.into_iter().chain(many.into_iter().flatten())
+    }
+}
 
 /// One container's range index (see the module docs).
 pub(super) struct ContainerIndex {
@@ -67,8 +122,8 @@ struct Tree {
 }
 
 /// One logical partition's live documents.
-#[derive(Default)]
 struct Partition {
+    key: Arc<PartitionKey>,
     rids: HashMap<Arc<str>, u64, Hasher>,
     documents: HashMap<u64, Document, Hasher>,
 }
@@ -83,29 +138,31 @@ impl Tree {
     }
 
     /// Adds the entries of `document`, (`pk`, `rid`).
-    fn add(&mut self, pk: &PartitionKey, rid: u64, document: &Document) {
+    fn add(&mut self, pk: &Arc<PartitionKey>, rid: u64, document: &Document) {
         for (path, value) in self.indexed.entries(document.value(), &self.policy) {
-            self.paths
-                .entry(path)
-                .or_default()
-                .entry(value)
-                .or_default()
-                .insert((pk.clone(), rid));
+            let holder = (rid, Arc::clone(pk));
+            match self.paths.entry(path).or_default().entry(value) {
+                btree_map::Entry::Vacant(vacant) => {
+                    vacant.insert(Holders::One(holder));
+                }
+                btree_map::Entry::Occupied(mut held) => held.get_mut().insert(holder),
+            }
         }
     }
 
     /// Removes the entries `document`, (`pk`, `rid`), has: the ones
     /// [`Tree::add`] gave it, under the same policy.
-    fn remove(&mut self, pk: &PartitionKey, rid: u64, document: &Document) {
+    fn remove(&mut self, pk: &Arc<PartitionKey>, rid: u64, document: &Document) {
+        let holder = (rid, Arc::clone(pk));
         for (path, value) in self.indexed.entries(document.value(), &self.policy) {
             let Some(values) = self.paths.get_mut(&path) else {
                 continue;
             };
-            if let Some(holders) = values.get_mut(&value) {
-                holders.remove(&(pk.clone(), rid));
-                if holders.is_empty() {
-                    values.remove(&value);
-                }
+            if values
+                .get_mut(&value)
+                .is_some_and(|holders| holders.remove(&holder))
+            {
+                values.remove(&value);
             }
             if values.is_empty() {
                 self.paths.remove(&path);
@@ -129,9 +186,9 @@ impl ContainerIndex {
             return;
         }
         self.entries = Tree::new(policy);
-        for (pk, partition) in &self.docs {
+        for partition in self.docs.values() {
             for (&rid, document) in &partition.documents {
-                self.entries.add(pk, rid, document);
+                self.entries.add(&partition.key, rid, document);
             }
         }
     }
@@ -140,18 +197,23 @@ impl ContainerIndex {
     pub(super) fn apply(&mut self, pk: &PartitionKey, changes: &[RecordChange]) {
         let partition = match self.docs.get_mut(pk) {
             Some(partition) => partition,
-            None => self.docs.entry(pk.clone()).or_default(),
+            None => self.docs.entry(pk.clone()).or_insert_with(|| Partition {
+                key: Arc::new(pk.clone()),
+                rids: HashMap::default(),
+                documents: HashMap::default(),
+            }),
         };
+        let key = Arc::clone(&partition.key);
         for change in changes {
             if let Some(rid) = partition.rids.remove(&change.id)
                 && let Some(old) = partition.documents.remove(&rid)
             {
-                self.entries.remove(pk, rid, &old);
+                self.entries.remove(&key, rid, &old);
             }
             if let Some(document) = &change.document {
                 partition.rids.insert(Arc::clone(&change.id), change.rid);
                 partition.documents.insert(change.rid, document.clone());
-                self.entries.add(pk, change.rid, document);
+                self.entries.add(&key, change.rid, document);
             }
         }
         if partition.rids.is_empty() {
@@ -202,9 +264,9 @@ impl ContainerIndex {
         let (first, rest) = terms.split_first()?;
         let mut found = Vec::new();
         for (_, holders) in self.accepted(first) {
-            for (pk, rid) in holders {
+            for (rid, pk) in holders.iter() {
                 if self.satisfies(pk, *rid, rest) {
-                    found.push((pk.clone(), *rid));
+                    found.push((PartitionKey::clone(pk), *rid));
                 }
             }
         }
@@ -263,7 +325,7 @@ impl ContainerIndex {
         };
         let mut found = Vec::new();
         for (value, holders) in ordered {
-            for (pk, rid) in holders {
+            for (rid, pk) in holders.iter() {
                 if !self.satisfies(pk, *rid, &terms) {
                     continue;
                 }
@@ -271,7 +333,7 @@ impl ContainerIndex {
                     // Every entry not returned is at or past this key.
                     return Some((found, Some(value.clone())));
                 }
-                found.push((pk.clone(), *rid));
+                found.push((PartitionKey::clone(pk), *rid));
             }
         }
         Some((found, None))
