@@ -481,10 +481,11 @@ fn a_filter_on_array_elements_reads_only_the_documents_the_index_names(
     kind: Kind,
 ) -> anyhow::Result<()> {
     let store = kind.store()?;
-    store
-        .open()?
-        .create_container("c", "/pk")?
-        .import_items((0..2_000).map(tagged), &Default::default(), &mut |_| {})?;
+    store.open()?.create_container("c", "/pk")?.import_items(
+        (0..2_000).map(tagged),
+        &Default::default(),
+        &mut |_| {},
+    )?;
     let count = |f: &dyn Fn(usize) -> bool| (0..2_000).filter(|i| f(*i)).count() as u64;
     let t7 = count(&|i| i % 11 == 2);
     let n3 = count(&|i| i % 13 == 3);

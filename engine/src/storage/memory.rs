@@ -125,6 +125,26 @@ impl ChangeLog {
         Lsn(lsn)
     }
 
+    /// The latest version of every live document: (partition, rid,
+    /// document).
+    fn live_documents(&self) -> Vec<(PartitionKey, u64, Document)> {
+        let mut live = Vec::with_capacity(self.documents);
+        for (pk, latest) in &self.latest {
+            for (id, lsn) in latest {
+                let change = self
+                    .records
+                    .get(lsn)
+                    .and_then(|(record, _)| record.changes.iter().rev().find(|c| c.id == *id));
+                if let Some(change) = change
+                    && let Some(document) = &change.document
+                {
+                    live.push((pk.clone(), change.rid, document.clone()));
+                }
+            }
+        }
+        live
+    }
+
     /// Drops from the records in `(from, to]` every change that is not its
     /// document's latest, and the deletes, then the records left empty;
     /// what it drops goes to `dropped`.
@@ -196,6 +216,48 @@ impl MemoryStorage {
     fn index(&self, container: &str) -> Option<Arc<RwLock<ContainerIndex>>> {
         self.indexes.as_ref()?.read().get(container).cloned()
     }
+
+    /// The range index of `container`, built first if no query asked it
+    /// before: from the latest version of each live document, which the
+    /// change log keeps.
+    fn built_index(&self, container: &str) -> Option<Arc<RwLock<ContainerIndex>>> {
+        let index = self.index(container)?;
+        if index.read().is_built() {
+            return Some(index);
+        }
+        let mut building = index.write();
+        if !building.is_built() {
+            // Copied out under the log's lock (the documents are shared),
+            // indexed after it is released.
+            let live = self
+                .logs
+                .lock()
+                .get(container)
+                .map(ChangeLog::live_documents)
+                .unwrap_or_default();
+            building.build(live);
+        }
+        drop(building);
+        Some(index)
+    }
+
+    /// Appends `record` to its container's change log.
+    fn append(&self, record: CommitRecord) -> Lsn {
+        let deletes = record.changes.iter().any(|c| c.kind == ChangeKind::Delete);
+        let at = if deletes { now_secs() } else { 0 };
+        let mut dropped = Dropped::new();
+        let lsn = {
+            let mut logs = self.logs.lock();
+            let log = match logs.get_mut(&*record.container) {
+                Some(log) => log,
+                None => logs.entry(record.container.to_string()).or_default(),
+            };
+            log.append(record, at, self.retained, &mut dropped)
+        };
+        // Freed here, with the log released.
+        drop(dropped);
+        lsn
+    }
 }
 
 impl Storage for MemoryStorage {
@@ -239,24 +301,26 @@ impl Storage for MemoryStorage {
     }
 
     fn commit(&self, record: CommitRecord) -> Result<Lsn> {
-        // The index first: the engine serializes the commits of a
-        // partition, so each document's entries change in commit order.
-        if let Some(index) = self.index(&record.container) {
-            index.write().apply(&record.partition_key, &record.changes);
-        }
-        let deletes = record.changes.iter().any(|c| c.kind == ChangeKind::Delete);
-        let at = if deletes { now_secs() } else { 0 };
-        let mut dropped = Dropped::new();
-        let lsn = {
-            let mut logs = self.logs.lock();
-            let log = match logs.get_mut(&*record.container) {
-                Some(log) => log,
-                None => logs.entry(record.container.to_string()).or_default(),
-            };
-            log.append(record, at, self.retained, &mut dropped)
+        let Some(index) = self.index(&record.container) else {
+            return Ok(self.append(record));
         };
-        // Freed here, with the log released.
-        drop(dropped);
+        // An index not built yet costs the commit nothing: the log gets
+        // the record while the index is held for reading, so a build
+        // (which holds it for writing) finds it there.
+        let unbuilt = index.read();
+        if !unbuilt.is_built() {
+            let lsn = self.append(record);
+            drop(unbuilt);
+            return Ok(lsn);
+        }
+        drop(unbuilt);
+        // Built (it stays built): the entries change with the log, and
+        // the engine serializes the commits of a partition, so each
+        // document's entries change in commit order.
+        let mut built = index.write();
+        built.apply(&record.partition_key, &record.changes);
+        let lsn = self.append(record);
+        drop(built);
         Ok(lsn)
     }
 
@@ -318,13 +382,13 @@ impl Storage for MemoryStorage {
         terms: &[IndexTerm],
     ) -> Result<Option<Vec<(PartitionKey, u64)>>> {
         Ok(self
-            .index(container)
+            .built_index(container)
             .and_then(|index| index.read().candidates(terms)))
     }
 
     fn index_walk(&self, container: &str, walk: &IndexWalk<'_>) -> Result<Option<WalkPage>> {
         Ok(self
-            .index(container)
+            .built_index(container)
             .and_then(|index| index.read().walk(walk)))
     }
 
@@ -381,7 +445,12 @@ mod tests {
         for i in 0..10 {
             commit(i, ChangeKind::Create, (i % 2) as i64);
         }
+        // Nothing is indexed until a query asks: then the log's latest
+        // versions are, and commits keep the index from there.
+        assert!(storage.index("c").unwrap().read().is_empty());
+        commit(9, ChangeKind::Replace, 1);
         assert_eq!(rids(&odd), Some(vec![2, 4, 6, 8, 10]));
+        assert!(storage.index("c").unwrap().read().is_built());
         commit(1, ChangeKind::Replace, 0);
         commit(3, ChangeKind::Delete, 0);
         assert_eq!(rids(&odd), Some(vec![6, 8, 10]));

@@ -1,5 +1,9 @@
 //! The in-memory store's range index ([`crate::range_index`]): per
-//! container, a tree of every live document's entries, kept by `commit`.
+//! container, a tree of every live document's entries, built when a
+//! query first asks it (from the latest versions the change log keeps)
+//! and kept by `commit` from then on. A container no query asks of (a
+//! benchmark of transactions, a procedure's partition) costs its commits
+//! nothing.
 //!
 //! ```text
 //!   entries: path key ─► value key ─► {(rid, partition)}   (ordered by value)
@@ -7,9 +11,9 @@
 //! ```
 //!
 //! A value most often has one document (an id, a time), held without a
-//! set; partitions are shared by their documents' entries. A commit
-//! pays for its documents' entries (a few microseconds each), where the
-//! SQLite store writes them later, when it folds its log.
+//! set; partitions are shared by their documents' entries. Once built,
+//! a commit pays for its documents' entries (a few microseconds each),
+//! where the SQLite store writes them later, when it folds its log.
 //!
 //! A commit replaces each changed document's entries: the old ones are
 //! computed again from the document it replaces (kept in `docs`, the
@@ -24,6 +28,11 @@
 //! document has an entry at an indexed path exactly when it has a value
 //! there, so a term's filter asks the document itself
 //! ([`IndexTerm::matches`]).
+//!
+//! A build holds the index for writing; a commit to a container whose
+//! index is not built appends to the log while it holds the index for
+//! reading, so the build sees every commit either in the log or after
+//! it, in `commit`.
 //!
 //! Consistency: `Storage::commit` updates the index before it returns,
 //! and the engine publishes the commit in memory after that. A query
@@ -111,6 +120,10 @@ impl Holders {
 pub(super) struct ContainerIndex {
     entries: Tree,
     docs: HashMap<PartitionKey, Partition, Hasher>,
+    /// Whether it holds the live documents: only once a query has asked
+    /// it ([`ContainerIndex::build`]); before, it holds nothing and
+    /// commits leave it alone.
+    built: bool,
 }
 
 /// The entries of a container's documents under its policy: path key →
@@ -177,7 +190,29 @@ impl ContainerIndex {
         ContainerIndex {
             entries: Tree::new(policy),
             docs: HashMap::default(),
+            built: false,
         }
+    }
+
+    /// Whether it holds the live documents (see [`ContainerIndex::built`]).
+    pub(super) fn is_built(&self) -> bool {
+        self.built
+    }
+
+    /// Indexes `live`, every live document as (partition, rid, document),
+    /// and holds them from now on.
+    pub(super) fn build(&mut self, live: Vec<(PartitionKey, u64, Document)>) {
+        for (pk, rid, document) in live {
+            let partition = self.docs.entry(pk).or_insert_with_key(|pk| Partition {
+                key: Arc::new(pk.clone()),
+                rids: HashMap::default(),
+                documents: HashMap::default(),
+            });
+            partition.rids.insert(Arc::from(document.id()), rid);
+            self.entries.add(&partition.key, rid, &document);
+            partition.documents.insert(rid, document);
+        }
+        self.built = true;
     }
 
     /// Indexes every document again under `policy`, if it is new.
