@@ -47,6 +47,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -351,6 +352,20 @@ fn must(
     }
 }
 
+/// Creates database `d` and its container `c` (partition key `/pk`, the
+/// all-versions change feed on) through node 0.
+fn create_container(nodes: &Nodes) {
+    must(nodes, 0, "POST", "/dbs", &[], r#"{"id":"d"}"#);
+    must(
+        nodes,
+        0,
+        "POST",
+        "/dbs/d/colls",
+        &[],
+        r#"{"id":"c","partitionKey":{"paths":["/pk"],"kind":"Hash","version":2},"changeFeedPolicy":{"retentionDuration":10}}"#,
+    );
+}
+
 /// Sets its flag when dropped while the thread panics: the clients stop
 /// when the test fails, instead of calling nodes that are gone.
 struct StopOnPanic<'a>(&'a AtomicBool);
@@ -488,15 +503,7 @@ fn nodes_on_one_postgresql_lose_nothing_and_stay_serializable() {
         processes: Mutex::new(vec![first]),
         url,
     };
-    must(&nodes, 0, "POST", "/dbs", &[], r#"{"id":"d"}"#);
-    must(
-        &nodes,
-        0,
-        "POST",
-        "/dbs/d/colls",
-        &[],
-        r#"{"id":"c","partitionKey":{"paths":["/pk"],"kind":"Hash","version":2},"changeFeedPolicy":{"retentionDuration":10}}"#,
-    );
+    create_container(&nodes);
     for pk in &pks {
         let key = partition_header(pk);
         must(
@@ -688,4 +695,43 @@ fn nodes_on_one_postgresql_lose_nothing_and_stay_serializable() {
             );
         }
     }
+}
+
+/// A node stopped by SIGTERM closes its PostgreSQL connections and exits
+/// 0. Closing a sync `postgres` client runs a runtime of its own, which
+/// panicked when the server dropped the store inside its runtime.
+#[test]
+fn a_node_on_postgresql_stops_cleanly_on_sigterm() {
+    let url = engine::testing::postgres::database();
+    let mut node = ServerProcess::start_with_stderr(&["--data", &url], Stdio::piped());
+    let addr = node.addr.clone();
+    let nodes = Nodes {
+        addrs: Mutex::new(vec![Some(addr)]),
+        processes: Mutex::new(Vec::new()),
+        url,
+    };
+    // The write connection and a read connection in use.
+    create_container(&nodes);
+    let key = partition_header("p");
+    let headers = [("x-ms-documentdb-partitionkey", key.as_str())];
+    must(
+        &nodes,
+        0,
+        "POST",
+        "/dbs/d/colls/c/docs",
+        &headers,
+        r#"{"id":"a","pk":"p"}"#,
+    );
+    must(&nodes, 0, "GET", "/dbs/d/colls/c/docs/a", &headers, "");
+    node.terminate();
+    let status = node.exit_status(ANSWER_CEILING);
+    let mut stderr = String::new();
+    node.child
+        .stderr
+        .take()
+        .expect("stderr is piped")
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(status.success(), "{status:?}: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
 }

@@ -8,7 +8,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 use hyper::HeaderMap;
@@ -2978,6 +2978,23 @@ impl ServerProcess {
             .status()
             .unwrap();
         assert!(status.success());
+    }
+
+    /// How the process ended, waiting at most `ceiling` (a ceiling that
+    /// catches a server that does not stop, not a measure of how fast it
+    /// stops).
+    pub(crate) fn exit_status(&mut self, ceiling: Duration) -> std::process::ExitStatus {
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                started.elapsed() < ceiling,
+                "the server is still running {ceiling:?} after SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 }
 

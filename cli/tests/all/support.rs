@@ -22,6 +22,12 @@ impl ServerProcess {
     /// (`--client-timeout-ms`, `--tls*`, the limits, `--scripts-in-process`),
     /// serve arguments from there.
     pub(crate) fn start(args: &[&str]) -> ServerProcess {
+        ServerProcess::start_with_stderr(args, Stdio::inherit())
+    }
+
+    /// [`ServerProcess::start`] with the child's standard error piped
+    /// (`child.stderr`), for a test that reads what it says.
+    pub(crate) fn start_with_stderr(args: &[&str], stderr: Stdio) -> ServerProcess {
         const SERVE_FLAGS: [&str; 6] = [
             "--client-timeout-ms",
             "--scripts-in-process",
@@ -39,7 +45,7 @@ impl ServerProcess {
             .args(["serve", "--bind", "127.0.0.1:0"])
             .args(&args[split..])
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .expect("start partita serve");
         let mut line = String::new();

@@ -495,9 +495,50 @@ fn col<'a, T: postgres::types::FromSql<'a>>(row: &'a Row, i: usize) -> Result<T>
     })
 }
 
+/// A client that closes on a thread of its own when dropped. Closing runs
+/// the sync client's own tokio runtime (`block_on`), which panics on a
+/// thread that is inside another runtime: an embedder such as
+/// `partita serve` may drop the last reference to the store there (at
+/// shutdown, or when a read replaces a closed connection).
+struct OwnClient(Option<Client>);
+
+impl std::ops::Deref for OwnClient {
+    type Target = Client;
+
+    fn deref(&self) -> &Client {
+        self.0
+            .as_ref()
+            .expect("a client is taken only when dropped")
+    }
+}
+
+impl std::ops::DerefMut for OwnClient {
+    fn deref_mut(&mut self) -> &mut Client {
+        self.0
+            .as_mut()
+            .expect("a client is taken only when dropped")
+    }
+}
+
+impl Drop for OwnClient {
+    fn drop(&mut self) {
+        let Some(client) = self.0.take() else {
+            return;
+        };
+        // Joined, so the connection is closed when the store is gone.
+        // Without a thread to be had, `spawn` drops the client here.
+        if let Ok(thread) = std::thread::Builder::new()
+            .name("partita-pg-close".to_owned())
+            .spawn(move || drop(client))
+        {
+            let _ = thread.join();
+        }
+    }
+}
+
 /// A connection with its prepared statements.
 struct Conn {
-    client: Client,
+    client: OwnClient,
     prepared: HashMap<&'static str, Statement>,
     /// Statements built at run time (reads of the range index), by text.
     built: HashMap<String, Statement>,
@@ -801,7 +842,7 @@ fn connect(
         .batch_execute(&format!("SET synchronous_commit = {synchronous}"))
         .map_err(|e| Error::storage(&format!("configure the session on {location}"), e))?;
     Ok(Conn {
-        client,
+        client: OwnClient(Some(client)),
         prepared: HashMap::new(),
         built: HashMap::new(),
         #[cfg(test)]
