@@ -226,6 +226,25 @@ pub enum Error {
         /// The logical partition.
         partition_key: PartitionKey,
     },
+    /// The storage rolled the commit back for a conflict with a concurrent
+    /// transaction (PostgreSQL's serialization failure, SQLSTATE 40001,
+    /// or deadlock, 40P01): nothing was written, the store stays
+    /// writable, and the call can be retried as it is (449, RetryWith).
+    /// The engine's own transaction entry points retry it a few times
+    /// first, as they do [`Error::PartitionChanged`].
+    #[error(
+        "the commit to partition {partition_key} of container {container:?} was rolled back by the storage: {reason} (SQLSTATE {sqlstate}); nothing was written, retry"
+    )]
+    RolledBack {
+        /// The container.
+        container: String,
+        /// The logical partition.
+        partition_key: PartitionKey,
+        /// The storage's code for the conflict (`40001`, `40P01`).
+        sqlstate: String,
+        /// The storage's message.
+        reason: String,
+    },
     /// Another process holds the data directory.
     #[error("data directory {} is in use by another process (lock file {})", .path.display(), .path.join(crate::database::LOCK_FILE).display())]
     Locked {
@@ -259,7 +278,7 @@ impl Error {
             Error::LockTimeout { .. } | Error::Abandoned { .. } => ErrorCode::REQUEST_TIMEOUT,
             Error::Storage(_) => ErrorCode::INTERNAL,
             Error::ReadOnly(_) | Error::Locked { .. } => ErrorCode::SERVICE_UNAVAILABLE,
-            Error::PartitionChanged { .. } => ErrorCode::RETRY_WITH,
+            Error::PartitionChanged { .. } | Error::RolledBack { .. } => ErrorCode::RETRY_WITH,
         }
     }
 
@@ -284,7 +303,7 @@ impl Error {
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
-            Error::LockTimeout { .. } | Error::PartitionChanged { .. }
+            Error::LockTimeout { .. } | Error::PartitionChanged { .. } | Error::RolledBack { .. }
         )
     }
 
@@ -302,8 +321,9 @@ impl Error {
 
 /// An error of one attempt of a transaction, as
 /// [`crate::Container::attempts`] sees it: a commit that lost its logical
-/// partition to another node (449, [`Error::PartitionChanged`]) gives back
-/// the partition's key, to run the transaction again; any other error ends
+/// partition to another node (449, [`Error::PartitionChanged`]) or that
+/// the storage rolled back ([`Error::RolledBack`]) gives back the
+/// partition's key, to run the transaction again; any other error ends
 /// the call. Implemented by the engine's error and by the errors of the
 /// layers above it that carry one (the facade's).
 pub trait RetryWith: Sized {
@@ -317,7 +337,8 @@ pub trait RetryWith: Sized {
 impl RetryWith for Error {
     fn retry_with(self) -> Result<PartitionKey, Error> {
         match self {
-            Error::PartitionChanged { partition_key, .. } => Ok(partition_key),
+            Error::PartitionChanged { partition_key, .. }
+            | Error::RolledBack { partition_key, .. } => Ok(partition_key),
             other => Err(other),
         }
     }

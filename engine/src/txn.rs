@@ -751,9 +751,11 @@ impl Txn {
     /// [`Error::Abandoned`] when the transaction ran past its deadline and
     /// lost its partition to another writer, [`Error::PartitionChanged`]
     /// (449) when another node sharing the store committed to the
-    /// partition after this transaction read it (the store stays
-    /// writable; [`crate::Container::transaction`] runs the transaction
-    /// again). Nothing is published in any of these cases.
+    /// partition after this transaction read it, or [`Error::RolledBack`]
+    /// (449) when the storage rolled the commit back for a conflict (in
+    /// both the store stays writable and [`crate::Container::transaction`]
+    /// runs the transaction again). Nothing is published in any of these
+    /// cases.
     pub fn commit(self) -> Result<Option<Lsn>> {
         // From here on the transaction cannot be revoked (a transaction
         // without a deadline never can be).
@@ -799,6 +801,11 @@ impl Txn {
         };
         let alive = container.alive()?;
         let lsn = db.storage.commit(record).inspect_err(|err| {
+            if let Error::RolledBack { .. } = err {
+                // Nothing was written, and the copy in memory is as good
+                // as it was; the transaction can run again.
+                return;
+            }
             if let Error::PartitionChanged { .. } = err {
                 // Another node committed first: nothing was written, and
                 // the copy in memory is stale; the next transaction reads

@@ -30,7 +30,9 @@
 //! * `read_changes` never returns a record that `commit` has not acknowledged
 //!   as durable, and never a part of a record;
 //! * an `Err` from `commit` means the record may or may not be durable; the
-//!   engine then refuses all further writes (it never retries);
+//!   engine then refuses all further writes (it never retries), except
+//!   [`crate::Error::PartitionChanged`] and [`crate::Error::RolledBack`]
+//!   (449), which say that nothing of the record was written;
 //! * `read_partition`, `read_document` and `partition_keys` see every
 //!   acknowledged commit; the engine calls them for a logical partition
 //!   only while no commit on it is in flight (it holds the partition's
@@ -401,6 +403,10 @@ pub trait Storage: Send + Sync {
     ///
     /// # Errors
     /// [`crate::Error::Storage`] on I/O failure; the outcome is then unknown.
+    /// A shared store: [`crate::Error::PartitionChanged`] when the
+    /// partition is no longer at [`CommitRecord::base_version`], and
+    /// [`crate::Error::RolledBack`] when the storage rolled the commit back
+    /// for a conflict; nothing of the record was written in either.
     fn commit(&self, record: CommitRecord) -> Result<Lsn>;
 
     /// The change-log entries of `container` with an LSN greater than

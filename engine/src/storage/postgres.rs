@@ -117,6 +117,12 @@
 //! visible, the LSN it took is not taken, its partition's version did not
 //! move.
 //!
+//! A serialization failure (SQLSTATE 40001) or a deadlock (40P01) with
+//! another session rolls a commit's whole group back, with the LSNs it
+//! took and the versions it moved: each of its commits fails with
+//! [`Error::RolledBack`] (449), which the engine retries as it does
+//! [`Error::PartitionChanged`], and the store stays writable.
+//!
 //! Bodies are stored as `text`, exactly as the engine serialized them
 //! (`jsonb` would reorder members and drop duplicates); `docs` holds each
 //! document's current body and `changes` a copy per version.
@@ -156,6 +162,7 @@ use std::time::Duration;
 
 use host_api::{PartitionKey, ScriptKind, TriggerOperation, TriggerType};
 use parking_lot::Mutex;
+use postgres::error::{DbError, SqlState};
 use postgres::types::ToSql;
 use postgres::{Client, Config, NoTls, Row, Statement};
 
@@ -486,6 +493,20 @@ impl Failure {
     }
 }
 
+/// The server's error when PostgreSQL rolled a transaction back for a
+/// conflict with a concurrent one, a serialization failure (SQLSTATE
+/// 40001) or a deadlock (40P01): nothing of it was written, and running it
+/// again can succeed.
+fn conflict(e: &postgres::Error) -> Option<&DbError> {
+    let db = e.as_db_error()?;
+    [
+        SqlState::T_R_SERIALIZATION_FAILURE,
+        SqlState::T_R_DEADLOCK_DETECTED,
+    ]
+    .contains(db.code())
+    .then_some(db)
+}
+
 /// Column `i` of `row`, or a storage error naming it (a table of another
 /// layout under our name).
 fn col<'a, T: postgres::types::FromSql<'a>>(row: &'a Row, i: usize) -> Result<T> {
@@ -627,11 +648,21 @@ impl Conn {
 /// the connection writes every queued record in one transaction (one WAL
 /// flush for all of them, in queue order within each container, so a
 /// container's LSNs follow it) and sets each outcome: the LSN, `None` when
-/// the record's partition had changed (nothing of it was written), or the
-/// failure's message.
+/// the record's partition had changed (nothing of it was written), or why
+/// the transaction failed.
 struct Job {
     record: CommitRecord,
-    outcome: OnceLock<std::result::Result<Option<i64>, String>>,
+    outcome: OnceLock<std::result::Result<Option<i64>, BatchFailure>>,
+}
+
+/// Why a batch of commits failed, for each of them.
+#[derive(Clone)]
+enum BatchFailure {
+    /// PostgreSQL rolled the transaction back for a conflict ([`conflict`]):
+    /// nothing was written. The SQLSTATE and the server's message.
+    RolledBack { sqlstate: String, reason: String },
+    /// Anything else: the record may or may not be durable.
+    Storage(String),
 }
 
 /// Storage in a PostgreSQL database (see the module docs).
@@ -1055,14 +1086,24 @@ impl Storage for PostgresStorage {
                     }
                     Ok(lsns)
                 })
-                .map_err(|e| match e.into_error("commit", &self.location) {
-                    Error::Storage(message) => message,
-                    other => other.to_string(),
+                .map_err(|e| {
+                    if let Failure::Postgres(pg) = &e
+                        && let Some(db) = conflict(pg)
+                    {
+                        return BatchFailure::RolledBack {
+                            sqlstate: db.code().code().to_owned(),
+                            reason: db.message().to_owned(),
+                        };
+                    }
+                    BatchFailure::Storage(match e.into_error("commit", &self.location) {
+                        Error::Storage(message) => message,
+                        other => other.to_string(),
+                    })
                 });
             for (i, queued) in batch.iter().enumerate() {
                 let _ = queued.outcome.set(match &outcome {
                     Ok(lsns) => Ok(lsns[i]),
-                    Err(message) => Err(message.clone()),
+                    Err(failure) => Err(failure.clone()),
                 });
             }
         }
@@ -1073,7 +1114,13 @@ impl Storage for PostgresStorage {
                 container: job.record.container.to_string(),
                 partition_key: job.record.partition_key.clone(),
             }),
-            Some(Err(message)) => Err(Error::Storage(message.clone())),
+            Some(Err(BatchFailure::RolledBack { sqlstate, reason })) => Err(Error::RolledBack {
+                container: job.record.container.to_string(),
+                partition_key: job.record.partition_key.clone(),
+                sqlstate: sqlstate.clone(),
+                reason: reason.clone(),
+            }),
+            Some(Err(BatchFailure::Storage(message))) => Err(Error::Storage(message.clone())),
             None => Err(Error::Storage(format!(
                 "commit in {}: the commit was not written",
                 self.location

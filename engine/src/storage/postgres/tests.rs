@@ -1083,3 +1083,99 @@ fn a_node_reads_the_catalog_only_after_another_node_changed_it() {
     write(3);
     assert_eq!(catalog_reads(&log.take()), 0, "taken once");
 }
+
+/// Runs `commit` (which commits to partition `pk` of `counters`, already
+/// at version 1 or more) on a thread while another session deadlocks
+/// with it: that session locks the partition's version row, waits until
+/// the commit waits for it (holding the container's log head), then asks
+/// for the head. PostgreSQL finds the deadlock in the session that has
+/// waited longer, the commit's (the other one's `deadlock_timeout` is a
+/// minute), and rolls the commit back with SQLSTATE 40P01.
+fn with_a_deadlock<T: Send>(url: &str, pk: &str, commit: impl FnOnce() -> T + Send) -> T {
+    let connect = || postgres::Client::connect(url, postgres::NoTls).unwrap();
+    let (mut other, mut watcher) = (connect(), connect());
+    other
+        .batch_execute("SET deadlock_timeout = '1min'; BEGIN")
+        .unwrap();
+    let hash = pk_hash(&PartitionKey::from(pk).to_json_array());
+    other
+        .query(
+            "SELECT 1 FROM partition_versions WHERE container = 'counters' AND pk_hash = $1 FOR UPDATE",
+            &[&hash],
+        )
+        .unwrap();
+    std::thread::scope(|s| {
+        let committing = s.spawn(commit);
+        let started = std::time::Instant::now();
+        while watcher
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity \
+                 WHERE datname = current_database() AND wait_event_type = 'Lock'",
+                &[],
+            )
+            .unwrap()
+            .get::<_, i64>(0)
+            == 0
+        {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(60),
+                "the commit never waited for the version row"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        // Returns once the commit is rolled back and lets the head go.
+        other
+            .batch_execute("SELECT 1 FROM log_heads WHERE container = 'counters' FOR UPDATE")
+            .unwrap();
+        other.batch_execute("ROLLBACK").unwrap();
+        committing.join().unwrap()
+    })
+}
+
+/// A commit PostgreSQL rolls back for a deadlock (or a serialization
+/// failure) wrote nothing: it is a 449 naming the SQLSTATE, the store
+/// stays writable, no LSN is lost, and `Container::transaction` runs its
+/// closure again and commits.
+#[test]
+fn a_commit_rolled_back_for_a_deadlock_is_retry_with() {
+    let url = database();
+    let a = open(&url);
+    let counters = a.create_container("counters", "/pk").unwrap();
+    counters
+        .create_item("k", json!({"id": "counter", "pk": "k", "n": 0}), None)
+        .unwrap();
+    let err = with_a_deadlock(&url, "k", || {
+        let mut txn = counters.begin("k")?;
+        txn.replace_item(
+            "counter",
+            json!({"id": "counter", "pk": "k", "n": 100}),
+            None,
+        )?;
+        txn.commit()
+    })
+    .unwrap_err();
+    assert!(matches!(err, Error::RolledBack { .. }), "{err}");
+    assert_eq!(err.status(), 449);
+    assert!(err.is_retryable());
+    assert!(err.to_string().contains("40P01"), "{err}");
+    assert!(a.read_only().is_none(), "the store stays writable");
+    assert_eq!(counter(&a, "k", "counter"), 0, "nothing was written");
+    increment(&a, "k").unwrap();
+    assert_eq!(counter(&a, "k", "counter"), 1);
+
+    let mut runs = 0;
+    with_a_deadlock(&url, "k", || {
+        counters.transaction("k", |txn| {
+            runs += 1;
+            let mut doc = txn.read_item("counter")?.into_value();
+            doc["n"] = json!(doc["n"].as_i64().unwrap() + 1);
+            txn.replace_item("counter", doc, None)?;
+            Ok::<_, Error>(())
+        })
+    })
+    .unwrap();
+    assert_eq!(runs, 2, "the rolled-back run, then one that committed");
+    assert_eq!(counter(&a, "k", "counter"), 2);
+    let lsns: Vec<u64> = changes_of(&a, "counters").iter().map(|c| c.0).collect();
+    assert_eq!(lsns, [1, 2, 3], "the rolled-back commits left no gap");
+}
