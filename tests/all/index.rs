@@ -902,37 +902,25 @@ pub(crate) fn query() -> impl Strategy<Value = (String, Params)> {
 }
 
 fn queries_answer_the_same_with_the_index_as_by_scanning(kind: Kind) -> anyhow::Result<()> {
-    let mut runner = TestRunner::new(Config {
-        cases: cases(),
-        failure_persistence: None,
-        ..Config::default()
-    });
-    let strategy = (
-        proptest::collection::vec(step(), 1..120),
-        proptest::collection::vec(query(), 1..8),
-    );
-    runner
-        .run(&strategy, |(steps, queries)| {
-            check(kind, &steps, &queries).map_err(|e| TestCaseError::fail(format!("{e:#}")))
-        })
-        .map_err(|e| anyhow::anyhow!("{e}"))
+    run_cases(cases(), step(), query(), |steps, queries| {
+        check(kind, steps, queries)
+    })
 }
 
 fn array_queries_answer_the_same_with_the_index_as_by_scanning(kind: Kind) -> anyhow::Result<()> {
     run_cases(cases(), array_step(), array_query(), |steps, queries| {
         check(kind, steps, queries)
-    });
-    Ok(())
+    })
 }
 
 /// Runs `check` on `cases` random cases, each a list of steps and one of
-/// queries.
+/// queries; the first failing case (shrunk) is the error.
 pub(crate) fn run_cases(
     cases: u32,
     step: impl Strategy<Value = Step>,
     query: impl Strategy<Value = (String, Params)>,
     check: impl Fn(&[Step], &[(String, Params)]) -> anyhow::Result<()>,
-) {
+) -> anyhow::Result<()> {
     let mut runner = TestRunner::new(Config {
         cases,
         failure_persistence: None,
@@ -946,7 +934,7 @@ pub(crate) fn run_cases(
         .run(&strategy, |(steps, queries)| {
             check(&steps, &queries).map_err(|e| TestCaseError::fail(format!("{e:#}")))
         })
-        .unwrap();
+        .map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// Partition keys of two types, so that their order is not their text's

@@ -143,13 +143,13 @@ fn a_policy_another_node_changes_keeps_its_queries_right_and_is_built() -> anyho
 }
 
 #[test]
-fn queries_answer_the_same_with_the_index_as_by_scanning() {
-    run_cases(cases(), step(), query(), check);
+fn queries_answer_the_same_with_the_index_as_by_scanning() -> anyhow::Result<()> {
+    run_cases(cases(), step(), query(), check)
 }
 
 #[test]
-fn array_queries_answer_the_same_with_the_index_as_by_scanning() {
-    run_cases(cases(), array_step(), array_query(), check);
+fn array_queries_answer_the_same_with_the_index_as_by_scanning() -> anyhow::Result<()> {
+    run_cases(cases(), array_step(), array_query(), check)
 }
 
 /// Pages without what differs between the two stores when nothing is

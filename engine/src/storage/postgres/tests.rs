@@ -576,15 +576,8 @@ fn commits_waiting_for_the_write_connection_share_one_transaction() {
     for id in ["a", "b"] {
         storage
             .create_container(&crate::storage::ContainerMeta {
-                id: id.to_owned(),
                 ordinal: if id == "a" { 1 } else { 2 },
-                partition_key_path: "/pk".into(),
-                physical_partitions: 1,
-                default_ttl: None,
-                unique_keys: Vec::new(),
-                database_rid: None,
-                computed_properties: Vec::new(),
-                indexing_policy: crate::IndexingPolicy::default(),
+                ..crate::storage::ContainerMeta::for_tests(id)
             })
             .unwrap();
     }
