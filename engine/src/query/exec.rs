@@ -1057,8 +1057,15 @@ impl<'q> Exec<'q> {
         let need = usize::try_from(need).unwrap_or(usize::MAX);
         let cap = need.saturating_mul(2).max(8);
         // Small k: keep only sort keys and positions, and re-read the few
-        // winners at the end, so losing candidates are never copied.
-        let defer = need <= 4096;
+        // winners at the end, so losing candidates are never copied. Not
+        // when the index named about as many documents as the page needs:
+        // projecting them all costs less than reading the winners again,
+        // each from a partition of its own that storage may have to read.
+        let named = self
+            .only
+            .as_ref()
+            .map(|only| only.iter().map(Vec::len).sum::<usize>());
+        let defer = need <= 4096 && named.is_none_or(|named| named > need.saturating_mul(2));
         let sorted_mode = need <= 32;
         let mut buf: Vec<Cand> = Vec::new();
         let mut compacted = false;
