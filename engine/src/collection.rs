@@ -167,6 +167,18 @@ impl Snapshots<'_> {
         }
     }
 
+    /// Whether the index may answer for the logical partition `key` alone
+    /// ([`Storage::index_candidates_in`](crate::storage::Storage::index_candidates_in)):
+    /// storage keeps the documents and the partition is not in memory.
+    fn index_reads_partition(&self, key: &PartitionKey) -> bool {
+        self.container.db.storage.keeps_documents()
+            && self
+                .container
+                .inner
+                .find(key)
+                .is_none_or(|partition| !partition.is_loaded())
+    }
+
     /// The state of `key` as the query sees it, read once per partition.
     /// With `needles`, a partition not in memory comes without the
     /// documents whose text lacks one (listed instead); without, whole.
@@ -249,11 +261,24 @@ impl Source for Snapshots<'_> {
         &self,
         terms: &[crate::range_index::IndexTerm],
     ) -> Option<Vec<(PartitionKey, u64)>> {
-        // One partition is read whole as cheaply as its entries.
-        if self.scope.key.is_some() {
-            return None;
-        }
         let storage = &self.container.db.storage;
+        if let Some(key) = &self.scope.key {
+            // One partition in memory is read whole as cheaply as its
+            // entries; one in storage alone is not, when an equality
+            // names its documents.
+            if !self.index_reads_partition(key) {
+                return None;
+            }
+            return match storage.index_candidates_in(&self.container.inner.meta.id, key, terms) {
+                Ok(rids) => {
+                    rids.map(|rids| rids.into_iter().map(|rid| (key.clone(), rid)).collect())
+                }
+                Err(err) => {
+                    *self.failed.borrow_mut() = Some(err);
+                    Some(Vec::new())
+                }
+            };
+        }
         match storage.index_candidates(&self.container.inner.meta.id, terms) {
             Ok(candidates) => candidates.map(|mut candidates| {
                 candidates.retain(|(key, _)| self.scope.contains(key));
@@ -291,7 +316,8 @@ impl Source for Snapshots<'_> {
     fn indexing_policy(&self) -> Option<Arc<crate::IndexingPolicy>> {
         self.scope
             .key
-            .is_none()
+            .as_ref()
+            .is_none_or(|key| self.index_reads_partition(key))
             .then(|| self.container.inner.indexing_policy())
     }
 

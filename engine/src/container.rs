@@ -485,7 +485,7 @@ impl ContainerInner {
 
     /// The logical partition for `key` if it is in memory, without
     /// creating it.
-    fn find(&self, key: &PartitionKey) -> Option<Arc<LogicalPartition>> {
+    pub(crate) fn find(&self, key: &PartitionKey) -> Option<Arc<LogicalPartition>> {
         self.physical[self.physical_index(key)]
             .read()
             .get(key)

@@ -1169,3 +1169,97 @@ fn an_order_by_across_partitions_reads_each_document_it_returns_once() -> anyhow
     assert!(read <= 22, "{read} documents read for a page of 20");
     Ok(())
 }
+
+#[test]
+fn a_query_in_a_partition_not_in_memory_finds_its_documents_through_an_equality()
+-> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let open = |cache_bytes| {
+        Database::open_with(
+            dir.path(),
+            Options {
+                cache_bytes,
+                ..Options::default()
+            },
+        )
+    };
+    let db = open(0)?;
+    let c = db.create_container("c", "/pk")?;
+    let kind_of = |i: usize| ["post", "comment", "like"][i % 5 % 3];
+    let docs = (0..300).map(|i| {
+        let kind = kind_of(i);
+        json!({"id": format!("d{i}"), "pk": format!("p{}", i % 3), "kind": kind, "n": i})
+    });
+    c.import_items(docs, &Default::default(), &mut |_| {})?;
+    let in_p1 = QueryOptions {
+        partition_key: Some("p1".into()),
+        ..QueryOptions::default()
+    };
+    let expected = |kind: &str| {
+        (0..300)
+            .filter(|&i| i % 3 == 1 && kind_of(i) == kind)
+            .count() as u64
+    };
+    let check = |c: &Container| -> anyhow::Result<()> {
+        let count = c.query_items(
+            "SELECT VALUE COUNT(1) FROM c WHERE c.kind = 'comment'",
+            &Params::new(),
+            &in_p1,
+        )?;
+        assert_eq!(count.items, vec![json!(expected("comment"))]);
+        assert!(count.stats.index_used);
+        assert_eq!(count.stats.docs_scanned, 0, "the index counted them");
+        let likes = c.query_items(
+            "SELECT * FROM c WHERE c.kind = 'like' AND c.n > 100",
+            &Params::new(),
+            &in_p1,
+        )?;
+        let wanted = (0..300)
+            .filter(|i| i % 3 == 1 && i % 5 % 3 == 2 && *i > 100)
+            .count();
+        assert_eq!(likes.items.len(), wanted);
+        assert_eq!(likes.stats.docs_scanned, wanted as u64, "both terms filter");
+        // A range alone does not seek: the partition is read.
+        let range = c.query_items("SELECT * FROM c WHERE c.n > 100", &Params::new(), &in_p1)?;
+        assert!(!range.stats.index_used);
+        assert_eq!(range.stats.docs_scanned, 100);
+        Ok(())
+    };
+    // Pending (not yet folded into the document table), then folded.
+    check(&c)?;
+    drop((c, db));
+    let db = open(64 << 20)?;
+    let c = db.container("c")?;
+    check(&c)?;
+    // A change in the partition is seen by the next count.
+    c.upsert_item(
+        "p1",
+        json!({"id": "x", "pk": "p1", "kind": "comment"}),
+        None,
+    )?;
+    c.delete_item("p1", "d1", None)?;
+    let count = c.query_items(
+        "SELECT VALUE COUNT(1) FROM c WHERE c.kind = 'comment'",
+        &Params::new(),
+        &in_p1,
+    )?;
+    let before = expected("comment");
+    let d1_was_comment = kind_of(1) == "comment";
+    assert_eq!(
+        count.items,
+        vec![json!(before + 1 - u64::from(d1_was_comment))]
+    );
+    // Once a transaction brought it into memory, the partition is read there.
+    c.transaction("p1", |txn| -> anyhow::Result<()> {
+        txn.read_item("x")?;
+        Ok(())
+    })?;
+    let cached = c.query_items(
+        "SELECT VALUE COUNT(1) FROM c WHERE c.kind = 'comment'",
+        &Params::new(),
+        &in_p1,
+    )?;
+    assert_eq!(cached.items, count.items);
+    assert!(!cached.stats.index_used);
+    Ok(())
+}

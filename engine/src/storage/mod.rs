@@ -470,6 +470,25 @@ pub trait Storage: Send + Sync {
         Ok(None)
     }
 
+    /// [`Storage::index_candidates`] within the logical partition
+    /// `partition_key`: the rids (ascending) of its documents that may
+    /// satisfy every one of `terms`, named by the entries of an equality
+    /// or `IN` term (a seek by value and partition, where a range would
+    /// pass over every partition's entries). `None` when no such term can
+    /// answer, and the caller reads the partition. By default, `None`.
+    ///
+    /// # Errors
+    /// [`crate::Error::Storage`] when the store cannot be read.
+    fn index_candidates_in(
+        &self,
+        container: &str,
+        partition_key: &PartitionKey,
+        terms: &[crate::range_index::IndexTerm],
+    ) -> Result<Option<Vec<u64>>> {
+        let _ = (container, partition_key, terms);
+        Ok(None)
+    }
+
     /// A walk of the range index of `container` in `walk.order` (see
     /// [`IndexWalk`]): the first `walk.limit` documents that have an entry
     /// there (a value at the path; every document, for a composite index)

@@ -851,6 +851,7 @@ impl SqliteStorage {
         container: &str,
         terms: &[IndexTerm],
         order: Option<&WalkOrder<'_>>,
+        within: Option<&str>,
     ) -> Option<(Vec<PathTerm>, Vec<Overlaid>)> {
         let policy = self.ready_index(container)?;
         let terms: Vec<PathTerm> = terms
@@ -864,10 +865,14 @@ impl SqliteStorage {
         // The pending documents first (see `read_partition_matching`):
         // each replaces whatever `idx` says of its partition and rid.
         let pending = self.pending.read();
-        let start = (Arc::from(container), String::new(), Arc::from(""));
+        let start = (
+            Arc::from(container),
+            within.unwrap_or_default().to_owned(),
+            Arc::from(""),
+        );
         let overlay = pending
             .range(start..)
-            .take_while(|((c, _, _), _)| **c == *container)
+            .take_while(|((c, pk, _), _)| **c == *container && within.is_none_or(|w| w == pk))
             .map(|((_, pk, _), doc)| {
                 let key = doc.document.as_ref().and_then(|(document, _)| {
                     let value = document.value();
@@ -1488,7 +1493,7 @@ impl Storage for SqliteStorage {
         let Some(policy) = self.ready_index(container) else {
             return Ok(None);
         };
-        let Some((mut terms, overlay)) = self.index_view(container, terms, None) else {
+        let Some((mut terms, overlay)) = self.index_view(container, terms, None, None) else {
             return Ok(None);
         };
         // The term with the fewest entries names the candidates; the
@@ -1552,8 +1557,64 @@ impl Storage for SqliteStorage {
         Ok(Some(candidates))
     }
 
+    fn index_candidates_in(
+        &self,
+        container: &str,
+        partition_key: &PartitionKey,
+        terms: &[IndexTerm],
+    ) -> Result<Option<Vec<u64>>> {
+        let Some(policy) = self.ready_index(container) else {
+            return Ok(None);
+        };
+        let pk = partition_key.to_json_array();
+        let Some((mut terms, overlay)) = self.index_view(container, terms, None, Some(&pk)) else {
+            return Ok(None);
+        };
+        // The equality with the fewest values seeks (container, path,
+        // value, pk); the other terms filter what it names.
+        let values = |term: &IndexTerm| match &term.accept {
+            Accept::Values(values) => Some(values.len()),
+            Accept::Range(..) => None,
+        };
+        let Some(best) = (0..terms.len())
+            .filter(|&i| values(&terms[i].0).is_some())
+            .min_by_key(|&i| values(&terms[i].0))
+        else {
+            return Ok(None);
+        };
+        terms.swap(0, best);
+        let ((first, path), rest) = terms.split_first().expect("an equality was found");
+        let mut params = vec![
+            SqlValue::Text(container.to_owned()),
+            SqlValue::Text(path.clone()),
+        ];
+        let accepted = accept_sql("i.value", &first.accept, &mut params);
+        params.push(SqlValue::Text(pk.clone()));
+        let sql = format!(
+            "SELECT i.rid FROM idx AS i WHERE i.container = ?1 AND i.path = ?2{accepted} AND i.pk = ?{}{}",
+            params.len(),
+            term_filters(rest, &mut params)
+        );
+        let mut found: BTreeSet<u64> = BTreeSet::new();
+        self.index_rows(&sql, params, &mut |row| {
+            found.insert(row.get::<_, i64>(0)? as u64);
+            Ok(ControlFlow::Continue(()))
+        })?;
+        if !self.still_ready(container, &policy) {
+            return Ok(None);
+        }
+        for entry in overlay {
+            found.remove(&entry.rid);
+            if entry.key.is_some() {
+                found.insert(entry.rid);
+            }
+        }
+        Ok(Some(found.into_iter().collect()))
+    }
+
     fn index_walk(&self, container: &str, walk: &IndexWalk<'_>) -> Result<Option<WalkPage>> {
-        let Some((terms, overlay)) = self.index_view(container, walk.terms, Some(&walk.order))
+        let Some((terms, overlay)) =
+            self.index_view(container, walk.terms, Some(&walk.order), None)
         else {
             return Ok(None);
         };
