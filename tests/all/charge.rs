@@ -192,3 +192,81 @@ fn a_query_across_partitions_pays_its_page_in_every_physical_partition() -> Resu
     );
     Ok(())
 }
+
+#[test]
+fn an_order_by_across_partitions_pays_a_full_page_in_every_physical_partition() -> Result {
+    let db = Database::in_memory();
+    let posts = db.create_container_with(partita::ContainerProperties {
+        physical_partitions: 8,
+        ..partita::ContainerProperties::new("posts", "/postId")
+    })?;
+    for i in 0..40 {
+        let post = format!("p{i}");
+        posts.create_item(
+            post.as_str(),
+            json!({"id": post, "postId": post, "n": i}),
+            None,
+        )?;
+    }
+    let page = |sql: &str, options: &partita::QueryOptions| -> Result<partita::QueryPage> {
+        Ok(posts.query_items(sql, &Default::default(), options)?)
+    };
+    // TOP 10 fills its page: each of the 8 partitions would return its
+    // newest 10, so 80 documents are charged (of the size of those read).
+    let top = page(
+        "SELECT TOP 10 * FROM c ORDER BY c.n DESC",
+        &Default::default(),
+    )?;
+    assert_eq!(top.items.len(), 10);
+    assert_eq!(
+        (top.stats.rows_per_partition, top.stats.physical_partitions),
+        (10, 8)
+    );
+    let work = Work::query(&top.stats);
+    assert_eq!(work.docs_scanned, 80);
+    assert_eq!(
+        work.bytes_scanned,
+        top.stats.bytes_read * 80 / top.stats.docs_scanned
+    );
+    // OFFSET rows are rows every partition returns too.
+    let offset = page(
+        "SELECT * FROM c ORDER BY c.n DESC OFFSET 5 LIMIT 10",
+        &Default::default(),
+    )?;
+    assert_eq!(offset.stats.rows_per_partition, 15);
+    // A page of 4 of a longer result: 4 in each partition.
+    let paged = page(
+        "SELECT * FROM c ORDER BY c.n",
+        &partita::QueryOptions {
+            max_item_count: Some(4),
+            ..Default::default()
+        },
+    )?;
+    assert!(paged.continuation.is_some());
+    assert_eq!(paged.stats.rows_per_partition, 4);
+    // A page that ran out of matches holds all every partition had: what
+    // was read is charged.
+    let short = page("SELECT TOP 100 * FROM c ORDER BY c.n", &Default::default())?;
+    assert_eq!(short.items.len(), 40);
+    assert_eq!(short.stats.rows_per_partition, 0);
+    assert_eq!(
+        Work::query(&short.stats).docs_scanned,
+        short.stats.docs_scanned
+    );
+    // Without ORDER BY the service stops when it has enough.
+    let unordered = page("SELECT TOP 10 * FROM c", &Default::default())?;
+    assert_eq!(unordered.stats.rows_per_partition, 0);
+    // Within one logical partition the page runs in one physical partition.
+    let within = page(
+        "SELECT TOP 1 * FROM c ORDER BY c.n",
+        &partita::QueryOptions {
+            partition_key: Some("p3".into()),
+            ..Default::default()
+        },
+    )?;
+    assert_eq!(
+        Work::query(&within.stats).docs_scanned,
+        within.stats.docs_scanned
+    );
+    Ok(())
+}

@@ -613,6 +613,7 @@ fn execute_with(
                 (Some(_), None) => false,
             };
             if certain {
+                spent.rows_per_partition = rows_per_partition(start, lo, hi, page, items.len());
                 return finish(q, params, items, next, spent);
             }
             for item in items {
@@ -695,7 +696,12 @@ fn execute_with(
     };
     let (items, next) = match mode {
         Mode::Stream => ex.stream(source, token.as_ref(), lo, hi, page)?,
-        Mode::Order => ex.order(source, token.as_ref(), lo, hi, page)?,
+        Mode::Order => {
+            let start = token.as_ref().map_or(0, |t| t.index);
+            let (items, next) = ex.order(source, token.as_ref(), lo, hi, page)?;
+            spent.rows_per_partition = rows_per_partition(start, lo, hi, page, items.len());
+            (items, next)
+        }
         Mode::Index => {
             let all = ex.materialize(source)?;
             let start = token.as_ref().map_or(0, |t| t.index);
@@ -819,6 +825,19 @@ fn extreme_from_index(
 fn add(spent: &mut QueryStats, more: QueryStats) {
     spent.docs_scanned += more.docs_scanned;
     spent.bytes_read += more.bytes_read;
+}
+
+/// [`QueryStats::rows_per_partition`] of an ORDER BY page that started at
+/// row `start` of the window `lo..hi`, could hold `page` rows and returned
+/// `returned`: the rows up to its end when it filled itself, else 0.
+fn rows_per_partition(start: u64, lo: u64, hi: u64, page: u64, returned: usize) -> u64 {
+    let from = start.max(lo);
+    let end = hi.min(from.saturating_add(page));
+    let filled = returned > 0 && returned as u64 == end.saturating_sub(from);
+    match filled {
+        true => end - start,
+        false => 0,
+    }
 }
 
 /// Documents named by (partition, rid) as the partitions in order, each

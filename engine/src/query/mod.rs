@@ -269,6 +269,13 @@ pub struct QueryStats {
     /// query to each physical partition its scope spans: 1 in a logical
     /// partition, every one of the container across partitions.
     pub physical_partitions: u64,
+    /// For an ORDER BY page that filled itself (as many rows as its TOP or
+    /// its page size let it return), the sorted rows up to the page's end,
+    /// its OFFSET included: what each physical partition returns for the
+    /// page on the service, which runs the query in each and merges their
+    /// sorted pages. 0 for any other page (one that ran out of matches
+    /// holds every row all partitions would have returned).
+    pub rows_per_partition: u64,
 }
 
 /// Why a query failed; every variant is a user error (status 400).
