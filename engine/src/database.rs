@@ -235,7 +235,13 @@ impl DbInner {
         self.options.clock.now_secs()
     }
 
+    /// Refuses every write after the storage error `err`, unless it says
+    /// that nothing was written ([`Error::wrote_nothing`]: a 449, or a
+    /// container another node created first).
     pub(crate) fn mark_failed(&self, err: &Error) {
+        if err.wrote_nothing() {
+            return;
+        }
         let reason = match err {
             Error::ReadOnly(reason) => reason.clone(),
             err => Error::after_failure(err).to_string(),
@@ -536,12 +542,10 @@ impl Database {
         self.inner
             .storage
             .create_container(&container.meta)
-            .inspect_err(|e| {
-                // Another node created it meanwhile: nothing was written.
-                if !matches!(e, Error::ContainerExists(_)) {
-                    self.inner.mark_failed(e);
-                }
-            })?;
+            // Another node created it meanwhile, or PostgreSQL rolled the
+            // write back for a conflict: nothing was written, and
+            // `mark_failed` leaves the store writable.
+            .inspect_err(|e| self.inner.mark_failed(e))?;
         containers.insert(container.meta.id.clone(), container.clone());
         if container.default_ttl().is_some() {
             start_purger(&self.inner);
@@ -613,7 +617,9 @@ impl Database {
     /// [`Error::ContainerNotFound`] (404) for an unknown container;
     /// [`Error::ReadOnly`] after an earlier storage failure;
     /// [`Error::Storage`] when the storage fails (the store then refuses
-    /// all writes, and the container stays).
+    /// all writes, and the container stays); [`Error::WriteRolledBack`]
+    /// (449) when a store several nodes share rolled the deletion back
+    /// for a conflict (the container stays, the store stays writable).
     pub fn delete_container(&self, id: &str) -> Result<()> {
         self.inner.check_writable()?;
         self.inner.sync_catalog()?;

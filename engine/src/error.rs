@@ -245,6 +245,23 @@ pub enum Error {
         /// The storage's message.
         reason: String,
     },
+    /// The storage rolled a write other than a commit (creating, changing
+    /// or deleting a container or a script; reserving a block of sequence
+    /// numbers) back for a conflict with a concurrent transaction, as
+    /// [`Error::RolledBack`] does a commit: nothing was written, the store
+    /// stays writable, and the call can be retried as it is (449,
+    /// RetryWith). The engine does not retry it.
+    #[error(
+        "{what} was rolled back by the storage: {reason} (SQLSTATE {sqlstate}); nothing was written, retry"
+    )]
+    WriteRolledBack {
+        /// The write, with the store's location (`store a script in …`).
+        what: String,
+        /// The storage's code for the conflict (`40001`, `40P01`).
+        sqlstate: String,
+        /// The storage's message.
+        reason: String,
+    },
     /// Another process holds the data directory.
     #[error("data directory {} is in use by another process (lock file {})", .path.display(), .path.join(crate::database::LOCK_FILE).display())]
     Locked {
@@ -278,7 +295,9 @@ impl Error {
             Error::LockTimeout { .. } | Error::Abandoned { .. } => ErrorCode::REQUEST_TIMEOUT,
             Error::Storage(_) => ErrorCode::INTERNAL,
             Error::ReadOnly(_) | Error::Locked { .. } => ErrorCode::SERVICE_UNAVAILABLE,
-            Error::PartitionChanged { .. } | Error::RolledBack { .. } => ErrorCode::RETRY_WITH,
+            Error::PartitionChanged { .. }
+            | Error::RolledBack { .. }
+            | Error::WriteRolledBack { .. } => ErrorCode::RETRY_WITH,
         }
     }
 
@@ -303,7 +322,22 @@ impl Error {
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
-            Error::LockTimeout { .. } | Error::PartitionChanged { .. } | Error::RolledBack { .. }
+            Error::LockTimeout { .. }
+                | Error::PartitionChanged { .. }
+                | Error::RolledBack { .. }
+                | Error::WriteRolledBack { .. }
+        )
+    }
+
+    /// Whether the error says that storage wrote nothing and stays
+    /// writable: a write that failed with it leaves the store writable.
+    pub(crate) fn wrote_nothing(&self) -> bool {
+        matches!(
+            self,
+            Error::PartitionChanged { .. }
+                | Error::RolledBack { .. }
+                | Error::WriteRolledBack { .. }
+                | Error::ContainerExists(_)
         )
     }
 

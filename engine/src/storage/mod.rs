@@ -33,6 +33,8 @@
 //!   engine then refuses all further writes (it never retries), except
 //!   [`crate::Error::PartitionChanged`] and [`crate::Error::RolledBack`]
 //!   (449), which say that nothing of the record was written;
+//! * likewise an `Err` from a write of a container or a script, except
+//!   [`crate::Error::WriteRolledBack`] (449: nothing was written);
 //! * `read_partition`, `read_document` and `partition_keys` see every
 //!   acknowledged commit; the engine calls them for a logical partition
 //!   only while no commit on it is in flight (it holds the partition's

@@ -121,7 +121,10 @@
 //! another session rolls a commit's whole group back, with the LSNs it
 //! took and the versions it moved: each of its commits fails with
 //! [`Error::RolledBack`] (449), which the engine retries as it does
-//! [`Error::PartitionChanged`], and the store stays writable.
+//! [`Error::PartitionChanged`], and the store stays writable. The same
+//! conflict in a write of a container or a script (or a reservation of
+//! sequence numbers) is [`Error::WriteRolledBack`] (449), which the
+//! caller retries; the store stays writable too.
 //!
 //! Bodies are stored as `text`, exactly as the engine serialized them
 //! (`jsonb` would reorder members and drop duplicates); `docs` holds each
@@ -833,7 +836,9 @@ impl PostgresStorage {
         f(&mut conn).map_err(|e| e.into_error(what, &self.location))
     }
 
-    /// Runs `f` in a transaction on the write connection.
+    /// Runs `f` in a transaction on the write connection. A conflict
+    /// PostgreSQL rolled it back for ([`conflict`]) is
+    /// [`Error::WriteRolledBack`] (449): nothing was written.
     fn write<T>(
         &self,
         what: &str,
@@ -842,10 +847,18 @@ impl PostgresStorage {
         if let Some(reason) = &self.read_only {
             return Err(Error::ReadOnly(reason.clone()));
         }
-        self.writer
-            .lock()
-            .transaction(f)
-            .map_err(|e| e.into_error(what, &self.location))
+        self.writer.lock().transaction(f).map_err(|e| {
+            if let Failure::Postgres(pg) = &e
+                && let Some(db) = conflict(pg)
+            {
+                return Error::WriteRolledBack {
+                    what: format!("{what} in {}", self.location),
+                    sqlstate: db.code().code().to_owned(),
+                    reason: db.message().to_owned(),
+                };
+            }
+            e.into_error(what, &self.location)
+        })
     }
 
     /// The statements sent so far (tests only).

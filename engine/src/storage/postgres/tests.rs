@@ -1077,28 +1077,22 @@ fn a_node_reads_the_catalog_only_after_another_node_changed_it() {
     assert_eq!(catalog_reads(&log.take()), 0, "taken once");
 }
 
-/// Runs `commit` (which commits to partition `pk` of `counters`, already
-/// at version 1 or more) on a thread while another session deadlocks
-/// with it: that session locks the partition's version row, waits until
-/// the commit waits for it (holding the container's log head), then asks
-/// for the head. PostgreSQL finds the deadlock in the session that has
-/// waited longer, the commit's (the other one's `deadlock_timeout` is a
-/// minute), and rolls the commit back with SQLSTATE 40P01.
-fn with_a_deadlock<T: Send>(url: &str, pk: &str, commit: impl FnOnce() -> T + Send) -> T {
+/// Runs `write` on a thread while another session deadlocks with it:
+/// that session runs `holds` (which locks a row the write needs after
+/// one it locks first), waits until the write waits for it, then runs
+/// `asks` (which asks for that first row). PostgreSQL finds the deadlock
+/// in the session that has waited longer, the write's (the other one's
+/// `deadlock_timeout` is a minute), and rolls the write back with
+/// SQLSTATE 40P01.
+fn deadlocked<T: Send>(url: &str, holds: &str, asks: &str, write: impl FnOnce() -> T + Send) -> T {
     let connect = || postgres::Client::connect(url, postgres::NoTls).unwrap();
     let (mut other, mut watcher) = (connect(), connect());
     other
         .batch_execute("SET deadlock_timeout = '1min'; BEGIN")
         .unwrap();
-    let hash = pk_hash(&PartitionKey::from(pk).to_json_array());
-    other
-        .query(
-            "SELECT 1 FROM partition_versions WHERE container = 'counters' AND pk_hash = $1 FOR UPDATE",
-            &[&hash],
-        )
-        .unwrap();
+    other.batch_execute(holds).unwrap();
     std::thread::scope(|s| {
-        let committing = s.spawn(commit);
+        let writing = s.spawn(write);
         let started = std::time::Instant::now();
         while watcher
             .query_one(
@@ -1112,17 +1106,31 @@ fn with_a_deadlock<T: Send>(url: &str, pk: &str, commit: impl FnOnce() -> T + Se
         {
             assert!(
                 started.elapsed() < std::time::Duration::from_secs(60),
-                "the commit never waited for the version row"
+                "the write never waited for the row {holds:?} locks"
             );
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
-        // Returns once the commit is rolled back and lets the head go.
-        other
-            .batch_execute("SELECT 1 FROM log_heads WHERE container = 'counters' FOR UPDATE")
-            .unwrap();
+        // Returns once the write is rolled back and lets its row go.
+        other.batch_execute(asks).unwrap();
         other.batch_execute("ROLLBACK").unwrap();
-        committing.join().unwrap()
+        writing.join().unwrap()
     })
+}
+
+/// Runs `commit` (which commits to partition `pk` of `counters`, already
+/// at version 1 or more) while another session deadlocks with it
+/// ([`deadlocked`]): that session locks the partition's version row, and
+/// asks for the container's log head, which the commit holds.
+fn with_a_deadlock<T: Send>(url: &str, pk: &str, commit: impl FnOnce() -> T + Send) -> T {
+    let hash = pk_hash(&PartitionKey::from(pk).to_json_array());
+    deadlocked(
+        url,
+        &format!(
+            "SELECT 1 FROM partition_versions WHERE container = 'counters' AND pk_hash = {hash} FOR UPDATE"
+        ),
+        "SELECT 1 FROM log_heads WHERE container = 'counters' FOR UPDATE",
+        commit,
+    )
 }
 
 /// A commit PostgreSQL rolls back for a deadlock (or a serialization
@@ -1151,7 +1159,7 @@ fn a_commit_rolled_back_for_a_deadlock_is_retry_with() {
     assert_eq!(err.status(), 449);
     assert!(err.is_retryable());
     assert!(err.to_string().contains("40P01"), "{err}");
-    assert!(a.read_only().is_none(), "the store stays writable");
+    assert!(!a.is_read_only(), "the store stays writable");
     assert_eq!(counter(&a, "k", "counter"), 0, "nothing was written");
     increment(&a, "k").unwrap();
     assert_eq!(counter(&a, "k", "counter"), 1);
@@ -1171,4 +1179,83 @@ fn a_commit_rolled_back_for_a_deadlock_is_retry_with() {
     assert_eq!(counter(&a, "k", "counter"), 2);
     let lsns: Vec<u64> = changes_of(&a, "counters").iter().map(|c| c.0).collect();
     assert_eq!(lsns, [1, 2, 3], "the rolled-back commits left no gap");
+}
+
+/// The containers and the body of procedure `s` of `posts`, as a node
+/// opened now finds them.
+fn catalog_of(url: &str) -> (Vec<ContainerProperties>, Option<Vec<u8>>) {
+    let db = open(url);
+    let script = db.container("posts").ok().and_then(|posts| {
+        let s = posts.read_script(ScriptKind::StoredProcedure, "s").ok()?;
+        Some(s.body.to_vec())
+    });
+    (db.containers(), script)
+}
+
+/// Creating, changing and deleting a container or a script that
+/// PostgreSQL rolls back for a deadlock wrote nothing: each is a 449
+/// naming the SQLSTATE, the store stays writable, another node finds the
+/// catalog as it was, and the same write succeeds when sent again. Each
+/// write first moves the catalog's version (the row the other session
+/// then asks for), then writes its own row (the one it holds).
+#[test]
+fn container_and_script_writes_rolled_back_for_a_deadlock_are_retry_with() {
+    let url = database();
+    let a = open(&url);
+    let posts = a.create_container("posts", "/pk").unwrap();
+    let script = |body: &str| {
+        ScriptProperties::stored_procedure(
+            "s",
+            format!("function s() {{ getContext().getResponse().setBody('{body}'); }}"),
+        )
+    };
+    posts.create_script(script("v1")).unwrap();
+    let catalog = "SELECT 1 FROM catalog WHERE id = 1 FOR UPDATE";
+    let script_row = "SELECT 1 FROM scripts WHERE container = 'posts' AND id = 's' FOR UPDATE";
+    type Write<'a> = &'a (dyn Fn() -> Result<(), Error> + Sync);
+    let writes: [(&str, &str, Write); 5] = [
+        (
+            "create a container",
+            "INSERT INTO containers (id, ordinal, pk_path, physical_partitions, settings) \
+             VALUES ('more', 1000, '/pk', 1, '{}')",
+            &|| a.create_container("more", "/pk").map(drop),
+        ),
+        (
+            "update a container",
+            "SELECT 1 FROM containers WHERE id = 'posts' FOR UPDATE",
+            &|| posts.set_default_ttl(Some(60)),
+        ),
+        ("store a script", script_row, &|| {
+            posts.replace_script(script("v2")).map(drop)
+        }),
+        ("delete a script", script_row, &|| {
+            posts.delete_script(ScriptKind::StoredProcedure, "s")
+        }),
+        (
+            "delete a container",
+            "SELECT 1 FROM log_heads WHERE container = 'posts' FOR UPDATE",
+            &|| a.delete_container("posts"),
+        ),
+    ];
+    for (what, holds, write) in writes {
+        let before = catalog_of(&url);
+        let err = deadlocked(&url, holds, catalog, write).unwrap_err();
+        assert!(
+            matches!(err, Error::WriteRolledBack { .. }),
+            "{what}: {err}"
+        );
+        assert_eq!(err.status(), 449, "{what}");
+        assert!(err.is_retryable(), "{what}");
+        assert!(err.to_string().contains("40P01"), "{what}: {err}");
+        assert!(err.to_string().contains(what), "{what}: {err}");
+        assert!(!a.is_read_only(), "{what}: the store stays writable");
+        assert!(catalog_of(&url) == before, "{what}: nothing was written");
+        write().unwrap_or_else(|e| panic!("{what}, sent again: {e}"));
+        assert!(
+            catalog_of(&url) != before,
+            "{what}: written once sent again"
+        );
+    }
+    let ids: Vec<String> = catalog_of(&url).0.into_iter().map(|c| c.id).collect();
+    assert_eq!(ids, ["more"]);
 }
