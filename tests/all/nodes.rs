@@ -14,6 +14,12 @@
 //! - Change-feed processors on both nodes share the leases, and one takes
 //!   over the leases of a dead one: every change is delivered at least
 //!   once.
+//! - The model-based test (`model.rs`) on `PARTITA_PG_MODEL_NODES` nodes
+//!   (default 3): each step goes to the node the sequence names, crashes
+//!   at commit and restarts reopen that node, contended writes lose their
+//!   first commit to another node, and every node reads what the model
+//!   holds after every step. `PARTITA_PG_MODEL_CASES` (default 8)
+//!   sequences of up to 30 steps, each on a new database.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -28,6 +34,7 @@ use partita::{
 use partita_workload::blog;
 use serde_json::{Value, json};
 
+use crate::model::{self, Store};
 use crate::support::{manual_clock, store_comment_scripts};
 
 type Result<T = ()> = anyhow::Result<T>;
@@ -580,4 +587,20 @@ fn id_number(id: &str) -> usize {
         .next()
         .and_then(|n| n.parse().ok())
         .unwrap_or(0)
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig {
+        cases: bound("PARTITA_PG_MODEL_CASES", 8) as u32,
+        max_shrink_iters: 50,
+        ..Default::default()
+    })]
+
+    /// The model-based test's steps, spread over several nodes on one
+    /// PostgreSQL database (see the module docs).
+    #[test]
+    fn nodes_match_the_model(steps in model::steps(30)) {
+        let url = engine::testing::postgres::database();
+        model::run(Store::Postgres(url), bound("PARTITA_PG_MODEL_NODES", 3), steps)?;
+    }
 }
