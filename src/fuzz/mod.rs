@@ -46,6 +46,16 @@
 //! (`Durability::None`: the simulated crashes are in-process, so nothing
 //! depends on fsync).
 //!
+//! Several nodes ([`FuzzConfig::nodes`], the `postgres` feature): the
+//! private database is instead a container in a PostgreSQL database that
+//! several `Database`s (nodes) open, as `partita serve` processes sharing
+//! it would. Each call goes to a node its seed chooses, so the others
+//! write other partitions concurrently (with `concurrency` above 1) and
+//! read the partition the faulted call left; a crash reopens only the
+//! node that crashed. Every check of a partition's state reads it from
+//! every node: in a sequential run, after each call, each node must read
+//! exactly what the call committed or, when it failed, what it found.
+//!
 //! Procedures run through the facade's own procedure path (`run_procedure`
 //! in `scripts.rs`), so any language the facade runs is fuzzed the same way.
 //! A transactional batch ([`FuzzConfig::batch`]) is fuzzed the same way
@@ -209,6 +219,21 @@ pub struct FuzzConfig {
     pub limits: Limits,
     /// Search for the shortest reproduction after a violation.
     pub shrink: bool,
+    /// Run on several nodes sharing one store instead of a private
+    /// directory; `None` (one node) by default. See the module docs.
+    pub nodes: Option<FuzzNodes>,
+}
+
+/// Several nodes on one PostgreSQL database ([`FuzzConfig::nodes`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FuzzNodes {
+    /// The database (`postgresql://...`). The fuzzer owns its container
+    /// `fuzz` there: it deletes and creates it again at the start of each
+    /// run and of each replay while shrinking. Needs the facade's
+    /// `postgres` feature.
+    pub url: String,
+    /// How many nodes (`Database`s on the URL) share it, at least 1.
+    pub count: usize,
 }
 
 impl FuzzConfig {
@@ -237,6 +262,7 @@ impl FuzzConfig {
             clean_percent: 15,
             limits: Limits::default(),
             shrink: true,
+            nodes: None,
         }
     }
 }
@@ -271,6 +297,7 @@ impl std::fmt::Debug for FuzzConfig {
             .field("calls", &self.calls)
             .field("seed", &self.seed)
             .field("concurrency", &self.concurrency)
+            .field("nodes", &self.nodes)
             .finish_non_exhaustive()
     }
 }
@@ -594,8 +621,9 @@ fn shrink(config: &FuzzConfig, failing: u64) -> Result<Option<Reproduction>, Fuz
 /// Everything the worker threads share.
 struct Shared<'c> {
     config: &'c FuzzConfig,
-    dir: PathBuf,
-    db: RwLock<Database>,
+    place: Place,
+    /// The nodes, by number; one unless [`FuzzConfig::nodes`] says more.
+    db: RwLock<Vec<Database>>,
     /// (next call index, its seed), handed out in order.
     next: Mutex<(u64, u64)>,
     calls: u64,
@@ -613,25 +641,68 @@ struct Shared<'c> {
 /// A commit that crashed: its partition must recover to `pre` or `post`,
 /// as the crash point implies.
 struct Crash {
+    /// The node whose commit crashed.
+    node: usize,
     pk: PartitionKey,
     point: CrashPoint,
     pre: Vec<Value>,
     post: Vec<Value>,
+    /// The LSN of the partition's last acknowledged commit at the crash:
+    /// on several nodes, another node may commit to it before recovery.
+    acknowledged: u64,
     call: Violation,
 }
 
-fn open_fuzz_db(dir: &Path) -> Result<Database, engine::Error> {
-    let storage = SqliteStorage::open(&dir.join(engine::DATA_FILE), Durability::None)?;
-    Database::with_storage(
-        Box::new(CrashStorage::new(storage)),
-        Options {
-            durability: Durability::None,
-            // No room: a partition is evicted once no call holds it, so
-            // calls also run on partitions read back from storage.
-            cache_bytes: 0,
-            ..Options::default()
-        },
-    )
+/// Where the run's database lives.
+enum Place {
+    /// A temporary directory, over SQLite: one node.
+    Dir(PathBuf),
+    /// The database of [`FuzzNodes::url`].
+    #[cfg(feature = "postgres")]
+    Url(String),
+}
+
+impl Place {
+    /// Where `config` runs, given a temporary directory.
+    fn of(config: &FuzzConfig, dir: &Path) -> Result<Place, FuzzError> {
+        match &config.nodes {
+            None => Ok(Place::Dir(dir.to_owned())),
+            Some(nodes) if nodes.count == 0 => {
+                Err(FuzzError::Config("run on at least one node".into()))
+            }
+            #[cfg(feature = "postgres")]
+            Some(nodes) => Ok(Place::Url(nodes.url.clone())),
+            #[cfg(not(feature = "postgres"))]
+            Some(_) => Err(FuzzError::Config(
+                "several nodes need a PostgreSQL store: build with the postgres feature".into(),
+            )),
+        }
+    }
+
+    /// Opens a node: a `Database` whose commits crash when the committing
+    /// thread armed them.
+    fn open(&self) -> Result<Database, engine::Error> {
+        let storage: Box<dyn engine::storage::Storage> = match self {
+            Place::Dir(dir) => Box::new(CrashStorage::new(SqliteStorage::open(
+                &dir.join(engine::DATA_FILE),
+                Durability::None,
+            )?)),
+            #[cfg(feature = "postgres")]
+            Place::Url(url) => Box::new(CrashStorage::new(
+                engine::storage::PostgresStorage::connect(url, Durability::None)?,
+            )),
+        };
+        Database::with_storage(
+            storage,
+            Options {
+                durability: Durability::None,
+                // No room: a partition is evicted once no call holds it, so
+                // calls also run on partitions read back from storage.
+                cache_bytes: 0,
+                ..Options::default()
+            },
+        )
+    }
 }
 
 fn run_once(
@@ -657,7 +728,15 @@ fn run_once(
         )));
     }
     let tmp = tempfile::tempdir()?;
-    let db = open_fuzz_db(tmp.path())?;
+    let place = Place::of(config, tmp.path())?;
+    let db = place.open()?;
+    if config.nodes.is_some() {
+        // The last run's container, on a store that outlives runs.
+        match db.delete_container(CONTAINER) {
+            Ok(()) | Err(engine::Error::ContainerNotFound(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
     let container = db.create_container(CONTAINER, &config.partition_key_path)?;
     for script in &config.scripts {
         container.create_script(script.clone())?;
@@ -680,10 +759,14 @@ fn run_once(
         expected.insert(pk.clone(), (0, documents(&container, pk)?));
     }
     drop(container);
+    let mut nodes = vec![db];
+    for _ in 1..config.nodes.as_ref().map_or(1, |n| n.count) {
+        nodes.push(place.open()?);
+    }
     let shared = Shared {
         config,
-        dir: tmp.path().to_owned(),
-        db: RwLock::new(db),
+        place,
+        db: RwLock::new(nodes),
         next: Mutex::new((0, seed)),
         calls,
         stop: AtomicBool::new(false),
@@ -719,12 +802,12 @@ fn run_once(
     // Whatever ran concurrently, each partition must hold exactly what its
     // last acknowledged commit published.
     let mut report = shared.report.into_inner();
-    if report.violation.is_none() {
-        let db = shared.db.read();
+    let nodes = shared.db.read();
+    for (node, db) in nodes.iter().enumerate() {
         let container = db.container(CONTAINER)?;
         for (pk, (_, state)) in shared.expected.lock().iter() {
             let now = documents(&container, pk)?;
-            if &now != state {
+            if &now != state && report.violation.is_none() {
                 report.violation = Some(Violation {
                     call: report.calls.saturating_sub(1),
                     call_seed: 0,
@@ -732,7 +815,10 @@ fn run_once(
                     params: Vec::new(),
                     fault: json!({"kind": "none"}),
                     kind: "lost_commit",
-                    message: "at the end of the run the partition does not hold what its last acknowledged commit published".into(),
+                    message: format!(
+                        "at the end of the run the partition{} does not hold what its last acknowledged commit published",
+                        on_node(&nodes, node)
+                    ),
                     outcome: String::new(),
                     state: now.iter().map(strip).collect(),
                 });
@@ -740,6 +826,14 @@ fn run_once(
         }
     }
     Ok(report)
+}
+
+/// " on node n" when there are several nodes, for messages.
+fn on_node<T>(nodes: &[T], node: usize) -> String {
+    match nodes.len() {
+        1 => String::new(),
+        _ => format!(" on node {node}"),
+    }
 }
 
 fn worker(shared: &Shared<'_>) -> Result<(), FuzzError> {
@@ -757,8 +851,8 @@ fn worker(shared: &Shared<'_>) -> Result<(), FuzzError> {
             taken
         };
         let outcome = {
-            let db = shared.db.read();
-            one_call(shared, &db, index, seed)?
+            let nodes = shared.db.read();
+            one_call(shared, &nodes, index, seed)?
         };
         let mut violation = outcome.violation;
         if outcome.crashed {
@@ -778,43 +872,71 @@ fn worker(shared: &Shared<'_>) -> Result<(), FuzzError> {
     }
 }
 
-/// After simulated crashes: reopen the directory (no call is in flight
-/// then) and check that each crashed partition holds its state before the
-/// call (a crash before the durable write) or after it (after), and every
-/// other partition what it last acknowledged. Several calls may have
-/// crashed before the first of them gets here; the first reopens for all.
+/// After simulated crashes: reopen the nodes that crashed (no call is in
+/// flight then) and check that each node reads in each crashed partition
+/// its state before the call (a crash before the durable write) or after
+/// it (after), and in every other partition what it last acknowledged.
+/// Several calls may have crashed before the first of them gets here; the
+/// first reopens for all. On several nodes another node may have
+/// committed to a crashed partition since the crashed call began: it then
+/// may hold what the last acknowledged commit published.
 fn recover(shared: &Shared<'_>) -> Result<Option<Violation>, FuzzError> {
-    let mut db = shared.db.write();
+    let mut nodes = shared.db.write();
     let crashes = std::mem::take(&mut *shared.crashed.lock());
     if crashes.is_empty() {
         return Ok(None);
     }
-    drop(std::mem::replace(&mut *db, Database::in_memory()));
-    *db = open_fuzz_db(&shared.dir)?;
+    for node in 0..nodes.len() {
+        if crashes.iter().any(|c| c.node == node) {
+            drop(std::mem::replace(&mut nodes[node], Database::in_memory()));
+            nodes[node] = shared.place.open()?;
+        }
+    }
     shared.report.lock().crashes += 1;
-    let container = db.container(CONTAINER)?;
     let mut expected = shared.expected.lock();
     let mut found = None;
     for pk in &shared.config.partition_keys {
-        let now = documents(&container, pk)?;
-        let crash = crashes.iter().find(|c| &c.pk == pk);
-        let want: &[Value] = match crash {
-            Some(Crash {
-                point: CrashPoint::BeforeDurableWrite,
-                pre,
-                ..
-            }) => pre,
-            Some(Crash { post, .. }) => post,
-            None => &expected[pk].1,
-        };
-        if now != want && found.is_none() {
+        let on_pk: Vec<&Crash> = crashes.iter().filter(|c| &c.pk == pk).collect();
+        let crash = on_pk.first().copied();
+        let acknowledged = &expected[pk];
+        // The states the partition may hold: what each crash in it implies
+        // (one node crashes once before recovery, but several nodes may
+        // each crash in it), or what it last acknowledged.
+        let mut accepted: Vec<&[Value]> = on_pk
+            .iter()
+            .map(|c| match c.point {
+                CrashPoint::BeforeDurableWrite => &c.pre[..],
+                CrashPoint::AfterDurableWrite => &c.post[..],
+            })
+            .collect();
+        // On several nodes the last acknowledged state may do instead:
+        // another node's commit since a crash (a node that crashed
+        // refuses writes, so only another node's), or, for a crash before
+        // the durable write, one since the call began (its `pre` is then
+        // stale, and the crash wrote nothing).
+        let later = nodes.len() > 1
+            && on_pk.iter().any(|c| {
+                acknowledged.0 > c.acknowledged || c.point == CrashPoint::BeforeDurableWrite
+            });
+        if on_pk.is_empty() || later {
+            accepted.push(&acknowledged.1);
+        }
+        let mut states = Vec::with_capacity(nodes.len());
+        for db in nodes.iter() {
+            states.push(documents(&db.container(CONTAINER)?, pk)?);
+        }
+        for (node, now) in states.iter().enumerate() {
+            if accepted.contains(&&now[..]) || found.is_some() {
+                continue;
+            }
             let base = crash.map_or_else(|| crashes[0].call.clone(), |c| c.call.clone());
+            let on = on_node(&nodes, node);
             found = Some(Violation {
                 partition_key: pk.clone(),
                 kind: "crash_recovery",
                 message: match crash {
                     Some(c) => format!(
-                        "after a crash {} and a reopen, partition {pk} does not hold the state the crash point implies",
+                        "after a crash {} and a reopen, partition {pk}{on} does not hold the state the crash point implies",
                         match c.point {
                             CrashPoint::BeforeDurableWrite =>
                                 "before the durable write (the state before the call)",
@@ -823,13 +945,14 @@ fn recover(shared: &Shared<'_>) -> Result<Option<Violation>, FuzzError> {
                         }
                     ),
                     None => format!(
-                        "after a crash in another partition and a reopen, partition {pk} does not hold what it last acknowledged"
+                        "after a crash in another partition and a reopen, partition {pk}{on} does not hold what it last acknowledged"
                     ),
                 },
                 state: now.iter().map(strip).collect(),
                 ..base
             });
         }
+        let now = states.swap_remove(0);
         expected.insert(pk.clone(), (0, now));
     }
     Ok(found)
@@ -954,7 +1077,7 @@ fn outcome_text<T>(result: &Result<T, Error>) -> String {
 /// same call on a copy, and the checks.
 fn one_call(
     shared: &Shared<'_>,
-    db: &Database,
+    nodes: &[Database],
     index: u64,
     seed: u64,
 ) -> Result<CallOutcome, FuzzError> {
@@ -962,7 +1085,16 @@ fn one_call(
     let mut rng = FuzzRng::new(seed);
     let pk = config.partition_keys[rng.below(config.partition_keys.len() as u64) as usize].clone();
     let params = (config.params)(&mut rng, &pk);
-    let container = db.container(CONTAINER)?;
+    // One node draws nothing, so a one-node run is what it always was.
+    let node = match nodes.len() {
+        1 => 0,
+        n => rng.below(n as u64) as usize,
+    };
+    let views = nodes
+        .iter()
+        .map(|db| db.container(CONTAINER))
+        .collect::<Result<Vec<_>, _>>()?;
+    let container = views[node].clone();
     let script = match config.batch {
         true => None,
         false => Some(container.read_script(ScriptKind::StoredProcedure, &config.procedure)?),
@@ -996,6 +1128,8 @@ fn one_call(
     let call = Call {
         pre: txn_documents(&txn),
         container,
+        node,
+        views,
         script,
         pk,
         params,
@@ -1012,7 +1146,7 @@ fn one_call(
 
     let (post, crashed) = match settle(shared, &call, txn, &result, fault, &mut base) {
         Settled::Post { state, crashed } => (state, crashed),
-        Settled::LostCommit(violation) => {
+        Settled::Violated(violation) => {
             return Ok(CallOutcome {
                 violation: Some(violation),
                 crashed: false,
@@ -1026,7 +1160,12 @@ fn one_call(
 /// A call as its seed chose it, with the partition as the call found it:
 /// what the clean run, the faulted run and the checks share.
 struct Call {
+    /// The container on the node the call runs on.
     container: Container,
+    /// That node's number.
+    node: usize,
+    /// The container on every node, by number.
+    views: Vec<Container>,
     /// The procedure; `None` for a batch.
     script: Option<Script>,
     pk: PartitionKey,
@@ -1054,8 +1193,8 @@ enum Settled {
     /// What the partition holds now (after a crash at commit, what recovery
     /// must restore), and whether the commit crashed.
     Post { state: Vec<Value>, crashed: bool },
-    /// The published partition differs from what the call committed.
-    LostCommit(Violation),
+    /// A node reads the partition otherwise than the call left it.
+    Violated(Violation),
 }
 
 /// What a procedure call returned.
@@ -1253,10 +1392,7 @@ fn settle(
     if let Err(e) = result {
         count_failure(shared, e.status());
         drop(txn);
-        return Settled::Post {
-            state: call.pre.clone(),
-            crashed: false,
-        };
+        return unchanged(shared, call, base);
     }
     let post = txn_documents(&txn);
     let point = match fault {
@@ -1276,29 +1412,15 @@ fn settle(
                     *entry = (lsn.0, post.clone());
                 }
             }
-            if shared.config.concurrency <= 1 || shared.calls == 1 {
-                let (published, message) = match documents(&call.container, &call.pk) {
-                    Ok(published) => (
-                        published,
-                        "the published partition differs from what the call committed".to_owned(),
-                    ),
-                    Err(e) => (
-                        Vec::new(),
-                        format!("the published partition cannot be read: {e}"),
-                    ),
-                };
-                if published != post {
-                    return Settled::LostCommit(Violation {
-                        kind: "lost_commit",
-                        message,
-                        state: published.iter().map(strip).collect(),
-                        ..base.clone()
-                    });
-                }
-            }
-            Settled::Post {
-                state: post,
-                crashed: false,
+            match published_differs(shared, call, &post, "what the call committed", base) {
+                Some(violation) => Settled::Violated(Violation {
+                    kind: "lost_commit",
+                    ..violation
+                }),
+                None => Settled::Post {
+                    state: post,
+                    crashed: false,
+                },
             }
         }
         (Err(engine::Error::Storage(_)), Some(point)) => Settled::Post {
@@ -1310,12 +1432,63 @@ fn settle(
         (Err(e), _) => {
             count_failure(shared, e.status());
             base.outcome = format!("commit failed with {}: {e}", e.status());
-            Settled::Post {
-                state: call.pre.clone(),
-                crashed: false,
-            }
+            unchanged(shared, call, base)
         }
     }
+}
+
+/// A failed call's end: its partition is as the call found it, on every
+/// node.
+fn unchanged(shared: &Shared<'_>, call: &Call, base: &Violation) -> Settled {
+    match published_differs(
+        shared,
+        call,
+        &call.pre,
+        "the state before the failed call",
+        base,
+    ) {
+        Some(violation) => Settled::Violated(Violation {
+            kind: "not_atomic",
+            ..violation
+        }),
+        None => Settled::Post {
+            state: call.pre.clone(),
+            crashed: false,
+        },
+    }
+}
+
+/// In a sequential run (concurrent calls move partitions on), the first
+/// node that reads the call's partition otherwise than exactly `want`
+/// (`what`, for the message), as a violation of the kind the caller sets.
+fn published_differs(
+    shared: &Shared<'_>,
+    call: &Call,
+    want: &[Value],
+    what: &str,
+    base: &Violation,
+) -> Option<Violation> {
+    if shared.config.concurrency > 1 && shared.calls > 1 {
+        return None;
+    }
+    call.views.iter().enumerate().find_map(|(node, view)| {
+        let on = on_node(&call.views, node);
+        let (published, message) = match documents(view, &call.pk) {
+            Ok(published) => (
+                published,
+                format!("the published partition{on} differs from {what}"),
+            ),
+            Err(e) => (
+                Vec::new(),
+                format!("the published partition{on} cannot be read: {e}"),
+            ),
+        };
+        (published != want).then(|| Violation {
+            message,
+            state: published.iter().map(strip).collect(),
+            ..base.clone()
+        })
+    })
 }
 
 /// Leaves a crash at commit for recovery to check, and returns the state
@@ -1334,8 +1507,11 @@ fn record_crash(
         .entry("commit".to_owned())
         .or_default() += 1;
     base.outcome = "crashed at commit".to_owned();
+    let acknowledged = shared.expected.lock().get(&call.pk).map_or(0, |e| e.0);
     shared.crashed.lock().push(Crash {
+        node: call.node,
         pk: call.pk.clone(),
+        acknowledged,
         point,
         pre: call.pre.clone(),
         post: post.clone(),

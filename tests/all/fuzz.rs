@@ -7,10 +7,16 @@
 //!
 //! `PARTITA_FUZZ_CALLS` (default 150; each budget fault rebuilds a JavaScript context, which
 //! costs ~0.25 s in a debug build) sets the calls of the clean runs.
+//!
+//! With the `postgres` feature, the same runs on two nodes sharing one
+//! PostgreSQL database ([`fuzz::FuzzNodes`]): every fault leaves the
+//! partition as it was, as both nodes read it, sequentially and with the
+//! other node writing concurrently; the broken variant is caught there
+//! too. `PARTITA_FUZZ_NODES_CALLS` (default 60) sets their calls.
 
 use std::sync::Arc;
 
-use partita::fuzz::{self, FaultKinds, FuzzConfig, Invariant, params_from_templates};
+use partita::fuzz::{self, FaultKinds, FuzzConfig, FuzzReport, Invariant, params_from_templates};
 use partita::{PartitionKey, ScriptKind, ScriptProperties};
 use serde_json::{Value, json};
 
@@ -56,41 +62,53 @@ fn blog(procedure: &str, partitions: usize) -> FuzzConfig {
     config
 }
 
+/// Runs `config` and checks its report: no violation, every call made,
+/// a fault of each of `kinds` injected and each of `points` reached.
+/// Returns the report and its JSON.
+fn run_atomic(config: &FuzzConfig, kinds: &[&str], points: &[&str]) -> (FuzzReport, Value) {
+    let report = fuzz::run(config).expect("run");
+    let json = report.to_json();
+    assert_eq!(report.violation, None, "{json:#}");
+    assert_eq!(report.calls, config.calls);
+    for kind in kinds {
+        assert!(
+            report.faults.get(*kind).copied().unwrap_or(0) > 0,
+            "no {kind} fault: {json:#}"
+        );
+    }
+    for point in points {
+        assert!(
+            report.fault_points.contains_key(*point),
+            "{point} never reached: {json:#}"
+        );
+    }
+    (report, json)
+}
+
 #[test]
 fn create_comment_is_atomic_under_every_fault() {
     let mut config = blog("createComment", 2);
     config.calls = calls();
     config.seed = 42;
-    let report = fuzz::run(&config).expect("run");
-    let json = report.to_json();
-    assert_eq!(report.violation, None, "{json:#}");
-    assert_eq!(report.calls, config.calls);
-    for kind in [
-        "none",
-        "host_error",
-        "host_abort",
-        "budget",
-        "crash_before_durable_write",
-        "crash_after_durable_write",
-    ] {
-        assert!(
-            report.faults.get(kind).copied().unwrap_or(0) > 0,
-            "no {kind} fault: {json:#}"
-        );
-    }
     // createComment performs read, replace, create: a fault reached each.
-    for point in [
-        "op 1 (read)",
-        "op 2 (replace)",
-        "op 3 (create)",
-        "instructions",
-        "commit",
-    ] {
-        assert!(
-            report.fault_points.contains_key(point),
-            "{point} never reached: {json:#}"
-        );
-    }
+    let (report, json) = run_atomic(
+        &config,
+        &[
+            "none",
+            "host_error",
+            "host_abort",
+            "budget",
+            "crash_before_durable_write",
+            "crash_after_durable_write",
+        ],
+        &[
+            "op 1 (read)",
+            "op 2 (replace)",
+            "op 3 (create)",
+            "instructions",
+            "commit",
+        ],
+    );
     assert!(
         report.crashes > 0 && report.committed > 0 && report.failed > 0,
         "{json:#}"
@@ -111,33 +129,22 @@ fn wasm_create_comment_is_atomic_under_every_fault() {
     )];
     config.calls = calls();
     config.seed = 7;
-    let report = fuzz::run(&config).expect("run");
-    let json = report.to_json();
-    assert_eq!(report.violation, None, "{json:#}");
-    assert_eq!(report.calls, config.calls);
-    for kind in [
-        "host_error",
-        "host_abort",
-        "budget",
-        "crash_before_durable_write",
-    ] {
-        assert!(
-            report.faults.get(kind).copied().unwrap_or(0) > 0,
-            "no {kind} fault: {json:#}"
-        );
-    }
-    for point in [
-        "op 1 (read)",
-        "op 2 (replace)",
-        "op 3 (create)",
-        "fuel",
-        "commit",
-    ] {
-        assert!(
-            report.fault_points.contains_key(point),
-            "{point} never reached: {json:#}"
-        );
-    }
+    run_atomic(
+        &config,
+        &[
+            "host_error",
+            "host_abort",
+            "budget",
+            "crash_before_durable_write",
+        ],
+        &[
+            "op 1 (read)",
+            "op 2 (replace)",
+            "op 3 (create)",
+            "fuel",
+            "commit",
+        ],
+    );
 }
 
 #[test]
@@ -160,12 +167,7 @@ fn the_broken_variant_is_caught_with_a_reproduction() {
     let mut config = blog("createCommentBroken", 2);
     config.calls = 500;
     config.seed = 3;
-    let report = fuzz::run(&config).expect("run");
-    let json = report.to_json();
-    let violation = report
-        .violation
-        .clone()
-        .unwrap_or_else(|| panic!("not caught: {json:#}"));
+    let (violation, json) = caught_and_replayed(&config);
     assert_eq!(violation.kind, "not_atomic", "{json:#}");
     assert_eq!(violation.fault["kind"], "host_error", "{json:#}");
     assert_eq!(
@@ -174,8 +176,18 @@ fn the_broken_variant_is_caught_with_a_reproduction() {
     );
     assert_eq!(violation.outcome, "committed");
     assert_eq!(json["violations"], 1);
+}
 
-    // The reproduction replays the violation on its own.
+/// Runs `config`, which must find a violation, and replays the
+/// reproduction it reports, which must find the same fault at its last
+/// call. Returns the violation and the report's JSON.
+fn caught_and_replayed(config: &FuzzConfig) -> (fuzz::Violation, Value) {
+    let report = fuzz::run(config).expect("run");
+    let json = report.to_json();
+    let violation = report
+        .violation
+        .clone()
+        .unwrap_or_else(|| panic!("not caught: {json:#}"));
     let repro = report.reproduction.expect("a reproduction");
     assert!(repro.calls <= violation.call + 1);
     let mut replay = config.clone();
@@ -186,6 +198,7 @@ fn the_broken_variant_is_caught_with_a_reproduction() {
     let found = again.violation.expect("the reproduction reproduces");
     assert_eq!(found.call, repro.calls - 1);
     assert_eq!(found.fault, violation.fault);
+    (violation, json)
 }
 
 /// The variant that writes the comment in a separate call: every call is
@@ -311,27 +324,16 @@ fn a_create_comment_batch_is_atomic_under_every_fault() {
             .collect();
         config.calls = calls();
         config.concurrency = concurrency;
-        let report = fuzz::run(&config).expect("run");
-        let json = report.to_json();
-        assert_eq!(report.violation, None, "{json:#}");
-        assert_eq!(report.calls, config.calls);
-        for kind in [
-            "none",
-            "host_error",
-            "crash_before_durable_write",
-            "crash_after_durable_write",
-        ] {
-            assert!(
-                report.faults.get(kind).copied().unwrap_or(0) > 0,
-                "no {kind} fault: {json:#}"
-            );
-        }
-        for point in ["op 1 (batch operation)", "op 2 (batch operation)"] {
-            assert!(
-                report.fault_points.contains_key(point),
-                "no fault at {point}: {json:#}"
-            );
-        }
+        run_atomic(
+            &config,
+            &[
+                "none",
+                "host_error",
+                "crash_before_durable_write",
+                "crash_after_durable_write",
+            ],
+            &["op 1 (batch operation)", "op 2 (batch operation)"],
+        );
     }
 }
 
@@ -374,4 +376,69 @@ fn create_comment_is_atomic_in_worker_processes() {
     assert_eq!(report.violation, None, "{json:#}");
     assert_eq!(report.calls, config.calls);
     assert!(report.committed > 0 && report.failed > 0, "{json:#}");
+}
+
+/// createComment on two nodes over one PostgreSQL database, with the
+/// calls spread over the nodes: sequentially (after each call both nodes
+/// read exactly what it committed, or what it found when it failed) and
+/// with two threads (one node writes while the other's call fails or
+/// crashes). Budget faults only rebuild contexts here: they are covered
+/// above.
+#[cfg(feature = "postgres")]
+#[test]
+fn create_comment_is_atomic_on_two_nodes() {
+    let calls = std::env::var("PARTITA_FUZZ_NODES_CALLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(60);
+    for concurrency in [1, 2] {
+        let mut config = blog("createComment", 3);
+        config.nodes = Some(fuzz::FuzzNodes {
+            url: engine::testing::postgres::database(),
+            count: 2,
+        });
+        config.calls = calls;
+        config.seed = 42;
+        config.concurrency = concurrency;
+        config.faults.budgets = false;
+        let (report, json) = run_atomic(
+            &config,
+            &[
+                "host_error",
+                "host_abort",
+                "crash_before_durable_write",
+                "crash_after_durable_write",
+            ],
+            &["op 1 (read)", "op 2 (replace)", "op 3 (create)", "commit"],
+        );
+        assert!(report.crashes > 0 && report.committed > 0, "{json:#}");
+    }
+}
+
+/// The broken variant is caught on two nodes as on one, and its
+/// reproduction replays it there.
+#[cfg(feature = "postgres")]
+#[test]
+fn the_broken_variant_is_caught_on_two_nodes() {
+    let mut config = blog("createCommentBroken", 2);
+    config.nodes = Some(fuzz::FuzzNodes {
+        url: engine::testing::postgres::database(),
+        count: 2,
+    });
+    config.calls = 200;
+    config.seed = 3;
+    config.faults.budgets = false;
+    let (violation, json) = caught_and_replayed(&config);
+    assert_eq!(violation.kind, "not_atomic", "{json:#}");
+}
+
+/// Several nodes on a count of 0 are refused with 400.
+#[test]
+fn zero_nodes_are_refused_with_400() {
+    let mut config = blog("createComment", 1);
+    config.nodes = Some(fuzz::FuzzNodes {
+        url: "postgresql://unused".into(),
+        count: 0,
+    });
+    assert_eq!(fuzz::run(&config).expect_err("no nodes").status(), 400);
 }
