@@ -566,12 +566,20 @@ impl ContainerInner {
     /// so reads show only acknowledged commits. The caller holds the
     /// partition's `loading` lock and pins it. If storage cannot be read,
     /// the partition stays unloaded.
+    ///
+    /// Over a shared store the copy is marked with `base_version`, the
+    /// version the transaction read: other nodes read what storage holds,
+    /// so this node must not keep a copy that differs from it under
+    /// storage's version. A commit that did reach storage moved the
+    /// version, and reads then go to storage as after another node's
+    /// commit.
     pub(crate) fn install_before(
         &self,
         db: &DbInner,
         partition: &LogicalPartition,
         before: &PartitionState,
         ids: &[&str],
+        base_version: u64,
     ) {
         let Ok((mut state, version)) = self.read_state(db, &partition.key) else {
             return;
@@ -582,6 +590,7 @@ impl ContainerInner {
                 None => state.remove(id),
             }
         }
+        let version = if db.shared { base_version } else { version };
         // Over the budget or not, it stays: it is about to be pinned.
         install(db, partition, state, version);
     }

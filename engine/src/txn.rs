@@ -821,7 +821,7 @@ impl Txn {
             // never leaves memory to be read back with it.
             if detached {
                 let ids: Vec<&str> = writes.iter().map(|w| &*w.id).collect();
-                container.install_before(&db, &partition, &base, &ids);
+                container.install_before(&db, &partition, &base, &ids, base_version);
             }
             partition.pin();
         })?;

@@ -644,9 +644,8 @@ pub(crate) fn run(store: Store, nodes: usize, steps: Vec<NodeStep>) -> Result<()
 /// and the model after it, which holds `written` (the crashed call's
 /// documents) when the crash came after the durable write. A store of its
 /// own (SQLite) keeps showing what was before the failed write; on a
-/// shared store every other node reads what the store holds. (The crashed
-/// node, until it restarts, shows either: a failed point write's
-/// partition is read again, a failed import's keeps what was.)
+/// shared store every node, the crashed one too, reads what the store
+/// holds.
 fn crashed(
     store: &Store,
     nodes: &[Node],
@@ -661,7 +660,7 @@ fn crashed(
         durable.extend(written);
     }
     if store.shared() {
-        for (m, node) in nodes.iter().enumerate().filter(|(m, _)| *m != k) {
+        for (m, node) in nodes.iter().enumerate() {
             check(&node.c, &durable, step, m)?;
         }
     } else {

@@ -304,6 +304,34 @@ fn a_batch_and_a_triggered_write_that_lost_their_commit_run_again() -> Result {
     )
 }
 
+/// A node whose import crashed after the durable write (so it refuses
+/// writes until it restarts) reads what the store holds, as the other
+/// node does: the copy it keeps of the partition is not served once
+/// storage moved past it. Its write, which stays, is seen on both.
+#[test]
+fn a_node_whose_import_crashed_after_the_write_reads_what_the_store_holds() -> Result {
+    let (url, b) = blog_database()?;
+    let (a, faults) = a_node_beaten_once(&url)?;
+    faults.fail_next_commit(engine::testing::CommitFault::after_write("crashed"));
+    let posts = a.container("posts")?;
+    let comment = json!({"id": "c1", "postId": "p0", "type": "comment"});
+    let err = posts
+        .import_items(vec![comment], &Default::default(), &mut |_| {})
+        .unwrap_err();
+    assert_eq!(err.source.status(), 500, "{err}");
+    for db in [&a, &b] {
+        let ids: Vec<String> = db
+            .container("posts")?
+            .read_feed("p0", &Default::default())?
+            .items
+            .iter()
+            .map(|d| d.id().to_owned())
+            .collect();
+        assert_eq!(ids.len(), 2, "the post and the comment: {ids:?}");
+    }
+    Ok(())
+}
+
 /// A procedure that returns `value`.
 fn returning(id: &str, value: &str) -> ScriptProperties {
     ScriptProperties::stored_procedure(
