@@ -14,6 +14,8 @@
 //! - Change-feed processors on both nodes share the leases, and one takes
 //!   over the leases of a dead one: every change is delivered at least
 //!   once.
+//! - A node whose commit crashed after its durable write reads, until it
+//!   restarts, what the store holds, as the other node does.
 //! - The model-based test (`model.rs`) on `PARTITA_PG_MODEL_NODES` nodes
 //!   (default 3): each step goes to the node the sequence names, crashes
 //!   at commit and restarts reopen that node, contended writes lose their
