@@ -35,7 +35,8 @@
 //!
 //! The other direction, [`from_json`], builds what `JSON.parse` would: its
 //! input comes from serde_json (parsed with its 128-level recursion limit)
-//! or the engine.
+//! or the engine. [`unchanged`] tells, by reading alone, whether a value
+//! [`from_json`] built would still convert back to exactly its JSON.
 
 use boa_engine::builtins::object::OrdinaryObject;
 use boa_engine::object::ObjectInitializer;
@@ -168,6 +169,224 @@ impl<'v> Names<'v> {
                 string.into()
             }
         }
+    }
+}
+
+/// The bytes [`to_json`] of `value` would spend, when it is sure that
+/// [`to_json`] would give exactly `expected`: the same members in the same
+/// order and numbers of the same kind (integer or float, bit for bit).
+/// `None` when it is not: the value differs, or holds something only the
+/// general conversion handles (an accessor, a non-enumerable member, an
+/// exotic or boxed object, a proxy, a `toJSON` anywhere, index-like names,
+/// `NaN`), and when it is nested [`MAX_DEPTH`] deep.
+///
+/// It only reads property maps, so it runs no script code and allocates
+/// nothing per member; a script that returns the documents a query handed
+/// it, unchanged, has them returned as the JSON they came from without
+/// building every name and string again ([`super::host::body_to_json`]).
+pub(crate) fn unchanged(value: &JsValue, expected: &Value, context: &Context) -> Option<usize> {
+    let constructors = context.intrinsics().constructors();
+    let mut same = Same {
+        object_proto: constructors.object().prototype(),
+        array_proto: constructors.array().prototype(),
+        shapes: Vec::new(),
+        spent: 0,
+    };
+    let to_json = PropertyKey::from(js_string!("toJSON"));
+    let plain = |obj: &JsObject, proto: Option<&JsObject>| {
+        let obj = obj.borrow();
+        obj.properties().get(&to_json).is_none()
+            && match (obj.prototype(), proto) {
+                (None, None) => true,
+                (Some(p), Some(q)) => JsObject::equals(&p, q),
+                _ => false,
+            }
+    };
+    if !(plain(&same.object_proto, None) && plain(&same.array_proto, Some(&same.object_proto))) {
+        return None;
+    }
+    same.value(value, expected, 0).then_some(same.spent)
+}
+
+/// The state of one [`unchanged`] walk.
+struct Same {
+    object_proto: JsObject,
+    array_proto: JsObject,
+    /// The string keys of the shared shapes met so far (see [`ShapeNames`]).
+    shapes: Vec<(Shape, Vec<PropertyKey>)>,
+    /// The bytes [`to_json`] would have spent on what was compared.
+    spent: usize,
+}
+
+impl Same {
+    fn value(&mut self, value: &JsValue, expected: &Value, depth: usize) -> bool {
+        match (value.variant(), expected) {
+            (JsVariant::Null, Value::Null) => {
+                self.spent += 4;
+                true
+            }
+            (JsVariant::Boolean(b), Value::Bool(e)) => {
+                self.spent += 5;
+                b == *e
+            }
+            (JsVariant::String(s), Value::String(e)) => {
+                self.spent += s.len() + 2;
+                same_text(&s, e)
+            }
+            (JsVariant::Integer32(n), Value::Number(e)) => {
+                self.spent += 8;
+                same_number(&Value::from(n), e)
+            }
+            (JsVariant::Float64(n), Value::Number(e)) => {
+                self.spent += 8;
+                same_number(&crate::number::json_number(n), e)
+            }
+            (JsVariant::Object(obj), Value::Array(items)) => self.array(&obj, items, depth),
+            (JsVariant::Object(obj), Value::Object(members)) => self.object(&obj, members, depth),
+            _ => false,
+        }
+    }
+
+    /// An array on `Array.prototype` with no own `toJSON`, whose elements
+    /// are all own data properties.
+    fn array(&mut self, obj: &JsObject, items: &[Value], depth: usize) -> bool {
+        if depth >= MAX_DEPTH
+            || !obj.is_array()
+            || !obj
+                .prototype()
+                .is_some_and(|p| JsObject::equals(&p, &self.array_proto))
+        {
+            return false;
+        }
+        let elements = {
+            let o = obj.borrow();
+            let properties = o.properties();
+            if properties
+                .get(&PropertyKey::from(js_string!("toJSON")))
+                .is_some()
+            {
+                return false;
+            }
+            let length = properties
+                .get(&PropertyKey::from(js_string!("length")))
+                .and_then(|d| d.value().and_then(JsValue::as_number));
+            if length != Some(items.len() as f64) {
+                return false;
+            }
+            let mut elements = Vec::with_capacity(items.len());
+            for i in 0..items.len() {
+                let Ok(i) = u32::try_from(i) else {
+                    return false;
+                };
+                match properties.get(&PropertyKey::from(i)) {
+                    Some(d) => match d.value() {
+                        Some(v) => elements.push(v.clone()),
+                        None => return false,
+                    },
+                    None => return false,
+                }
+            }
+            elements
+        };
+        self.spent += 2 + items.len();
+        elements
+            .iter()
+            .zip(items)
+            .all(|(element, item)| self.value(element, item, depth + 1))
+    }
+
+    /// An ordinary object on a shared shape, on `Object.prototype` or
+    /// none, with no index-like names, whose members are enumerable data
+    /// properties named as `members` are, in the same order.
+    fn object(&mut self, obj: &JsObject, members: &Map<String, Value>, depth: usize) -> bool {
+        if depth >= MAX_DEPTH || !obj.is_ordinary() {
+            return false;
+        }
+        match obj.prototype() {
+            None => {}
+            Some(p) if JsObject::equals(&p, &self.object_proto) => {}
+            Some(_) => return false,
+        }
+        let values = {
+            let o = obj.borrow();
+            let properties = o.properties();
+            let shape = o.shape();
+            if !shape.is_shared() || properties.index_property_keys().next().is_some() {
+                return false;
+            }
+            let addr = shape.to_addr_usize();
+            let at = match self
+                .shapes
+                .iter()
+                .position(|(s, _)| s.to_addr_usize() == addr)
+            {
+                Some(at) => at,
+                None => {
+                    let keys = shape
+                        .keys()
+                        .into_iter()
+                        .filter(|k| matches!(k, PropertyKey::String(_)))
+                        .collect();
+                    if self.shapes.len() == Walk::MAX_SHAPES {
+                        self.shapes.remove(0);
+                    }
+                    self.shapes.push((shape.clone(), keys));
+                    self.shapes.len() - 1
+                }
+            };
+            let keys = &self.shapes[at].1;
+            if keys.len() != members.len() {
+                return false;
+            }
+            let mut values = Vec::with_capacity(keys.len());
+            for (key, name) in keys.iter().zip(members.keys()) {
+                let PropertyKey::String(s) = key else {
+                    return false;
+                };
+                if name == "toJSON" || !same_text(s, name) {
+                    return false;
+                }
+                match properties.get(key) {
+                    Some(d) if d.enumerable() == Some(true) => match d.value() {
+                        Some(v) => values.push(v.clone()),
+                        None => return false,
+                    },
+                    _ => return false,
+                }
+                self.spent += name.len() + 3;
+            }
+            values
+        };
+        self.spent += 2;
+        values
+            .iter()
+            .zip(members.values())
+            .all(|(value, member)| self.value(value, member, depth + 1))
+    }
+}
+
+/// Whether `s` holds the same characters as `text`.
+fn same_text(s: &JsString, text: &str) -> bool {
+    match s.variant() {
+        JsStrVariant::Latin1(bytes) if text.is_ascii() => bytes == text.as_bytes(),
+        JsStrVariant::Latin1(bytes) => text
+            .chars()
+            .map(u32::from)
+            .eq(bytes.iter().map(|&b| u32::from(b))),
+        JsStrVariant::Utf16(units) => text.encode_utf16().eq(units.iter().copied()),
+    }
+}
+
+/// Whether `got` is a number written exactly as `expected` is: both
+/// integers of the same value, or both floats with the same bits.
+fn same_number(got: &Value, expected: &serde_json::Number) -> bool {
+    let Value::Number(got) = got else {
+        return false;
+    };
+    match (got.is_f64(), expected.is_f64()) {
+        (true, true) => got.as_f64().map(f64::to_bits) == expected.as_f64().map(f64::to_bits),
+        (false, false) => got == expected,
+        _ => false,
     }
 }
 
@@ -694,6 +913,137 @@ mod tests {
             panic!("other converts back")
         };
         assert_eq!(back, value);
+    }
+
+    /// Varied JSON: numbers of every kind, unicode, large strings, nested
+    /// arrays and deep objects, names `from_json` shares and names that
+    /// look like indices.
+    fn varied() -> Vec<serde_json::Value> {
+        let mut deep = json!({"leaf": [1, "x"]});
+        for i in 0..100 {
+            deep = json!({ format!("level{i}"): deep, "n": i });
+        }
+        let doc = |i: i64| {
+            json!({
+                "id": format!("f-{i}"), "type": "post", "n": i, "neg": -i, "f": 0.5 + i as f64,
+                "text": "é日本語😀", "ok": i % 2 == 0, "none": null,
+                "tags": [[1, [2, [3]]], {"a": {"b": {"c": []}}}], "empty": {},
+            })
+        };
+        vec![
+            json!([doc(1), doc(2), doc(3)]),
+            doc(4),
+            deep,
+            json!({"big": 4_294_967_296_u64, "max_safe": 9_007_199_254_740_992_i64,
+                   "min_safe": -9_007_199_254_740_992_i64, "tiny": 5e-324, "large": 1e300}),
+            json!({"large string": "x".repeat(200_000), "utf16": "😀".repeat(1000)}),
+            json!([[], [[]], [[], [[]]], {}, "", 0]),
+        ]
+    }
+
+    /// Values `unchanged` must refuse, because `to_json` would write them
+    /// otherwise: floats `to_json` writes as integers, `-0`, and names in
+    /// an order JavaScript does not keep.
+    fn written_otherwise() -> Vec<serde_json::Value> {
+        vec![
+            json!({"a": 1.0}),
+            json!([{"a": -0.0}]),
+            json!({"b": 1, "2": "index-like", "a": 2}),
+            json!({"big": 9_007_199_254_740_993_u64}),
+            json!({"huge": u64::MAX}),
+            json!([i64::MIN]),
+        ]
+    }
+
+    /// `unchanged` says `Some` only when `to_json` gives exactly the value
+    /// (member order and number kinds included) and spends the same bytes,
+    /// and says it for every freshly built value JSON can carry unchanged.
+    #[test]
+    fn unchanged_agrees_with_to_json() {
+        let mut context = context();
+        for (value, fresh) in varied()
+            .into_iter()
+            .map(|v| (v, true))
+            .chain(written_otherwise().into_iter().map(|v| (v, false)))
+        {
+            let built = super::from_json(&value, &mut context);
+            let spent = super::unchanged(&built, &value, &context);
+            assert_eq!(spent.is_some(), fresh, "{value}");
+            let mut budget = usize::MAX;
+            let Ok(Some(back)) = super::to_json(&built, &mut budget, &mut context) else {
+                panic!("{value} converts back")
+            };
+            if let Some(spent) = spent {
+                assert_eq!(spent, usize::MAX - budget, "{value}");
+                assert_eq!(
+                    serde_json::to_string(&back).unwrap(),
+                    serde_json::to_string(&value).unwrap()
+                );
+            }
+        }
+    }
+
+    /// After a script changes the built value in a way `JSON.stringify`
+    /// would show, `unchanged` refuses; where it still agrees, `to_json`
+    /// gives the same text.
+    #[test]
+    fn unchanged_refuses_what_a_script_changed() {
+        let value = json!([
+            {"id": "a", "n": 1, "s": "é", "list": [1, 2], "o": {"x": null}},
+            {"id": "b", "n": 2, "s": "t", "list": [], "o": {}},
+        ]);
+        for (script, shows) in [
+            ("v[0].n = 2", true),
+            ("v[0].n = 1.5", true),
+            ("v[0].s = 'e'", true),
+            ("v[1].s = 't'", false),
+            ("v[0].id = 'a' + ''", false),
+            ("v[0].extra = 1", true),
+            ("delete v[1].o", true),
+            ("v[0].list.push(3)", true),
+            ("v[0].list.length = 1", true),
+            ("v[0].list[1] = '2'", true),
+            ("v.pop()", true),
+            ("v.reverse()", true),
+            ("v.foo = 1", false),
+            ("v[0].o.x = undefined", true),
+            ("v[0][5] = 1", true),
+            (
+                "Object.defineProperty(v[0], 'n', {enumerable: false})",
+                true,
+            ),
+            (
+                "Object.defineProperty(v[0], 'n', {get() { return 1 }})",
+                false,
+            ),
+            ("Object.setPrototypeOf(v[1], {toJSON() { return 1 }})", true),
+            ("Object.prototype.toJSON = function () { return 0 }", true),
+            ("Array.prototype.toJSON = function () { return 0 }", true),
+            ("v[0].o.toJSON = function () { return 0 }", true),
+            ("Object.freeze(v[0])", false),
+            ("delete v[1].id; v[1].id = 'b'", true),
+        ] {
+            let mut context = context();
+            let built = super::from_json(&value, &mut context);
+            context
+                .global_object()
+                .set(js_string!("v"), built.clone(), false, &mut context)
+                .unwrap();
+            context.eval(Source::from_bytes(script.as_bytes())).unwrap();
+            let spent = super::unchanged(&built, &value, &context);
+            let mut budget = usize::MAX;
+            let back = match super::to_json(&built, &mut budget, &mut context) {
+                Ok(Some(back)) => serde_json::to_string(&back).unwrap(),
+                _ => panic!("{script}: converts back"),
+            };
+            let same = back == serde_json::to_string(&value).unwrap();
+            assert_eq!(same, !shows, "{script}: {back}");
+            if shows {
+                assert_eq!(spent, None, "{script}");
+            } else if let Some(spent) = spent {
+                assert_eq!(spent, usize::MAX - budget, "{script}");
+            }
+        }
     }
 
     #[test]

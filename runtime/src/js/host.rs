@@ -154,6 +154,33 @@ pub(crate) struct CallState {
     pub(crate) fault: Option<Fault>,
     pub(crate) request: Body,
     pub(crate) response: Option<Body>,
+    /// The value last handed to a callback as an operation's result, with
+    /// the JSON it was built from (see [`body_to_json`]).
+    pub(crate) last_result: Option<(JsObject, Origin)>,
+}
+
+/// The JSON a callback's result was built from.
+pub(crate) enum Origin {
+    /// A page of query or feed results.
+    Items(Value),
+    /// A document read or written.
+    Doc(host_api::Document),
+}
+
+impl Origin {
+    fn value(&self) -> &Value {
+        match self {
+            Origin::Items(v) => v,
+            Origin::Doc(doc) => doc.value(),
+        }
+    }
+
+    fn into_value(self) -> Value {
+        match self {
+            Origin::Items(v) => v,
+            Origin::Doc(doc) => doc.into_value(),
+        }
+    }
 }
 
 impl CallState {
@@ -193,6 +220,7 @@ impl CallState {
             fault: None,
             request: Body::Json(Value::Null),
             response: None,
+            last_result: None,
         }
     }
 
@@ -304,6 +332,43 @@ pub(crate) fn throw<T>(context: &mut Context, number: u16, message: &str) -> JsR
     Err(JsError::from_opaque(err))
 }
 
+impl CallState {
+    /// The bytes a conversion may still spend.
+    fn memory_left(&self) -> usize {
+        if self.active {
+            self.max_memory.saturating_sub(self.mem_used)
+        } else {
+            usize::MAX
+        }
+    }
+}
+
+/// Converts the body a call returns, as [`value_to_json`] does. When the
+/// body is the value last handed to a callback as an operation's result,
+/// still as it was built ([`convert::unchanged`]), it is the JSON it was
+/// built from, and is returned as is, charged as the conversion would be:
+/// a script that returns the documents a query gave it (`setBody(docs)`)
+/// pays for converting them in, not again for converting them back.
+pub(crate) fn body_to_json(
+    value: &JsValue,
+    what: &str,
+    context: &mut Context,
+) -> JsResult<Option<Value>> {
+    let st = state(context);
+    let last = st.borrow_mut().last_result.take();
+    if let Some((obj, origin)) = last
+        && value
+            .as_object()
+            .is_some_and(|o| JsObject::equals(&o, &obj))
+        && let Some(spent) = convert::unchanged(value, origin.value(), context)
+        && spent <= st.borrow().memory_left()
+    {
+        st.borrow_mut().charge(spent, what)?;
+        return Ok(Some(origin.into_value()));
+    }
+    value_to_json(value, what, context)
+}
+
 /// Converts a script value to JSON for the host, charging the conversion to
 /// the call's memory budget.
 pub(crate) fn value_to_json(
@@ -312,14 +377,7 @@ pub(crate) fn value_to_json(
     context: &mut Context,
 ) -> JsResult<Option<Value>> {
     let st = state(context);
-    let mut budget = {
-        let s = st.borrow();
-        if s.active {
-            s.max_memory.saturating_sub(s.mem_used)
-        } else {
-            usize::MAX
-        }
-    };
+    let mut budget = st.borrow().memory_left();
     let start = budget;
     let res = convert::to_json(value, &mut budget, context);
     let mut s = st.borrow_mut();

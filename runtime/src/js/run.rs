@@ -22,7 +22,7 @@ use host_api::{Collection, ErrorCode, HostError, QueryRequest, WriteOptions};
 use serde_json::Value;
 
 use super::convert::{StdString, from_json};
-use super::host::{self, Body, CallState, Fault, Kind, Op, Pending};
+use super::host::{self, Body, CallState, Fault, Kind, Op, Origin, Pending};
 use super::sandbox::{self, Sandbox};
 use crate::{Budget, Error, Failure, Invocation, Limits, Output, Script, Statistics};
 
@@ -166,6 +166,7 @@ fn finish(sandbox: &mut Sandbox) -> (u64, String) {
         s.fault = None;
         s.request = Body::Json(Value::Null);
         s.response = None;
+        s.last_result = None;
         (used, std::mem::take(&mut s.logs))
     };
     sandbox.clean_globals();
@@ -309,7 +310,7 @@ fn call(
         Body::Json(v) => Ok(Some(v)),
         Body::Js(v) => {
             let context = &mut sandbox.context;
-            host::value_to_json(&v, "the response body", context)
+            host::body_to_json(&v, "the response body", context)
                 .map_err(|e| classify(e, &sandbox.host, context))
         }
     }
@@ -632,10 +633,11 @@ fn callback_args(done: Done, context: &mut Context) -> JsResult<Vec<JsValue>> {
     let undefined = JsValue::undefined();
     Ok(match done {
         Done::Doc(doc) => {
-            let doc = from_json(doc.value(), context);
+            let js = from_json(doc.value(), context);
+            remember(&js, Origin::Doc(doc), context);
             vec![
                 undefined,
-                doc,
+                js,
                 JsObject::with_object_proto(context.intrinsics()).into(),
             ]
         }
@@ -644,13 +646,23 @@ fn callback_args(done: Done, context: &mut Context) -> JsResult<Vec<JsValue>> {
             JsObject::with_object_proto(context.intrinsics()).into(),
         ],
         Done::Page(page) => {
-            let items = from_json(&Value::Array(page.items), context);
-            vec![undefined, items, feed_options(page.continuation, context)?]
+            let items = Value::Array(page.items);
+            let js = from_json(&items, context);
+            remember(&js, Origin::Items(items), context);
+            vec![undefined, js, feed_options(page.continuation, context)?]
         }
         Done::Items(items, continuation) => {
             vec![undefined, items, feed_options(continuation, context)?]
         }
     })
+}
+
+/// Keeps `origin`, the JSON `js` was built from, as the last result handed
+/// to a callback (see [`host::body_to_json`]); only the last is kept.
+fn remember(js: &JsValue, origin: Origin, context: &Context) {
+    if let Some(obj) = js.as_object() {
+        host::state(context).borrow_mut().last_result = Some((obj, origin));
+    }
 }
 
 /// Runs a fluent query (`__.filter(...)`): the stages are JavaScript, so
