@@ -61,7 +61,8 @@ use serde_json::{Map, Value};
 /// per object ([`Names`]), and hands a member the string its namesake in
 /// the previous object held when the text is the same (strings are
 /// immutable, so sharing one cannot be observed). Returning 100 documents
-/// from a query spends most of its time here and in [`to_json`].
+/// from a query spends most of its time here, and in [`unchanged`] (or
+/// [`to_json`] when the script changed them).
 pub(crate) fn from_json(value: &Value, context: &mut Context) -> JsValue {
     build(value, &mut Names::default(), context)
 }
