@@ -3,7 +3,7 @@
 
 #![allow(clippy::result_large_err)]
 
-use runtime::Limits;
+use runtime::{Budget, Error, Invocation, Limits};
 use serde_json::{Value, json};
 
 use crate::support::js::call;
@@ -519,4 +519,74 @@ fn a_replace_with_another_id_renames_the_document() {
     let f = failure(call(&c, "p1", rename, vec![json!("d1"), json!("d2")]));
     assert_eq!(f.error.substatus(), Some(409), "{}", f.error);
     assert!(c.read_item("p1", "d1").is_ok() && c.read_item("p1", "d2").is_ok());
+}
+
+/// A procedure that returns the documents a query or a read gave it gets
+/// them back as stored; one that changes them, even after `setBody`, gets
+/// them back changed; and returning them unchanged is charged to the
+/// memory limit as converting them is.
+#[test]
+fn returned_results_are_as_given_or_as_changed() {
+    let (_db, c) = container("posts", "/postId");
+    seed(&c);
+    let query = |callback: &str| {
+        format!(
+            r#"function () {{ var c = getContext().getCollection(), r = getContext().getResponse();
+            c.queryDocuments(c.getSelfLink(), "SELECT * FROM d", function (err, docs) {{ {callback} }}); }}"#
+        )
+    };
+    let stored = ok_body(call(&c, "p1", &query("r.setBody(docs);"), vec![]));
+    let Value::Array(docs) = &stored else {
+        panic!("an array: {stored}")
+    };
+    assert_eq!(docs.len(), 5);
+    for (i, doc) in docs.iter().enumerate() {
+        let read = c.read_item("p1", &format!("d{i}")).unwrap();
+        assert_eq!(
+            serde_json::to_string(doc).unwrap(),
+            serde_json::to_string(read.value()).unwrap()
+        );
+    }
+    let changed = ok_body(call(
+        &c,
+        "p1",
+        &query("r.setBody(docs); docs[1].n = 'changed'; delete docs[2].id; docs.pop();"),
+        vec![],
+    ));
+    let mut expected = docs.clone();
+    expected[1]["n"] = json!("changed");
+    expected[2].as_object_mut().unwrap().shift_remove("id");
+    expected.pop();
+    assert_eq!(
+        serde_json::to_string(&changed).unwrap(),
+        serde_json::to_string(&expected).unwrap()
+    );
+    let read = r#"function () { var c = getContext().getCollection();
+        c.readDocument(c.getAltLink() + "/docs/d3", function (err, doc) {
+            getContext().getResponse().setBody(doc); doc.n = 7; }); }"#;
+    assert_eq!(ok_body(call(&c, "p1", read, vec![]))["n"], json!(7));
+
+    c.create_item(
+        "p1",
+        json!({"id": "big", "postId": "p1", "text": "x".repeat(100_000)}),
+        None,
+    )
+    .unwrap();
+    let limits = Limits {
+        max_memory_bytes: 64 << 10,
+        ..Limits::default()
+    };
+    let f = failure(support::js::call_with(
+        &c,
+        "p1",
+        "sproc",
+        &query("r.setBody(docs);"),
+        Invocation::Procedure { params: vec![] },
+        &limits,
+    ));
+    assert!(
+        matches!(f.error, Error::Budget(Budget::Memory { .. })),
+        "{:?}",
+        f.error
+    );
 }
