@@ -5,7 +5,7 @@
 //!
 //! ```text
 //!   monitored container ── change log (one LSN per transaction)
-//!          │ read_changes(lease.continuation, max) filtered to the lease's physical partition
+//!          │ read_changes(lowest continuation of the held leases, max), split by physical partition
 //!          ▼
 //!   handler(batch) ──ok──► checkpoint: lease.continuation = last LSN read (replace, If-Match)
 //!
@@ -551,10 +551,13 @@ impl ChangeFeedProcessor {
         Ok(held)
     }
 
-    /// One step: balance the leases, then for each held lease read a batch
-    /// after its continuation, deliver this partition's changes, and
+    /// One step: balance the leases, then read a batch of the log after
+    /// the lowest continuation of the held leases, and for each held lease
+    /// deliver its partition's changes past its continuation and
     /// checkpoint. A lease lost to another instance meanwhile is dropped at
-    /// its checkpoint.
+    /// its checkpoint. The log is read once for all the leases, not once
+    /// each: with many physical partitions, each lease's share of a batch
+    /// is small.
     ///
     /// # Errors
     /// The handler's error (the batch is not checkpointed and comes again),
@@ -565,16 +568,22 @@ impl ChangeFeedProcessor {
         let held = self.balance(leases, now)?;
         let mut report = RunReport::default();
         let max_items = self.options.max_items.max(1);
+        let changes = match held.iter().map(|l| l.continuation).min() {
+            Some(from) => self.monitored.read_changes(Lsn(from), max_items)?,
+            None => Vec::new(),
+        };
+        let read_to = changes.last().map(|c| c.lsn.0);
+        let mut by_partition: BTreeMap<u32, Vec<Change>> = BTreeMap::new();
+        for change in changes {
+            let p = self.monitored.physical_partition(&change.partition_key);
+            by_partition.entry(p).or_default().push(change);
+        }
         for mut lease in held {
-            let changes = self
-                .monitored
-                .read_changes(Lsn(lease.continuation), max_items)?;
-            let last = changes.last().map_or(lease.continuation, |c| c.lsn.0);
             let p = lease.physical_partition;
-            let mine: Vec<Change> = changes
-                .into_iter()
-                .filter(|c| self.monitored.physical_partition(&c.partition_key) == p)
-                .collect();
+            // Never back: a lease ahead of the batch keeps its place.
+            let last = read_to.map_or(lease.continuation, |l| l.max(lease.continuation));
+            let mut mine = by_partition.remove(&p).unwrap_or_default();
+            mine.retain(|c| c.lsn.0 > lease.continuation);
             if !mine.is_empty() {
                 self.handler.handle(&ChangeBatch {
                     container: self.monitored.id(),

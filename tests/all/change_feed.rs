@@ -19,7 +19,7 @@ use partita::{
 };
 use serde_json::json;
 
-use crate::support::manual_clock;
+use crate::support::{Counting, manual_clock};
 
 type Result<T = ()> = anyhow::Result<T>;
 
@@ -554,5 +554,58 @@ fn the_background_thread_delivers_until_stopped_and_releases_its_leases() -> Res
         let lease = leases.read_item(id.as_str(), &id)?;
         assert_eq!(lease["owner"], json!(null), "released on stop");
     }
+    Ok(())
+}
+
+#[test]
+fn a_step_reads_the_log_once_for_all_its_leases() -> Result {
+    let dir = tempfile::tempdir()?;
+    let storage = Counting::sqlite(dir.path())?;
+    let counts = storage.counts();
+    let db = Database::with_storage(Box::new(storage), partita::Options::default())?;
+    let posts = container(&db, "posts", 64)?;
+    let leases = db.create_container("leases", "/id")?;
+    write_workload(&posts, 0)?;
+    let log = Log::default();
+    let mut processor = ChangeFeedProcessor::new(
+        &posts,
+        &leases,
+        "view",
+        "a",
+        ProcessorOptions::default(),
+        recorder(&log),
+    )?;
+    let before = counts.change_reads();
+    let report = processor.run_once()?;
+    assert_eq!(report.owned.len(), 64, "one instance holds every lease");
+    assert_eq!(
+        counts.change_reads() - before,
+        1,
+        "one read of the log, not 64"
+    );
+    assert_eq!(report.delivered, all_changes(&posts)?.len());
+    // A lease ahead of the others (moved on by hand) keeps its place and
+    // gets only what follows it; the others get the rest.
+    let p = posts.physical_partition(&PartitionKey::from("p1"));
+    let id = format!("view.posts.{p}");
+    write_workload(&posts, 1)?;
+    let head = all_changes(&posts)?.last().map_or(0, |c| c.lsn.0);
+    let mut lease = leases.read_item(id.as_str(), &id)?.into_value();
+    lease["continuation"] = json!(head);
+    leases.replace_item(id.as_str(), &id, lease, None)?;
+    log.lock().unwrap().clear();
+    processor.run_once()?;
+    let delivered = log.lock().unwrap();
+    assert!(
+        delivered.iter().all(|(q, _)| *q != p),
+        "nothing past the head"
+    );
+    let others = all_changes(&posts)?
+        .into_iter()
+        .filter(|c| c.id.starts_with("d1-") && posts.physical_partition(&c.partition_key) != p)
+        .count();
+    assert_eq!(delivered.len(), others);
+    let lease = leases.read_item(id.as_str(), &id)?;
+    assert_eq!(lease["continuation"], json!(head), "not moved back");
     Ok(())
 }

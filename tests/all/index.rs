@@ -18,6 +18,8 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use serde_json::{Value, json};
 
+use crate::support::Counting;
+
 /// `PARTITA_INDEX_CASES`, 12 by default.
 fn cases() -> u32 {
     std::env::var("PARTITA_INDEX_CASES")
@@ -1030,113 +1032,11 @@ pub(crate) fn check_with<T: PartialEq + std::fmt::Debug>(
     Ok(())
 }
 
-/// A SQLite store that counts the documents read from it by rid (the
-/// reads of a query whose index named its documents).
-struct CountingReads {
-    inner: engine::storage::SqliteStorage,
-    read: std::sync::Arc<std::sync::atomic::AtomicU64>,
-}
-
-impl engine::storage::Storage for CountingReads {
-    fn load(&self) -> engine::Result<Vec<engine::storage::LoadedContainer>> {
-        self.inner.load()
-    }
-    fn create_container(&self, meta: &engine::storage::ContainerMeta) -> engine::Result<()> {
-        self.inner.create_container(meta)
-    }
-    fn delete_container(&self, id: &str) -> engine::Result<()> {
-        self.inner.delete_container(id)
-    }
-    fn update_container(&self, meta: &engine::storage::ContainerMeta) -> engine::Result<()> {
-        self.inner.update_container(meta)
-    }
-    fn put_script(&self, script: &engine::storage::ScriptRecord) -> engine::Result<()> {
-        self.inner.put_script(script)
-    }
-    fn delete_script(
-        &self,
-        container: &str,
-        kind: host_api::ScriptKind,
-        id: &str,
-    ) -> engine::Result<()> {
-        self.inner.delete_script(container, kind, id)
-    }
-    fn commit(&self, record: engine::storage::CommitRecord) -> engine::Result<engine::Lsn> {
-        self.inner.commit(record)
-    }
-    fn read_changes(
-        &self,
-        container: &str,
-        after: engine::Lsn,
-        max_changes: usize,
-    ) -> engine::Result<Vec<engine::storage::Change>> {
-        self.inner.read_changes(container, after, max_changes)
-    }
-    fn keeps_documents(&self) -> bool {
-        self.inner.keeps_documents()
-    }
-    fn read_partition(
-        &self,
-        container: &str,
-        partition_key: &PartitionKey,
-    ) -> engine::Result<Vec<engine::storage::LoadedDocument>> {
-        self.inner.read_partition(container, partition_key)
-    }
-    fn index_candidates(
-        &self,
-        container: &str,
-        terms: &[engine::range_index::IndexTerm],
-    ) -> engine::Result<Option<Vec<(PartitionKey, u64)>>> {
-        self.inner.index_candidates(container, terms)
-    }
-    fn index_walk(
-        &self,
-        container: &str,
-        walk: &engine::storage::IndexWalk<'_>,
-    ) -> engine::Result<Option<engine::storage::WalkPage>> {
-        self.inner.index_walk(container, walk)
-    }
-    fn index_progress(&self, container: &str) -> engine::Result<Option<u32>> {
-        self.inner.index_progress(container)
-    }
-    fn read_documents(
-        &self,
-        container: &str,
-        partition_key: &PartitionKey,
-        rids: &[u64],
-    ) -> engine::Result<Vec<engine::storage::LoadedDocument>> {
-        let docs = self.inner.read_documents(container, partition_key, rids)?;
-        self.read
-            .fetch_add(docs.len() as u64, std::sync::atomic::Ordering::Relaxed);
-        Ok(docs)
-    }
-    fn read_document(
-        &self,
-        container: &str,
-        partition_key: &PartitionKey,
-        id: &str,
-    ) -> engine::Result<Option<engine::storage::LoadedDocument>> {
-        self.inner.read_document(container, partition_key, id)
-    }
-    fn partition_keys(&self, container: &str) -> engine::Result<Vec<PartitionKey>> {
-        self.inner.partition_keys(container)
-    }
-    fn wants_text(&self) -> bool {
-        self.inner.wants_text()
-    }
-}
-
 #[test]
 fn an_order_by_across_partitions_reads_each_document_it_returns_once() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let read = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let storage = CountingReads {
-        inner: engine::storage::SqliteStorage::open(
-            &dir.path().join("partita.db"),
-            partita::Durability::None,
-        )?,
-        read: std::sync::Arc::clone(&read),
-    };
+    let storage = Counting::sqlite(dir.path())?;
+    let read = storage.counts();
     let options = Options {
         // Nothing stays in memory: every document comes from storage.
         cache_bytes: 0,
@@ -1165,7 +1065,7 @@ fn an_order_by_across_partitions_reads_each_document_it_returns_once() -> anyhow
     // The documents of the entries the walk read (the page's, and two
     // after it to make the page certain), each once: a deferred
     // projection read the 20 again.
-    let read = read.load(std::sync::atomic::Ordering::Relaxed);
+    let read = read.documents_by_rid();
     assert!(read <= 22, "{read} documents read for a page of 20");
     Ok(())
 }

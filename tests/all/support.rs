@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use partita::PartitionKey;
 use partita::change_feed::ProcessorOptions;
 
 pub(crate) use partita_workload::guest::MODULES;
@@ -111,4 +112,139 @@ pub(crate) fn manual_clock() -> (Arc<AtomicU64>, ProcessorOptions) {
         ..ProcessorOptions::default()
     };
     (now, options)
+}
+
+/// What a [`Counting`] store counted.
+#[derive(Default)]
+pub(crate) struct Counts {
+    documents_by_rid: AtomicU64,
+    change_reads: AtomicU64,
+}
+
+impl Counts {
+    /// Documents read by rid (a query whose index named its documents).
+    pub(crate) fn documents_by_rid(&self) -> u64 {
+        self.documents_by_rid.load(Ordering::Relaxed)
+    }
+
+    /// Reads of the change log (`Storage::read_changes` calls).
+    pub(crate) fn change_reads(&self) -> u64 {
+        self.change_reads.load(Ordering::Relaxed)
+    }
+}
+
+/// A SQLite store (without fsync) that counts some of the reads made of
+/// it ([`Counts`]).
+pub(crate) struct Counting {
+    inner: engine::storage::SqliteStorage,
+    counts: Arc<Counts>,
+}
+
+impl Counting {
+    /// A store in `dir`.
+    pub(crate) fn sqlite(dir: &Path) -> anyhow::Result<Counting> {
+        Ok(Counting {
+            inner: engine::storage::SqliteStorage::open(
+                &dir.join("partita.db"),
+                partita::Durability::None,
+            )?,
+            counts: Arc::default(),
+        })
+    }
+
+    /// Its counts, which go on counting once it is given to a database.
+    pub(crate) fn counts(&self) -> Arc<Counts> {
+        Arc::clone(&self.counts)
+    }
+}
+
+impl engine::storage::Storage for Counting {
+    fn load(&self) -> engine::Result<Vec<engine::storage::LoadedContainer>> {
+        self.inner.load()
+    }
+    fn create_container(&self, meta: &engine::storage::ContainerMeta) -> engine::Result<()> {
+        self.inner.create_container(meta)
+    }
+    fn delete_container(&self, id: &str) -> engine::Result<()> {
+        self.inner.delete_container(id)
+    }
+    fn update_container(&self, meta: &engine::storage::ContainerMeta) -> engine::Result<()> {
+        self.inner.update_container(meta)
+    }
+    fn put_script(&self, script: &engine::storage::ScriptRecord) -> engine::Result<()> {
+        self.inner.put_script(script)
+    }
+    fn delete_script(
+        &self,
+        container: &str,
+        kind: host_api::ScriptKind,
+        id: &str,
+    ) -> engine::Result<()> {
+        self.inner.delete_script(container, kind, id)
+    }
+    fn commit(&self, record: engine::storage::CommitRecord) -> engine::Result<engine::Lsn> {
+        self.inner.commit(record)
+    }
+    fn read_changes(
+        &self,
+        container: &str,
+        after: engine::Lsn,
+        max_changes: usize,
+    ) -> engine::Result<Vec<engine::storage::Change>> {
+        self.counts.change_reads.fetch_add(1, Ordering::Relaxed);
+        self.inner.read_changes(container, after, max_changes)
+    }
+    fn keeps_documents(&self) -> bool {
+        self.inner.keeps_documents()
+    }
+    fn read_partition(
+        &self,
+        container: &str,
+        partition_key: &PartitionKey,
+    ) -> engine::Result<Vec<engine::storage::LoadedDocument>> {
+        self.inner.read_partition(container, partition_key)
+    }
+    fn index_candidates(
+        &self,
+        container: &str,
+        terms: &[engine::range_index::IndexTerm],
+    ) -> engine::Result<Option<Vec<(PartitionKey, u64)>>> {
+        self.inner.index_candidates(container, terms)
+    }
+    fn index_walk(
+        &self,
+        container: &str,
+        walk: &engine::storage::IndexWalk<'_>,
+    ) -> engine::Result<Option<engine::storage::WalkPage>> {
+        self.inner.index_walk(container, walk)
+    }
+    fn index_progress(&self, container: &str) -> engine::Result<Option<u32>> {
+        self.inner.index_progress(container)
+    }
+    fn read_documents(
+        &self,
+        container: &str,
+        partition_key: &PartitionKey,
+        rids: &[u64],
+    ) -> engine::Result<Vec<engine::storage::LoadedDocument>> {
+        let docs = self.inner.read_documents(container, partition_key, rids)?;
+        self.counts
+            .documents_by_rid
+            .fetch_add(docs.len() as u64, Ordering::Relaxed);
+        Ok(docs)
+    }
+    fn read_document(
+        &self,
+        container: &str,
+        partition_key: &PartitionKey,
+        id: &str,
+    ) -> engine::Result<Option<engine::storage::LoadedDocument>> {
+        self.inner.read_document(container, partition_key, id)
+    }
+    fn partition_keys(&self, container: &str) -> engine::Result<Vec<PartitionKey>> {
+        self.inner.partition_keys(container)
+    }
+    fn wants_text(&self) -> bool {
+        self.inner.wants_text()
+    }
 }
