@@ -84,8 +84,9 @@ pub struct ContainerProperties {
     /// never stored. Changeable with [`Container::set_computed_properties`].
     pub computed_properties: Vec<ComputedProperty>,
     /// The indexing policy (`indexingPolicy`; the service's default when
-    /// not given). Stored, validated and echoed; queries do not use an
-    /// index yet. Changeable with [`Container::set_indexing_policy`].
+    /// not given): the paths the range index keeps, which queries across
+    /// partitions use (docs/indexing.md). Changeable with
+    /// [`Container::set_indexing_policy`].
     pub indexing_policy: IndexingPolicy,
 }
 
