@@ -23,7 +23,9 @@
 //! a reopen, with the next `FaultyStorage` over the same files. It can fail
 //! the n-th commit, every commit from the n-th on (a disk that stays
 //! broken), or the next commit whichever thread makes it; it counts the
-//! commits it saw and the faults it injected. A thread can also arm a
+//! commits it saw and the faults it injected, and the documents read by
+//! rid and the reads of the change log (what a query or a change-feed step
+//! cost storage). A thread can also arm a
 //! failure for its own next commit only ([`fail_next_commit_on_this_thread`]),
 //! which is how the atomicity fuzzer (`partita::fuzz`) crashes one call's
 //! commit while other calls commit concurrently.
@@ -53,9 +55,11 @@ use parking_lot::Mutex;
 use host_api::{PartitionKey, ScriptKind};
 
 use crate::error::{Error, Result};
+use crate::query::Needles;
+use crate::range_index::IndexTerm;
 use crate::storage::{
-    Change, CommitRecord, ContainerMeta, LoadedContainer, LoadedDocument, Lsn, ScriptRecord,
-    SqliteStorage, Storage, Versions,
+    Change, CommitRecord, ContainerMeta, IndexWalk, LoadedContainer, LoadedDocument, Lsn,
+    ScriptRecord, Skipped, SqliteStorage, Storage, Versions, WalkPage,
 };
 
 /// Where an injected commit failure happens.
@@ -115,6 +119,10 @@ enum When {
 struct Plan {
     /// Commits seen, failed ones included.
     commits: u64,
+    /// Documents read by rid ([`Storage::read_documents`]).
+    documents_by_rid: u64,
+    /// Reads of the change log ([`Storage::read_changes`]).
+    change_reads: u64,
     /// Faults injected so far.
     injected: u64,
     /// Planned faults, the first that applies wins.
@@ -181,6 +189,16 @@ impl Faults {
     /// The faults injected so far, thread-armed ones included.
     pub fn injected(&self) -> u64 {
         self.plan.lock().injected
+    }
+
+    /// The documents read by rid so far (those a query's index named).
+    pub fn documents_read_by_rid(&self) -> u64 {
+        self.plan.lock().documents_by_rid
+    }
+
+    /// The reads of the change log so far.
+    pub fn change_reads(&self) -> u64 {
+        self.plan.lock().change_reads
     }
 
     /// Counts a commit and takes the fault it gets, if any.
@@ -290,6 +308,7 @@ impl<S: Storage> Storage for FaultyStorage<S> {
     }
 
     fn read_changes(&self, container: &str, after: Lsn, max_changes: usize) -> Result<Vec<Change>> {
+        self.faults.plan.lock().change_reads += 1;
         self.inner.read_changes(container, after, max_changes)
     }
 
@@ -312,6 +331,53 @@ impl<S: Storage> Storage for FaultyStorage<S> {
         id: &str,
     ) -> Result<Option<LoadedDocument>> {
         self.inner.read_document(container, partition_key, id)
+    }
+
+    fn read_partition_containing(
+        &self,
+        container: &str,
+        partition_key: &PartitionKey,
+        needles: &Needles,
+    ) -> Result<(Vec<LoadedDocument>, Vec<Skipped>)> {
+        self.inner
+            .read_partition_containing(container, partition_key, needles)
+    }
+
+    fn read_documents(
+        &self,
+        container: &str,
+        partition_key: &PartitionKey,
+        rids: &[u64],
+    ) -> Result<Vec<LoadedDocument>> {
+        let docs = self.inner.read_documents(container, partition_key, rids)?;
+        self.faults.plan.lock().documents_by_rid += docs.len() as u64;
+        Ok(docs)
+    }
+
+    fn index_candidates(
+        &self,
+        container: &str,
+        terms: &[IndexTerm],
+    ) -> Result<Option<Vec<(PartitionKey, u64)>>> {
+        self.inner.index_candidates(container, terms)
+    }
+
+    fn index_candidates_in(
+        &self,
+        container: &str,
+        partition_key: &PartitionKey,
+        terms: &[IndexTerm],
+    ) -> Result<Option<Vec<u64>>> {
+        self.inner
+            .index_candidates_in(container, partition_key, terms)
+    }
+
+    fn index_walk(&self, container: &str, walk: &IndexWalk<'_>) -> Result<Option<WalkPage>> {
+        self.inner.index_walk(container, walk)
+    }
+
+    fn index_progress(&self, container: &str) -> Result<Option<u32>> {
+        self.inner.index_progress(container)
     }
 
     fn partition_keys(&self, container: &str) -> Result<Vec<PartitionKey>> {

@@ -10,6 +10,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use engine::storage::SqliteStorage;
+use engine::testing::FaultyStorage;
 use partita::change_feed::{
     ChangeBatch, ChangeFeedProcessor, ProcedureHandler, ProcessorOptions, StartFrom,
 };
@@ -19,7 +21,7 @@ use partita::{
 };
 use serde_json::json;
 
-use crate::support::{Counting, manual_clock};
+use crate::support::manual_clock;
 
 type Result<T = ()> = anyhow::Result<T>;
 
@@ -560,8 +562,11 @@ fn the_background_thread_delivers_until_stopped_and_releases_its_leases() -> Res
 #[test]
 fn a_step_reads_the_log_once_for_all_its_leases() -> Result {
     let dir = tempfile::tempdir()?;
-    let storage = Counting::sqlite(dir.path())?;
-    let counts = storage.counts();
+    let storage = FaultyStorage::new(SqliteStorage::open(
+        &dir.path().join("partita.db"),
+        partita::Durability::None,
+    )?);
+    let counts = storage.faults().clone();
     let db = Database::with_storage(Box::new(storage), partita::Options::default())?;
     let posts = container(&db, "posts", 64)?;
     let leases = db.create_container("leases", "/id")?;

@@ -9,7 +9,8 @@
 use std::sync::Mutex;
 use std::time::{Duration, UNIX_EPOCH};
 
-use engine::storage::MemoryStorage;
+use engine::storage::{MemoryStorage, SqliteStorage};
+use engine::testing::FaultyStorage;
 use partita::{
     Container, ContainerProperties, Database, IndexingPolicy, ManualClock, Options, Params,
     PartitionKey, QueryOptions,
@@ -17,8 +18,6 @@ use partita::{
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use serde_json::{Value, json};
-
-use crate::support::Counting;
 
 /// `PARTITA_INDEX_CASES`, 12 by default.
 fn cases() -> u32 {
@@ -1035,8 +1034,11 @@ pub(crate) fn check_with<T: PartialEq + std::fmt::Debug>(
 #[test]
 fn an_order_by_across_partitions_reads_each_document_it_returns_once() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let storage = Counting::sqlite(dir.path())?;
-    let read = storage.counts();
+    let storage = FaultyStorage::new(SqliteStorage::open(
+        &dir.path().join("partita.db"),
+        partita::Durability::None,
+    )?);
+    let read = storage.faults().clone();
     let options = Options {
         // Nothing stays in memory: every document comes from storage.
         cache_bytes: 0,
@@ -1065,7 +1067,7 @@ fn an_order_by_across_partitions_reads_each_document_it_returns_once() -> anyhow
     // The documents of the entries the walk read (the page's, and two
     // after it to make the page certain), each once: a deferred
     // projection read the 20 again.
-    let read = read.documents_by_rid();
+    let read = read.documents_read_by_rid();
     assert!(read <= 22, "{read} documents read for a page of 20");
     Ok(())
 }
