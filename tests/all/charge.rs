@@ -270,3 +270,42 @@ fn an_order_by_across_partitions_pays_a_full_page_in_every_physical_partition() 
     );
     Ok(())
 }
+
+#[test]
+fn a_count_the_index_answers_pays_for_the_entries_it_counted() -> Result {
+    let db = Database::in_memory();
+    let posts = db.create_container("posts", "/postId")?;
+    for i in 0..40 {
+        let kind = if i < 30 { "comment" } else { "like" };
+        let pk = format!("p{}", i % 4);
+        posts.create_item(
+            pk.as_str(),
+            json!({"id": format!("r{i}"), "postId": pk, "type": kind}),
+            None,
+        )?;
+    }
+    let count = |kind: &str| -> Result<(partita::QueryPage, f64)> {
+        let page = posts.query_items(
+            &format!("SELECT VALUE COUNT(1) FROM c WHERE c.type = '{kind}'"),
+            &Default::default(),
+            &Default::default(),
+        )?;
+        let charge = Work::query(&page.stats).request_charge();
+        Ok((page, charge))
+    };
+    let (comments, c) = count("comment")?;
+    let (likes, l) = count("like")?;
+    assert_eq!(comments.items, vec![json!(30)]);
+    assert_eq!(likes.items, vec![json!(10)]);
+    // Answered from the index: no document read, every match counted.
+    assert!(comments.stats.index_used);
+    assert_eq!(
+        (comments.stats.docs_scanned, comments.stats.index_entries),
+        (0, 30)
+    );
+    assert!(
+        (c - l - 20.0 * partita::charge::RU_PER_INDEX_ENTRY).abs() < 0.01,
+        "{c} {l}"
+    );
+    Ok(())
+}
