@@ -62,15 +62,36 @@ pub fn string_len(s: &str) -> usize {
 
 /// Whether no byte of `bytes` needs escaping in a JSON string, checked
 /// eight bytes at a time: most strings need no escapes at all.
+///
+/// Most strings are short (keys, ids), so the bytes past the last whole
+/// word are never checked one by one: they are read as a word that
+/// overlaps bytes already checked, or, in a string under eight bytes, as
+/// overlapping halves (checking a byte twice changes nothing).
+#[inline]
 fn escape_free(bytes: &[u8]) -> bool {
-    let mut chunks = bytes.chunks_exact(8);
-    for chunk in &mut chunks {
-        let word = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
-        if word_needs_escape(word) {
-            return false;
+    let n = bytes.len();
+    let word = if n >= 8 {
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            if word_needs_escape(u64::from_le_bytes(chunk.try_into().expect("8 bytes"))) {
+                return false;
+            }
         }
-    }
-    chunks.remainder().iter().all(|&b| !byte_needs_escape(b))
+        if chunks.remainder().is_empty() {
+            return true;
+        }
+        u64::from_le_bytes(bytes[n - 8..].try_into().expect("8 bytes"))
+    } else if n >= 4 {
+        let low = u32::from_le_bytes(bytes[..4].try_into().expect("4 bytes"));
+        let high = u32::from_le_bytes(bytes[n - 4..].try_into().expect("4 bytes"));
+        u64::from(low) | u64::from(high) << 32
+    } else if n > 0 {
+        let (a, b, c) = (bytes[0], bytes[n / 2], bytes[n - 1]);
+        u64::from_le_bytes([a, b, c, a, b, c, a, b])
+    } else {
+        return true;
+    };
+    !word_needs_escape(word)
 }
 
 /// `value` as compact JSON text, byte for byte what `serde_json::to_string`
@@ -197,14 +218,18 @@ fn byte_needs_escape(b: u8) -> bool {
 
 /// Whether any byte of `word` is below 0x20, a `"` or a `\\` (the classic
 /// "has a byte less than n" and "has a zero byte" bit tricks).
+#[inline]
 fn word_needs_escape(word: u64) -> bool {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGHS: u64 = 0x8080_8080_8080_8080;
-    let has_zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS != 0;
-    let below_0x20 = word.wrapping_sub(ONES * 0x20) & !word & HIGHS != 0;
-    below_0x20
-        || has_zero(word ^ (ONES * u64::from(b'"')))
-        || has_zero(word ^ (ONES * u64::from(b'\\')))
+    // Each sets the high bit of some byte when the word has such a byte
+    // (not necessarily of that byte), and of none otherwise: combined
+    // without branches, tested once.
+    let zero = |x: u64| x.wrapping_sub(ONES) & !x;
+    let below_0x20 = word.wrapping_sub(ONES * 0x20) & !word;
+    let quote = zero(word ^ (ONES * u64::from(b'"')));
+    let backslash = zero(word ^ (ONES * u64::from(b'\\')));
+    (below_0x20 | quote | backslash) & HIGHS != 0
 }
 
 fn number_len(n: &serde_json::Number) -> usize {
@@ -264,6 +289,25 @@ mod tests {
             let text = value.to_string();
             assert_eq!(serialized_len(&value), text.len(), "{value}");
             assert_eq!(to_text(&value, text.len()), text);
+        }
+    }
+
+    #[test]
+    fn a_byte_to_escape_is_found_at_every_position_of_short_and_long_strings() {
+        for n in 0..=24 {
+            let plain = "a".repeat(n);
+            assert_eq!(string_len(&plain), n + 2);
+            for at in 0..n {
+                for special in ['"', '\\', '\n', '\u{1f}', '\u{0}'] {
+                    let mut s = plain.clone();
+                    s.replace_range(at..=at, &special.to_string());
+                    assert_eq!(
+                        string_len(&s),
+                        Value::from(s.clone()).to_string().len(),
+                        "{s:?}"
+                    );
+                }
+            }
         }
     }
 }
