@@ -23,21 +23,21 @@ impl Document {
 
     /// The document's `id`.
     pub fn id(&self) -> &str {
-        self.0.get("id").and_then(Value::as_str).unwrap_or_default()
+        crate::member(&self.0, "id")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
     }
 
     /// The document's `_etag`.
     pub fn etag(&self) -> &str {
-        self.0
-            .get("_etag")
+        crate::member(&self.0, "_etag")
             .and_then(Value::as_str)
             .unwrap_or_default()
     }
 
     /// The document's `_ts`: seconds since the Unix epoch of its last write.
     pub fn ts(&self) -> u64 {
-        self.0
-            .get("_ts")
+        crate::member(&self.0, "_ts")
             .and_then(Value::as_u64)
             .unwrap_or_default()
     }
