@@ -33,16 +33,21 @@ pub(crate) use host_api::json::{serialized_len, string_len, to_text};
 /// # Errors
 /// A message naming what is wrong with the id.
 pub fn validate_id(id: &str) -> Result<(), String> {
-    let len = id.chars().count();
-    if len == 0 {
+    if id.is_empty() {
         return Err("id must not be empty".to_owned());
     }
-    if len > MAX_ID_LEN {
-        return Err(format!(
-            "id is {len} characters long, over the limit of {MAX_ID_LEN}"
-        ));
+    // Counting characters only when the bytes could be too many.
+    if id.len() > MAX_ID_LEN {
+        let len = id.chars().count();
+        if len > MAX_ID_LEN {
+            return Err(format!(
+                "id is {len} characters long, over the limit of {MAX_ID_LEN}"
+            ));
+        }
     }
-    if let Some(c) = id.chars().find(|c| matches!(c, '/' | '\\' | '?' | '#')) {
+    // The four are ASCII, so no byte of another character is one of them.
+    if let Some(b) = id.bytes().find(|b| matches!(b, b'/' | b'\\' | b'?' | b'#')) {
+        let c = char::from(b);
         return Err(format!(
             "id {id:?} contains {c:?}; ids must not contain / \\ ? or #"
         ));
