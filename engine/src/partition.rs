@@ -106,6 +106,11 @@ impl PartitionState {
         self.by_id.get(id).and_then(|rid| self.by_rid.get(rid))
     }
 
+    /// The rid of the document `id`.
+    pub(crate) fn rid(&self, id: &str) -> Option<u64> {
+        self.by_id.get(id).copied()
+    }
+
     pub(crate) fn get_by_rid(&self, rid: u64) -> Option<&Slot> {
         self.by_rid.get(&rid)
     }

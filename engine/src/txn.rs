@@ -892,21 +892,23 @@ impl Txn {
             }
         };
         validate_id(id).map_err(|e| Error::BadRequest(format!("{e} (container {container:?})")))?;
-        let key = self.container.path.extract(&doc);
         if self.expiry.is_some() {
             crate::settings::validate_item_ttl(container, id, &doc)?;
         }
-        // A script's document without the key property (at any level of a
-        // hierarchical key) lands in the call's partition.
-        let keyless_script_write =
-            writer == Writer::Script && key.components().iter().all(|c| *c == PartitionKey::None);
-        if key != self.partition.key && !keyless_script_write {
-            return Err(Error::CrossPartition {
-                container: container.clone(),
-                id: id.clone(),
-                document: key,
-                request: self.partition.key.clone(),
-            });
+        if !self.container.path.holds(&doc, &self.partition.key) {
+            let key = self.container.path.extract(&doc);
+            // A script's document without the key property (at any level
+            // of a hierarchical key) lands in the call's partition.
+            let keyless_script_write = writer == Writer::Script
+                && key.components().iter().all(|c| *c == PartitionKey::None);
+            if !keyless_script_write {
+                return Err(Error::CrossPartition {
+                    container: container.clone(),
+                    id: id.clone(),
+                    document: key,
+                    request: self.partition.key.clone(),
+                });
+            }
         }
         Ok(Checked {
             id: Arc::from(id.as_str()),
@@ -1010,12 +1012,12 @@ impl Txn {
         if let Some(i) = self.find(&id) {
             return i;
         }
-        let after = self.base.get(&id).cloned();
-        let before = after.as_ref().map(|slot| slot.rid);
+        // Whoever asked for the entry sets `after` next.
+        let before = self.base.rid(&id);
         self.writes.push(Write {
             id,
             before,
-            after,
+            after: None,
             text: None,
             seq: 0,
         });

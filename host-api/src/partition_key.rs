@@ -325,14 +325,19 @@ impl Path {
         })
     }
 
-    fn extract(&self, doc: &Value) -> PartitionKey {
+    /// The value at the path, if there is one.
+    fn value<'a>(&self, doc: &'a Value) -> Option<&'a Value> {
         let mut at = doc;
         for segment in &self.segments {
-            match crate::member(at, segment) {
-                Some(next) => at = next,
-                None => return PartitionKey::None,
-            }
+            at = crate::member(at, segment)?;
         }
+        Some(at)
+    }
+
+    fn extract(&self, doc: &Value) -> PartitionKey {
+        let Some(at) = self.value(doc) else {
+            return PartitionKey::None;
+        };
         // An object or an array there is no key value: Cosmos DB files
         // the document under the undefined key, as if the path were
         // missing, and the SDKs send `[{}]` for it.
@@ -442,6 +447,17 @@ impl PartitionKeyPath {
             many => PartitionKey::Multi(many.iter().map(|p| p.extract(doc)).collect()),
         }
     }
+
+    /// Whether `doc`'s partition key ([`PartitionKeyPath::extract`]) is
+    /// `key`, found without copying a string key (every write asks).
+    pub fn holds(&self, doc: &Value, key: &PartitionKey) -> bool {
+        match (self.paths.as_slice(), key) {
+            ([one], PartitionKey::String(key)) => {
+                matches!(one.value(doc), Some(Value::String(s)) if s == key)
+            }
+            _ => self.extract(doc) == *key,
+        }
+    }
 }
 
 impl fmt::Display for PartitionKeyPath {
@@ -526,6 +542,40 @@ mod tests {
         );
         for bad in ["", "postId", "/", "/a//b", "/a/"] {
             assert!(PartitionKeyPath::parse(bad).is_err(), "{bad:?} parsed");
+        }
+    }
+
+    #[test]
+    fn a_path_holds_exactly_the_key_it_extracts() {
+        let docs = [
+            json!({"a": {"b": "x"}, "c": "x"}),
+            json!({"a": {"b": "y"}, "c": 1}),
+            json!({"a": {"b": 1.0}, "c": null}),
+            json!({"a": {"b": null}}),
+            json!({"a": {"b": ["x"]}}),
+            json!({"a": {"b": {"x": 1}}}),
+            json!({"a": "x"}),
+            json!({}),
+        ];
+        let keys = [
+            PartitionKey::from("x"),
+            PartitionKey::from("y"),
+            PartitionKey::from(1),
+            PartitionKey::Null,
+            PartitionKey::None,
+            PartitionKey::multi(["x", "x"]),
+        ];
+        for path in ["/a/b", "/c", "[\"/a/b\", \"/c\"]"] {
+            let path = PartitionKeyPath::parse(path).unwrap();
+            for doc in &docs {
+                for key in &keys {
+                    assert_eq!(
+                        path.holds(doc, key),
+                        path.extract(doc) == *key,
+                        "{doc} {key}"
+                    );
+                }
+            }
         }
     }
 
