@@ -28,7 +28,7 @@
 
 mod index;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
@@ -68,11 +68,10 @@ impl Default for MemoryStorage {
 /// One container's change log.
 #[derive(Default)]
 struct ChangeLog {
-    /// The commits by LSN. Records are kept as committed and turned into
-    /// [`Change`]s only when read, so a commit costs no copying; with
-    /// each, the clock at commit when it deletes something (a delete has
-    /// no `_ts` of its own).
-    records: BTreeMap<u64, (CommitRecord, u64)>,
+    /// The commits in LSN order (a commit appends, compaction removes the
+    /// records it empties). Records are kept as committed and turned into
+    /// [`Change`]s only when read, so a commit costs no copying.
+    records: VecDeque<Entry>,
     /// The last LSN given.
     last: u64,
     /// The LSN of each document's last change, deletes compacted away
@@ -86,6 +85,15 @@ struct ChangeLog {
     compacted: u64,
     /// Changes up to `compacted` superseded since.
     stale: usize,
+}
+
+/// A commit in [`ChangeLog::records`].
+struct Entry {
+    lsn: u64,
+    record: CommitRecord,
+    /// The clock at commit when it deletes something (a delete has no
+    /// `_ts` of its own).
+    at: u64,
 }
 
 /// One partition's documents in [`ChangeLog::latest`]: id → LSN.
@@ -115,7 +123,7 @@ impl ChangeLog {
                 Some(_) => {}
             }
         }
-        self.records.insert(lsn, (record, at));
+        self.records.push_back(Entry { lsn, record, at });
         if self.last >= self.compacted + 2 * retained.max(1) {
             self.compact(self.compacted, self.last - retained, dropped);
         }
@@ -132,9 +140,8 @@ impl ChangeLog {
         for (pk, latest) in &self.latest {
             for (id, lsn) in latest {
                 let change = self
-                    .records
-                    .get(lsn)
-                    .and_then(|(record, _)| record.changes.iter().rev().find(|c| c.id == *id));
+                    .get(*lsn)
+                    .and_then(|entry| entry.record.changes.iter().rev().find(|c| c.id == *id));
                 if let Some(change) = change
                     && let Some(document) = &change.document
                 {
@@ -145,18 +152,30 @@ impl ChangeLog {
         live
     }
 
+    /// The record of commit `lsn`, unless compaction emptied it.
+    fn get(&self, lsn: u64) -> Option<&Entry> {
+        let i = self.records.binary_search_by_key(&lsn, |e| e.lsn).ok()?;
+        self.records.get(i)
+    }
+
+    /// Where the records after `lsn` start.
+    fn after(&self, lsn: u64) -> usize {
+        self.records.partition_point(|e| e.lsn <= lsn)
+    }
+
     /// Drops from the records in `(from, to]` every change that is not its
     /// document's latest, and the deletes, then the records left empty;
     /// what it drops goes to `dropped`.
     fn compact(&mut self, from: u64, to: u64, dropped: &mut Dropped) {
+        let (start, end) = (self.after(from), self.after(to));
         let ChangeLog {
             records,
             latest,
             documents,
             ..
         } = self;
-        let mut empty = Vec::new();
-        for (&lsn, (record, _)) in records.range_mut(from + 1..=to) {
+        for Entry { lsn, record, .. } in records.range_mut(start..end) {
+            let lsn = *lsn;
             let mut partition = latest.get_mut(&record.partition_key);
             dropped.extend(record.changes.extract_if(.., |change| {
                 let current = partition.as_deref().and_then(|p| p.get(&change.id)) == Some(&lsn);
@@ -173,13 +192,19 @@ impl ChangeLog {
             if partition.is_some_and(|p| p.is_empty()) {
                 latest.remove(&record.partition_key);
             }
-            if record.changes.is_empty() {
-                empty.push(lsn);
+        }
+        // The records left empty go, the others keep their order: the
+        // records after `start` move, at most the compacted range and the
+        // window after it (the whole log only when `from` is 0).
+        let mut kept = start;
+        for i in start..records.len() {
+            if i < end && records[i].record.changes.is_empty() {
+                continue;
             }
+            records.swap(kept, i);
+            kept += 1;
         }
-        for lsn in empty {
-            records.remove(&lsn);
-        }
+        records.truncate(kept);
         if from == 0 {
             self.stale = 0;
         }
@@ -330,11 +355,11 @@ impl Storage for MemoryStorage {
             return Ok(Vec::new());
         };
         let mut res = Vec::new();
-        for (&lsn, (record, at)) in log.records.range(after.0 + 1..) {
+        for Entry { lsn, record, at } in log.records.range(log.after(after.0)..) {
             if res.len() >= max_changes.max(1) {
                 break;
             }
-            let lsn = Lsn(lsn);
+            let lsn = Lsn(*lsn);
             res.extend(record.changes.iter().map(|c| Change {
                 lsn,
                 partition_key: record.partition_key.clone(),
