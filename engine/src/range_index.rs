@@ -79,6 +79,11 @@ pub fn steps_key<S: AsRef<str>>(steps: &[Step<S>]) -> String {
 
 fn push_label(key: &mut String, label: &str) {
     key.push('/');
+    // Almost every label is written as it is.
+    if !label.bytes().any(|b| b == b'~' || b == b'/') {
+        key.push_str(label);
+        return;
+    }
     for c in label.chars() {
         match c {
             '~' => key.push_str("~0"),
@@ -123,11 +128,15 @@ pub fn value_key(value: &Value) -> Option<Vec<u8>> {
             // lead bytes, 0xEE and 0xEF, become 0xF5 and 0xF6 (which UTF-8
             // never uses) to sort after 0xF0..0xF4; a lead byte is only
             // ever compared with another, past an equal prefix.
-            key.extend(s.bytes().map(|b| match b {
-                0xEE => 0xF5,
-                0xEF => 0xF6,
-                b => b,
-            }));
+            if s.bytes().any(|b| b == 0xEE || b == 0xEF) {
+                key.extend(s.bytes().map(|b| match b {
+                    0xEE => 0xF5,
+                    0xEF => 0xF6,
+                    b => b,
+                }));
+            } else {
+                key.extend_from_slice(s.as_bytes());
+            }
             key
         }
         Value::Array(_) | Value::Object(_) => return None,
@@ -161,6 +170,15 @@ pub(crate) fn entries(
     policy: &IndexingPolicy,
     indexed: &mut dyn FnMut(&[Step<&str>]) -> bool,
 ) -> Entries {
+    keyed_entries(document, policy, &mut |steps, _| indexed(steps))
+}
+
+/// [`entries`], whose `indexed` is also given the path's [`steps_key`].
+fn keyed_entries(
+    document: &Value,
+    policy: &IndexingPolicy,
+    indexed: &mut dyn FnMut(&[Step<&str>], &str) -> bool,
+) -> Entries {
     /// What is left to visit of an object or an array.
     enum Inside<'v> {
         Members(serde_json::map::Iter<'v>),
@@ -174,8 +192,11 @@ pub(crate) fn entries(
         return out;
     };
     // Depth-first, without recursion (documents nest up to the engine's
-    // limit).
+    // limit). The path's key grows and shrinks with `steps`: `lens[d]` is
+    // its length for the first `d` steps.
     let mut steps: Vec<Step<&str>> = Vec::new();
+    let mut key = String::new();
+    let mut lens = vec![0];
     let mut stack: Vec<(usize, Inside<'_>)> = vec![(0, Inside::Members(root.iter()))];
     while let Some((depth, inside)) = stack.last_mut() {
         let depth = *depth;
@@ -194,8 +215,15 @@ pub(crate) fn entries(
         }
         steps.truncate(depth);
         steps.push(step);
-        if indexed(&steps) {
-            out.insert((steps_key(&steps), order_key(value)));
+        key.truncate(lens[depth]);
+        match step {
+            Step::Label(label) => push_label(&mut key, label),
+            Step::Elements => key.push_str("/~2"),
+        }
+        lens.truncate(depth + 1);
+        lens.push(key.len());
+        if indexed(&steps, &key) {
+            out.insert((key.clone(), order_key(value)));
         }
         match value {
             Value::Object(inner) => stack.push((depth + 1, Inside::Members(inner.iter()))),
@@ -216,20 +244,19 @@ pub(crate) type Entries = BTreeSet<(String, Vec<u8>)>;
 /// (asking parses its included and excluded paths): for a store that
 /// writes many documents' [`entries`] under one policy.
 #[derive(Default)]
-pub(crate) struct IndexedPaths(HashMap<String, bool>);
+pub(crate) struct IndexedPaths(HashMap<String, bool, foldhash::quality::RandomState>);
 
 impl IndexedPaths {
     /// The entries of `document` under `policy`, which must be the policy
     /// every earlier call gave.
     pub(crate) fn entries(&mut self, document: &Value, policy: &IndexingPolicy) -> Entries {
         let memo = &mut self.0;
-        entries(document, policy, &mut |steps| {
-            let key = steps_key(steps);
-            if let Some(indexed) = memo.get(&key) {
+        keyed_entries(document, policy, &mut |steps, key| {
+            if let Some(indexed) = memo.get(key) {
                 return *indexed;
             }
             let indexed = is_indexed(policy, steps);
-            memo.insert(key, indexed);
+            memo.insert(key.to_owned(), indexed);
             indexed
         })
     }
@@ -800,6 +827,30 @@ mod tests {
         assert!(got.iter().all(|(p, _)| !p.starts_with("/user")));
         let none = IndexingPolicy::from_json(&json!({"indexingMode": "none"})).unwrap();
         assert!(entries(&doc, &none, &mut |l| is_indexed(&none, l)).is_empty());
+        // The memo of a store that indexes many documents, whose path keys
+        // grow and shrink with the walk, gives the same entries, with
+        // every path's key what `steps_key` makes of it.
+        let deep = json!({"a": {"b": [{"c~": [1, {"d/": 2}]}, 3], "e": {"f": 4}}, "g": 5});
+        for policy in [&policy, &excluded] {
+            let mut memo = IndexedPaths::default();
+            for doc in [&doc, &deep, &doc] {
+                assert_eq!(
+                    memo.entries(doc, policy),
+                    entries(doc, policy, &mut |l| is_indexed(policy, l))
+                );
+                let mut keys = Vec::new();
+                entries(doc, policy, &mut |l| {
+                    keys.push(steps_key(l));
+                    true
+                });
+                let mut walked = Vec::new();
+                keyed_entries(doc, policy, &mut |_, key| {
+                    walked.push(key.to_owned());
+                    true
+                });
+                assert_eq!(walked, keys);
+            }
+        }
     }
 
     #[test]
