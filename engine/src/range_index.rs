@@ -96,12 +96,21 @@ fn push_label(key: &mut String, label: &str) {
 /// The bytes of a scalar, ordered as Cosmos DB orders values; `None` for
 /// an array or an object.
 pub fn value_key(value: &Value) -> Option<Vec<u8>> {
-    Some(match value {
-        Value::Null => vec![1],
-        Value::Bool(false) => vec![2],
-        Value::Bool(true) => vec![3],
+    let mut key = Vec::new();
+    push_value_key(&mut key, value).then_some(key)
+}
+
+/// Appends [`value_key`] of `value` to `key`; false, appending nothing,
+/// for an array or an object.
+fn push_value_key(key: &mut Vec<u8>, value: &Value) -> bool {
+    match value {
+        Value::Null => key.push(1),
+        Value::Bool(false) => key.push(2),
+        Value::Bool(true) => key.push(3),
         Value::Number(n) => {
-            let x = n.as_f64()?;
+            let Some(x) = n.as_f64() else {
+                return false;
+            };
             // -0 equals 0; flipping the sign bit (or every bit, for a
             // negative number) makes the bytes sort as the numbers do.
             let bits = if x == 0.0 {
@@ -114,13 +123,11 @@ pub fn value_key(value: &Value) -> Option<Vec<u8>> {
             } else {
                 !bits
             };
-            let mut key = Vec::with_capacity(9);
             key.push(NUMBERS);
             key.extend_from_slice(&ordered.to_be_bytes());
-            key
         }
         Value::String(s) => {
-            let mut key = Vec::with_capacity(1 + s.len());
+            key.reserve(1 + s.len());
             key.push(STRINGS);
             // UTF-8's order is code points'; Cosmos DB orders strings by
             // UTF-16 code units (`query::order::cmp_str`), which puts
@@ -137,10 +144,10 @@ pub fn value_key(value: &Value) -> Option<Vec<u8>> {
             } else {
                 key.extend_from_slice(s.as_bytes());
             }
-            key
         }
-        Value::Array(_) | Value::Object(_) => return None,
-    })
+        Value::Array(_) | Value::Object(_) => return false,
+    }
+    true
 }
 
 /// The key of an undefined value in a composite entry ([`composite_key`]).
@@ -155,10 +162,19 @@ const OBJECT: u8 = 7;
 /// The key of a value in the index: [`value_key`] for a scalar, one key
 /// for every array and one for every object, in Cosmos DB's type order.
 pub fn order_key(value: &Value) -> Vec<u8> {
+    let mut key = Vec::new();
+    push_order_key(&mut key, value);
+    key
+}
+
+/// Appends [`order_key`] of `value` to `key`.
+fn push_order_key(key: &mut Vec<u8>, value: &Value) {
     match value {
-        Value::Array(_) => vec![ARRAY],
-        Value::Object(_) => vec![OBJECT],
-        scalar => value_key(scalar).unwrap_or_default(),
+        Value::Array(_) => key.push(ARRAY),
+        Value::Object(_) => key.push(OBJECT),
+        scalar => {
+            push_value_key(key, scalar);
+        }
     }
 }
 
@@ -170,26 +186,38 @@ pub(crate) fn entries(
     policy: &IndexingPolicy,
     indexed: &mut dyn FnMut(&[Step<&str>]) -> bool,
 ) -> Entries {
-    keyed_entries(document, policy, &mut |steps, _| indexed(steps))
+    let mut out = Entries::new();
+    visit_entries(
+        document,
+        policy,
+        &mut |steps, _| indexed(steps),
+        &mut |path, value| {
+            out.insert((path.to_owned(), value.to_vec()));
+        },
+    );
+    out
 }
 
-/// [`entries`], whose `indexed` is also given the path's [`steps_key`].
-fn keyed_entries(
+/// Gives `emit` each of [`entries`] as the walk meets it, an entry again
+/// for each element of an array with the same key; `indexed` is also
+/// given the path's [`steps_key`]. Nothing is allocated per entry: a
+/// store that finds most entries' keys already there copies none.
+fn visit_entries(
     document: &Value,
     policy: &IndexingPolicy,
     indexed: &mut dyn FnMut(&[Step<&str>], &str) -> bool,
-) -> Entries {
+    emit: &mut dyn FnMut(&str, &[u8]),
+) {
     /// What is left to visit of an object or an array.
     enum Inside<'v> {
         Members(serde_json::map::Iter<'v>),
         Elements(std::slice::Iter<'v, Value>),
     }
-    let mut out = Entries::new();
     if policy.indexing_mode == IndexingMode::None {
-        return out;
+        return;
     }
     let Value::Object(root) = document else {
-        return out;
+        return;
     };
     // Depth-first, without recursion (documents nest up to the engine's
     // limit). The path's key grows and shrinks with `steps`: `lens[d]` is
@@ -197,6 +225,7 @@ fn keyed_entries(
     let mut steps: Vec<Step<&str>> = Vec::new();
     let mut key = String::new();
     let mut lens = vec![0];
+    let mut value_key = Vec::new();
     let mut stack: Vec<(usize, Inside<'_>)> = vec![(0, Inside::Members(root.iter()))];
     while let Some((depth, inside)) = stack.last_mut() {
         let depth = *depth;
@@ -223,7 +252,9 @@ fn keyed_entries(
         lens.truncate(depth + 1);
         lens.push(key.len());
         if indexed(&steps, &key) {
-            out.insert((key.clone(), order_key(value)));
+            value_key.clear();
+            push_order_key(&mut value_key, value);
+            emit(&key, &value_key);
         }
         match value {
             Value::Object(inner) => stack.push((depth + 1, Inside::Members(inner.iter()))),
@@ -232,9 +263,10 @@ fn keyed_entries(
         }
     }
     for index in &policy.composite_indexes {
-        out.extend(composite_entry(document, index));
+        if let Some((path, value)) = composite_entry(document, index) {
+            emit(&path, &value);
+        }
     }
-    out
 }
 
 /// A document's entries: (path key, value key).
@@ -250,15 +282,33 @@ impl IndexedPaths {
     /// The entries of `document` under `policy`, which must be the policy
     /// every earlier call gave.
     pub(crate) fn entries(&mut self, document: &Value, policy: &IndexingPolicy) -> Entries {
+        let mut out = Entries::new();
+        self.visit(document, policy, &mut |path, value| {
+            out.insert((path.to_owned(), value.to_vec()));
+        });
+        out
+    }
+
+    /// Gives `emit` each of [`IndexedPaths::entries`] as the walk meets
+    /// it, without copying its keys, an entry again for each element of
+    /// an array with the same key: for a store to which a repeated entry
+    /// makes no difference.
+    pub(crate) fn visit(
+        &mut self,
+        document: &Value,
+        policy: &IndexingPolicy,
+        emit: &mut dyn FnMut(&str, &[u8]),
+    ) {
         let memo = &mut self.0;
-        keyed_entries(document, policy, &mut |steps, key| {
+        let mut indexed = |steps: &[Step<&str>], key: &str| {
             if let Some(indexed) = memo.get(key) {
                 return *indexed;
             }
             let indexed = is_indexed(policy, steps);
             memo.insert(key.to_owned(), indexed);
             indexed
-        })
+        };
+        visit_entries(document, policy, &mut indexed, emit);
     }
 }
 
@@ -844,10 +894,15 @@ mod tests {
                     true
                 });
                 let mut walked = Vec::new();
-                keyed_entries(doc, policy, &mut |_, key| {
-                    walked.push(key.to_owned());
-                    true
-                });
+                visit_entries(
+                    doc,
+                    policy,
+                    &mut |_, key| {
+                        walked.push(key.to_owned());
+                        true
+                    },
+                    &mut |_, _| {},
+                );
                 assert_eq!(walked, keys);
             }
         }

@@ -48,7 +48,7 @@
 //! write) leaves the index ahead of memory until the store is dropped;
 //! the engine refuses every write from then on.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, btree_map};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -150,37 +150,54 @@ impl Tree {
         }
     }
 
-    /// Adds the entries of `document`, (`pk`, `rid`).
+    /// Adds the entries of `document`, (`pk`, `rid`). An entry the walk
+    /// gives twice (an array's equal elements) is added once, and removed
+    /// once by [`Tree::remove`].
     fn add(&mut self, pk: &Arc<PartitionKey>, rid: u64, document: &Document) {
-        for (path, value) in self.indexed.entries(document.value(), &self.policy) {
+        let Tree {
+            policy,
+            indexed,
+            paths,
+        } = self;
+        indexed.visit(document.value(), policy, &mut |path, value| {
             let holder = (rid, Arc::clone(pk));
-            match self.paths.entry(path).or_default().entry(value) {
-                btree_map::Entry::Vacant(vacant) => {
-                    vacant.insert(Holders::One(holder));
+            // Keys are copied only when they are new.
+            let values = match paths.get_mut(path) {
+                Some(values) => values,
+                None => paths.entry(path.to_owned()).or_default(),
+            };
+            match values.get_mut(value) {
+                Some(holders) => holders.insert(holder),
+                None => {
+                    values.insert(value.to_vec(), Holders::One(holder));
                 }
-                btree_map::Entry::Occupied(mut held) => held.get_mut().insert(holder),
             }
-        }
+        });
     }
 
     /// Removes the entries `document`, (`pk`, `rid`), has: the ones
     /// [`Tree::add`] gave it, under the same policy.
     fn remove(&mut self, pk: &Arc<PartitionKey>, rid: u64, document: &Document) {
         let holder = (rid, Arc::clone(pk));
-        for (path, value) in self.indexed.entries(document.value(), &self.policy) {
-            let Some(values) = self.paths.get_mut(&path) else {
-                continue;
+        let Tree {
+            policy,
+            indexed,
+            paths,
+        } = self;
+        indexed.visit(document.value(), policy, &mut |path, value| {
+            let Some(values) = paths.get_mut(path) else {
+                return;
             };
             if values
-                .get_mut(&value)
+                .get_mut(value)
                 .is_some_and(|holders| holders.remove(&holder))
             {
-                values.remove(&value);
+                values.remove(value);
             }
             if values.is_empty() {
-                self.paths.remove(&path);
+                paths.remove(path);
             }
-        }
+        });
     }
 }
 
