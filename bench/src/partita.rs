@@ -37,8 +37,10 @@
 //! ([`Indexing::None`]), `{"indexingMode": "none"}`: the same calls
 //! without the range index's entries, which a durable store writes when it
 //! folds its change log into its documents (on the committer, so their
-//! cost is in the calls' throughput). An in-memory store keeps no index,
-//! so its two rows differ only by noise.
+//! cost is in the calls' throughput). An in-memory store builds its index
+//! when a query first asks it and from then on maintains it in each commit
+//! (the feed's, once the feed is read; never the posts' here), so there the
+//! rows differ by the feed's writes.
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
