@@ -8,7 +8,7 @@
 //! in-memory store's range index, so every commit then maintains it.
 //!
 //! ```text
-//! cargo run --release -p partita-bench --example hot_path [-- TRANSACTIONS] [--indexed]
+//! cargo run --release -p partita-bench --example hot_path [-- [TRANSACTIONS] [--indexed]]
 //! ```
 //!
 //! The issue's target for p50 is 2.5 µs (#20).
