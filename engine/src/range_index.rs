@@ -181,6 +181,7 @@ fn push_order_key(key: &mut Vec<u8>, value: &Value) {
 /// The entries of `document` under `policy`, as (path, value) keys ([`steps_key`],
 /// [`order_key`]): one for every value at every path `indexed` accepts,
 /// array elements included; none under mode `none`.
+#[cfg(any(test, feature = "postgres"))]
 pub(crate) fn entries(
     document: &Value,
     policy: &IndexingPolicy,
