@@ -50,9 +50,9 @@
 //! An entry of the range index costs what a scanned document's fixed part
 //! does, when the query did not go on to read its document: a COUNT the
 //! index answers pays for what it counted, as the service's aggregates do,
-//! instead of nothing. (Its published counts cost more still, about 8.8
-//! for ~12 comments and for ~50 likes alike: what reading the post's whole
-//! partition costs, which the service of 2019 did.)
+//! instead of nothing. (The published counts cost more still, about 8.8
+//! for ~12 comments and for ~50 likes alike: about what reading the post's
+//! whole partition costs.)
 //!
 //! Documents a script's *query* scans are counted by the collection as
 //! documents read ([`host_api::Statistics`] does not tell them apart), so they
