@@ -330,6 +330,23 @@ struct Pending {
     lsn: u64,
     idx: u32,
     document: Option<(Document, Arc<str>)>,
+    /// The rid of the version `docs` may hold, when it differs from
+    /// `rid`: a document deleted and created again since the last fold.
+    /// Its `docs` row and index entries are out of date as well.
+    shadows: Option<u64>,
+}
+
+/// Puts `doc` into `pending` as the latest state of `key`, remembering
+/// the rid of a version it replaces that has another rid (see
+/// [`Pending::shadows`]): the first such, since `docs` can only hold the
+/// version from before the first pending change.
+fn put_pending(pending: &mut PendingDocs, key: (Arc<str>, String, Arc<str>), mut doc: Pending) {
+    if let Some(before) = pending.get(&key) {
+        doc.shadows = before
+            .shadows
+            .or_else(|| (before.rid != doc.rid).then_some(before.rid));
+    }
+    pending.insert(key, doc);
 }
 
 /// How `changes.op` stores each [`ChangeKind`]: a small integer (SQLite
@@ -929,6 +946,7 @@ impl SqliteStorage {
             .take_while(|((c, pk, _), _)| **c == *container && within.is_none_or(|w| w == pk))
         {
             overlay.stale.push(doc.rid);
+            overlay.stale.extend(doc.shadows);
             let Some((document, _)) = &doc.document else {
                 continue;
             };
@@ -1240,14 +1258,16 @@ impl SqliteStorage {
         let pk = partition_key.to_json_array();
         // The pending documents first: a fold after this copy leaves the
         // same versions in `docs`.
-        let mut overlay = pending_of(&self.pending.read(), container, &pk);
+        // All of the partition's: each replaces its `docs` row whatever
+        // that row's rid (a document deleted and created again has a new
+        // one); only those `rids` names are read.
+        let overlay = pending_of(&self.pending.read(), container, &pk);
         let mut params = vec![
             SqlValue::Text(container.to_owned()),
             SqlValue::Text(pk.clone()),
         ];
         let only = match rids {
             Some(rids) => {
-                overlay.retain(|(_, p)| rids.binary_search(&p.rid).is_ok());
                 let list = placeholders(
                     rids.iter().map(|rid| SqlValue::Integer(*rid as i64)),
                     &mut params,
@@ -1296,7 +1316,12 @@ impl SqliteStorage {
                 rid,
             )?);
         }
-        docs.extend(overlay.into_iter().filter_map(|(_, p)| p.loaded()));
+        docs.extend(
+            overlay
+                .into_iter()
+                .filter(|(_, p)| rids.is_none_or(|rids| rids.binary_search(&p.rid).is_ok()))
+                .filter_map(|(_, p)| p.loaded()),
+        );
         Ok((docs, skipped))
     }
 
@@ -1896,13 +1921,15 @@ fn unfolded(
                 );
                 let max = max_seq.entry(container.clone()).or_default();
                 *max = (*max).max(seq);
-                pending.insert(
+                put_pending(
+                    &mut pending,
                     key,
                     Pending {
                         rid,
                         lsn: lsn as u64,
                         idx,
                         document,
+                        shadows: None,
                     },
                 );
             }
@@ -2619,6 +2646,9 @@ fn fold(
             }
             let mut left = step.max(1);
             for (container, mut lsns) in lsns {
+                if left == 0 {
+                    break;
+                }
                 if lsns.len() <= left {
                     left -= lsns.len();
                     upto.insert(Arc::clone(container), u64::MAX);
@@ -3292,6 +3322,7 @@ fn write_batch(
                         lsn: lsn as u64,
                         idx: idx as u32,
                         document,
+                        shadows: None,
                     },
                     change.seq,
                 ));
@@ -3314,7 +3345,7 @@ fn write_batch(
                         max_seq.insert(key.0.to_string(), seq);
                     }
                 }
-                pending.insert(key, doc);
+                put_pending(&mut pending, key, doc);
             }
         }
     }
@@ -3454,6 +3485,174 @@ mod tests {
             6
         );
         assert_eq!(loaded(&storage), expected);
+    }
+
+    #[test]
+    fn a_document_created_again_hides_its_folded_version_from_reads_by_rid() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        let storage =
+            SqliteStorage::open_limited(&path, Durability::Full, CHECKPOINT_PAGES, Some(1 << 20))
+                .unwrap();
+        storage.create_container(&meta()).unwrap();
+        let at = |rid: u64, n: Option<u64>| {
+            let mut r = write("a", n);
+            r.changes[0].rid = rid;
+            r
+        };
+        storage.commit(at(500, Some(1))).unwrap();
+        storage
+            .writer
+            .lock()
+            .as_mut()
+            .unwrap()
+            .fold(&storage.shared);
+        // Deleted and created again, both pending: `docs` still holds rid 500.
+        storage.commit(at(500, None)).unwrap();
+        storage.commit(at(600, Some(2))).unwrap();
+        let key = PartitionKey::from("a");
+        let read = |rids: &[u64]| -> Vec<(u64, u64)> {
+            storage
+                .read_documents("c", &key, rids)
+                .unwrap()
+                .iter()
+                .map(|d| (d.rid, d.document.value()["n"].as_u64().unwrap()))
+                .collect()
+        };
+        assert_eq!(read(&[500]), []);
+        assert_eq!(read(&[600]), [(600, 2)]);
+        assert_eq!(read(&[500, 600]), [(600, 2)]);
+    }
+
+    /// One step of [`steps_of_folding_and_crashes_keep_every_document`].
+    #[derive(Clone, Debug)]
+    enum FoldOp {
+        /// Writes document `id` of container `c` or `d` (`n`, or a delete).
+        Write(bool, char, Option<u64>),
+        /// Folds about this many of the oldest pending documents.
+        Step(usize),
+        /// Copies the files as a crash would leave them and reopens them.
+        Crash,
+    }
+
+    fn fold_op() -> impl proptest::strategy::Strategy<Value = FoldOp> {
+        use proptest::prelude::*;
+        prop_oneof![
+            6 => (any::<bool>(), proptest::char::range('a', 'e'), proptest::option::weighted(0.8, 1..100u64))
+                .prop_map(|(d, id, n)| FoldOp::Write(d, id, n)),
+            2 => (1..5usize).prop_map(FoldOp::Step),
+            1 => Just(FoldOp::Crash),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+
+        /// Folds of a few documents at a time, in two containers, with
+        /// crashes between them: every crash copy reopens with exactly the
+        /// documents written, whatever the marks say, and the range index
+        /// (folded entries and pending documents) names exactly them.
+        #[test]
+        fn steps_of_folding_and_crashes_keep_every_document(
+            ops in proptest::collection::vec(fold_op(), 1..40)
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("db.sqlite");
+            // No folds of its own (see the test above): the steps are these.
+            let storage =
+                SqliteStorage::open_limited(&path, Durability::Full, CHECKPOINT_PAGES, Some(1 << 20))
+                    .unwrap();
+            storage.create_container(&meta()).unwrap();
+            storage.create_container(&ContainerMeta::for_tests("d")).unwrap();
+            // (container, id) → (rid, n): a document created again after
+            // a delete has a new rid, as the engine gives it.
+            let mut model: BTreeMap<(&str, String), (u64, u64)> = BTreeMap::new();
+            let mut next_rid = 1_000;
+            let state = |storage: &SqliteStorage, container: &'static str| {
+                storage
+                    .read_partition(container, &PartitionKey::from("a"))
+                    .unwrap()
+                    .iter()
+                    .map(|d| {
+                        let v = d.document.value();
+                        let n = v["n"].as_u64().unwrap_or(0);
+                        ((container, d.document.id().to_owned()), (d.rid, n))
+                    })
+                    .collect::<BTreeMap<_, _>>()
+            };
+            // What the range index names for `IS_DEFINED(c.n)`.
+            let defined = IndexTerm {
+                path: vec![range_index::Step::Label("n".to_owned())],
+                accept: Accept::Range(Bound::Unbounded, Bound::Unbounded),
+            };
+            let both = |storage: &SqliteStorage| {
+                let mut all = state(storage, "c");
+                all.extend(state(storage, "d"));
+                let mut named = BTreeSet::new();
+                for container in ["c", "d"] {
+                    let candidates = storage
+                        .index_candidates(container, std::slice::from_ref(&defined))
+                        .unwrap()
+                        .expect("the index is ready");
+                    let mut rids: Vec<u64> = candidates.iter().map(|(_, rid)| *rid).collect();
+                    named.extend(candidates.into_iter().map(|(_, rid)| (container, rid)));
+                    // Reading what it names finds the documents, as they are.
+                    rids.sort_unstable();
+                    let read: BTreeMap<_, _> = storage
+                        .read_documents(container, &PartitionKey::from("a"), &rids)
+                        .unwrap()
+                        .iter()
+                        .map(|d| {
+                            let n = d.document.value()["n"].as_u64().unwrap_or(0);
+                            ((container, d.document.id().to_owned()), (d.rid, n))
+                        })
+                        .collect();
+                    let of_container = state(storage, container);
+                    assert_eq!(read, of_container);
+                }
+                let rids = all.iter().map(|((c, _), (rid, _))| (*c, *rid));
+                assert_eq!(named, rids.collect::<BTreeSet<_>>());
+                all
+            };
+            for (i, op) in ops.into_iter().enumerate() {
+                match op {
+                    FoldOp::Write(in_d, id, n) => {
+                        let container = if in_d { "d" } else { "c" };
+                        let id = id.to_string();
+                        let key = (container, id.clone());
+                        let rid = match model.get(&key) {
+                            Some((rid, _)) => *rid,
+                            None => {
+                                next_rid += 1;
+                                next_rid
+                            }
+                        };
+                        let mut r = write(&id, n);
+                        r.container = Arc::from(container);
+                        r.changes[0].rid = rid;
+                        storage.commit(r).unwrap();
+                        match n {
+                            Some(n) => model.insert(key, (rid, n)),
+                            None => model.remove(&key),
+                        };
+                    }
+                    FoldOp::Step(n) => {
+                        let mut writer = storage.writer.lock();
+                        writer.as_mut().unwrap().fold_some(&storage.shared, Some(n));
+                    }
+                    FoldOp::Crash => {
+                        let copy = dir.path().join(format!("crash{i}.sqlite"));
+                        crash_copy(&path, &copy);
+                        let crashed = SqliteStorage::open(&copy, Durability::None).unwrap();
+                        proptest::prop_assert_eq!(&both(&crashed), &model);
+                    }
+                }
+                proptest::prop_assert_eq!(&both(&storage), &model);
+            }
+            drop(storage);
+            let reopened = SqliteStorage::open(&path, Durability::None).unwrap();
+            proptest::prop_assert_eq!(&both(&reopened), &model);
+        }
     }
 
     #[test]
