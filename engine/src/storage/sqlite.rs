@@ -3522,6 +3522,35 @@ mod tests {
         assert_eq!(read(&[500]), []);
         assert_eq!(read(&[600]), [(600, 2)]);
         assert_eq!(read(&[500, 600]), [(600, 2)]);
+        // A step whose mark passes the delete (b, written after it, is
+        // older than a's latest change): a crash then replays only a's
+        // latest change, and opening folds it, which finds rid 500 in
+        // `docs` and drops its entries.
+        let mut b = write("b", Some(1));
+        b.changes[0].rid = 700;
+        storage.commit(b).unwrap();
+        storage.commit(at(600, Some(3))).unwrap();
+        storage
+            .writer
+            .lock()
+            .as_mut()
+            .unwrap()
+            .fold_some(&storage.shared, Some(1));
+        let copy = dir.path().join("copy.sqlite");
+        crash_copy(&path, &copy);
+        let crashed = SqliteStorage::open(&copy, Durability::None).unwrap();
+        let defined = IndexTerm {
+            path: vec![range_index::Step::Label("n".to_owned())],
+            accept: Accept::Range(Bound::Unbounded, Bound::Unbounded),
+        };
+        for storage in [&storage, &crashed] {
+            let named = storage
+                .index_candidates("c", std::slice::from_ref(&defined))
+                .unwrap()
+                .unwrap();
+            let rids: Vec<u64> = named.iter().map(|(_, rid)| *rid).collect();
+            assert_eq!(rids, [600, 700]);
+        }
     }
 
     /// One step of [`steps_of_folding_and_crashes_keep_every_document`].
