@@ -155,7 +155,7 @@ const MAX_PENDING: usize = 20_000;
 /// folds because it is idle or has [`MAX_PENDING`] of them: the oldest,
 /// container by container. A fold holds the write side, and writing 20,000
 /// documents with their index entries took 1–2.5 s on the demo's store, a
-/// stall for every commit; a step of this many takes a tenth of that, and
+/// stall for every commit; a step of this many takes about a tenth, and
 /// the hot documents, changed last, stay pending and keep coalescing.
 const FOLD_STEP: usize = 2_000;
 
@@ -165,8 +165,8 @@ const FOLD_STEP: usize = 2_000;
 /// over what it finds (`SqliteStorage::index_view`), and with thousands
 /// pending that pass costs more than the read (the demo's feed query, 100
 /// posts by date, took 7.8 ms after 15,000 writes and 1.7 ms after a
-/// fold). Under steady writes nothing changes: the store folds at
-/// [`MAX_PENDING`] and before checkpoints, as before.
+/// fold). Under steady writes the store never idles, and folds in steps
+/// at [`MAX_PENDING`] and whole before checkpoints.
 const IDLE_FOLD: Duration = Duration::from_millis(50);
 
 const SCHEMA: &str = "
