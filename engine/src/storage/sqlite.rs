@@ -155,8 +155,9 @@ const MAX_PENDING: usize = 20_000;
 /// folds because it is idle or has [`MAX_PENDING`] of them: the oldest,
 /// container by container. A fold holds the write side, and writing 20,000
 /// documents with their index entries took 1–2.5 s on the demo's store, a
-/// stall for every commit; a step of this many takes about a tenth, and
-/// the hot documents, changed last, stay pending and keep coalescing.
+/// stall for every commit; a step writes a tenth as many (its own time was
+/// not measured), and the hot documents, changed last, stay pending and
+/// keep coalescing.
 const FOLD_STEP: usize = 2_000;
 
 /// A store that wrote nothing for this long folds what is pending, a
