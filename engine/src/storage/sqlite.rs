@@ -2984,6 +2984,12 @@ fn build_step(
 struct LogPad {
     path: PathBuf,
     file: Option<File>,
+    /// The log file's length when last asked or extended here. Asking the
+    /// file system on every batch would cost an extra write per fsync: a
+    /// file whose times were read gets a fine-grained modification time at
+    /// its next write (Linux's multigrain timestamps), which dirties its
+    /// inode, and ext4 then writes the inode at every fdatasync.
+    len: Option<u64>,
     /// The bytes of one frame of the log: its header and a page.
     frame: u64,
 }
@@ -3001,6 +3007,7 @@ impl LogPad {
         LogPad {
             path,
             file: None,
+            len: None,
             frame: FRAME_HEADER + page_size,
         }
     }
@@ -3019,16 +3026,28 @@ impl LogPad {
                 .ok();
         }
         let Some(file) = &self.file else { return };
-        let Ok(len) = file.metadata().map(|m| m.len()) else {
-            return;
+        // Only SQLite's frames and these zeros extend the file, and the log
+        // never shrinks while the store is open: a file longer than the
+        // last frame is as long as it was. One shorter has grown since.
+        let len = match self.len {
+            Some(len) if len >= end => len,
+            _ => match file.metadata() {
+                Ok(meta) => meta.len(),
+                Err(_) => return,
+            },
         };
+        self.len = Some(len);
         // The file ends at or past the last frame SQLite wrote; past its
         // end is only ever written here.
         if len < end || len >= end + LOG_PAD as u64 / 2 {
             return;
         }
-        // Best effort: a partial write leaves zeros past the last frame too.
-        let _ = file.write_all_at(&ZEROS, len);
+        // Best effort: a partial write leaves zeros past the last frame too,
+        // and the next call asks the file system how long the file is.
+        self.len = match file.write_all_at(&ZEROS, len) {
+            Ok(()) => Some(len + LOG_PAD as u64),
+            Err(_) => None,
+        };
     }
 }
 
@@ -3821,6 +3840,36 @@ mod tests {
         let reopened = SqliteStorage::open(&crashed, Durability::Full).unwrap();
         assert_eq!(documents(&reopened).len(), 200);
         assert_eq!(reopened.commit(record("after")).unwrap(), Lsn(201));
+    }
+
+    #[test]
+    fn the_log_pad_remembers_the_length_and_never_writes_over_frames_past_it() {
+        use std::os::unix::fs::FileExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        let frame = FRAME_HEADER + 4096;
+        let frames_in = |bytes: u64| i64::try_from((bytes - WAL_HEADER) / frame).unwrap();
+        std::fs::write(&path, vec![7u8; (WAL_HEADER + 2 * frame) as usize]).unwrap();
+        let mut pad = LogPad::new(path.clone(), 4096);
+        pad.keep_ahead(2);
+        let padded = WAL_HEADER + 2 * frame + LOG_PAD as u64;
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), padded);
+        assert_eq!(pad.len, Some(padded));
+        // Frames within the zeros change nothing it remembers.
+        pad.keep_ahead(3);
+        assert_eq!(pad.len, Some(padded));
+        // A batch larger than the zeros extends the file past them: the
+        // pad asks for the length again and writes after the new frames.
+        let past = padded + 3 * frame;
+        let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        file.write_all_at(&vec![9u8; (past - padded) as usize], padded)
+            .unwrap();
+        pad.keep_ahead(frames_in(past));
+        let log = std::fs::read(&path).unwrap();
+        assert_eq!(log.len() as u64, past + LOG_PAD as u64);
+        assert!(log[padded as usize..past as usize].iter().all(|&b| b == 9));
+        assert!(log[past as usize..].iter().all(|&b| b == 0));
+        assert_eq!(pad.len, Some(past + LOG_PAD as u64));
     }
 
     #[test]
