@@ -90,11 +90,14 @@ fn batch(container: &partita::Container, pk: &str, ops: Vec<BatchOperation>) -> 
 fn main() -> anyhow::Result<()> {
     let dir = std::env::args().nth(1).context("usage: crash-writer DIR")?;
     // No room in the partition cache: partitions are evicted and read back
-    // from storage (its pending documents too) between the crashes.
+    // from storage (its pending documents too) between the crashes. The
+    // shortest checkpoint interval: the log is copied into the database
+    // file beside the writers all the time, so kills land in checkpoints.
     let db = Database::open_with(
         &dir,
         Options {
             cache_bytes: 0,
+            checkpoint_pages: 100,
             ..Options::default()
         },
     )?;
