@@ -342,13 +342,19 @@ struct Pending {
 /// the rid of a version it replaces that has another rid (see
 /// [`Pending::shadows`]): the first such, since `docs` can only hold the
 /// version from before the first pending change.
-fn put_pending(pending: &mut PendingDocs, key: (Arc<str>, String, Arc<str>), mut doc: Pending) {
-    if let Some(before) = pending.get(&key) {
+fn put_pending(pending: &mut PendingDocs, key: PendingKey, mut doc: Pending) {
+    if let Some(before) = pending.docs.get(&key) {
         doc.shadows = before
             .shadows
             .or_else(|| (before.rid != doc.rid).then_some(before.rid));
+        pending
+            .by_lsn
+            .remove(&(Arc::clone(&key.0), before.lsn, before.idx));
     }
-    pending.insert(key, doc);
+    pending
+        .by_lsn
+        .insert((Arc::clone(&key.0), doc.lsn, doc.idx), key.clone());
+    pending.docs.insert(key, doc);
 }
 
 /// How `changes.op` stores each [`ChangeKind`]: a small integer (SQLite
@@ -378,10 +384,70 @@ fn parse_op(op: rusqlite::types::ValueRef<'_>) -> Option<ChangeKind> {
     }
 }
 
-/// Documents committed since the last fold, by (container, partition key
-/// as stored, id): ordered, so a fold writes `docs` in key order and a
-/// read finds one partition's in one range.
-type PendingDocs = BTreeMap<(Arc<str>, String, Arc<str>), Pending>;
+/// A pending document's key: (container, partition key as stored, id).
+type PendingKey = (Arc<str>, String, Arc<str>);
+
+/// Documents committed since the last fold, by key: ordered, so a fold
+/// writes `docs` in key order and a read finds one partition's in one
+/// range (reads see this map). Also by the (container, LSN, index) of each
+/// one's latest change, so a step of folding finds the oldest without
+/// going through all of them.
+#[derive(Default)]
+struct PendingDocs {
+    docs: BTreeMap<PendingKey, Pending>,
+    by_lsn: BTreeMap<(Arc<str>, u64, u32), PendingKey>,
+}
+
+impl std::ops::Deref for PendingDocs {
+    type Target = BTreeMap<PendingKey, Pending>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.docs
+    }
+}
+
+impl PendingDocs {
+    fn new() -> PendingDocs {
+        PendingDocs::default()
+    }
+
+    fn clear(&mut self) {
+        self.docs.clear();
+        self.by_lsn.clear();
+    }
+
+    /// Drops the documents of a deleted container.
+    fn drop_container(&mut self, id: &str) {
+        self.docs.retain(|(container, _, _), _| **container != *id);
+        self.by_lsn
+            .retain(|(container, _, _), _| **container != *id);
+    }
+
+    /// Drops the documents a fold wrote.
+    fn remove(&mut self, keys: &[PendingKey]) {
+        for key in keys {
+            if let Some(doc) = self.docs.remove(key) {
+                self.by_lsn.remove(&(Arc::clone(&key.0), doc.lsn, doc.idx));
+            }
+        }
+    }
+
+    /// The containers with pending documents.
+    fn containers(&self) -> Vec<Arc<str>> {
+        let mut found: Vec<Arc<str>> = Vec::new();
+        let mut next = self.by_lsn.keys().next();
+        while let Some((container, _, _)) = next {
+            found.push(Arc::clone(container));
+            let past = (Arc::clone(container), u64::MAX, u32::MAX);
+            next = self
+                .by_lsn
+                .range((Bound::Excluded(past), Bound::Unbounded))
+                .map(|(key, _)| key)
+                .next();
+        }
+        found
+    }
+}
 
 /// The pending documents, shared by the write side (which adds a batch's
 /// after it committed, and clears them after a fold committed) and the
@@ -2764,35 +2830,49 @@ fn fold(
     if pending_docs.is_empty() {
         return Ok(());
     }
-    // Per container written, the LSN up to which it is (`u64::MAX`: all).
+    // Per container written, the LSN up to which it is (`u64::MAX`: all),
+    // and the documents to write, in key order.
     let mut upto: HashMap<Arc<str>, u64> = HashMap::new();
-    match step {
+    let chosen: Vec<(&PendingKey, &Pending)> = match step {
         None => {
-            for (container, _, _) in pending_docs.keys() {
-                upto.entry(Arc::clone(container)).or_insert(u64::MAX);
+            for container in pending_docs.containers() {
+                upto.insert(container, u64::MAX);
             }
+            pending_docs.docs.iter().collect()
         }
         Some(step) => {
-            let mut lsns: BTreeMap<&Arc<str>, Vec<u64>> = BTreeMap::new();
-            for ((container, _, _), doc) in pending_docs.iter() {
-                lsns.entry(container).or_default().push(doc.lsn);
-            }
+            let mut keys: Vec<&PendingKey> = Vec::with_capacity(step);
             let mut left = step.max(1);
-            for (container, mut lsns) in lsns {
-                if left == 0 {
-                    break;
+            let mut entries = pending_docs.by_lsn.iter().peekable();
+            while let Some(((container, lsn, _), key)) = entries.next() {
+                keys.push(key);
+                left = left.saturating_sub(1);
+                match entries.peek() {
+                    // The container's last: all of it is written.
+                    Some(((next, _, _), _)) if next != container => {
+                        upto.insert(Arc::clone(container), u64::MAX);
+                        if left == 0 {
+                            break;
+                        }
+                    }
+                    None => {
+                        upto.insert(Arc::clone(container), u64::MAX);
+                    }
+                    // The step is done, but not at a commit's end: the
+                    // rest of that commit's documents go too.
+                    Some(((_, next_lsn, _), _)) if left == 0 && next_lsn != lsn => {
+                        upto.insert(Arc::clone(container), *lsn);
+                        break;
+                    }
+                    Some(_) => {}
                 }
-                if lsns.len() <= left {
-                    left -= lsns.len();
-                    upto.insert(Arc::clone(container), u64::MAX);
-                    continue;
-                }
-                let (_, bound, _) = lsns.select_nth_unstable(left - 1);
-                upto.insert(Arc::clone(container), *bound);
-                break;
             }
+            keys.sort_unstable();
+            keys.into_iter()
+                .filter_map(|key| Some((key, pending_docs.docs.get(key)?)))
+                .collect()
         }
-    }
+    };
     let tx = conn.transaction()?;
     {
         let mut entries = EntryWriter::new(&tx, stamps)?;
@@ -2803,10 +2883,7 @@ fn fold(
         )?;
         let mut delete_doc =
             tx.prepare_cached("DELETE FROM docs WHERE container = ?1 AND pk = ?2 AND id = ?3")?;
-        for ((container, pk, id), doc) in pending_docs.iter() {
-            if upto.get(container).is_none_or(|bound| doc.lsn > *bound) {
-                continue;
-            }
+        for &((container, pk, id), doc) in &chosen {
             // Before the row changes: the old entries come from it.
             if let Some(state) = indexes.get(&**container) {
                 entries.replace(state, container, pk, id, doc)?;
@@ -2831,12 +2908,11 @@ fn fold(
         let mut mark = tx.prepare_cached(
             "INSERT OR REPLACE INTO folded (container, lsn, seq) VALUES (?1, ?2, ?3)",
         )?;
-        let mut left_whole: BTreeSet<&str> = BTreeSet::new();
-        for (container, _, _) in pending_docs.keys() {
-            if !upto.contains_key(container) {
-                left_whole.insert(container);
-            }
-        }
+        let left_whole: BTreeSet<Arc<str>> = pending_docs
+            .containers()
+            .into_iter()
+            .filter(|container| !upto.contains_key(container))
+            .collect();
         for (container, lsn) in next_lsn {
             // A container with nothing pending is folded to its last LSN;
             // one a step left out keeps its mark.
@@ -2850,14 +2926,16 @@ fn fold(
             mark.execute(params![container, lsn as i64, seq as i64])?;
         }
     }
+    let written: Vec<PendingKey> = match step {
+        None => Vec::new(),
+        Some(_) => chosen.iter().map(|(key, _)| (*key).clone()).collect(),
+    };
     drop(pending_docs);
     tx.commit()?;
     let mut pending = pending.write();
     match step {
         None => pending.clear(),
-        Some(_) => pending.retain(|(container, _, _), doc| {
-            upto.get(container).is_none_or(|bound| doc.lsn > *bound)
-        }),
+        Some(_) => pending.remove(&written),
     }
     Ok(())
 }
@@ -3487,7 +3565,7 @@ fn write_batch(
     for effect in effects {
         match effect {
             Effect::DeleteContainer(id) => {
-                pending.retain(|(container, _, _), _| **container != *id);
+                pending.drop_container(id);
                 max_seq.remove(id);
             }
             Effect::Put(key, doc, seq) => {
