@@ -344,18 +344,28 @@ struct Pending {
 /// [`Pending::shadows`]): the first such, since `docs` can only hold the
 /// version from before the first pending change.
 fn put_pending(pending: &mut PendingDocs, key: PendingKey, mut doc: Pending) {
-    if let Some(before) = pending.docs.get(&key) {
-        doc.shadows = before
-            .shadows
-            .or_else(|| (before.rid != doc.rid).then_some(before.rid));
-        pending
-            .by_lsn
-            .remove(&(Arc::clone(&key.0), before.lsn, before.idx));
+    use std::collections::btree_map::Entry;
+    let at = (Arc::clone(&key.0), doc.lsn, doc.idx);
+    match pending.docs.entry(key) {
+        Entry::Occupied(mut entry) => {
+            let before = entry.get();
+            doc.shadows = before
+                .shadows
+                .or_else(|| (before.rid != doc.rid).then_some(before.rid));
+            let was = (Arc::clone(&entry.key().0), before.lsn, before.idx);
+            // The key it was filed under in `by_lsn` moves to the new LSN.
+            let key = match pending.by_lsn.remove(&was) {
+                Some(key) => key,
+                None => entry.key().clone(),
+            };
+            entry.insert(doc);
+            pending.by_lsn.insert(at, key);
+        }
+        Entry::Vacant(entry) => {
+            pending.by_lsn.insert(at, entry.key().clone());
+            entry.insert(doc);
+        }
     }
-    pending
-        .by_lsn
-        .insert((Arc::clone(&key.0), doc.lsn, doc.idx), key.clone());
-    pending.docs.insert(key, doc);
 }
 
 /// How `changes.op` stores each [`ChangeKind`]: a small integer (SQLite
@@ -1229,6 +1239,7 @@ impl SqliteStorage {
             every,
             next_checkpoint: every,
             copied: 0,
+            rounds: 0,
             syncer,
             pad,
             checkpointer,
@@ -2387,8 +2398,10 @@ struct Writer {
     every: i64,
     next_checkpoint: i64,
     /// The frames of the log the [`Checkpointer`]'s rounds have copied
-    /// since the last checkpoint here.
+    /// since the last checkpoint here, and how many rounds followed the
+    /// first.
     copied: i64,
+    rounds: u32,
     /// Under [`Durability::Full`].
     syncer: Option<Syncer>,
     /// Under [`Durability::Full`]: zeros written ahead of the log's end.
@@ -2409,7 +2422,8 @@ struct Writer {
 /// itself: once a round has left at most [`CATCH_UP_PAGES`] uncopied, it
 /// checkpoints those between two batches, and its next batch restarts the
 /// log. A round that leaves more is followed by another, which has only
-/// what was written during the last to copy.
+/// what was written during the last to copy, up to [`MAX_ROUNDS`]; then
+/// the committer copies the rest whatever its size.
 struct Checkpointer {
     sender: mpsc::Sender<()>,
     thread: JoinHandle<()>,
@@ -2426,6 +2440,12 @@ struct Checkpointer {
 /// batches, after a round of the [`Checkpointer`] (or a quarter of the
 /// checkpoint interval, if less).
 const CATCH_UP_PAGES: i64 = 1_000;
+
+/// How many rounds of the [`Checkpointer`] may follow the first before the
+/// committer copies what is left itself, however much: rounds that never
+/// catch up with the writers (a starved thread, a disk slower than the
+/// writes) would otherwise let the log grow without bound.
+const MAX_ROUNDS: u32 = 3;
 
 impl Checkpointer {
     /// Starts the thread, with its own connection to the store at `path`.
@@ -2618,18 +2638,23 @@ impl Writer {
                 shared.fail(format!("checkpoint: {err}"));
             }
             Some(Ok(copied))
-                if pages - copied > CATCH_UP_PAGES.min(self.every / 4) && copied > self.copied =>
+                if pages - copied > CATCH_UP_PAGES.min(self.every / 4)
+                    && copied > self.copied
+                    && self.rounds < MAX_ROUNDS =>
             {
                 // Another round, for what was written during this one.
                 self.copied = copied;
+                self.rounds += 1;
                 if !checkpointer.ask() {
                     shared.fail("checkpoint: the checkpointer thread has stopped".to_owned());
                 }
             }
             Some(Ok(_)) => {
-                // Few pages left (or a reader holds the rest): copy them
-                // here, so the next batch can restart the log.
+                // Few pages left (or a reader holds the rest, or the rounds
+                // do not catch up with the writers): copy them here, so the
+                // next batch can restart the log.
                 self.copied = 0;
+                self.rounds = 0;
                 self.next_checkpoint = pages + self.every;
                 if let Err(err) = checkpoint(&self.conn) {
                     shared.fail(format!("checkpoint: {err}"));
