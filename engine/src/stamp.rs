@@ -11,7 +11,8 @@
 use std::fmt::Write as _;
 
 use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD;
+use base64::alphabet::Alphabet;
+use base64::engine::{GeneralPurpose, general_purpose};
 use host_api::json::decimal_digits;
 use serde_json::Value;
 
@@ -83,12 +84,7 @@ impl Stamp {
         rid_bytes[..8].copy_from_slice(&self.rid_prefix);
         rid_bytes[8..].copy_from_slice(&rid.to_be_bytes());
         let mut buf = [0u8; 24];
-        let len = STANDARD.encode_slice(rid_bytes, &mut buf).unwrap_or(0);
-        for b in &mut buf[..len] {
-            if *b == b'/' {
-                *b = b'-';
-            }
-        }
+        let len = RID_BASE64.encode_slice(rid_bytes, &mut buf).unwrap_or(0);
         RidText { buf, len }
     }
 
@@ -216,19 +212,31 @@ impl Stamp {
 /// `"{ordinal:08x}-{seq:016x}"`, quoted as Cosmos DB etags are (written by
 /// hand: `format!` was a measurable part of every write).
 pub(crate) fn etag(ordinal: u32, seq: u64) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut buf = [0u8; ETAG_LEN];
     buf[0] = b'"';
-    for i in 0..8 {
-        buf[1 + i] = HEX[(ordinal >> (28 - 4 * i) & 0xf) as usize];
+    for (i, b) in ordinal.to_be_bytes().into_iter().enumerate() {
+        buf[1 + 2 * i..3 + 2 * i].copy_from_slice(&HEX_PAIRS[usize::from(b)]);
     }
     buf[9] = b'-';
-    for i in 0..16 {
-        buf[10 + i] = HEX[(seq >> (60 - 4 * i) & 0xf) as usize];
+    for (i, b) in seq.to_be_bytes().into_iter().enumerate() {
+        buf[10 + 2 * i..12 + 2 * i].copy_from_slice(&HEX_PAIRS[usize::from(b)]);
     }
     buf[26] = b'"';
     std::str::from_utf8(&buf).unwrap_or_default().to_owned()
 }
+
+/// Each byte's two lowercase hex digits: an etag's 24 digits in 12
+/// look-ups rather than 24.
+const HEX_PAIRS: [[u8; 2]; 256] = {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut pairs = [[0; 2]; 256];
+    let mut b = 0;
+    while b < 256 {
+        pairs[b] = [HEX[b >> 4], HEX[b & 0xf]];
+        b += 1;
+    }
+    pairs
+};
 
 /// The system properties the engine sets, in the order it appends them
 /// (and that storage keeps out of a stored body when they end it).
@@ -243,11 +251,22 @@ const ATTACHMENTS: &str = "attachments/";
 /// Cosmos DB encodes resource ids in base64 with `-` in place of `/`, so they
 /// fit in a path segment.
 pub(crate) fn encode_rid(bytes: &[u8]) -> String {
-    STANDARD.encode(bytes).replace('/', "-")
+    RID_BASE64.encode(bytes)
 }
+
+/// Standard padded base64 with `-` in place of `/`: resource ids
+/// ([`encode_rid`]) encoded in one pass, without a second over the text.
+const RID_BASE64: GeneralPurpose = GeneralPurpose::new(
+    &match Alphabet::new("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+-") {
+        Ok(alphabet) => alphabet,
+        Err(_) => panic!("a valid base64 alphabet"),
+    },
+    general_purpose::PAD,
+);
 
 #[cfg(test)]
 mod tests {
+    use base64::engine::general_purpose::STANDARD;
     use host_api::json::to_text;
     use serde_json::json;
 
@@ -269,11 +288,15 @@ mod tests {
 
     #[test]
     fn etags_are_quoted_hex() {
-        assert_eq!(etag(1, 0x2a), format!("\"{:08x}-{:016x}\"", 1, 0x2a));
-        assert_eq!(
-            etag(u32::MAX, u64::MAX),
-            format!("\"{:08x}-{:016x}\"", u32::MAX, u64::MAX)
-        );
+        for (ordinal, seq) in [
+            (1, 0x2a),
+            (u32::MAX, u64::MAX),
+            (0, 0),
+            (0x89ab_cdef, 0x0123_4567_89ab_cdef),
+            (0x0123_4567, 0xfedc_ba98_7654_3210),
+        ] {
+            assert_eq!(etag(ordinal, seq), format!("\"{ordinal:08x}-{seq:016x}\""));
+        }
     }
 
     #[test]
@@ -283,7 +306,9 @@ mod tests {
             for rid in [0, 1, 62, 63, 0xfbff, 0xffff_ffff, u64::MAX] {
                 let mut bytes = stamp.rid_prefix().to_vec();
                 bytes.extend_from_slice(&rid.to_be_bytes());
-                assert_eq!(stamp.rid_text(rid).as_str(), encode_rid(&bytes));
+                let reference = STANDARD.encode(&bytes).replace('/', "-");
+                assert_eq!(stamp.rid_text(rid).as_str(), reference);
+                assert_eq!(encode_rid(&bytes), reference);
             }
         }
     }

@@ -87,8 +87,6 @@ impl From<Document> for Value {
 /// scanned; `id` and the partition key, looked up on every write, are
 /// usually among the first members anyway.
 pub fn member<'a>(value: &'a Value, key: &str) -> Option<&'a Value> {
-    /// Objects up to this size are scanned rather than hashed.
-    const SCAN: usize = 16;
     let Value::Object(map) = value else {
         return None;
     };
@@ -97,6 +95,21 @@ pub fn member<'a>(value: &'a Value, key: &str) -> Option<&'a Value> {
     }
     map.iter().find(|(k, _)| k.as_str() == key).map(|(_, v)| v)
 }
+
+/// The member `key` of `value` when it is an object, like
+/// `value.get_mut(key)`, found as [`member`] finds it.
+pub fn member_mut<'a>(value: &'a mut Value, key: &str) -> Option<&'a mut Value> {
+    let Value::Object(map) = value else {
+        return None;
+    };
+    if map.len() > SCAN {
+        return map.get_mut(key);
+    }
+    map.iter_mut().find(|(k, _)| k.as_str() == key).map(|(_, v)| v)
+}
+
+/// Objects up to this size are scanned rather than hashed ([`member`]).
+const SCAN: usize = 16;
 
 /// The name of a JSON value's type, for error messages ("a string", "an object", ...).
 pub fn type_name(value: &Value) -> &'static str {
@@ -128,6 +141,17 @@ mod tests {
         for key in ["k0", "k39", "k40"] {
             assert_eq!(member(&large, key), large.get(key), "{key}");
         }
+        for mut value in [small, large] {
+            for key in ["id", "postId", "k0", "k39", "missing"] {
+                let expected = value.get(key).cloned();
+                assert_eq!(member_mut(&mut value, key).map(|v| v.clone()), expected);
+                if let Some(v) = member_mut(&mut value, key) {
+                    *v = json!("changed");
+                    assert_eq!(value[key], json!("changed"), "{key}");
+                }
+            }
+        }
+        assert_eq!(member_mut(&mut json!([1, 2]), "0"), None);
         assert_eq!(member(&json!([1, 2]), "0"), None);
         assert_eq!(member(&json!("id"), "id"), None);
     }

@@ -31,7 +31,7 @@ mod script;
 pub mod strict;
 
 pub use collection::{Collection, Page, QueryRequest, Statistics, WriteOptions};
-pub use document::{Document, member, type_name};
+pub use document::{Document, member, member_mut, type_name};
 pub use error::{ErrorCode, HostError};
 pub use partition_key::{MAX_PATHS, PartitionKey, PartitionKeyError, PartitionKeyPath};
 pub use script::{ParseScriptEnumError, ScriptKind, ScriptLanguage, TriggerOperation, TriggerType};
