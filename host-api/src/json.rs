@@ -44,11 +44,23 @@ pub fn serialized_len(value: &Value) -> usize {
 /// A JSON string's length with quotes and serde_json's escapes: `\"` and
 /// `\\`, two-character escapes for `\b \t \n \f \r`, `\u00XX` for the
 /// other control characters.
+///
+/// Inlined, with the count of escapes apart: called for every key and
+/// string of a document on every write, the call itself (saving the
+/// registers the count needs) cost as much as checking a short string.
+#[inline]
 pub fn string_len(s: &str) -> usize {
     let bytes = s.as_bytes();
     if escape_free(bytes) {
-        return s.len() + 2;
+        s.len() + 2
+    } else {
+        escaped_len(bytes)
     }
+}
+
+/// [`string_len`] of a string with something to escape.
+#[inline(never)]
+fn escaped_len(bytes: &[u8]) -> usize {
     // Counted eight bytes at a time too: etags, which every stored
     // document has, are quoted (`"\"…\""`) and come here.
     let mut chunks = bytes.chunks_exact(8);
@@ -65,7 +77,7 @@ pub fn string_len(s: &str) -> usize {
         .iter()
         .map(|&b| byte_escape_extra(b))
         .sum::<usize>();
-    s.len() + 2 + extra
+    bytes.len() + 2 + extra
 }
 
 /// How many bytes escaping `b` adds: 1 for `\"`, `\\` and the
