@@ -99,6 +99,10 @@ pub struct PartitionState {
     /// foldhash (seeded per process), not SipHash: ids are hashed several
     /// times per transaction, and this map only serves one partition.
     by_id: GenericHashMap<Arc<str>, u64, foldhash::quality::RandomState, DefaultSharedPtr>,
+    /// No rid in `by_rid` is greater: the highest ever put (deletes leave
+    /// it). A created document's rid is a new sequence number, above it,
+    /// so its `put` skips looking for a slot to replace.
+    high_rid: u64,
 }
 
 impl PartitionState {
@@ -120,7 +124,11 @@ impl PartitionState {
         // the replace renamed the document (it keeps its rid under a new
         // id): then the id index moves to the new id, and the old id's
         // delete, in whatever order it comes, finds nothing left to remove.
-        if let Some(existing) = self.by_rid.get_mut(&slot.rid) {
+        // A rid above `high_rid` (a created document's) has no slot to
+        // look for.
+        if slot.rid <= self.high_rid
+            && let Some(existing) = self.by_rid.get_mut(&slot.rid)
+        {
             if existing.document.id() != &*id {
                 self.by_id.remove(existing.document.id());
                 self.by_id.insert(id, slot.rid);
@@ -129,6 +137,7 @@ impl PartitionState {
             *existing = slot;
             return;
         }
+        self.high_rid = self.high_rid.max(slot.rid);
         // A new rid for an existing id (deleted and re-created in one
         // transaction): the old entry goes.
         if let Some(old_rid) = self.by_id.insert(id, slot.rid)
@@ -489,6 +498,58 @@ mod tests {
                 "put first: {put_first}"
             );
             assert_eq!(state.len(), 1);
+        }
+    }
+
+    /// Puts in any rid order (as a partition loaded from storage, or
+    /// another node's rids, may come), replaces, renames and removes keep
+    /// both maps and the size as a plain model says, whether or not a rid
+    /// is above every rid seen before.
+    #[test]
+    fn puts_in_any_rid_order_agree_with_a_model() {
+        use std::collections::BTreeMap;
+        let slot = |id: &str, rid: u64, size: usize| Slot {
+            rid,
+            size,
+            document: Document::new(serde_json::json!({ "id": id })),
+        };
+        // (id, rid, size); size 0 removes the id.
+        let steps: &[(&str, u64, usize)] = &[
+            ("a", 9, 10),
+            ("b", 3, 20),
+            ("c", 12, 30),
+            ("b", 3, 25),
+            ("d", 5, 40),
+            ("a", 0, 0),
+            ("a", 9, 11),
+            ("e", 12, 50),
+            ("f", 13, 60),
+            ("f", 0, 0),
+            ("f", 2, 70),
+            ("g", 14, 80),
+        ];
+        let mut state = PartitionState::default();
+        let mut model: BTreeMap<u64, (String, usize)> = BTreeMap::new();
+        for &(id, rid, size) in steps {
+            if size == 0 {
+                state.remove(id);
+                model.retain(|_, (i, _)| i != id);
+            } else {
+                state.put(id.into(), slot(id, rid, size));
+                model.retain(|r, (i, _)| *r != rid && i != id);
+                model.insert(rid, (id.to_owned(), size));
+            }
+            let ids: Vec<(u64, &str)> = state
+                .scan_after(None)
+                .map(|s| (s.rid, s.document.id()))
+                .collect();
+            let expected: Vec<(u64, &str)> =
+                model.iter().map(|(r, (i, _))| (*r, i.as_str())).collect();
+            assert_eq!(ids, expected, "after {id} {rid} {size}");
+            for (r, (i, _)) in &model {
+                assert_eq!(state.rid(i), Some(*r), "{i}");
+            }
+            assert_eq!(state.size(), model.values().map(|(_, s)| s).sum::<usize>());
         }
     }
 
