@@ -105,7 +105,9 @@ pub fn member_mut<'a>(value: &'a mut Value, key: &str) -> Option<&'a mut Value> 
     if map.len() > SCAN {
         return map.get_mut(key);
     }
-    map.iter_mut().find(|(k, _)| k.as_str() == key).map(|(_, v)| v)
+    map.iter_mut()
+        .find(|(k, _)| k.as_str() == key)
+        .map(|(_, v)| v)
 }
 
 /// Objects up to this size are scanned rather than hashed ([`member`]).

@@ -102,7 +102,7 @@ fn word_escape_extra(word: u64) -> Option<usize> {
     // A byte's low seven bits plus 0x60 reach 0x80 exactly when they are
     // 0x20 or more, and never carry into the next byte; a byte with its
     // high bit set is not a control character either.
-    let below_0x20 = !((word & LOWS) + ONES * 0x60 | word) & HIGHS;
+    let below_0x20 = !(((word & LOWS) + ONES * 0x60) | word) & HIGHS;
     if below_0x20 != 0 {
         return None;
     }
@@ -110,7 +110,7 @@ fn word_escape_extra(word: u64) -> Option<usize> {
     // way (0x7f plus the low bits reaches 0x80 unless they are all zero).
     let equal = |c: u8| {
         let x = word ^ (ONES * u64::from(c));
-        !((x & LOWS) + LOWS | x) & HIGHS
+        !(((x & LOWS) + LOWS) | x) & HIGHS
     };
     Some((equal(b'"') | equal(b'\\')).count_ones() as usize)
 }
@@ -349,7 +349,9 @@ mod tests {
     /// alignment: what an etag (`"\"…\""`) and user text look like.
     #[test]
     fn escapes_are_counted_exactly_whatever_their_neighbours() {
-        let pieces = ["\"", "\\", "é", "\u{a2}", "\u{dc}", "€", "x", "\n", "\u{1}", "\u{7f}"];
+        let pieces = [
+            "\"", "\\", "é", "\u{a2}", "\u{dc}", "€", "x", "\n", "\u{1}", "\u{7f}",
+        ];
         for shift in 0..8 {
             for (i, a) in pieces.iter().enumerate() {
                 for b in &pieces[i..] {

@@ -134,7 +134,12 @@ mod tests {
             .unwrap();
         let comment = json!({"type": "draft", "id": "c1", "text": "hi"});
         let stored = create_comment(&posts, "p1", comment).unwrap();
-        let keys: Vec<&str> = stored.as_object().unwrap().keys().map(String::as_str).collect();
+        let keys: Vec<&str> = stored
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
         assert_eq!(keys[..4], ["type", "id", "text", "postId"]);
         assert_eq!(stored["type"], "comment");
         assert_eq!(stored["postId"], "p1");
