@@ -609,6 +609,58 @@ fn fuel_is_deterministic_and_reported() {
     assert!(fuel.iter().all(|f| *f == fuel[0]), "{fuel:?}");
 }
 
+#[test]
+fn create_comment_wat_leaves_the_post_with_the_host() {
+    // The post's count is read and set with read_member/replace_member, so
+    // the post never crosses the boundary: a call's fuel (one unit per byte
+    // crossing it) is the same for a post of 20 bytes and one of 100 KB,
+    // and the stored post is what JavaScript's read, ++ and replace store.
+    let m = module(&wat("createComment.wat"), ScriptKind::StoredProcedure);
+    let mut fuel = Vec::new();
+    for title in ["t".to_owned(), "t".repeat(100_000)] {
+        let (_db, c) = container("posts", "/postId");
+        c.create_item(
+            "p1",
+            json!({"id": "p1", "postId": "p1", "title": title, "commentCount": 41, "tags": [1]}),
+            None,
+        )
+        .unwrap();
+        let out = call(&c, "p1", &m, vec![json!("p1"), json!({"id": "c1"})]).unwrap();
+        fuel.push(out.stats.fuel);
+        let post = content(c.read_item("p1", "p1").unwrap().into_value());
+        assert_eq!(
+            post,
+            json!({"id": "p1", "postId": "p1", "title": title, "commentCount": 42, "tags": [1]})
+        );
+    }
+    assert_eq!(fuel[0], fuel[1], "{fuel:?}");
+    // A count that is not a small non-negative integer is refused, and
+    // nothing is written.
+    for n in [
+        json!(-1),
+        json!(1.5),
+        json!("5"),
+        json!(null),
+        json!(10_u64.pow(18)),
+    ] {
+        let (_db, c) = container("posts", "/postId");
+        c.create_item(
+            "p1",
+            json!({"id": "p1", "postId": "p1", "commentCount": n}),
+            None,
+        )
+        .unwrap();
+        let f = failure(call(&c, "p1", &m, vec![json!("p1"), json!({"id": "c1"})]));
+        assert_eq!(f.error.status(), 400, "{n}: {}", f.error);
+        assert!(
+            f.error.to_string().contains("no integer commentCount"),
+            "{n}: {}",
+            f.error
+        );
+        assert_eq!(count(&c, "p1"), 1, "{n}");
+    }
+}
+
 /// Creates `{"pk":"a"}` documents until the host answers NOT_ACCEPTED, then
 /// returns 0 (commit what was done); fails with 99 on any other error.
 const CREATE_UNTIL_NOT_ACCEPTED: &str = r#"

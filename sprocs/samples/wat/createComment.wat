@@ -1,10 +1,16 @@
 ;; createComment, hand-written against the partita_v1 ABI (host_api::abi).
 ;;
-;; A stored procedure called with [postId, comment]: reads the post with id
-;; postId, adds one to its commentCount, replaces it, and creates the
-;; comment with "postId" set, all in one transaction, as
+;; A stored procedure called with [postId, comment]: reads the post's
+;; commentCount, adds one to it, replaces the post with the new count, and
+;; creates the comment with "postId" set, all in one transaction, as
 ;; sprocs/samples/js/createComment.js does. The comment's "id" is the one
 ;; given, or one the host generates (create without options).
+;;
+;; The post never crosses the boundary: read_member sends only its
+;; commentCount's text and replace_member sets it, which stores what reading
+;; the whole post, changing the count and replacing it stores (and the host
+;; does not read the post twice), without the host serializing the post
+;; into guest memory and parsing it back.
 ;;
 ;; A failed operation fails the call with the operation's status as the
 ;; substatus and the host's message, as an unhandled `throw err` does in
@@ -12,45 +18,45 @@
 ;; an operation that returned false does there.
 ;;
 ;; No JSON library: the host writes compact JSON (serde_json), so the
-;; parameters are `["<postId>",{...}]` and the post's counter is the text
-;; after the first `"commentCount":` (a quote inside a string value is always
-;; escaped, so only a key matches). Limits of this small guest, each refused
-;; with 400: a postId with JSON escapes, a commentCount that is not a
-;; non-negative integer, and a comment whose first "postId" key (at any
+;; parameters are `["<postId>",{...}]` and the count is the digits
+;; read_member returns. Limits of this small guest, each refused with 400: a
+;; postId with JSON escapes, a commentCount that is not a non-negative
+;; integer below 10^18, and a comment whose first "postId" key (at any
 ;; depth) is not the post's id (JavaScript's `comment.postId = postId`
-;; overwrites it; here appending a second would be a duplicate member, which
-;; the host refuses).
+;; overwrites it; here appending a second would be a duplicate member,
+;; which the host refuses).
 ;;
 ;; Memory: the usual small call works in one 64 KiB page (16 KiB buffers
-;; for the parameters, the post and the document being written, then the
-;; message buffer and the constants), which the host resets cheaply after
-;; the call. A result larger than its 16 KiB buffer waits on the host; the
-;; module then grows its memory to 101 pages and fetches it with
-;; take_result into its large buffer (up to 2.06 MiB each: documents are at
-;; most 2 MB).
+;; for the parameters and the comment being written, a small one for the
+;; count, then the message buffer and the constants), which the host resets
+;; cheaply after the call. Parameters larger than their 16 KiB buffer wait
+;; on the host; the module then grows its memory to 67 pages and fetches
+;; them with take_result into its large buffer (up to 2.06 MiB each:
+;; documents are at most 2 MB).
 (module
   (import "partita_v1" "params" (func $params (param i32 i32) (result i32)))
-  (import "partita_v1" "read" (func $read (param i32 i32 i32 i32) (result i32)))
-  (import "partita_v1" "replace"
-    (func $replace (param i32 i32 i32 i32 i32 i32 i32 i32) (result i32)))
+  (import "partita_v1" "read_member"
+    (func $read_member (param i32 i32 i32 i32 i32 i32) (result i32)))
+  (import "partita_v1" "replace_member"
+    (func $replace_member (param i32 i32 i32 i32 i32 i32 i32 i32 i32 i32) (result i32)))
   (import "partita_v1" "create"
     (func $create (param i32 i32 i32 i32 i32 i32) (result i32)))
   (import "partita_v1" "take_result" (func $take_result (param i32 i32) (result i32)))
   (import "partita_v1" "fail" (func $fail (param i32 i32 i32)))
 
-  ;; One page; 101 (6.3 MiB) once a large buffer is needed.
+  ;; One page; 67 (4.2 MiB) once a large buffer is needed.
   (memory (export "memory") 1)
   (global $PARAMS i32 (i32.const 0x0000))     ;; the parameters (small)
-  (global $POST i32 (i32.const 0x4000))       ;; the post as read (small)
-  (global $OUT i32 (i32.const 0x8000))        ;; the document being written (small)
+  (global $OUT i32 (i32.const 0x4000))        ;; the comment being written (small)
   (global $SMALL i32 (i32.const 0x4000))      ;; capacity of each small buffer
+  (global $COUNT i32 (i32.const 0x8000))      ;; the count as read, 32 bytes
+  (global $NEW_COUNT i32 (i32.const 0x8020))  ;; the count as written, 32 bytes
   (global $MSG i32 (i32.const 0xc000))        ;; an error message, 4 KiB
   (global $PARAMS_BIG i32 (i32.const 0x010000))
-  (global $POST_BIG i32 (i32.const 0x220000))
-  (global $OUT_BIG i32 (i32.const 0x430000))  ;; room up to 0x650000
+  (global $OUT_BIG i32 (i32.const 0x220000))  ;; room up to 0x430000
   (global $CAP i32 (i32.const 0x210000))      ;; capacity of each large buffer
 
-  (data (i32.const 0xd000) "\"commentCount\":")                 ;; 15 bytes
+  (data (i32.const 0xd000) "commentCount")                       ;; 12 bytes
   (data (i32.const 0xd010) "\"postId\":")                       ;; 9 bytes
   (data (i32.const 0xd020) "createComment expects [postId, comment]") ;; 39
   (data (i32.const 0xd050) "postId with JSON escapes is not supported") ;; 41
@@ -129,22 +135,22 @@
       (then (call $grow_for_big) (global.get $OUT_BIG))
       (else (global.get $OUT))))
 
-  ;; Grows the memory to the 101 pages the large buffers need (once); fails
+  ;; Grows the memory to the 67 pages the large buffers need (once); fails
   ;; with 400 when the host refuses (its memory limit).
   (func $grow_for_big
     (local $pages i32)
     (local.set $pages (memory.size))
-    (if (i32.lt_u (local.get $pages) (i32.const 101))
+    (if (i32.lt_u (local.get $pages) (i32.const 67))
       (then
-        (if (i32.eq (memory.grow (i32.sub (i32.const 101) (local.get $pages))) (i32.const -1))
+        (if (i32.eq (memory.grow (i32.sub (i32.const 67) (local.get $pages))) (i32.const -1))
           (then (call $bad (i32.const 0xd0d0) (i32.const 43)))))))
 
   (func (export "partita_procedure") (result i32)
     (local $n i32) (local $i i32) (local $id_len i32)
     (local $comment i32) (local $comment_len i32)
-    (local $r i32) (local $post_len i32) (local $at i32) (local $end i32)
+    (local $r i32) (local $at i32) (local $end i32)
     (local $count i64) (local $len i32) (local $c i32)
-    (local $p i32) (local $post i32) (local $out i32) (local $has_post_id i32)
+    (local $p i32) (local $out i32) (local $has_post_id i32)
 
     ;; 1. The parameters: ["<postId>",{...comment...}].
     (local.set $p (global.get $PARAMS))
@@ -200,51 +206,34 @@
           (then (call $bad (i32.const 0xd100) (i32.const 46))))
         (local.set $has_post_id (i32.const 1))))
 
-    ;; 2. Read the post.
-    (local.set $post (global.get $POST))
-    (local.set $r (call $read (i32.add (local.get $p) (i32.const 2)) (local.get $id_len)
-      (local.get $post) (global.get $SMALL)))
+    ;; 2. Read the post's commentCount: its JSON text, nothing (r == 0)
+    ;; when the post has none, more than 32 bytes when it is no small
+    ;; integer (it then waits, and the next call drops it).
+    (local.set $r (call $read_member (i32.add (local.get $p) (i32.const 2)) (local.get $id_len)
+      (i32.const 0xd000) (i32.const 12) (global.get $COUNT) (i32.const 32)))
     (if (i32.eq (local.get $r) (i32.const -1)) (then (return (i32.const 0))))  ;; NOT_ACCEPTED
     (if (i32.lt_s (local.get $r) (i32.const 0))
       (then (call $fail_with_result (i32.sub (i32.const 0) (local.get $r)))))
-    (if (i32.gt_u (local.get $r) (global.get $SMALL))
-      (then (local.set $post (call $take_big (local.get $r) (global.get $POST_BIG)))))
-    (local.set $post_len (local.get $r))
-
-    ;; 3. commentCount + 1, written into a copy: prefix, new number, suffix.
-    (local.set $at (call $find (local.get $post) (local.get $post_len)
-      (i32.const 0xd000) (i32.const 15)))
-    (if (i32.lt_s (local.get $at) (i32.const 0))
+    ;; 3. commentCount + 1: the text must be 1 to 18 digits and nothing else.
+    (if (i32.or (i32.eqz (local.get $r)) (i32.gt_u (local.get $r) (i32.const 18)))
       (then (call $bad (i32.const 0xd080) (i32.const 36))))
-    (local.set $at (i32.add (local.get $at) (i32.const 15)))
-    (local.set $end (local.get $at))
-    (block $done
-      (loop $digits
-        (br_if $done (i32.ge_u (local.get $end) (local.get $post_len)))
-        (local.set $c (i32.load8_u (i32.add (local.get $post) (local.get $end))))
-        (br_if $done (i32.gt_u (i32.sub (local.get $c) (i32.const 48)) (i32.const 9)))
-        (local.set $count (i64.add (i64.mul (local.get $count) (i64.const 10))
-          (i64.extend_i32_u (i32.sub (local.get $c) (i32.const 48)))))
-        (local.set $end (i32.add (local.get $end) (i32.const 1)))
-        (br $digits)))
-    (if (i32.or (i32.eq (local.get $end) (local.get $at))
-          (i32.gt_u (i32.sub (local.get $end) (local.get $at)) (i32.const 18)))
-      (then (call $bad (i32.const 0xd080) (i32.const 36))))
-    ;; The copy is at most 19 bytes longer than the post.
-    (local.set $out (call $out_for (i32.add (local.get $post_len) (i32.const 19))))
-    (memory.copy (local.get $out) (local.get $post) (local.get $at))
-    (local.set $len (i32.add (local.get $at)
-      (call $itoa (i64.add (local.get $count) (i64.const 1))
-        (i32.add (local.get $out) (local.get $at)))))
-    (memory.copy (i32.add (local.get $out) (local.get $len))
-      (i32.add (local.get $post) (local.get $end))
-      (i32.sub (local.get $post_len) (local.get $end)))
-    (local.set $len (i32.add (local.get $len) (i32.sub (local.get $post_len) (local.get $end))))
+    (local.set $end (i32.const 0))
+    (loop $digits
+      (local.set $c (i32.load8_u (i32.add (global.get $COUNT) (local.get $end))))
+      (if (i32.gt_u (i32.sub (local.get $c) (i32.const 48)) (i32.const 9))
+        (then (call $bad (i32.const 0xd080) (i32.const 36))))
+      (local.set $count (i64.add (i64.mul (local.get $count) (i64.const 10))
+        (i64.extend_i32_u (i32.sub (local.get $c) (i32.const 48)))))
+      (local.set $end (i32.add (local.get $end) (i32.const 1)))
+      (br_if $digits (i32.lt_u (local.get $end) (local.get $r))))
+    (local.set $len (call $itoa (i64.add (local.get $count) (i64.const 1)) (global.get $NEW_COUNT)))
 
-    ;; 4. Replace the post (no options; the result is not needed, so it
-    ;; waits with out_cap 0 and is dropped by the next call).
-    (local.set $r (call $replace (i32.add (local.get $p) (i32.const 2)) (local.get $id_len)
-      (local.get $out) (local.get $len) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0)))
+    ;; 4. Replace the post with the new count (no options; the result is
+    ;; not needed, so it waits with out_cap 0 and is dropped by the next
+    ;; call).
+    (local.set $r (call $replace_member (i32.add (local.get $p) (i32.const 2)) (local.get $id_len)
+      (i32.const 0xd000) (i32.const 12) (global.get $NEW_COUNT) (local.get $len)
+      (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0)))
     (if (i32.eq (local.get $r) (i32.const -1)) (then (return (i32.const 0))))
     (if (i32.lt_s (local.get $r) (i32.const 0))
       (then (call $fail_with_result (i32.sub (i32.const 0) (local.get $r)))))
