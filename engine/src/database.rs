@@ -51,9 +51,9 @@ pub struct Options {
     /// logical partition before failing with 408.
     pub lock_timeout: Duration,
     /// Durable: how many pages (4 KB) the write-ahead log grows to before
-    /// it is folded and copied into the database file (SQLite's
-    /// `wal_autocheckpoint`). Larger is faster under load and means a
-    /// larger log file and a longer recovery after a crash; the default,
+    /// it is copied into the database file (SQLite's `wal_autocheckpoint`).
+    /// Larger is faster under load and means a larger log file and a
+    /// longer recovery after a crash (SQLite reads the whole log); the default,
     /// [`CHECKPOINT_PAGES`](crate::storage::CHECKPOINT_PAGES), is ~120 MB.
     pub checkpoint_pages: u32,
     /// Where `_ts` and time to live read the time: the system clock by

@@ -130,19 +130,19 @@ use crate::script::TriggerNames;
 use crate::settings::{apply_settings, settings_json};
 use crate::stamp::Stamp;
 
-/// The default of how many pages the write-ahead log grows to before a
-/// commit copies them back into the database file
+/// The default of how many pages the write-ahead log grows to before it
+/// is copied back into the database file (by the [`Checkpointer`])
 /// ([`Options::checkpoint_pages`](crate::Options::checkpoint_pages);
 /// SQLite's default is 1,000, 4 MB). A
 /// checkpoint copies each page once however often it was rewritten, and the
 /// workload rewrites the same hot pages (the end of the change log, the
 /// pages a fold touches) again and again, so a larger log means fewer
-/// copies and fsyncs of the database file, and folds that coalesce more
-/// versions of a hot document. createComment through `partita serve`,
+/// copies and fsyncs of the database file. createComment through `partita serve`,
 /// durable, 1,000 posts: with 16 connections (15 s runs) 11.2–11.3k
 /// against 9.8–10.4k executions/s at 10,000 pages; with 64 (30 s) 12.8k
-/// against 10.5k. The log file then stays up to ~120 MB, and recovery
-/// after a crash reads at most that much (and folds what it holds).
+/// against 10.5k (measured when the committer still checkpointed between
+/// batches). The log file then stays up to ~120 MB, and recovery after a
+/// crash reads at most that much.
 pub const CHECKPOINT_PAGES: u32 = 30_000;
 
 /// The most records written in one SQLite transaction.
@@ -1145,7 +1145,7 @@ impl SqliteStorage {
         let wal_pages = Arc::new(AtomicI64::new(0));
         if durability == Durability::Full {
             // Replaces SQLite's automatic checkpoints, which would run with
-            // syncs off; the committer checkpoints with FULL instead.
+            // syncs off; checkpoints run with FULL instead.
             let pages = Arc::clone(&wal_pages);
             writer
                 .wal_hook(Some(move |_: &mut rusqlite::hooks::Wal, frames| {
@@ -1250,7 +1250,7 @@ impl SqliteStorage {
             every,
             next_checkpoint: every,
             copied: 0,
-            rounds: 0,
+            later_rounds: 0,
             syncer,
             pad,
             checkpointer,
@@ -2394,7 +2394,7 @@ struct Writer {
     /// since the last checkpoint here, and how many rounds followed the
     /// first.
     copied: i64,
-    rounds: u32,
+    later_rounds: u32,
     /// Under [`Durability::Full`].
     syncer: Option<Syncer>,
     /// Under [`Durability::Full`]: zeros written ahead of the log's end.
@@ -2633,11 +2633,11 @@ impl Writer {
             Some(Ok(copied))
                 if pages - copied > CATCH_UP_PAGES.min(self.every / 4)
                     && copied > self.copied
-                    && self.rounds < MAX_ROUNDS =>
+                    && self.later_rounds < MAX_ROUNDS =>
             {
                 // Another round, for what was written during this one.
                 self.copied = copied;
-                self.rounds += 1;
+                self.later_rounds += 1;
                 if !checkpointer.ask() {
                     shared.fail("checkpoint: the checkpointer thread has stopped".to_owned());
                 }
@@ -2647,7 +2647,7 @@ impl Writer {
                 // do not catch up with the writers): copy them here, so the
                 // next batch can restart the log.
                 self.copied = 0;
-                self.rounds = 0;
+                self.later_rounds = 0;
                 self.next_checkpoint = pages + self.every;
                 if let Err(err) = checkpoint(&self.conn) {
                     shared.fail(format!("checkpoint: {err}"));
