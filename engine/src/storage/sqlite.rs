@@ -131,8 +131,8 @@ use crate::settings::{apply_settings, settings_json};
 use crate::stamp::Stamp;
 
 /// The default of how many pages the write-ahead log grows to before it
-/// is copied back into the database file (by the [`Checkpointer`])
-/// ([`Options::checkpoint_pages`](crate::Options::checkpoint_pages);
+/// is copied back into the database file, by a checkpointer thread beside
+/// the committer ([`Options::checkpoint_pages`](crate::Options::checkpoint_pages);
 /// SQLite's default is 1,000, 4 MB). A
 /// checkpoint copies each page once however often it was rewritten, and the
 /// workload rewrites the same hot pages (the end of the change log, the
