@@ -64,8 +64,9 @@
 //! `docs` in key order, the oldest [`FOLD_STEP`] at a time when
 //! [`MAX_PENDING`] have gathered or the store is idle, and all of them
 //! when the store closes. Opening
-//! folds what the log holds past `folded` (what a crash left unfolded) and
-//! reads no document: the engine reads a logical partition from `docs`
+//! reads what the log holds past `folded` (what a crash left unfolded)
+//! back into memory as pending, for the committer to fold in steps once
+//! the store is idle, and reads no other document: the engine reads a logical partition from `docs`
 //! (one range of its index) when it needs it, with the pending documents
 //! of that partition laid over the rows. So a transaction only appends to the end
 //! of the log, instead of writing each document twice and dirtying the
@@ -113,7 +114,7 @@ use std::time::Duration;
 use host_api::{PartitionKey, ScriptKind, TriggerOperation, TriggerType};
 use parking_lot::{Condvar, Mutex, RwLock};
 use rusqlite::types::Value as SqlValue;
-use rusqlite::{Connection, OpenFlags, params};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use serde_json::Value;
 
 use super::{
@@ -910,6 +911,56 @@ fn why_unwritable(path: &Path, failure: &OpenFailure) -> Option<String> {
     written.err().and_then(|e| explain(dir, e))
 }
 
+/// The bytes of disk a fold of `pending` may need, with the log's next
+/// stretch: each document's row and index entries are written to the log
+/// and then copied into the file, so four times its text, and a
+/// [`LOG_PAD`] of frames for the commits after it.
+fn fold_room(pending: &PendingDocs) -> u64 {
+    let text: usize = pending
+        .values()
+        .filter_map(|p| p.document.as_ref())
+        .map(|(_, text)| text.len() + 64)
+        .sum();
+    4 * text as u64 + LOG_PAD as u64
+}
+
+/// Proves that `bytes` of disk are free beside the store at `path`: a
+/// probe file allocated that long (written with zeros where the file
+/// system cannot allocate), then removed. `Err` with the file system's
+/// error (`StorageFull` on a full disk) otherwise.
+fn reserve_room(path: &Path, bytes: u64) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let probe = dir.join(".partita-room-probe");
+    let allocated = File::options()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&probe)
+        .and_then(|file| {
+            match rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, bytes) {
+                Ok(()) => Ok(()),
+                Err(e) if e == rustix::io::Errno::OPNOTSUPP => {
+                    static ZEROS: [u8; LOG_PAD] = [0; LOG_PAD];
+                    let mut at = 0;
+                    while at < bytes {
+                        let n = (bytes - at).min(LOG_PAD as u64);
+                        file.write_all_at(&ZEROS[..n as usize], at)?;
+                        at += n;
+                    }
+                    Ok(())
+                }
+                Err(e) => Err(e.into()),
+            }
+        });
+    // A probe that was not created is not there to remove.
+    let _ = std::fs::remove_file(&probe);
+    allocated
+}
+
 /// Makes `conn` keep each statement's plan whatever values are bound to
 /// it (SQLite's query planner stability guarantee). Without it, SQLite
 /// marks a statement to be planned again when a bound value might change
@@ -1160,34 +1211,33 @@ impl SqliteStorage {
         let (next_lsn, mut max_seq) = log_state(&writer)?;
         let stamps = stamps(&writer)?;
         let indexes = RwLock::new(index_states(&writer)?);
-        // Folds into `docs` what the log holds past each container's mark:
-        // the commits a crash left unfolded.
-        let unfolded = Arc::new(RwLock::new(unfolded(
+        // What the log holds past each container's mark (the commits a
+        // crash left unfolded) is pending again, as before the crash: reads
+        // lay it over `docs`, and the committer folds it in steps once the
+        // store is idle, instead of holding up the open.
+        let pending: SharedPending = Arc::new(RwLock::new(unfolded(
             &writer,
             &next_lsn,
             &mut max_seq,
             &stamps,
         )?));
-        fold(
-            &mut writer,
-            &unfolded,
-            &next_lsn,
-            &max_seq,
-            &stamps,
-            &indexes,
-            None,
-        )
-        .map_err(OpenFailure::sqlite("recover"))?;
         let indexes = indexes.into_inner();
-        // A write that reaches the disk, or the store opens read-only: an
-        // unchanged header page still appends a frame to the log (a log
-        // that has room from before is room to write in).
-        let version: i64 = writer
-            .query_row("PRAGMA user_version", [], |row| row.get(0))
-            .map_err(OpenFailure::sqlite("write at open"))?;
+        // A write that reaches the disk and needs a page, or the store
+        // opens read-only: a table made and dropped again (a log that has
+        // room from before is room to write in).
         writer
-            .execute_batch(&format!("PRAGMA user_version = {version}"))
+            .execute_batch("BEGIN; CREATE TABLE open_check (x); DROP TABLE open_check; COMMIT;")
             .map_err(OpenFailure::sqlite("write at open"))?;
+        // And room to fold what is pending: folding it at open used to be
+        // what found a full disk, and a disk that fails the first idle fold
+        // would leave the store failed instead of read-only.
+        let room = fold_room(&pending.read());
+        reserve_room(path, room).map_err(|e| OpenFailure {
+            code: Some(rusqlite::ErrorCode::DiskFull),
+            error: Box::new(Error::Storage(format!(
+                "no room for the {room} bytes folding the log needs: {e}"
+            ))),
+        })?;
         writer
             .execute_batch("PRAGMA synchronous = OFF")
             .map_err(OpenFailure::sqlite("configure sqlite"))?;
@@ -1240,7 +1290,6 @@ impl SqliteStorage {
             Durability::None => None,
         };
         let every = i64::from(checkpoint_pages);
-        let pending = SharedPending::default();
         let writer = Arc::new(Mutex::new(Some(Writer {
             conn: writer,
             next_lsn,
@@ -1956,8 +2005,9 @@ impl Storage for SqliteStorage {
 }
 
 /// The latest state of each document the log holds past its container's
-/// mark: the commits a crash left unfolded. Read at open, before anything
-/// is loaded.
+/// mark: the commits a crash left unfolded, pending again. Read at open,
+/// before anything is loaded; a document whose first change there is a
+/// creation gets the rid `docs` holds for it, if another, as its shadow.
 fn unfolded(
     conn: &Connection,
     next_lsn: &HashMap<String, u64>,
@@ -1968,6 +2018,12 @@ fn unfolded(
     let folded = max_per_container(conn, "SELECT container, lsn FROM folded")?;
     let mut pending = PendingDocs::new();
     {
+        // The rid `docs` holds for a document, when its first change in the
+        // log is a creation after a delete the last fold wrote: that row and
+        // its index entries are out of date (see [`Pending::shadows`]).
+        let mut folded_rid = conn
+            .prepare("SELECT rid FROM docs WHERE container = ?1 AND pk = ?2 AND id = ?3")
+            .map_err(bad)?;
         let mut stmt = conn
             .prepare(
                 "SELECT lsn, pk, id, rid, body, seq, idx, ts FROM changes WHERE container = ?1 AND lsn > ?2 ORDER BY lsn, idx",
@@ -2006,6 +2062,17 @@ fn unfolded(
                 );
                 let max = max_seq.entry(container.clone()).or_default();
                 *max = (*max).max(seq);
+                let shadows = match pending.contains_key(&key) {
+                    true => None,
+                    false => folded_rid
+                        .query_row(params![&*key.0, &key.1, &*key.2], |row| {
+                            row.get::<_, i64>(0)
+                        })
+                        .optional()
+                        .map_err(bad)?
+                        .map(|folded| folded as u64)
+                        .filter(|folded| *folded != rid),
+                };
                 put_pending(
                     &mut pending,
                     key,
@@ -2014,7 +2081,7 @@ fn unfolded(
                         lsn: lsn as u64,
                         idx,
                         document,
-                        shadows: None,
+                        shadows,
                     },
                 );
             }
@@ -3779,8 +3846,8 @@ mod tests {
         assert_eq!(read(&[500, 600]), [(600, 2)]);
         // A step whose mark passes the delete (b, written after it, is
         // older than a's latest change): a crash then replays only a's
-        // latest change, and opening folds it, which finds rid 500 in
-        // `docs` and drops its entries.
+        // latest change, and opening finds rid 500 in `docs` and keeps it
+        // as the shadow of the pending version.
         let mut b = write("b", Some(1));
         b.changes[0].rid = 700;
         storage.commit(b).unwrap();
@@ -4268,7 +4335,7 @@ mod tests {
         let logged = 7 + long_ids as usize;
         // A crash: every commit is in the log, none folded into docs.
         crash_copy(&live, &path);
-        // On a full disk: no room to fold them at open.
+        // On a full disk: no room for the write at open.
         let storage = SqliteStorage::open_limited(&path, Durability::Full, 100, Some(1)).unwrap();
         let reason = storage.read_only().expect("read-only");
         assert!(
@@ -4423,7 +4490,13 @@ mod tests {
         // the log, none is folded into docs yet.
         crash_copy(&path, &copy);
         assert_eq!(count(&copy, "SELECT COUNT(*) FROM docs"), 0);
-        let crashed = SqliteStorage::open(&copy, Durability::Full).unwrap();
+        // Opening reads them back as pending and writes none (a store on
+        // the simulated disk does not fold when idle, so none is folded yet).
+        let crashed =
+            SqliteStorage::open_limited(&copy, Durability::Full, CHECKPOINT_PAGES, Some(1 << 20))
+                .unwrap();
+        assert_eq!(count(&copy, "SELECT COUNT(*) FROM docs"), 0);
+        assert_eq!(crashed.pending.read().len(), 3);
         assert_eq!(loaded(&crashed), history_state());
         assert_eq!(crashed.commit(write("d", Some(1))).unwrap(), Lsn(7));
         drop(crashed);
