@@ -783,6 +783,7 @@ impl Txn {
                     id: w.id.clone(),
                     kind,
                     rid: w.after.as_ref().map_or(w.before.unwrap_or(0), |s| s.rid),
+                    before_rid: w.before,
                     seq: w.seq,
                     document: w.after.as_ref().map(|s| s.document.clone()),
                     text: w.text.clone(),

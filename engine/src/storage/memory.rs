@@ -439,6 +439,7 @@ mod tests {
                     id: Arc::from(id),
                     kind,
                     rid: 0,
+                    before_rid: None,
                     seq: 0,
                     document: (kind != ChangeKind::Delete)
                         .then(|| Document::new(json!({"id": id, "pk": pk, "v": v}))),

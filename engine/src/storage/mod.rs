@@ -222,6 +222,11 @@ pub struct RecordChange {
     pub kind: ChangeKind,
     /// The document's resource id (insertion order within the container).
     pub rid: u64,
+    /// The rid the document had in storage before the transaction: `None`
+    /// for a create, and not `rid` for a replace that deleted and created
+    /// it again. A store keeping entries by rid removes the old ones with
+    /// it, without looking the document up.
+    pub before_rid: Option<u64>,
     /// The container-wide sequence number of this write (also in its etag).
     pub seq: u64,
     /// The document after the transaction; `None` for a delete.

@@ -157,7 +157,7 @@
 //! schema versioning, and reconnecting the write connection (after a
 //! failed commit the engine refuses writes until it is reopened).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -1335,22 +1335,18 @@ fn write_record(
     // A document's last change in the record is its state after it.
     let mut upserts = Upserts::default();
     let mut deletes: Vec<&str> = Vec::new();
-    // The documents whose entries are replaced: any that existed before.
-    let replaced: HashSet<&str> = record
+    // The entries replaced: those of every document that existed before.
+    let existed: BTreeSet<i64> = record
         .changes
         .iter()
-        .filter(|c| c.kind != ChangeKind::Create)
-        .map(|c| &*c.id)
+        .filter_map(|c| c.before_rid)
+        .map(|rid| rid as i64)
         .collect();
-    let mut existed: Vec<&str> = Vec::new();
     let mut documents: Vec<(i64, &serde_json::Value)> = Vec::new();
     let mut seen = HashSet::new();
     for i in (0..n).rev() {
         if !seen.insert(ids[i]) {
             continue;
-        }
-        if replaced.contains(ids[i]) {
-            existed.push(ids[i]);
         }
         match &bodies[i] {
             Some(body) => {
@@ -1389,10 +1385,10 @@ fn write_record(
         ],
     )?;
     // The range index, under the policy of the generation the head row
-    // holds (see `index`): the old entries go while `docs` still has the
-    // old rows.
-    if !existed.is_empty() {
-        conn.execute(index::DELETE_ENTRIES, &[&container, &hash, &pk, &existed])?;
+    // holds (see `index`): the old entries go first, a statement per
+    // document (see `index::DELETE_ENTRIES`).
+    for rid in &existed {
+        conn.execute(index::DELETE_ENTRIES, &[&container, &hash, &pk, rid])?;
     }
     if let Some(policy) = policies.of_generation(conn, container, generation)? {
         let mut entries = index::Entries::default();

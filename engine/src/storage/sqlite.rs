@@ -3691,6 +3691,7 @@ mod tests {
                 id: Arc::from(id),
                 kind: ChangeKind::Create,
                 rid: 1,
+                before_rid: None,
                 seq: 1,
                 text: Some(Arc::from(doc.value().to_string())),
                 document: Some(doc),

@@ -62,10 +62,20 @@ use crate::storage::{ContainerMeta, IndexWalk, WalkPage};
 
 // Statements on `idx`, each for one (container, pk_hash) = ($1, $2).
 
-/// Removes the entries of a record's replaced and deleted documents (the
-/// rids their `docs` rows have before the record's writes).
-pub(super) const DELETE_ENTRIES: &str = "DELETE FROM idx WHERE container = $1 AND pk_hash = $2 AND pk = $3 \
-     AND rid IN (SELECT rid FROM docs WHERE container = $1 AND pk_hash = $2 AND pk = $3 AND id = ANY($4::text[]))";
+/// Removes the entries of one replaced or deleted document, by the rid
+/// it had before the record ([`RecordChange::before_rid`]).
+///
+/// One rid, as a scalar: PostgreSQL then always uses all four columns
+/// as the key of an `idx_pkey` scan. Before a table has statistics (a
+/// new database, until autovacuum's first ANALYZE) the planner guesses
+/// that `(container, pk_hash, pk)` matches one row, and takes an array
+/// of rids, or rids looked up in `docs` by id, as a filter over every
+/// entry of the partition (with the lookup, each entry probing
+/// `docs_by_rid`): a commit's cost then grew with its partition.
+///
+/// [`RecordChange::before_rid`]: crate::storage::RecordChange::before_rid
+pub(super) const DELETE_ENTRIES: &str =
+    "DELETE FROM idx WHERE container = $1 AND pk_hash = $2 AND pk = $3 AND rid = $4";
 /// Adds entries (a path through array elements may have several per
 /// document), once each.
 pub(super) const INSERT_ENTRIES: &str = "INSERT INTO idx (container, pk_hash, pk, rid, path, value) \

@@ -471,6 +471,100 @@ fn an_index_from_before_array_elements_is_built_again() {
     assert_eq!(keyed, 6);
 }
 
+/// The rows of `docs` and `idx` the current transaction has read so far:
+/// those sequential scans read and those index scans fetched
+/// (PostgreSQL's counts for the transaction, tables and their indexes).
+const ROWS_READ: &str = "SELECT COALESCE(SUM(seq_tup_read + COALESCE(idx_tup_fetch, 0)), 0)::int8 \
+     FROM pg_stat_xact_user_tables WHERE relname IN ('docs', 'idx')";
+
+/// A commit that replaces one document reads as many rows of `docs` and
+/// `idx` in a partition of 300 indexed documents as in one of 3. The
+/// database is new, so its tables have no statistics: the planner then
+/// guesses that a partition holds one row, and once took the rids of the
+/// entries to remove as a filter over all of the partition's entries.
+#[test]
+fn a_replace_reads_no_more_rows_in_a_larger_partition() {
+    let url = database();
+    let db = open(&url);
+    let posts = db.create_container("posts", "/postId").unwrap();
+    for (pk, n) in [("small", 3), ("large", 300)] {
+        let docs = (0..n)
+            .map(|i| json!({"id": format!("d{i}"), "postId": pk, "n": i, "tags": ["a", "b"]}))
+            .collect();
+        posts.write_documents(pk, docs, false).unwrap();
+    }
+    drop((posts, db));
+    // Another node replaces d0 in each, in a transaction that reports
+    // what the commit's writes read.
+    let node = PostgresStorage::connect(&url, crate::Durability::Full).unwrap();
+    let replace = |pk: &str| -> i64 {
+        let key = PartitionKey::from(pk);
+        let rid = node
+            .read_document("posts", &key, "d0")
+            .unwrap()
+            .unwrap()
+            .rid;
+        let base_version = node.partition_version("posts", &key).unwrap().partition;
+        let seq = node.reserve_sequence("posts", 1).unwrap();
+        let doc = crate::document::Document::new(
+            json!({"id": "d0", "postId": pk, "n": -1, "tags": ["c"], "_ts": 1}),
+        );
+        let record = crate::storage::CommitRecord {
+            container: Arc::from("posts"),
+            partition_key: key,
+            changes: vec![crate::storage::RecordChange {
+                id: Arc::from("d0"),
+                kind: crate::storage::ChangeKind::Replace,
+                rid,
+                before_rid: Some(rid),
+                seq,
+                text: Some(Arc::from(doc.value().to_string())),
+                document: Some(doc),
+            }],
+            base_version,
+        };
+        let rows_read = |conn: &mut super::Conn| -> Result<i64, super::Failure> {
+            let rows = conn.query(ROWS_READ, &[])?;
+            Ok(rows.first().map_or(0, |row| row.get(0)))
+        };
+        node.writer
+            .lock()
+            .transaction(|conn| {
+                let before = rows_read(conn)?;
+                let lsn = super::write_record(conn, &node.policies, &record)?;
+                assert!(lsn.is_some(), "{pk}: the partition changed");
+                Ok(rows_read(conn)? - before)
+            })
+            .unwrap_or_else(|e| panic!("{}", e.into_error("replace d0", &url)))
+    };
+    let (small, large) = (replace("small"), replace("large"));
+    assert_eq!(
+        small, large,
+        "rows read replacing one document: {small} in a partition of 3, {large} in one of 300"
+    );
+    // The old entries went and the new ones came: the index names each
+    // d0 for its new value, and neither for its old one.
+    let db = open(&url);
+    let posts = db.container("posts").unwrap();
+    assert_eq!(scanned(&posts, "SELECT * FROM c WHERE c.n = -1"), (2, 2));
+    assert_eq!(scanned(&posts, "SELECT * FROM c WHERE c.n = 0"), (0, 0));
+    assert_eq!(scanned(&posts, "SELECT * FROM c WHERE c.n = 1"), (2, 2));
+    // A document deleted and created again in one transaction (a replace
+    // whose rid is new) leaves no entry under its old rid either.
+    posts
+        .transaction("large", |txn| {
+            txn.delete_item("d1", None)?;
+            txn.create_item(json!({"id": "d1", "postId": "large", "n": -2}))?;
+            Ok::<_, Error>(())
+        })
+        .unwrap();
+    drop((posts, db));
+    let db = open(&url);
+    let posts = db.container("posts").unwrap();
+    assert_eq!(scanned(&posts, "SELECT * FROM c WHERE c.n = 1"), (1, 1));
+    assert_eq!(scanned(&posts, "SELECT * FROM c WHERE c.n = -2"), (1, 1));
+}
+
 /// A server that cannot be reached, a URL that does not parse and one of
 /// another database are errors that do not show the password.
 #[test]
@@ -557,6 +651,7 @@ fn creation(container: &str, pk: &str, id: &str, seq: u64) -> crate::storage::Co
             id: Arc::from(id),
             kind: crate::storage::ChangeKind::Create,
             rid: seq,
+            before_rid: None,
             seq,
             text: Some(Arc::from(doc.value().to_string())),
             document: Some(doc),
