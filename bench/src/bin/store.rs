@@ -22,7 +22,9 @@
 //! partitions: document `i` has id `d{i}`, partition key `p{i % 1000}`, a
 //! field `n = i` and a field `g = i / 100` (100 documents, each in another
 //! partition). Both sides index what the queries ask: Partita's container
-//! has the default indexing policy (a range index of every path), and the
+//! has the default indexing policy (a range index of every path), or with
+//! `--partita-indexing queried` one of `/n` and `/g` only (Partita also
+//! indexes `id` and `_ts` always, as Cosmos DB does), and the
 //! SQLite table has expression indexes on `json_extract(body, '$.n')` and
 //! `json_extract(body, '$.g')`, built with the store. The queries ([`QUERIES`]) are
 //! an equality on `n` (one document), an equality on `g` (100 documents)
@@ -48,7 +50,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
 use clap::{Parser, Subcommand, ValueEnum};
-use partita::{Database, ImportOptions, Options, Params, QueryOptions};
+use partita::{
+    ContainerProperties, Database, ImportOptions, IndexingPolicy, Options, Params, QueryOptions,
+};
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use serde_json::{Map, Value, json};
 
@@ -169,6 +173,19 @@ struct Args {
     /// its default (a quarter of the machine's memory) otherwise.
     #[arg(long)]
     cache_bytes: Option<usize>,
+    /// What Partita's container indexes: `all` (the default policy, a
+    /// range index of every path, as Cosmos DB's) or `queried` (only `/n`
+    /// and `/g`, the paths the queries filter on and SQLite's two
+    /// expression indexes cover: the same indexes on both sides).
+    #[arg(long, value_enum, default_value_t = Indexing::All)]
+    partita_indexing: Indexing,
+}
+
+/// The values of `--partita-indexing`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Indexing {
+    All,
+    Queried,
 }
 
 /// What the parent runs this binary again for. Each prints one JSON line.
@@ -206,16 +223,27 @@ enum Child {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum System {
+    /// Partita, with the default indexing policy.
     Partita,
+    /// Partita, indexing only the paths SQLite indexes
+    /// (`--partita-indexing queried`).
+    PartitaQueried,
     Sqlite,
 }
 
 impl System {
-    const BOTH: [System; 2] = [System::Partita, System::Sqlite];
+    /// The two stores compared: Partita as `indexing` asks, and SQLite.
+    fn pair(indexing: Indexing) -> [System; 2] {
+        match indexing {
+            Indexing::All => [System::Partita, System::Sqlite],
+            Indexing::Queried => [System::PartitaQueried, System::Sqlite],
+        }
+    }
 
     fn name(self) -> &'static str {
         match self {
             System::Partita => "Partita",
+            System::PartitaQueried => "Partita (queried paths indexed)",
             System::Sqlite => "SQLite",
         }
     }
@@ -224,18 +252,25 @@ impl System {
     fn arg(self) -> &'static str {
         match self {
             System::Partita => "partita",
+            System::PartitaQueried => "partita-queried",
             System::Sqlite => "sqlite",
         }
     }
 
     fn settings(self) -> String {
         match self {
-            System::Partita => "Database::open_with(dir, Options) (Durability::Full; the \
+            System::Partita | System::PartitaQueried => format!(
+                "Database::open_with(dir, Options) (Durability::Full; the \
                  partition cache's default budget, a quarter of the machine's memory, unless \
                  --cache-bytes), built with Container::import_items (ImportOptions::default()) \
-                 under a 256 MiB cache, the default indexing policy (a range index of every \
-                 path); documents are read from storage when first needed"
-                .to_owned(),
+                 under a 256 MiB cache, {}; documents are read from storage when first needed",
+                match self {
+                    System::PartitaQueried => {
+                        "an indexing policy of /n/? and /g/? only (what SQLite indexes)"
+                    }
+                    _ => "the default indexing policy (a range index of every path)",
+                }
+            ),
             System::Sqlite => format!(
                 "rusqlite (bundled SQLite {}), one rowid table docs(pk, id, body) with \
                  PRIMARY KEY (pk, id), WAL, synchronous=FULL, built in transactions of {} rows, \
@@ -321,7 +356,8 @@ fn main() -> anyhow::Result<()> {
     match args.child {
         Some(Child::Build { system, dir, docs }) => {
             let res = match system {
-                System::Partita => build_partita(&dir, docs)?,
+                System::Partita => build_partita(&dir, docs, None)?,
+                System::PartitaQueried => build_partita(&dir, docs, Some(queried_policy()?))?,
                 System::Sqlite => build_sqlite(&dir, docs)?,
             };
             println!("{res}");
@@ -338,7 +374,9 @@ fn main() -> anyhow::Result<()> {
         }) => {
             let plan = ReadPlan::new(docs, seed, reads, query_runs);
             let res = match system {
-                System::Partita => measure_partita(&dir, &plan, cache_bytes)?,
+                System::Partita | System::PartitaQueried => {
+                    measure_partita(&dir, &plan, cache_bytes)?
+                }
                 System::Sqlite => measure_sqlite(&dir, &plan)?,
             };
             println!("{res}");
@@ -411,7 +449,7 @@ fn run_parent(args: &Args) -> anyhow::Result<()> {
     for &docs in &args.sizes {
         let size_dir = root.join(format!("docs-{docs}"));
         let mut systems = Vec::new();
-        for system in System::BOTH {
+        for system in System::pair(args.partita_indexing) {
             let build = ensure_built(&exe, &size_dir, system, docs)?;
             let disk_bytes = dir_size(&store_dir(&size_dir, system))?;
             systems.push(SystemReport {
@@ -503,6 +541,7 @@ fn run_parent(args: &Args) -> anyhow::Result<()> {
         rounds: args.rounds,
         reads: args.reads,
         query_runs: args.query_runs,
+        systems: System::pair(args.partita_indexing),
     };
     print!("{}", table(&header, &sizes));
     if let Some(path) = &args.json {
@@ -669,14 +708,18 @@ fn partition_key(i: u64) -> String {
 
 /// Imports the documents into a new durable store in `dir`; the time
 /// includes closing it (the final fold into the documents table).
-fn build_partita(dir: &Path, docs: u64) -> anyhow::Result<Value> {
+fn build_partita(dir: &Path, docs: u64, policy: Option<IndexingPolicy>) -> anyhow::Result<Value> {
     let started = Instant::now();
     let options = Options {
         cache_bytes: BUILD_CACHE_BYTES,
         ..Options::default()
     };
     let db = Database::open_with(dir, options)?;
-    let container = db.create_container(CONTAINER, "/pk")?;
+    let mut props = ContainerProperties::new(CONTAINER, "/pk");
+    if let Some(policy) = policy {
+        props = props.with_indexing_policy(policy);
+    }
+    let container = db.create_container_with(props)?;
     let report = container.import_items(
         (0..docs).map(document),
         &ImportOptions::default(),
@@ -690,6 +733,16 @@ fn build_partita(dir: &Path, docs: u64) -> anyhow::Result<Value> {
     drop(container);
     drop(db);
     Ok(build_result(docs, report.bytes, started.elapsed()))
+}
+
+/// The indexing policy of `--partita-indexing queried`: a range index of
+/// `/n` and `/g` only, as SQLite's [`SQLITE_INDEXES`].
+fn queried_policy() -> anyhow::Result<IndexingPolicy> {
+    Ok(IndexingPolicy::from_json(&json!({
+        "indexingMode": "consistent",
+        "includedPaths": [{"path": "/n/?"}, {"path": "/g/?"}],
+        "excludedPaths": [{"path": "/*"}],
+    }))?)
 }
 
 /// Inserts the documents into a new SQLite database in `dir`, in
@@ -1218,6 +1271,8 @@ struct Header {
     rounds: usize,
     reads: usize,
     query_runs: usize,
+    /// The stores compared ([`System::pair`]).
+    systems: [System; 2],
 }
 
 fn table(header: &Header, sizes: &[SizeReport]) -> String {
@@ -1233,7 +1288,7 @@ fn table(header: &Header, sizes: &[SizeReport]) -> String {
         header.load_after,
         header.elapsed.as_secs_f64()
     );
-    for system in System::BOTH {
+    for system in header.systems {
         let _ = writeln!(out, "- {}: {}", system.name(), system.settings());
     }
     let reused: Vec<String> = sizes
@@ -1383,7 +1438,7 @@ fn to_json(header: &Header, sizes: &[SizeReport]) -> Value {
             .map(|q| (q.key.to_owned(), json!({"partita": q.partita, "sqlite": q.sqlite})))
             .collect::<Map<String, Value>>(),
         "settings": {
-            "partita": System::Partita.settings(),
+            "partita": header.systems[0].settings(),
             "sqlite": System::Sqlite.settings(),
         },
         "sizes": sizes,
