@@ -836,7 +836,7 @@ impl ContainerInner {
 
     /// Sets `_rid`, `_self`, `_etag`, `_attachments` and `_ts` (to `ts`) on
     /// a document being written; see [`Stamp::apply`].
-    pub(crate) fn stamp(&self, doc: &mut Value, rid: u64, seq: u64, ts: u64) -> isize {
+    pub(crate) fn stamp(&self, doc: &mut Value, rid: u64, seq: u64, ts: u64) -> usize {
         self.stamp.apply(doc, rid, seq, ts)
     }
 }

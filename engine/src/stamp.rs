@@ -16,7 +16,6 @@ use base64::engine::{GeneralPurpose, general_purpose};
 use host_api::json::decimal_digits;
 use serde_json::Value;
 
-use crate::document::serialized_len;
 use crate::storage::ContainerMeta;
 
 /// The database part of every `_rid` and `_self` unless the container's
@@ -42,8 +41,12 @@ struct RidText {
 }
 
 impl RidText {
+    fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+
     fn as_str(&self) -> &str {
-        std::str::from_utf8(&self.buf[..self.len]).unwrap_or_default()
+        ascii(self.as_bytes())
     }
 }
 
@@ -90,45 +93,49 @@ impl Stamp {
 
     /// Sets `_rid`, `_self`, `_etag`, `_attachments` and `_ts` (to `ts`) on
     /// a document being written, appending those it lacks in that order.
-    /// Returns by how many bytes that changed the document's serialized
-    /// length, so the caller can keep an exact size without measuring the
-    /// document again.
-    pub(crate) fn apply(&self, doc: &mut Value, rid: u64, seq: u64, ts: u64) -> isize {
+    /// Returns how many bytes that adds to the document's
+    /// [`checked_unstamped_len`](crate::document::checked_unstamped_len)
+    /// (the five values, and the key, colon and comma of each appended),
+    /// so the caller has an exact size without measuring the document
+    /// again, nor the old values at all.
+    pub(crate) fn apply(&self, doc: &mut Value, rid: u64, seq: u64, ts: u64) -> usize {
         let Value::Object(map) = doc else { return 0 };
         let rid_buf = self.rid_text(rid);
-        let rid_text = rid_buf.as_str();
-        let n = rid_text.len();
-        let self_link = || {
-            let mut link = String::with_capacity(self.self_prefix.len() + n + 1);
-            link.push_str(&self.self_prefix);
-            link.push_str(rid_text);
-            link.push('/');
-            link
-        };
+        // Compared as bytes: a replace keeps the rid and its link, and
+        // never needs the rid as a `str`.
+        let rid_bytes = rid_buf.as_bytes();
+        let n = rid_bytes.len();
+        let prefix = self.self_prefix.as_bytes();
         let self_ok = |s: &str| {
-            s.len() == self.self_prefix.len() + n + 1
-                && s.starts_with(&self.self_prefix)
-                && s[self.self_prefix.len()..].starts_with(rid_text)
-                && s.ends_with('/')
+            let s = s.as_bytes();
+            s.len() == prefix.len() + n + 1
+                && s.starts_with(prefix)
+                && s[prefix.len()..].starts_with(rid_bytes)
+                && s.ends_with(b"/")
         };
+        let etag_buf = etag_bytes(self.ordinal, seq);
+        let etag_text = ascii(&etag_buf);
         // The new values and their serialized lengths, known without
         // measuring: rids, links and the attachments link are base64 and
         // path characters (nothing to escape), an etag is 27 characters of
         // which two are quotes (escaped as `\"`).
         let new_value = |slot: usize| -> (Value, usize) {
             match slot {
-                0 => (Value::String(rid_text.to_owned()), n + 2),
+                0 => (Value::String(rid_buf.as_str().to_owned()), n + 2),
                 1 => {
-                    let link = self_link();
+                    let mut link = String::with_capacity(prefix.len() + n + 1);
+                    link.push_str(&self.self_prefix);
+                    link.push_str(rid_buf.as_str());
+                    link.push('/');
                     let len = link.len() + 2;
                     (Value::String(link), len)
                 }
-                2 => (Value::String(etag(self.ordinal, seq)), ETAG_LEN + 2 + 2),
+                2 => (Value::String(etag_text.to_owned()), ETAG_LEN + 2 + 2),
                 3 => (Value::String(ATTACHMENTS.to_owned()), ATTACHMENTS.len() + 2),
                 _ => (Value::from(ts), decimal_digits(ts)),
             }
         };
-        let mut delta = 0;
+        let mut added = 0;
         // One pass over the members updates the system properties that are
         // already there without hashing a key (a document that was read,
         // changed and written back has all of them). Values that are already
@@ -144,19 +151,25 @@ impl Stamp {
                 _ => continue,
             };
             found[slot] = true;
-            let unchanged = match slot {
-                0 => value.as_str() == Some(rid_text),
-                1 => value.as_str().is_some_and(self_ok),
-                3 => value.as_str() == Some(ATTACHMENTS),
-                _ => false,
+            // The lengths of values already right are known as a new
+            // one's is: they equal it.
+            added += match (slot, &mut *value) {
+                (0, Value::String(s)) if s.as_bytes() == rid_bytes => n + 2,
+                (1, Value::String(s)) if self_ok(s) => s.len() + 2,
+                (3, Value::String(s)) if s == ATTACHMENTS => ATTACHMENTS.len() + 2,
+                // A read document's etag, rewritten in its own buffer.
+                (2, Value::String(etag)) => {
+                    etag.clear();
+                    etag.push_str(etag_text);
+                    ETAG_LEN + 2 + 2
+                }
+                // The old value is whatever the caller sent (depth-checked).
+                _ => {
+                    let (new, new_len) = new_value(slot);
+                    *value = new;
+                    new_len
+                }
             };
-            if unchanged {
-                continue;
-            }
-            let (new, new_len) = new_value(slot);
-            // The old value is whatever the caller sent (depth-checked).
-            delta += new_len as isize - serialized_len(value) as isize;
-            *value = new;
         }
         for (slot, key) in SYSTEM_PROPERTIES.into_iter().enumerate() {
             if found[slot] {
@@ -164,10 +177,10 @@ impl Stamp {
             }
             let (new, new_len) = new_value(slot);
             // A comma (unless the map was empty), the key, a colon, the value.
-            delta += isize::from(!map.is_empty()) + (key.len() + 2 + 1 + new_len) as isize;
+            added += usize::from(!map.is_empty()) + key.len() + 2 + 1 + new_len;
             map.insert(key.to_owned(), new);
         }
-        delta
+        added
     }
 
     /// The end of a document's JSON text when it ends with the five system
@@ -212,6 +225,11 @@ impl Stamp {
 /// `"{ordinal:08x}-{seq:016x}"`, quoted as Cosmos DB etags are (written by
 /// hand: `format!` was a measurable part of every write).
 pub(crate) fn etag(ordinal: u32, seq: u64) -> String {
+    ascii(&etag_bytes(ordinal, seq)).to_owned()
+}
+
+/// The text of [`etag`], in a buffer on the stack.
+fn etag_bytes(ordinal: u32, seq: u64) -> [u8; ETAG_LEN] {
     let mut buf = [0u8; ETAG_LEN];
     buf[0] = b'"';
     for (i, b) in ordinal.to_be_bytes().into_iter().enumerate() {
@@ -222,7 +240,12 @@ pub(crate) fn etag(ordinal: u32, seq: u64) -> String {
         buf[10 + 2 * i..12 + 2 * i].copy_from_slice(&HEX_PAIRS[usize::from(b)]);
     }
     buf[26] = b'"';
-    std::str::from_utf8(&buf).unwrap_or_default().to_owned()
+    buf
+}
+
+/// Bytes this module wrote, all ASCII, as a `str`.
+fn ascii(bytes: &[u8]) -> &str {
+    std::str::from_utf8(bytes).unwrap_or_default()
 }
 
 /// Each byte's two lowercase hex digits: an etag's 24 digits in 12
@@ -267,7 +290,7 @@ const RID_BASE64: GeneralPurpose = GeneralPurpose::new(
 #[cfg(test)]
 mod tests {
     use base64::engine::general_purpose::STANDARD;
-    use host_api::json::to_text;
+    use host_api::json::{serialized_len, to_text};
     use serde_json::json;
 
     use super::*;
@@ -338,6 +361,101 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// What [`Stamp::apply`] must do, written plainly: each of the five
+    /// takes its value where it is, or is appended in order.
+    fn plain_stamp(stamp: &Stamp, doc: &mut Value, rid: u64, seq: u64, ts: u64) {
+        let rid_text = stamp.rid_text(rid).as_str().to_owned();
+        let self_link = format!("{}{rid_text}/", stamp.self_prefix());
+        let values = [
+            json!(rid_text),
+            json!(self_link),
+            json!(etag(stamp.ordinal, seq)),
+            json!(ATTACHMENTS),
+            json!(ts),
+        ];
+        let map = doc.as_object_mut().expect("an object");
+        for (key, value) in SYSTEM_PROPERTIES.into_iter().zip(values) {
+            match map.get_mut(key) {
+                Some(old) => *old = value,
+                None => {
+                    map.insert(key.to_owned(), value);
+                }
+            }
+        }
+    }
+
+    /// A member's value: `None` stands for the value the stamp would set
+    /// (a document read and written back), filled in by the test.
+    fn arb_member() -> impl proptest::strategy::Strategy<Value = (String, Option<Value>)> {
+        use proptest::prelude::*;
+        let key = prop_oneof![
+            proptest::sample::select(vec![
+                "_rid",
+                "_self",
+                "_etag",
+                "_attachments",
+                "_ts",
+                "id",
+                "_other",
+                "",
+            ])
+            .prop_map(str::to_owned),
+            any::<String>(),
+        ];
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            any::<String>().prop_map(Value::String),
+            Just(json!("\"quoted\\")),
+        ];
+        let value = leaf.prop_recursive(3, 16, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                proptest::collection::vec((any::<String>(), inner), 0..4)
+                    .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+            ]
+        });
+        (key, proptest::option::weighted(0.7, value))
+    }
+
+    proptest::proptest! {
+        /// The stamp sets what the plain version sets, in the same order,
+        /// and the unstamped length plus what it returns is the length of
+        /// the stamped document's text.
+        #[test]
+        fn apply_matches_the_plain_stamp_and_its_length(
+            members in proptest::collection::vec(arb_member(), 0..10),
+            ordinal in proptest::sample::select(vec![0u32, 1, u32::MAX]),
+            rid in proptest::sample::select(vec![0u64, 63, 0xfbff, u64::MAX]),
+            seq in proptest::prelude::any::<u64>(),
+            ts in proptest::sample::select(vec![0u64, 9, 10, 1_764_400_000, u64::MAX]),
+        ) {
+            let stamp = Stamp::of(&meta(ordinal, None));
+            let mut expected = Value::Object(Default::default());
+            plain_stamp(&stamp, &mut expected, rid, seq, ts);
+            let mut doc = serde_json::Map::new();
+            for (key, value) in members {
+                // A value the stamp would set, or another: an old etag.
+                let value = value.unwrap_or_else(|| match key.as_str() {
+                    "_etag" => json!(etag(ordinal, seq.wrapping_add(1))),
+                    "_ts" => json!(ts.wrapping_sub(1)),
+                    other => expected.get(other).cloned().unwrap_or(Value::Null),
+                });
+                doc.insert(key, value);
+            }
+            let mut doc = Value::Object(doc);
+            let mut plain = doc.clone();
+            plain_stamp(&stamp, &mut plain, rid, seq, ts);
+            let unstamped = crate::document::checked_unstamped_len(&doc).expect("shallow");
+            let added = stamp.apply(&mut doc, rid, seq, ts);
+            let text = doc.to_string();
+            proptest::prop_assert_eq!(&text, &plain.to_string());
+            proptest::prop_assert_eq!(unstamped + added, text.len());
         }
     }
 }

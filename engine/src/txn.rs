@@ -49,7 +49,7 @@ use serde_json::Value;
 use crate::container::ContainerInner;
 use crate::database::DbInner;
 use crate::document::{
-    Document, MAX_DOCUMENT_SIZE, MAX_NESTING, checked_len, drop_deep, validate_id,
+    Document, MAX_DOCUMENT_SIZE, MAX_NESTING, checked_unstamped_len, drop_deep, validate_id,
 };
 use crate::error::{Error, Result};
 use crate::partition::{
@@ -94,7 +94,8 @@ pub(crate) enum Writer {
     Script,
 }
 
-/// A document that passed [`Txn::check`], with its serialized length.
+/// A document that passed [`Txn::check`], with its serialized length
+/// without the values of its system properties ([`checked_unstamped_len`]).
 struct Checked {
     id: Arc<str>,
     doc: Value,
@@ -865,7 +866,7 @@ impl Txn {
         // The depth check comes first: it bounds every recursion over the
         // document from here on (serialization, queries, and `drop` on the
         // error paths below).
-        let Some(len) = checked_len(&doc) else {
+        let Some(len) = checked_unstamped_len(&doc) else {
             drop_deep(doc);
             return Err(Error::BadRequest(format!(
                 "a document in container {container:?} nests objects and arrays more than {MAX_NESTING} levels deep"
@@ -946,7 +947,7 @@ impl Txn {
         let seq = self.container.take_seq(&self.db)?;
         let rid = rid.unwrap_or(seq);
         let ts = self.db.now_secs();
-        let size = (len as isize + self.container.stamp(&mut doc, rid, seq, ts)) as usize;
+        let size = len + self.container.stamp(&mut doc, rid, seq, ts);
         // Every debug-build test checks the arithmetic against the serializer.
         debug_assert_eq!(size, doc.to_string().len(), "size bookkeeping of {id:?}");
         if size > MAX_DOCUMENT_SIZE {
