@@ -102,6 +102,16 @@ struct Checked {
     len: usize,
 }
 
+/// Where a document stands in a transaction ([`Txn::place`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Place {
+    /// Its entry in the write set, at this index.
+    Written(usize),
+    /// Not written yet: its rid in the committed state, if it is there
+    /// (expired or not).
+    Base(Option<u64>),
+}
+
 /// One document's pending change.
 #[derive(Clone)]
 struct Write {
@@ -448,9 +458,26 @@ impl Txn {
     }
 
     fn current(&self, id: &str) -> Option<&Slot> {
+        self.current_at(self.place(id))
+    }
+
+    /// Where the document `id` is now: in the write set, or (perhaps) in
+    /// the committed state. A write looks it up once, for its checks and
+    /// for [`Txn::slot_for`].
+    fn place(&self, id: &str) -> Place {
         match self.find(id) {
-            Some(i) => self.writes[i].after.as_ref(),
-            None => self.base.get(id).filter(|slot| !self.expired(slot)),
+            Some(i) => Place::Written(i),
+            None => Place::Base(self.base.rid(id)),
+        }
+    }
+
+    /// [`Txn::current`] of the document at `place`.
+    fn current_at(&self, place: Place) -> Option<&Slot> {
+        match place {
+            Place::Written(i) => self.writes[i].after.as_ref(),
+            Place::Base(rid) => rid
+                .and_then(|rid| self.base.get_by_rid(rid))
+                .filter(|slot| !self.expired(slot)),
         }
     }
 
@@ -520,10 +547,11 @@ impl Txn {
     pub(crate) fn create_as(&mut self, doc: Value, writer: Writer) -> Result<Document> {
         self.check_held()?;
         let checked = self.check(doc, writer)?;
-        if self.current(&checked.id).is_some() {
+        let place = self.place(&checked.id);
+        if self.current_at(place).is_some() {
             return Err(self.conflict(&checked.id));
         }
-        self.put(checked, None)
+        self.put(checked, None, place)
     }
 
     /// Replaces the document `id` with `doc`. When `doc` has another id, the
@@ -553,7 +581,8 @@ impl Txn {
     ) -> Result<Document> {
         self.check_held()?;
         let checked = self.check(doc, writer)?;
-        let rid = match self.current(id) {
+        let mut place = self.place(id);
+        let rid = match self.current_at(place) {
             Some(slot) => {
                 self.check_etag(id, Some(&slot.document), options)?;
                 slot.rid
@@ -561,13 +590,16 @@ impl Txn {
             None => return Err(self.not_found(id)),
         };
         let renamed = *checked.id != *id;
-        if renamed && self.current(&checked.id).is_some() {
-            return Err(self.conflict(&checked.id));
+        if renamed {
+            place = self.place(&checked.id);
+            if self.current_at(place).is_some() {
+                return Err(self.conflict(&checked.id));
+            }
         }
         // The old id goes only once the new document is in: a failed
         // operation changes nothing (`put` can still refuse a document
         // that its system properties take past the size limit).
-        let written = self.put(checked, Some(rid))?;
+        let written = self.put(checked, Some(rid), place)?;
         if renamed {
             self.remove(id);
         }
@@ -594,14 +626,15 @@ impl Txn {
     ) -> Result<Document> {
         self.check_held()?;
         let checked = self.check(doc, writer)?;
-        let existing = self.current(&checked.id);
+        let place = self.place(&checked.id);
+        let existing = self.current_at(place);
         let rid = existing.map(|slot| slot.rid);
         // An If-Match is a condition on the document being replaced: an
         // upsert that creates ignores it, as on the service.
         if let Some(slot) = existing {
             self.check_etag(&checked.id, Some(&slot.document), options)?;
         }
-        self.put(checked, rid)
+        self.put(checked, rid, place)
     }
 
     /// Applies `patch` to the document `id` and writes the result as a
@@ -707,7 +740,8 @@ impl Txn {
     /// Records the deletion of `id`, which exists.
     fn remove(&mut self, id: &str) {
         let seq = self.container.next_seq();
-        let i = self.slot_for(id.into());
+        let place = self.place(id);
+        let i = self.slot_for(id.into(), place);
         let write = &mut self.writes[i];
         write.after = None;
         write.text = None;
@@ -941,8 +975,9 @@ impl Txn {
         })
     }
 
-    /// Stamps system properties, checks the size and records the write.
-    fn put(&mut self, checked: Checked, rid: Option<u64>) -> Result<Document> {
+    /// Stamps system properties, checks the size and records the write of
+    /// the document, which is at `place` ([`Txn::place`]).
+    fn put(&mut self, checked: Checked, rid: Option<u64>, place: Place) -> Result<Document> {
         let Checked { id, mut doc, len } = checked;
         let seq = self.container.take_seq(&self.db)?;
         let rid = rid.unwrap_or(seq);
@@ -968,7 +1003,7 @@ impl Txn {
             .wants_text()
             .then(|| Arc::from(crate::document::to_text(&doc, size)));
         let document = Document::new(doc);
-        let i = self.slot_for(id);
+        let i = self.slot_for(id, place);
         let write = &mut self.writes[i];
         write.after = Some(Slot {
             rid,
@@ -1010,12 +1045,15 @@ impl Txn {
     }
 
     /// The index of `id`'s entry in the write set, adding one if needed.
-    fn slot_for(&mut self, id: Arc<str>) -> usize {
-        if let Some(i) = self.find(&id) {
-            return i;
-        }
+    /// `place` is `id`'s [`Txn::place`], found since the write set last
+    /// changed.
+    fn slot_for(&mut self, id: Arc<str>, place: Place) -> usize {
+        debug_assert!(place == self.place(&id), "a stale place for {id:?}");
+        let before = match place {
+            Place::Written(i) => return i,
+            Place::Base(rid) => rid,
+        };
         // Whoever asked for the entry sets `after` next.
-        let before = self.base.rid(&id);
         self.writes.push(Write {
             id,
             before,
