@@ -161,8 +161,10 @@ impl Stamp {
                 (0, Value::String(s)) if s.as_bytes() == rid_bytes => n + 2,
                 (1, Value::String(s)) if self_ok(s) => s.len() + 2,
                 (3, Value::String(s)) if s == ATTACHMENTS => ATTACHMENTS.len() + 2,
-                // A read document's etag, rewritten in its own buffer.
-                (2, Value::String(etag)) => {
+                // A read document's etag, rewritten in its own buffer
+                // (unless that is large: a caller's long `_etag` must not
+                // stay behind as capacity no size counts).
+                (2, Value::String(etag)) if etag.capacity() <= 2 * ETAG_LEN => {
                     etag.clear();
                     etag.push_str(etag_text);
                     ETAG_LEN + 2 + 2
@@ -328,6 +330,24 @@ mod tests {
             (0x0123_4567, 0xfedc_ba98_7654_3210),
         ] {
             assert_eq!(etag(ordinal, seq), format!("\"{ordinal:08x}-{seq:016x}\""));
+        }
+    }
+
+    /// An etag is rewritten in place only in a buffer of about its size:
+    /// a caller's long `_etag` is not kept as hidden capacity.
+    #[test]
+    fn a_long_etag_is_not_kept_as_capacity() {
+        let stamp = Stamp::of(&meta(1, None));
+        for (old, reused) in [(etag(1, 7), true), ("x".repeat(1 << 20), false)] {
+            let mut doc = json!({"id": "a", "_etag": old});
+            let before = doc["_etag"].as_str().unwrap().as_ptr();
+            stamp.apply(&mut doc, 1, 8, 9);
+            let Value::String(new) = &doc["_etag"] else {
+                panic!("an etag")
+            };
+            assert_eq!(*new, etag(1, 8));
+            assert!(new.capacity() <= 2 * ETAG_LEN, "{}", new.capacity());
+            assert_eq!(new.as_ptr() == before, reused);
         }
     }
 
