@@ -2049,8 +2049,8 @@ fn unfolded(
                     .map_err(corrupt)?;
                 let document = match body {
                     Some(text) => {
-                        let value =
-                            serde_json::from_str(&text).map_err(|e| corrupt(e.to_string()))?;
+                        let value = host_api::json::parse_exact(&text)
+                            .map_err(|e| corrupt(e.to_string()))?;
                         Some((Document::new(value), Arc::from(text)))
                     }
                     None => None,
@@ -2312,8 +2312,8 @@ fn parse_row(
     let body = body_text(column(0)?, stamp, rid, number(1)?, number(2)?)
         .map_err(corrupt)?
         .ok_or_else(|| corrupt("no body, and no change log entry with it".to_owned()))?;
-    let value: serde_json::Value =
-        serde_json::from_str(&body).map_err(|e| corrupt(e.to_string()))?;
+    // Exactly allocated: a loaded document stays in the cache.
+    let value = host_api::json::parse_exact(&body).map_err(|e| corrupt(e.to_string()))?;
     Ok(LoadedDocument {
         rid,
         size: body.len(),
