@@ -1231,9 +1231,15 @@ impl SqliteStorage {
         // And room to fold what is pending: folding it at open used to be
         // what found a full disk, and a disk that fails the first idle fold
         // would leave the store failed instead of read-only.
+        // Another failure (no permission to create the probe) is
+        // explained as any other at open (`why_unwritable`).
         let room = fold_room(&pending.read());
         reserve_room(path, room).map_err(|e| OpenFailure {
-            code: Some(rusqlite::ErrorCode::DiskFull),
+            code: matches!(
+                e.kind(),
+                std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+            )
+            .then_some(rusqlite::ErrorCode::DiskFull),
             error: Box::new(Error::Storage(format!(
                 "no room for the {room} bytes folding the log needs: {e}"
             ))),
