@@ -924,6 +924,21 @@ fn fold_room(pending: &PendingDocs) -> u64 {
     4 * text as u64 + LOG_PAD as u64
 }
 
+/// Why opening failed when [`reserve_room`] did: a full disk (or quota)
+/// as SQLite's own full disk, so the store opens read-only saying so; any
+/// other failure (no permission to create the probe) without a code, to be
+/// explained as any failure at open ([`why_unwritable`]).
+fn no_room(room: u64, e: &std::io::Error) -> OpenFailure {
+    use std::io::ErrorKind;
+    let full = matches!(e.kind(), ErrorKind::StorageFull | ErrorKind::QuotaExceeded);
+    OpenFailure {
+        code: full.then_some(rusqlite::ErrorCode::DiskFull),
+        error: Box::new(Error::Storage(format!(
+            "no room for the {room} bytes folding the log needs: {e}"
+        ))),
+    }
+}
+
 /// Proves that `bytes` of disk are free beside the store at `path`: a
 /// probe file allocated that long (written with zeros where the file
 /// system cannot allocate), then removed. `Err` with the file system's
@@ -1231,19 +1246,8 @@ impl SqliteStorage {
         // And room to fold what is pending: folding it at open used to be
         // what found a full disk, and a disk that fails the first idle fold
         // would leave the store failed instead of read-only.
-        // Another failure (no permission to create the probe) is
-        // explained as any other at open (`why_unwritable`).
         let room = fold_room(&pending.read());
-        reserve_room(path, room).map_err(|e| OpenFailure {
-            code: matches!(
-                e.kind(),
-                std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
-            )
-            .then_some(rusqlite::ErrorCode::DiskFull),
-            error: Box::new(Error::Storage(format!(
-                "no room for the {room} bytes folding the log needs: {e}"
-            ))),
-        })?;
+        reserve_room(path, room).map_err(|e| no_room(room, &e))?;
         writer
             .execute_batch("PRAGMA synchronous = OFF")
             .map_err(OpenFailure::sqlite("configure sqlite"))?;
@@ -4463,6 +4467,34 @@ mod tests {
 
     /// Copies the store at `from` to `to` as a crash would leave it: the
     /// file and its log, whatever is not yet folded or checkpointed.
+    /// Only a full disk failing the room probe reads as a full disk; a
+    /// probe that could not be created is explained by `why_unwritable`.
+    #[test]
+    fn only_a_full_disk_failing_the_room_probe_is_a_full_disk() {
+        use std::io::{Error as IoError, ErrorKind};
+        for (kind, full) in [
+            (ErrorKind::StorageFull, true),
+            (ErrorKind::QuotaExceeded, true),
+            (ErrorKind::PermissionDenied, false),
+            (ErrorKind::ReadOnlyFilesystem, false),
+        ] {
+            let failure = no_room(1 << 20, &IoError::from(kind));
+            assert_eq!(
+                failure.code == Some(rusqlite::ErrorCode::DiskFull),
+                full,
+                "{kind:?}"
+            );
+            assert!(
+                failure.error.to_string().contains("1048576 bytes"),
+                "{kind:?}"
+            );
+        }
+        // Room there is: the probe is made and removed.
+        let dir = tempfile::tempdir().unwrap();
+        reserve_room(&dir.path().join("db.sqlite"), 1 << 20).unwrap();
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
     fn crash_copy(from: &Path, to: &Path) {
         for suffix in ["", "-wal"] {
             std::fs::copy(
