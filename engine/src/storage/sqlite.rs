@@ -892,23 +892,39 @@ fn why_unwritable(path: &Path, failure: &OpenFailure) -> Option<String> {
             return explain(&file, e);
         }
     }
-    let dir = path
-        .parent()
+    let dir = store_dir(path);
+    let written = with_probe(dir, ".partita-write-probe", |mut file| {
+        std::io::Write::write_all(&mut file, &[0; 4096])?;
+        file.sync_all()
+    });
+    written.err().and_then(|e| explain(dir, e))
+}
+
+/// The directory of the store file at `path`.
+fn store_dir(path: &Path) -> &Path {
+    path.parent()
         .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let probe = dir.join(".partita-write-probe");
-    let written = File::options()
+        .unwrap_or(Path::new("."))
+}
+
+/// Creates the file `name` in `dir`, runs `use_it` on it and removes it,
+/// whatever `use_it` returned: the probes that find out at open whether
+/// the store's directory can be written, and has room.
+fn with_probe(
+    dir: &Path,
+    name: &str,
+    use_it: impl FnOnce(&File) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let probe = dir.join(name);
+    let used = File::options()
         .write(true)
         .create(true)
         .truncate(true)
         .open(&probe)
-        .and_then(|mut file| {
-            std::io::Write::write_all(&mut file, &[0; 4096])?;
-            file.sync_all()
-        });
+        .and_then(|file| use_it(&file));
     // A probe that was not created is not there to remove.
     let _ = std::fs::remove_file(&probe);
-    written.err().and_then(|e| explain(dir, e))
+    used
 }
 
 /// The bytes of disk a fold of `pending` may need, with the log's next
@@ -945,35 +961,24 @@ fn no_room(room: u64, e: &std::io::Error) -> OpenFailure {
 /// error (`StorageFull` on a full disk) otherwise.
 fn reserve_room(path: &Path, bytes: u64) -> std::io::Result<()> {
     use std::os::unix::fs::FileExt;
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let probe = dir.join(".partita-room-probe");
-    let allocated = File::options()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&probe)
-        .and_then(|file| {
-            match rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, bytes) {
-                Ok(()) => Ok(()),
-                Err(e) if e == rustix::io::Errno::OPNOTSUPP => {
-                    static ZEROS: [u8; LOG_PAD] = [0; LOG_PAD];
-                    let mut at = 0;
-                    while at < bytes {
-                        let n = (bytes - at).min(LOG_PAD as u64);
-                        file.write_all_at(&ZEROS[..n as usize], at)?;
-                        at += n;
-                    }
-                    Ok(())
+    with_probe(
+        store_dir(path),
+        ".partita-room-probe",
+        |file| match rustix::fs::fallocate(file, rustix::fs::FallocateFlags::empty(), 0, bytes) {
+            Ok(()) => Ok(()),
+            Err(e) if e == rustix::io::Errno::OPNOTSUPP => {
+                static ZEROS: [u8; LOG_PAD] = [0; LOG_PAD];
+                let mut at = 0;
+                while at < bytes {
+                    let n = (bytes - at).min(LOG_PAD as u64);
+                    file.write_all_at(&ZEROS[..n as usize], at)?;
+                    at += n;
                 }
-                Err(e) => Err(e.into()),
+                Ok(())
             }
-        });
-    // A probe that was not created is not there to remove.
-    let _ = std::fs::remove_file(&probe);
-    allocated
+            Err(e) => Err(e.into()),
+        },
+    )
 }
 
 /// Makes `conn` keep each statement's plan whatever values are bound to
@@ -1158,11 +1163,10 @@ impl SqliteStorage {
         let Some(cause) = why_unwritable(path, &failure) else {
             return Err(*failure.error);
         };
-        let dir = path
-            .parent()
-            .filter(|d| !d.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        let reason = format!("the store at {} is read-only: {cause}", dir.display());
+        let reason = format!(
+            "the store at {} is read-only: {cause}",
+            store_dir(path).display()
+        );
         SqliteStorage::open_read_only(path, reason).map_err(|e| {
             Error::Storage(format!(
                 "{}; opening it read-only failed too: {e}",
