@@ -6,9 +6,15 @@
 //! number of readers, who work on an immutable snapshot and never wait for
 //! the writer.
 //!
+//! A commit may let the next writer in before it is durable (early lock
+//! release): the next writer then begins on the commit's state, its
+//! `tip`, while readers see it only once it is durable. See
+//! [`LogicalPartition::release_early`].
+//!
 //! ```text
 //!   LogicalPartition
 //!     writer:    Arc<WriterLock>          held by the one open Txn
+//!     early:     tip (not yet durable) ──► what the next writer begins on
 //!     committed: RwLock<Arc<PartitionState>>
 //!                    │   readers clone the Arc and let go of the lock at once;
 //!                    │   a commit swaps in the new state under the write lock
@@ -242,6 +248,27 @@ pub(crate) struct LogicalPartition {
     /// ([`crate::storage::Storage::shared`]) that `committed` holds: set
     /// when it is installed and by each commit; 0 and unused elsewhere.
     version: AtomicU64,
+    /// Commits that released the writer lock before they were durable
+    /// (see [`LogicalPartition::release_early`]).
+    early: Mutex<Early>,
+    /// Signalled when one of them is published or lost.
+    settled: Condvar,
+}
+
+/// The commits of a partition that let the next writer in before they
+/// were durable, numbered in the order they were placed in the log.
+#[derive(Default)]
+struct Early {
+    /// The state after the last of them while it is not yet published:
+    /// what the next writer begins on.
+    tip: Option<Arc<PartitionState>>,
+    /// The number of the last of them.
+    last: u64,
+    /// The number of the last one published into `committed`.
+    published: u64,
+    /// The first one that failed, if any: it and every later one never
+    /// will be published.
+    lost: Option<u64>,
 }
 
 impl LogicalPartition {
@@ -257,6 +284,83 @@ impl LogicalPartition {
             charged: AtomicUsize::new(0),
             used: AtomicU64::new(0),
             version: AtomicU64::new(0),
+            early: Mutex::default(),
+            settled: Condvar::new(),
+        }
+    }
+
+    /// What the next writer begins on: the state after the last commit
+    /// released early while it is not yet durable, with that commit's
+    /// number, otherwise the committed state and 0. The caller holds the
+    /// writer lock.
+    pub(crate) fn writer_base(&self) -> (Arc<PartitionState>, u64) {
+        let early = self.early.lock();
+        match &early.tip {
+            Some(tip) => (Arc::clone(tip), early.last),
+            None => (self.snapshot(), 0),
+        }
+    }
+
+    /// Makes `state` what the next writer begins on, for a commit placed
+    /// in the log whose writer lock is about to be released before the
+    /// commit is durable; returns the commit's number. Readers go on
+    /// seeing `committed` until [`LogicalPartition::publish`].
+    ///
+    /// Early release is sound because a storage that allows it
+    /// ([`crate::storage::Submitted`]) writes a later commit after this
+    /// one, makes it durable only if this one is, and fails it if this
+    /// one fails: so the next writer, which builds on `state`, is
+    /// acknowledged only once `state` is durable.
+    pub(crate) fn release_early(&self, state: Arc<PartitionState>) -> u64 {
+        let mut early = self.early.lock();
+        early.last += 1;
+        early.tip = Some(state);
+        early.last
+    }
+
+    /// Publishes the durable commit number `n` with its `state` to
+    /// readers, unless a later one was published first (its state holds
+    /// this one's writes: it was built on them).
+    pub(crate) fn publish(&self, n: u64, state: Arc<PartitionState>) {
+        let mut early = self.early.lock();
+        if n > early.published {
+            *self.committed.write() = state;
+            early.published = n;
+        }
+        if early.last == n {
+            early.tip = None;
+        }
+        drop(early);
+        self.settled.notify_all();
+    }
+
+    /// Notes that commit number `n` failed: writers begin on the committed
+    /// state again, unless a later commit, which failed with it (the store
+    /// refuses writes), is still settling.
+    pub(crate) fn abandon(&self, n: u64) {
+        let mut early = self.early.lock();
+        early.lost = Some(early.lost.map_or(n, |lost| lost.min(n)));
+        if early.last == n {
+            early.tip = None;
+        }
+        drop(early);
+        self.settled.notify_all();
+    }
+
+    /// Waits until commit number `n` is published (`true`) or lost
+    /// (`false`): for a transaction that read what it wrote and writes
+    /// nothing itself, so that it never answers with writes that are not
+    /// durable. Each such commit's own caller settles it.
+    pub(crate) fn wait_published(&self, n: u64) -> bool {
+        let mut early = self.early.lock();
+        loop {
+            if early.published >= n {
+                return true;
+            }
+            if early.lost.is_some_and(|lost| lost <= n) {
+                return false;
+            }
+            self.settled.wait(&mut early);
         }
     }
 

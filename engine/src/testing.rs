@@ -39,7 +39,10 @@
 //!
 //! A plan can also run code right before the next commit
 //! ([`Faults::before_next_commit`]): over a store several nodes share,
-//! another node committing to the partition first, deterministically.
+//! another node committing to the partition first, deterministically. It
+//! can also hold commits back once they are placed in the log, until a
+//! [`Gate`] opens ([`Faults::hold_commits`]): an fsync that takes as long
+//! as a test needs, to see what the engine does meanwhile.
 //!
 //! Non-goals: faults in the other `Storage` calls (container and script
 //! writes, loading), torn or corrupted files.
@@ -59,7 +62,7 @@ use crate::query::Needles;
 use crate::range_index::IndexTerm;
 use crate::storage::{
     Change, CommitRecord, ContainerMeta, IndexWalk, LoadedContainer, LoadedDocument, Lsn,
-    ScriptRecord, Skipped, SqliteStorage, Storage, Versions, WalkPage,
+    ScriptRecord, Skipped, SqliteStorage, Storage, Submitted, Versions, WalkPage,
 };
 
 /// Where an injected commit failure happens.
@@ -139,6 +142,32 @@ struct Plan {
 pub struct Faults {
     plan: Arc<Mutex<Plan>>,
     hook: Arc<Mutex<Option<Hook>>>,
+    gate: Arc<Mutex<Option<Gate>>>,
+}
+
+/// Holds the outcome of submitted commits back until opened
+/// ([`Faults::hold_commits`]): each is placed in the log, as a slow fsync
+/// would leave it, and its caller waits.
+#[derive(Clone, Debug, Default)]
+pub struct Gate(Arc<(Mutex<bool>, parking_lot::Condvar)>);
+
+impl Gate {
+    /// Lets the held commits' callers go on.
+    pub fn open(&self) {
+        *self.0.0.lock() = true;
+        self.0.1.notify_all();
+    }
+
+    fn is_open(&self) -> bool {
+        *self.0.0.lock()
+    }
+
+    fn wait(&self) {
+        let mut open = self.0.0.lock();
+        while !*open {
+            self.0.1.wait(&mut open);
+        }
+    }
 }
 
 /// Code to run before a commit reaches the inner storage.
@@ -179,6 +208,16 @@ impl Faults {
     /// run.
     pub fn before_next_commit(&self, hook: impl FnOnce() + Send + 'static) {
         *self.hook.lock() = Some(Hook(Box::new(hook)));
+    }
+
+    /// Holds every commit from now on back after the inner storage placed
+    /// it (and, by its fault if planned, failed it): its caller waits
+    /// until the returned gate is opened, as callers wait for an fsync
+    /// that covers them all. Replaces a gate set earlier.
+    pub fn hold_commits(&self) -> Gate {
+        let gate = Gate::default();
+        *self.gate.lock() = Some(gate.clone());
+        gate
     }
 
     /// The commits seen so far, failed ones included.
@@ -286,25 +325,43 @@ impl<S: Storage> Storage for FaultyStorage<S> {
     }
 
     fn commit(&self, record: CommitRecord) -> Result<Lsn> {
+        self.submit(record)?.wait()
+    }
+
+    fn submit(&self, record: CommitRecord) -> Result<Submitted<'_>> {
         let armed = ARMED.with(|armed| armed.borrow_mut().take());
         let hook = self.faults.hook.lock().take();
         if let Some(Hook(hook)) = hook {
             hook();
         }
-        match self.faults.next(armed) {
-            None => self.inner.commit(record),
+        let fault = self.faults.next(armed);
+        let gate = self
+            .faults
+            .gate
+            .lock()
+            .clone()
+            .filter(|gate| !gate.is_open());
+        let submitted = match fault {
+            None => self.inner.submit(record)?,
             Some(CommitFault {
                 point: FailPoint::BeforeDurableWrite,
                 message,
-            }) => Err(Error::Storage(message)),
+            }) => return Err(Error::Storage(message)),
             Some(CommitFault {
                 point: FailPoint::AfterDurableWrite,
                 message,
-            }) => {
-                self.inner.commit(record)?;
-                Err(Error::Storage(message))
-            }
-        }
+            }) => self
+                .inner
+                .submit(record)?
+                .then(|outcome| outcome.and(Err(Error::Storage(message)))),
+        };
+        Ok(match gate {
+            Some(gate) => Submitted::later(move || {
+                gate.wait();
+                submitted.wait()
+            }),
+            None => submitted,
+        })
     }
 
     fn read_changes(&self, container: &str, after: Lsn, max_changes: usize) -> Result<Vec<Change>> {

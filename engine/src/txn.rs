@@ -160,8 +160,10 @@ pub struct Txn {
     db: Arc<DbInner>,
     container: Arc<ContainerInner>,
     partition: Arc<LogicalPartition>,
-    /// The committed state when the transaction began. It cannot change while
-    /// the transaction holds the writer lock (a revoked one cannot commit).
+    /// The state the transaction began on: the committed one, or the one
+    /// a commit not yet durable left for the next writer (`base_early`).
+    /// It cannot change while the transaction holds the writer lock (a
+    /// revoked one cannot commit).
     base: Arc<PartitionState>,
     /// A transaction on a partition that is not in memory and stays out
     /// of it (see [`Txn::begin_detached`]).
@@ -169,6 +171,10 @@ pub struct Txn {
     /// The partition's version in a shared store that `base` is at (0
     /// elsewhere): the commit succeeds only if it is still current.
     base_version: u64,
+    /// The commit released early that `base` is the state after, while
+    /// it was not yet durable (0: `base` is committed). See
+    /// [`LogicalPartition::release_early`].
+    base_early: u64,
     writes: Vec<Write>,
     /// What the call did, for [`host_api::Collection::stats`].
     stats: Statistics,
@@ -309,14 +315,18 @@ impl Txn {
         };
         // Taken after the lock: the committed state cannot change from here
         // (on this node; over a shared store, `refresh` first reads it again
-        // if another node committed since it was read).
-        let (base, base_version, detached) = match detached {
-            Some((base, version)) => (Arc::new(base), version, true),
+        // if another node committed since it was read), nor can the state
+        // a commit released early left for the next writer.
+        let (base, base_version, detached, base_early) = match detached {
+            Some((base, version)) => (Arc::new(base), version, true, 0),
             None if db.shared => {
                 let version = container.refresh(&db, &partition)?;
-                (partition.snapshot(), version, false)
+                (partition.snapshot(), version, false, 0)
             }
-            None => (partition.snapshot(), 0, false),
+            None => {
+                let (base, early) = partition.writer_base();
+                (base, 0, false, early)
+            }
         };
         let expiry = container.expiry(|| db.now_secs());
         Ok(Txn {
@@ -327,6 +337,7 @@ impl Txn {
             base,
             detached,
             base_version,
+            base_early,
             writes: Vec::new(),
             stats: Statistics::default(),
             udfs: None,
@@ -806,6 +817,7 @@ impl Txn {
             base,
             detached,
             base_version,
+            base_early,
             writes,
             lease: _lease,
             ..
@@ -826,6 +838,17 @@ impl Txn {
             })
             .collect();
         if changes.is_empty() {
+            // What it read may be a commit's that is not durable yet: it
+            // answers once that is, or fails with it (without holding up
+            // the next writer meanwhile).
+            drop(_lease);
+            if base_early > 0 && !partition.wait_published(base_early) {
+                db.check_writable()?;
+                return Err(Error::Storage(format!(
+                    "a transaction in container {:?} read writes that failed to commit",
+                    container.meta.id
+                )));
+            }
             return Ok(None);
         }
         db.check_writable()?;
@@ -836,7 +859,7 @@ impl Txn {
             base_version,
         };
         let alive = container.alive()?;
-        let lsn = db.storage.commit(record).inspect_err(|err| {
+        let failed = |err: &Error| {
             if let Error::RolledBack { .. } = err {
                 // Nothing was written, and the copy in memory is as good
                 // as it was; the transaction can run again.
@@ -860,7 +883,39 @@ impl Txn {
                 container.install_before(&db, &partition, &base, &ids, base_version);
             }
             partition.pin();
-        })?;
+        };
+        let submitted = db.storage.submit(record).inspect_err(failed)?;
+        // A commit placed in the log but not yet durable lets the next
+        // writer begin on its state meanwhile, and readers see that state
+        // once it is durable (see `LogicalPartition::release_early`). So
+        // does one that began on such a state: `committed` may not hold
+        // it yet, and the two are published in their order.
+        if !detached && !db.shared && (!submitted.is_ready() || base_early > 0) {
+            let mut state = PartitionState::clone(&base);
+            drop(base);
+            for write in writes {
+                match write.after {
+                    Some(slot) => state.put(write.id, slot),
+                    None => state.remove(&write.id),
+                }
+            }
+            let state = Arc::new(state);
+            let n = partition.release_early(Arc::clone(&state));
+            drop(_lease);
+            let lsn = submitted.wait().inspect_err(|err| {
+                db.mark_failed(err);
+                partition.pin();
+                partition.abandon(n);
+            })?;
+            drop(alive);
+            let footprint = FOOTPRINT_PER_PARTITION + state.footprint();
+            partition.publish(n, state);
+            if db.cache.bounded() && db.cache.charge(&partition, footprint) {
+                db.evict();
+            }
+            return Ok(Some(lsn));
+        }
+        let lsn = submitted.wait().inspect_err(failed)?;
         drop(alive);
         if db.shared {
             partition.set_version(base_version + 1);

@@ -18,6 +18,7 @@ mod collection;
 mod crash;
 mod deadline;
 mod disk;
+mod early_release;
 mod engine;
 mod fuzz;
 mod fuzz_targets;

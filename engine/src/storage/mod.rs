@@ -9,9 +9,10 @@
 //! or which partitions hold any) when the engine asks.
 //!
 //! ```text
-//!   Txn::commit ──► Storage::commit(CommitRecord) ──► durable? ──► publish in memory
-//!                        │                                 │
-//!                        │ assigns the LSN                 └─ error: store goes read-only
+//!   Txn::commit ──► Storage::submit(CommitRecord) ──► Submitted::wait: durable? ──► publish in memory
+//!                        │                         │                         │
+//!                        │ places it in the log,   │ (the partition's next   └─ error: store goes read-only
+//!                        │ assigns the LSN         │  writer may begin here)
 //!                        ▼
 //!              docs(container, pk, id, rid, lsn, idx, body)   (lsn, idx: the log row with the body)
 //!              changes(container, lsn, idx, pk, id, op, seq, rid, body, ts)
@@ -25,6 +26,10 @@
 //! Contract for implementors:
 //! * `commit` returns only after the record is durable under the configured
 //!   durability, and is all-or-nothing, including across crashes;
+//! * a `submit` whose [`Submitted`] is not ready orders the record: one
+//!   submitted after it returned is written after it, is durable only if it
+//!   is, and fails if it fails (the engine lets the partition's next
+//!   writer build on the record meanwhile);
 //! * LSNs are assigned by `commit`, per container, starting at 1, without
 //!   gaps, in the order in which commits become durable; one LSN per record;
 //! * `read_changes` never returns a record that `commit` has not acknowledged
@@ -358,6 +363,81 @@ pub struct LoadedContainer {
     pub max_seq: u64,
 }
 
+/// A commit placed in the log ([`Storage::submit`]) whose outcome may not
+/// be known yet. Wait for it promptly, and before waiting for any commit
+/// submitted after it: a store may answer later commits only once this
+/// wait ran ([`SqliteStorage`] runs the fsync of a record it wrote in
+/// place in it). Dropping it waits too, so that is never left undone.
+#[must_use = "a submitted commit's outcome is known only once waited for"]
+pub struct Submitted<'a> {
+    state: SubmittedState<'a>,
+}
+
+enum SubmittedState<'a> {
+    Ready(Result<Lsn>),
+    Later(Box<dyn FnOnce() -> Result<Lsn> + 'a>),
+    Done,
+}
+
+impl<'a> Submitted<'a> {
+    /// A commit whose outcome is known.
+    pub fn ready(outcome: Result<Lsn>) -> Submitted<'a> {
+        Submitted {
+            state: SubmittedState::Ready(outcome),
+        }
+    }
+
+    /// A commit whose outcome `wait` will give.
+    pub fn later(wait: impl FnOnce() -> Result<Lsn> + 'a) -> Submitted<'a> {
+        Submitted {
+            state: SubmittedState::Later(Box::new(wait)),
+        }
+    }
+
+    /// Whether the outcome is known without waiting.
+    pub fn is_ready(&self) -> bool {
+        matches!(self.state, SubmittedState::Ready(_))
+    }
+
+    /// The commit's outcome, once known: what [`Storage::commit`] returns.
+    ///
+    /// # Errors
+    /// As [`Storage::commit`].
+    pub fn wait(mut self) -> Result<Lsn> {
+        match std::mem::replace(&mut self.state, SubmittedState::Done) {
+            SubmittedState::Ready(outcome) => outcome,
+            SubmittedState::Later(wait) => wait(),
+            SubmittedState::Done => unreachable!("a Submitted is waited for once"),
+        }
+    }
+
+    /// This commit, with `then` applied to its outcome once known.
+    pub fn then(self, then: impl FnOnce(Result<Lsn>) -> Result<Lsn> + 'a) -> Submitted<'a> {
+        if self.is_ready() {
+            return Submitted::ready(then(self.wait()));
+        }
+        Submitted::later(move || then(self.wait()))
+    }
+}
+
+impl Drop for Submitted<'_> {
+    fn drop(&mut self) {
+        if let SubmittedState::Later(wait) =
+            std::mem::replace(&mut self.state, SubmittedState::Done)
+        {
+            drop(wait());
+        }
+    }
+}
+
+impl std::fmt::Debug for Submitted<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Submitted")
+            .field("ready", &self.is_ready())
+            .finish()
+    }
+}
+
 /// The durable store. See the module docs for the contract.
 pub trait Storage: Send + Sync {
     /// The containers and their scripts, for start-up: called once, right
@@ -415,6 +495,23 @@ pub trait Storage: Send + Sync {
     /// [`crate::Error::RolledBack`] when the storage rolled the commit back
     /// for a conflict; nothing of the record was written in either.
     fn commit(&self, record: CommitRecord) -> Result<Lsn>;
+
+    /// Starts a commit: returns once the record has its place in the log,
+    /// before it is known to be durable; [`Submitted::wait`] then waits
+    /// for that, with what [`Storage::commit`] would have returned. The
+    /// engine releases the partition's writer lock in between (see
+    /// `Txn::commit`), so a store that answers not [ready](Submitted::is_ready)
+    /// promises that a record submitted after this one returned is
+    /// written after it, is durable only if this one is, and fails if
+    /// this one fails (the store refuses every later write, as after any
+    /// failed commit). The default commits in full first, which any store
+    /// may keep.
+    ///
+    /// # Errors
+    /// As [`Storage::commit`], when the record could not be placed.
+    fn submit(&self, record: CommitRecord) -> Result<Submitted<'_>> {
+        Ok(Submitted::ready(self.commit(record)))
+    }
 
     /// The change-log entries of `container` with an LSN greater than
     /// `after`, in LSN order. Whole transactions only: the last transaction

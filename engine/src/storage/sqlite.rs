@@ -119,8 +119,8 @@ use serde_json::Value;
 
 use super::{
     Change, ChangeKind, CommitRecord, ContainerMeta, Durability, IndexWalk, LoadedContainer,
-    LoadedDocument, Lsn, ScriptRecord, Skipped, Storage, WalkPage, kind_name, language_name,
-    parse_kind, parse_language,
+    LoadedDocument, Lsn, ScriptRecord, Skipped, Storage, Submitted, WalkPage, kind_name,
+    language_name, parse_kind, parse_language,
 };
 use crate::document::{Document, now_secs};
 use crate::error::{Error, Result};
@@ -1558,6 +1558,14 @@ impl Storage for SqliteStorage {
     }
 
     fn commit(&self, record: CommitRecord) -> Result<Lsn> {
+        self.submit(record)?.wait()
+    }
+
+    /// Places the record in the log: written here when the store is idle
+    /// (its fsync is then the wait's), queued for the committer otherwise.
+    /// Either way a later submit is written after it, and a failure of
+    /// its batch or of the fsync covering it fails every later batch.
+    fn submit(&self, record: CommitRecord) -> Result<Submitted<'_>> {
         if let Some(reason) = &self.read_only {
             return Err(Error::ReadOnly(reason.clone()));
         }
@@ -1569,24 +1577,30 @@ impl Storage for SqliteStorage {
         let idle = self.shared.queued.load(Ordering::Acquire) == 0
             && self.shared.syncing.load(Ordering::Acquire) == 0;
         let request = match self.writer.try_lock().filter(|_| idle) {
-            Some(mut guard) => {
-                match guard.as_mut() {
-                    Some(writer) => {
-                        let in_place = writer.write(vec![request], &self.shared, true);
-                        // The next batch may be written during this fsync.
-                        drop(guard);
-                        if let Some(in_place) = in_place {
+            Some(mut guard) => match guard.as_mut() {
+                Some(writer) => {
+                    let in_place = writer.write(vec![request], &self.shared, true);
+                    // The next batch may be written during this fsync.
+                    drop(guard);
+                    return Ok(match in_place {
+                        Some(in_place) => Submitted::later(move || {
                             self.shared.sync_in_place(in_place);
-                        }
-                        return wait(receive);
-                    }
-                    None => request,
+                            wait(receive)
+                        }),
+                        // Answered already (no fsync to wait for, or a
+                        // failed batch), or by the syncer later.
+                        None => match receive.try_recv() {
+                            Ok(outcome) => Submitted::ready(outcome),
+                            Err(_) => Submitted::later(move || wait(receive)),
+                        },
+                    });
                 }
-            }
+                None => request,
+            },
             None => request,
         };
         self.send(request);
-        wait(receive)
+        Ok(Submitted::later(move || wait(receive)))
     }
 
     fn read_changes(&self, container: &str, after: Lsn, max_changes: usize) -> Result<Vec<Change>> {
@@ -3739,6 +3753,40 @@ mod tests {
         // Never 100 while a build row remains.
         assert_eq!(at("c", "1"), 99);
         assert_eq!(build_progress(&conn, "other").unwrap(), 0);
+    }
+
+    /// What early lock release rests on: records submitted one after the
+    /// other, the first written in place (an idle store) and the others
+    /// queued behind its fsync, are written in that order; and once the
+    /// store has failed, a record submitted after fails too.
+    #[test]
+    fn submitted_records_keep_their_order_and_fail_after_a_failure() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = SqliteStorage::open(&dir.path().join("db.sqlite"), Durability::Full).unwrap();
+        storage.create_container(&meta()).unwrap();
+        let ids = ["a", "b", "c", "d"];
+        let submitted: Vec<Submitted<'_>> = ids
+            .iter()
+            .map(|id| storage.submit(record(id)).unwrap())
+            .collect();
+        let lsns: Vec<Lsn> = submitted.into_iter().map(|s| s.wait().unwrap()).collect();
+        assert_eq!(lsns, [Lsn(1), Lsn(2), Lsn(3), Lsn(4)]);
+        let logged: Vec<String> = storage
+            .read_changes("c", Lsn::ZERO, 10)
+            .unwrap()
+            .into_iter()
+            .map(|c| c.id)
+            .collect();
+        assert_eq!(logged, ids);
+
+        // A store that failed (told so here as a failed batch or fsync
+        // tells it) fails whatever is submitted after.
+        storage
+            .shared
+            .fail("injected: the disk went away".to_owned());
+        let later = storage.submit(record("e")).unwrap();
+        let err = later.wait().unwrap_err();
+        assert!(err.to_string().contains("the disk went away"), "{err}");
     }
 
     #[test]
