@@ -193,6 +193,18 @@ pub struct Txn {
     lease: Lease,
 }
 
+/// A commit released early ([`LogicalPartition::release_early`]) that is
+/// abandoned when dropped unless it was published (`None`).
+struct Unsettled<'a>(&'a LogicalPartition, Option<u64>);
+
+impl Drop for Unsettled<'_> {
+    fn drop(&mut self) {
+        if let Some(n) = self.1 {
+            self.0.abandon(n);
+        }
+    }
+}
+
 /// What [`Txn::roll_back`] returns to.
 struct Mark {
     writes: Vec<Write>,
@@ -789,7 +801,9 @@ impl Txn {
 
     /// Commits: makes every write durable, then visible. Returns the LSN of
     /// the transaction in the container's change log, or `None` when it wrote
-    /// nothing.
+    /// nothing. The partition's next writer may begin once the record is
+    /// in the log, before it is durable (see
+    /// [`LogicalPartition::release_early`]).
     ///
     /// # Errors
     /// [`Error::Storage`] when the storage fails (the store then refuses all
@@ -901,14 +915,17 @@ impl Txn {
             }
             let state = Arc::new(state);
             let n = partition.release_early(Arc::clone(&state));
+            // Settled whatever happens from here, so that no transaction
+            // waits for it in vain.
+            let mut unsettled = Unsettled(&partition, Some(n));
             drop(_lease);
             let lsn = submitted.wait().inspect_err(|err| {
                 db.mark_failed(err);
                 partition.pin();
-                partition.abandon(n);
             })?;
             drop(alive);
             let footprint = FOOTPRINT_PER_PARTITION + state.footprint();
+            unsettled.1 = None;
             partition.publish(n, state);
             if db.cache.bounded() && db.cache.charge(&partition, footprint) {
                 db.evict();
