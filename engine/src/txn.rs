@@ -802,8 +802,8 @@ impl Txn {
     /// Commits: makes every write durable, then visible. Returns the LSN of
     /// the transaction in the container's change log, or `None` when it wrote
     /// nothing. The partition's next writer may begin once the record is
-    /// in the log, before it is durable (see
-    /// [`LogicalPartition::release_early`]).
+    /// in the log, before it is durable, and is then acknowledged only if
+    /// this commit becomes durable (early lock release).
     ///
     /// # Errors
     /// [`Error::Storage`] when the storage fails (the store then refuses all
