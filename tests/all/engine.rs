@@ -602,12 +602,28 @@ fn increments_lose_no_update(db: &Database, threads: usize, per_thread: usize) -
         })
         .sum();
     assert_eq!(total, (threads * per_thread) as i64);
-    let logged = counters.read_changes(Lsn::ZERO, usize::MAX)?.len();
+    let changes = counters.read_changes(Lsn::ZERO, usize::MAX)?;
     assert_eq!(
-        logged,
+        changes.len(),
         partitions.len() + threads * per_thread,
         "one change per committed increment"
     );
+    // The log holds each partition's increments in the order they were
+    // made: each built on the one logged before it (a writer that began
+    // before the previous commit was durable included).
+    for pk in partitions {
+        let values: Vec<i64> = changes
+            .iter()
+            .filter(|c| c.partition_key == PartitionKey::from(pk))
+            .map(|c| {
+                c.document.as_ref().unwrap().value()["value"]
+                    .as_i64()
+                    .unwrap()
+            })
+            .collect();
+        let serial: Vec<i64> = (0..values.len() as i64).collect();
+        assert_eq!(values, serial, "partition {pk}");
+    }
     Ok(())
 }
 
