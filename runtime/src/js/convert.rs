@@ -38,6 +38,9 @@
 //! or the engine. [`unchanged`] tells, by reading alone, whether a value
 //! [`from_json`] built would still convert back to exactly its JSON.
 
+use std::cell::RefCell;
+use std::rc::Rc;
+
 use boa_engine::builtins::object::OrdinaryObject;
 use boa_engine::object::ObjectInitializer;
 use boa_engine::object::builtins::JsArray;
@@ -57,17 +60,24 @@ use serde_json::{Map, Value};
 /// with a hash table built property by property; this one builds objects
 /// on the shared shapes that object literals use, so a page of documents
 /// with the same members shares one chain of shape transitions. It also
-/// makes each member name's property key once per conversion, not once
-/// per object ([`Names`]), and hands a member the string its namesake in
-/// the previous object held when the text is the same (strings are
-/// immutable, so sharing one cannot be observed). Returning 100 documents
-/// from a query spends most of its time here, and in [`unchanged`] (or
-/// [`to_json`] when the script changed them).
+/// makes each member name's property key once per context, not once per
+/// object or per call ([`NameKeys`]), and hands a member the string its
+/// namesake in the previous object held when the text is the same
+/// (strings are immutable, so sharing one cannot be observed). Returning
+/// 100 documents from a query spends most of its time here, and in
+/// [`unchanged`] (or [`to_json`] when the script changed them).
 pub(crate) fn from_json(value: &Value, context: &mut Context) -> JsValue {
-    build(value, &mut Names::default(), context)
+    let keys = NameKeys::of(context);
+    // Building runs no script code, so nothing can convert into this
+    // context while the keys are borrowed; the fallback only keeps a
+    // mistake from becoming a panic.
+    let Ok(mut keys) = keys.try_borrow_mut() else {
+        return build(value, &mut Names::new(&mut NameKeys::default()), context);
+    };
+    build(value, &mut Names::new(&mut keys), context)
 }
 
-fn build<'v>(value: &'v Value, names: &mut Names<'v>, context: &mut Context) -> JsValue {
+fn build<'v>(value: &'v Value, names: &mut Names<'v, '_>, context: &mut Context) -> JsValue {
     match value {
         Value::Null => JsValue::null(),
         Value::Bool(b) => JsValue::from(*b),
@@ -84,13 +94,15 @@ fn build<'v>(value: &'v Value, names: &mut Names<'v>, context: &mut Context) -> 
             let object = ObjectInitializer::with_native_data(OrdinaryObject, context).build();
             for (name, value) in members {
                 let slot = names.find(name);
+                // The key is taken before building the value: building a
+                // nested object may give the slot to another name.
+                let key = match slot {
+                    Some(slot) => names.keys.entries[slot].key.clone(),
+                    None => PropertyKey::from(JsString::from(name.as_str())),
+                };
                 let value = match (value, slot) {
                     (Value::String(text), Some(slot)) => names.string(slot, text),
                     _ => build(value, names, context),
-                };
-                let key = match slot {
-                    Some(slot) => names.entries[slot].key.clone(),
-                    None => PropertyKey::from(JsString::from(name.as_str())),
                 };
                 object.insert_property(
                     key,
@@ -115,58 +127,104 @@ fn number(n: &serde_json::Number) -> JsValue {
     }
 }
 
-/// The member names met in one [`from_json`] conversion, each with its
-/// property key and the last string value a member of that name held.
-/// Documents of one page list the same names in the same order, so the
-/// name after the last one found is tried first.
+/// The property keys of the member names [`from_json`] met in one
+/// context, kept from call to call: the documents of a container list
+/// the same names (`id`, `_rid`, `_etag`, ...) in the same order every
+/// call, so the name after the last one found is tried first. Only names
+/// are kept, never values, and at most [`NameKeys::MAX`] of them, each
+/// at most [`NameKeys::MAX_LEN`] bytes long.
 #[derive(Default)]
-struct Names<'v> {
-    entries: Vec<Name<'v>>,
+pub(crate) struct NameKeys {
+    entries: Vec<NameKey>,
     next: usize,
 }
 
-struct Name<'v> {
-    text: &'v str,
+struct NameKey {
+    text: Box<str>,
     key: PropertyKey,
-    last: Option<(&'v str, JsString)>,
 }
 
-impl<'v> Names<'v> {
-    /// Names kept; past this many, further names get a key of their own
-    /// each time (a linear search over many names would cost more than
-    /// making the key).
+impl NameKeys {
+    /// Names kept; a linear search over many more would cost more than
+    /// making the key.
     const MAX: usize = 48;
 
+    /// Longest name kept, in bytes; a longer one gets a key of its own
+    /// each time, which is what a rare name costs anyway.
+    const MAX_LEN: usize = 256;
+
+    /// The keys of `context`, added to it on first use.
+    fn of(context: &mut Context) -> Rc<RefCell<NameKeys>> {
+        if let Some(keys) = context.get_data::<Rc<RefCell<NameKeys>>>() {
+            return keys.clone();
+        }
+        let keys = Rc::new(RefCell::new(NameKeys::default()));
+        context.insert_data(keys.clone());
+        keys
+    }
+}
+
+/// One [`from_json`] conversion's view of the [`NameKeys`]: the keys, and
+/// for each the last string value a member of that name held in this
+/// conversion.
+struct Names<'v, 'k> {
+    keys: &'k mut NameKeys,
+    last: Vec<Option<(&'v str, JsString)>>,
+    /// Whether this conversion emptied the full keys to make room (it
+    /// does so at most once, so a document with more names than are kept
+    /// does not empty them again and again).
+    cleared: bool,
+}
+
+impl<'v, 'k> Names<'v, 'k> {
+    fn new(keys: &'k mut NameKeys) -> Self {
+        Names {
+            keys,
+            last: Vec::new(),
+            cleared: false,
+        }
+    }
+
     /// The entry of `name`, added if there is room.
-    fn find(&mut self, name: &'v str) -> Option<usize> {
-        let at = match self.entries.get(self.next) {
-            Some(entry) if entry.text == name => Some(self.next),
-            _ => self.entries.iter().position(|entry| entry.text == name),
+    fn find(&mut self, name: &str) -> Option<usize> {
+        let keys = &mut *self.keys;
+        let at = match keys.entries.get(keys.next) {
+            Some(entry) if *entry.text == *name => Some(keys.next),
+            _ => keys.entries.iter().position(|entry| *entry.text == *name),
         };
         let at = match at {
             Some(at) => at,
-            None if self.entries.len() < Self::MAX => {
-                self.entries.push(Name {
-                    text: name,
+            None if name.len() > NameKeys::MAX_LEN => return None,
+            None => {
+                if keys.entries.len() == NameKeys::MAX {
+                    if self.cleared {
+                        return None;
+                    }
+                    self.cleared = true;
+                    keys.entries.clear();
+                    self.last.clear();
+                }
+                keys.entries.push(NameKey {
+                    text: name.into(),
                     key: PropertyKey::from(JsString::from(name)),
-                    last: None,
                 });
-                self.entries.len() - 1
+                keys.entries.len() - 1
             }
-            None => return None,
         };
-        self.next = at + 1;
+        keys.next = at + 1;
         Some(at)
     }
 
     /// `text` as the value of a member named by entry `slot`.
     fn string(&mut self, slot: usize, text: &'v str) -> JsValue {
-        let entry = &mut self.entries[slot];
-        match &entry.last {
+        if self.last.len() <= slot {
+            self.last.resize(slot + 1, None);
+        }
+        match &self.last[slot] {
             Some((last, string)) if *last == text => string.clone().into(),
             _ => {
                 let string = JsString::from(text);
-                entry.last = Some((text, string.clone()));
+                self.last[slot] = Some((text, string.clone()));
                 string.into()
             }
         }
@@ -1139,6 +1197,76 @@ mod tests {
             "[new Proxy({a: 1}, {get(t, k) { return k === 'a' ? 7 : t[k] }}), {a: 1}]",
         ] {
             same_as_stringify(expr);
+        }
+    }
+
+    /// The name keys a context keeps stay within their bounds, however
+    /// many and however long the names converted.
+    #[test]
+    fn name_keys_are_bounded() {
+        let mut context = context();
+        let long = "n".repeat(super::NameKeys::MAX_LEN + 1);
+        for round in 0..3 {
+            let many: serde_json::Map<String, serde_json::Value> = (0..100)
+                .map(|i| (format!("name{round}-{i}"), json!(i)))
+                .chain([(long.clone(), json!(round))])
+                .collect();
+            let value = json!([many.clone(), many]);
+            let built = super::from_json(&value, &mut context);
+            let mut budget = usize::MAX;
+            let Ok(Some(back)) = super::to_json(&built, &mut budget, &mut context) else {
+                panic!("round {round} converts back")
+            };
+            assert_eq!(back, value);
+            let keys = super::NameKeys::of(&mut context);
+            let keys = keys.borrow();
+            assert!(keys.entries.len() <= super::NameKeys::MAX);
+            assert!(
+                keys.entries
+                    .iter()
+                    .all(|e| e.text.len() <= super::NameKeys::MAX_LEN)
+            );
+        }
+    }
+
+    /// A name kept from one call converts in the next exactly as a fresh
+    /// one does (non-ASCII and astral names included), and the values of
+    /// the first call do not show in the second.
+    #[test]
+    fn a_name_kept_from_one_call_converts_the_same_in_the_next() {
+        let names = ["id", "é", "ÿ\u{80}", "日本語", "😀", "2", "__proto__", ""];
+        let doc = |round: i64| {
+            let members: serde_json::Map<String, serde_json::Value> = names
+                .iter()
+                .map(|n| ((*n).to_owned(), json!(format!("{n}-{round}"))))
+                .collect();
+            json!([members.clone(), {"nested": members}])
+        };
+        let mut context = context();
+        for round in 0..3 {
+            let value = doc(round);
+            let built = super::from_json(&value, &mut context);
+            context
+                .global_object()
+                .set(js_string!("built"), built.clone(), false, &mut context)
+                .unwrap();
+            let text = serde_json::to_string(&value).unwrap();
+            let check = format!(
+                r#"
+                var parsed = JSON.parse({text:?});
+                JSON.stringify(built) === JSON.stringify(parsed)
+                    && JSON.stringify(Object.keys(built[0])) === JSON.stringify(Object.keys(parsed[0]))
+                    && Object.getPrototypeOf(built[0]) === Object.prototype
+                    && built[0]['日本語'] === '日本語-{round}'
+                "#
+            );
+            let result = context.eval(Source::from_bytes(check.as_bytes())).unwrap();
+            assert_eq!(result, JsValue::from(true), "round {round}");
+            let mut budget = usize::MAX;
+            let Ok(Some(back)) = super::to_json(&built, &mut budget, &mut context) else {
+                panic!("round {round} converts back")
+            };
+            assert_eq!(back, value);
         }
     }
 
