@@ -528,8 +528,11 @@ struct Walk<'a> {
     /// Whether `Object.prototype` has no `toJSON` and a null prototype, as
     /// last looked at; `None` once script code may have run since.
     plain_proto: Option<bool>,
-    /// The member names of the shared shapes met so far.
-    shapes: Vec<ShapeNames>,
+    /// The member names of the shared shapes met in this context.
+    shapes: Rc<RefCell<ShapeCache>>,
+    /// The member names of shapes too large to keep in `shapes`, met in
+    /// this conversion.
+    large: Vec<Rc<ShapeNames>>,
 }
 
 /// The string-keyed property keys of a shared shape, in creation order,
@@ -543,60 +546,128 @@ struct ShapeNames {
     to_json: bool,
 }
 
+/// The [`ShapeNames`] of the shared shapes [`to_json`] met in one
+/// context, kept from call to call: a container's documents come back on
+/// the same few shapes every call, so their names are converted to
+/// `String`s once, not once per call. Only shapes on `Object.prototype`
+/// or a null prototype (those of documents and object literals, the only
+/// ones the plain path takes) with no name holding a lone surrogate (so
+/// the names are the same whether or not lone surrogates are refused) are
+/// kept, at most [`ShapeCache::MAX`] of them, the oldest replaced first,
+/// each with at most [`ShapeCache::MAX_NAMES`] names of at most
+/// [`ShapeCache::MAX_BYTES`] bytes in all.
+#[derive(Default)]
+pub(crate) struct ShapeCache {
+    shapes: Vec<Rc<ShapeNames>>,
+    /// The entry to replace next once full.
+    oldest: usize,
+}
+
+impl ShapeCache {
+    const MAX: usize = 16;
+    const MAX_NAMES: usize = 64;
+    const MAX_BYTES: usize = 4096;
+
+    /// The shapes of `context`, added to it on first use.
+    fn of(context: &mut Context) -> Rc<RefCell<ShapeCache>> {
+        if let Some(shapes) = context.get_data::<Rc<RefCell<ShapeCache>>>() {
+            return shapes.clone();
+        }
+        let shapes = Rc::new(RefCell::new(ShapeCache::default()));
+        context.insert_data(shapes.clone());
+        shapes
+    }
+
+    fn find(&self, addr: usize) -> Option<Rc<ShapeNames>> {
+        self.shapes
+            .iter()
+            .find(|s| s.shape.to_addr_usize() == addr)
+            .cloned()
+    }
+
+    fn add(&mut self, names: Rc<ShapeNames>) {
+        if self.shapes.len() < Self::MAX {
+            self.shapes.push(names);
+        } else {
+            self.shapes[self.oldest] = names;
+            self.oldest = (self.oldest + 1) % Self::MAX;
+        }
+    }
+}
+
 impl<'a> Walk<'a> {
-    /// Shapes remembered per conversion.
+    /// Shapes remembered per conversion (by [`unchanged`], and here for
+    /// shapes too large to keep in the context).
     const MAX_SHAPES: usize = 16;
 
-    fn new(budget: &'a mut usize, strict: bool, context: &Context) -> Self {
+    fn new(budget: &'a mut usize, strict: bool, context: &mut Context) -> Self {
         Walk {
             budget,
             strict,
             lone: None,
             object_proto: context.intrinsics().constructors().object().prototype(),
             plain_proto: None,
-            shapes: Vec::new(),
+            shapes: ShapeCache::of(context),
+            large: Vec::new(),
         }
     }
 
     /// For an ordinary object on a shared shape with no `toJSON` to call
-    /// (none of its own, none inherited), the index of its shape's names
-    /// in `self.shapes`, added if there is room.
-    fn plain(&mut self, obj: &JsObject) -> Option<usize> {
-        if !obj.is_ordinary() {
+    /// (none of its own, none inherited), its shape's names.
+    fn plain(&mut self, obj: &JsObject) -> Option<Rc<ShapeNames>> {
+        if !obj.is_ordinary() || !self.no_inherited_to_json(obj) {
             return None;
         }
-        let shape = obj.borrow().shape().clone();
-        if !shape.is_shared() {
-            return None;
-        }
-        let addr = shape.to_addr_usize();
-        let at = match self
-            .shapes
-            .iter()
-            .position(|s| s.shape.to_addr_usize() == addr)
-        {
-            Some(at) => at,
-            None if self.shapes.len() < Self::MAX_SHAPES => {
-                let mut names = Vec::new();
-                let mut to_json = false;
-                for key in shape.keys() {
-                    if let PropertyKey::String(s) = &key {
-                        // A lone surrogate is reported by the general path.
-                        let name = text(s, self.strict).ok()?;
-                        to_json |= name == "toJSON";
-                        names.push((key, name));
-                    }
-                }
-                self.shapes.push(ShapeNames {
-                    shape,
-                    names,
-                    to_json,
-                });
-                self.shapes.len() - 1
+        let shape = {
+            let o = obj.borrow();
+            let shape = o.shape();
+            if !shape.is_shared() {
+                return None;
             }
-            None => return None,
+            let addr = shape.to_addr_usize();
+            // Borrowed only here: converting may run script code that
+            // converts again (a `toJSON` creating a document).
+            let found = match self.shapes.try_borrow() {
+                Ok(shapes) => shapes.find(addr),
+                Err(_) => None,
+            };
+            if let Some(names) = found.or_else(|| {
+                self.large
+                    .iter()
+                    .find(|s| s.shape.to_addr_usize() == addr)
+                    .cloned()
+            }) {
+                return (!names.to_json).then_some(names);
+            }
+            shape.clone()
         };
-        (!self.shapes[at].to_json && self.no_inherited_to_json(obj)).then_some(at)
+        let mut names = Vec::new();
+        let mut to_json = false;
+        let mut bytes = 0;
+        for key in shape.keys() {
+            if let PropertyKey::String(s) = &key {
+                // A lone surrogate is reported (or escaped) by the general
+                // path.
+                let name = text(s, true).ok()?;
+                to_json |= name == "toJSON";
+                bytes += name.len();
+                names.push((key, name));
+            }
+        }
+        let large = names.len() > ShapeCache::MAX_NAMES || bytes > ShapeCache::MAX_BYTES;
+        let names = Rc::new(ShapeNames {
+            shape,
+            names,
+            to_json,
+        });
+        if !large {
+            if let Ok(mut shapes) = self.shapes.try_borrow_mut() {
+                shapes.add(names.clone());
+            }
+        } else if self.large.len() < Self::MAX_SHAPES {
+            self.large.push(names.clone());
+        }
+        (!names.to_json).then_some(names)
     }
 
     /// Called after anything that may have run script code (a getter, a
@@ -740,8 +811,8 @@ fn convert_object(
     if depth >= MAX_DEPTH {
         return Err(ConvertError::TooDeep);
     }
-    if let Some(at) = walk.plain(obj) {
-        return convert_plain(obj, at, depth, walk, context);
+    if let Some(names) = walk.plain(obj) {
+        return convert_plain(obj, &names, depth, walk, context);
     }
     if let Some(replaced) = call_to_json(obj, walk, context)? {
         return convert(&replaced, depth + 1, walk, context);
@@ -815,13 +886,13 @@ fn call_to_json(
 }
 
 /// [`convert_object`] for an ordinary object on a shared shape whose names
-/// are in `walk.shapes[at]` and which has no `toJSON` to call: the same
-/// keys in the same order as `own_property_keys` (array indices ascending,
-/// then the shape's string keys), without collecting them or converting
-/// their names again.
+/// are `names` and which has no `toJSON` to call: the same keys in the
+/// same order as `own_property_keys` (array indices ascending, then the
+/// shape's string keys), without collecting them or converting their
+/// names again.
 fn convert_plain(
     obj: &JsObject,
-    at: usize,
+    names: &ShapeNames,
     depth: usize,
     walk: &mut Walk<'_>,
     context: &mut Context,
@@ -829,8 +900,7 @@ fn convert_plain(
     spend(walk.budget, 2)?;
     let mut indices: Vec<u32> = obj.borrow().properties().index_property_keys().collect();
     indices.sort_unstable();
-    let count = walk.shapes[at].names.len();
-    let mut map = Map::with_capacity(indices.len() + count);
+    let mut map = Map::with_capacity(indices.len() + names.names.len());
     for i in indices {
         member(
             obj,
@@ -842,14 +912,8 @@ fn convert_plain(
             &mut map,
         )?;
     }
-    // Entries are only ever added, so `at` stays valid while members
-    // (and the objects below them) are converted.
-    for n in 0..count {
-        let (key, name) = {
-            let (key, name) = &walk.shapes[at].names[n];
-            (key.clone(), name.clone())
-        };
-        member(obj, &key, name, depth, walk, context, &mut map)?;
+    for (key, name) in &names.names {
+        member(obj, key, name.clone(), depth, walk, context, &mut map)?;
     }
     Ok(Some(Value::Object(map)))
 }
@@ -1268,6 +1332,69 @@ mod tests {
             };
             assert_eq!(back, value);
         }
+    }
+
+    /// The shapes a context keeps give the same text in later calls as a
+    /// fresh context gives, in the strict and in the escaping conversion
+    /// whichever ran first (a name holding a lone surrogate is refused by
+    /// one and escaped by the other), and stay within their bounds.
+    #[test]
+    fn kept_shapes_convert_the_same_in_later_calls() {
+        let setup = r"
+            var lone = String.fromCharCode(0xD800);
+            var many = {}; for (var i = 0; i < 100; i++) many['k' + i] = i;
+            var shapes = []; for (var j = 0; j < 40; j++) { var o = {}; o['s' + j] = j; shapes.push(o, o); }
+            var l = {}; l['a' + lone] = 1; l.b = 2;
+            var plain = [{a: 1, b: 'x'}, {'é': {'日本語': '😀'}}, many, many, shapes];
+            var both = [plain, [l, {a: 1, b: 'x'}], [l]];
+        ";
+        let convert = |name: &str, strict: bool, context: &mut Context| {
+            let value = context.eval(Source::from_bytes(name)).unwrap();
+            let mut budget = usize::MAX;
+            let converted = if strict {
+                super::to_json(&value, &mut budget, context)
+            } else {
+                super::to_json_escaping(&value, &mut budget, context)
+            };
+            match converted {
+                Ok(Some(v)) => Some(serde_json::to_string(&v).unwrap()),
+                Err(super::ConvertError::Js(_)) => None,
+                _ => panic!("{name}: neither converted nor refused"),
+            }
+        };
+        let fresh = |name: &str, strict: bool| {
+            let mut context = context();
+            context.eval(Source::from_bytes(setup)).unwrap();
+            convert(name, strict, &mut context)
+        };
+        let mut context = context();
+        context.eval(Source::from_bytes(setup)).unwrap();
+        for round in 0..4 {
+            for name in ["plain", "both"] {
+                let order = if round % 2 == 0 {
+                    [false, true]
+                } else {
+                    [true, false]
+                };
+                for strict in order {
+                    assert_eq!(
+                        convert(name, strict, &mut context),
+                        fresh(name, strict),
+                        "{name}, strict {strict}, round {round}"
+                    );
+                }
+            }
+            let shapes = super::ShapeCache::of(&mut context);
+            let shapes = shapes.borrow();
+            assert!(shapes.shapes.len() <= super::ShapeCache::MAX);
+            assert!(
+                shapes
+                    .shapes
+                    .iter()
+                    .all(|s| s.names.len() <= super::ShapeCache::MAX_NAMES)
+            );
+        }
+        assert!(fresh("plain", true).is_some() && fresh("both", true).is_none());
     }
 
     /// `from_json` shares names and repeated strings between objects; the
