@@ -272,7 +272,7 @@ struct Same {
     object_proto: JsObject,
     array_proto: JsObject,
     /// The string keys of the shared shapes met so far (see [`ShapeNames`]).
-    shapes: Vec<(Shape, Vec<PropertyKey>)>,
+    shapes: Vec<(Shape, Rc<[PropertyKey]>)>,
     /// The bytes [`to_json`] would have spent on what was compared.
     spent: usize,
 }
@@ -366,61 +366,50 @@ impl Same {
             Some(p) if JsObject::equals(&p, &self.object_proto) => {}
             Some(_) => return false,
         }
-        let values = {
-            let o = obj.borrow();
-            let properties = o.properties();
-            let shape = o.shape();
-            if !shape.is_shared() || properties.index_property_keys().next().is_some() {
-                return false;
-            }
-            let addr = shape.to_addr_usize();
-            let at = match self
-                .shapes
-                .iter()
-                .position(|(s, _)| s.to_addr_usize() == addr)
-            {
-                Some(at) => at,
-                None => {
-                    let keys = shape
-                        .keys()
-                        .into_iter()
-                        .filter(|k| matches!(k, PropertyKey::String(_)))
-                        .collect();
-                    if self.shapes.len() == Walk::MAX_SHAPES {
-                        self.shapes.remove(0);
-                    }
-                    self.shapes.push((shape.clone(), keys));
-                    self.shapes.len() - 1
+        let o = obj.borrow();
+        let properties = o.properties();
+        let shape = o.shape();
+        if !shape.is_shared() || properties.index_property_keys().next().is_some() {
+            return false;
+        }
+        let addr = shape.to_addr_usize();
+        let keys = match self.shapes.iter().find(|(s, _)| s.to_addr_usize() == addr) {
+            Some((_, keys)) => keys.clone(),
+            None => {
+                let keys: Rc<[PropertyKey]> = shape
+                    .keys()
+                    .into_iter()
+                    .filter(|k| matches!(k, PropertyKey::String(_)))
+                    .collect();
+                if self.shapes.len() == Walk::MAX_SHAPES {
+                    self.shapes.remove(0);
                 }
-            };
-            let keys = &self.shapes[at].1;
-            if keys.len() != members.len() {
-                return false;
+                self.shapes.push((shape.clone(), keys.clone()));
+                keys
             }
-            let mut values = Vec::with_capacity(keys.len());
-            for (key, name) in keys.iter().zip(members.keys()) {
-                let PropertyKey::String(s) = key else {
-                    return false;
-                };
-                if name == "toJSON" || !same_text(s, name) {
-                    return false;
-                }
-                match properties.get(key) {
-                    Some(d) if d.enumerable() == Some(true) => match d.value() {
-                        Some(v) => values.push(v.clone()),
-                        None => return false,
-                    },
-                    _ => return false,
-                }
-                self.spent += name.len() + 3;
-            }
-            values
         };
+        if keys.len() != members.len() {
+            return false;
+        }
         self.spent += 2;
-        values
-            .iter()
-            .zip(members.values())
-            .all(|(value, member)| self.value(value, member, depth + 1))
+        // The object stays borrowed while its members are compared: the
+        // walk only reads, so borrowing the objects below it cannot clash.
+        keys.iter().zip(members).all(|(key, (name, member))| {
+            let PropertyKey::String(s) = key else {
+                return false;
+            };
+            if name == "toJSON" || !same_text(s, name) {
+                return false;
+            }
+            self.spent += name.len() + 3;
+            match properties.get(key) {
+                Some(d) if d.enumerable() == Some(true) => match d.value() {
+                    Some(v) => self.value(v, member, depth + 1),
+                    None => false,
+                },
+                _ => false,
+            }
+        })
     }
 }
 
