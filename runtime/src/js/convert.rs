@@ -218,7 +218,10 @@ impl<'v, 'k> Names<'v, 'k> {
     /// `text` as the value of a member named by entry `slot`.
     fn string(&mut self, slot: usize, text: &'v str) -> JsValue {
         if self.last.len() <= slot {
-            self.last.resize(slot + 1, None);
+            // Once per conversion, usually: entries are only added (or
+            // all removed) while it runs.
+            self.last
+                .resize(self.keys.entries.len().max(slot + 1), None);
         }
         match &self.last[slot] {
             Some((last, string)) if *last == text => string.clone().into(),
