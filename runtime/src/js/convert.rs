@@ -455,11 +455,27 @@ impl StdString for JsString {
                 Ok(text) if bytes.is_ascii() => text.to_owned(),
                 _ => bytes.iter().copied().map(char::from).collect(),
             },
-            JsStrVariant::Utf16(units) => {
-                String::from_utf16(units).unwrap_or_else(|_| self.to_std_string_escaped())
-            }
+            JsStrVariant::Utf16(units) => ascii_utf16(units)
+                .or_else(|| String::from_utf16(units).ok())
+                .unwrap_or_else(|| self.to_std_string_escaped()),
         }
     }
+}
+
+/// `units` as a `String` when they are all ASCII. boa keeps a function's
+/// source text, and the strings made from it, as UTF-16 even when it is
+/// all ASCII (every call reads a callback's source, [`super::run`]);
+/// narrowing such units costs a fraction of decoding them character by
+/// character as `String::from_utf16` does.
+fn ascii_utf16(units: &[u16]) -> Option<String> {
+    // An OR over all units (not a search that stops early) so that the
+    // compiler can check many units at once.
+    if units.iter().fold(0, |all, &unit| all | unit) >= 0x80 {
+        return None;
+    }
+    #[allow(clippy::cast_possible_truncation)]
+    let bytes: Vec<u8> = units.iter().map(|&unit| unit as u8).collect();
+    String::from_utf8(bytes).ok()
 }
 
 /// Deepest nesting converted (Cosmos DB's document limit is 128 levels).
@@ -722,6 +738,9 @@ fn text(s: &JsString, strict: bool) -> Result<String, u16> {
     if let JsStrVariant::Utf16(units) = s.variant()
         && strict
     {
+        if let Some(text) = ascii_utf16(units) {
+            return Ok(text);
+        }
         return match String::from_utf16(units) {
             Ok(text) => Ok(text),
             Err(_) => Err(char::decode_utf16(units.iter().copied())
@@ -963,6 +982,7 @@ fn unbox(obj: &JsObject) -> Option<JsValue> {
 
 #[cfg(test)]
 mod tests {
+    use boa_engine::string::JsStrVariant;
     use boa_engine::{Context, JsString, JsValue, Source, js_string};
     use serde_json::json;
 
@@ -1169,6 +1189,30 @@ mod tests {
             .map(JsString::from)
             .collect();
         cases.push(JsString::from(lone_surrogate));
+        // The same texts held as UTF-16, as boa holds source text: ASCII
+        // ones take the narrowing path, the others decode.
+        let texts = [
+            "plain ascii",
+            "\u{7f}~",
+            "café",
+            "ÿ\u{80}",
+            "ā",
+            "日本語",
+            "emoji 😀",
+        ];
+        for text in texts {
+            let units: Vec<u16> = text.encode_utf16().collect();
+            let s = JsString::from(&units[..]);
+            assert!(matches!(s.variant(), JsStrVariant::Utf16(_)), "{text}");
+            assert_eq!(s.to_std(), text);
+            assert_eq!(super::text(&s, true), Ok(text.to_owned()));
+            assert_eq!(super::text(&s, false), Ok(text.to_owned()));
+            cases.push(s);
+        }
+        assert_eq!(
+            super::text(&JsString::from(lone_surrogate), true),
+            Err(0xD800)
+        );
         for s in cases {
             assert_eq!(s.to_std(), s.to_std_string_escaped(), "{s:?}");
         }
