@@ -18,8 +18,9 @@
 //! looked up once and looked up again after anything that may have run
 //! script code (a getter, a `toJSON`, a proxy trap), since such code may
 //! define `Object.prototype.toJSON` part way through. The names of a shared
-//! shape's keys are converted to `String`s once per conversion; the keys
-//! and their order are those `own_property_keys` gives (array indices
+//! shape's keys are converted to `String`s once and kept in the context
+//! from call to call ([`ShapeCache`]; a shared shape never changes); the
+//! keys and their order are those `own_property_keys` gives (array indices
 //! ascending, then string keys in creation order). Everything else (exotic
 //! and boxed objects, proxies, arrays, objects with a `toJSON` to call)
 //! takes the general path.
@@ -464,9 +465,9 @@ impl StdString for JsString {
 
 /// `units` as a `String` when they are all ASCII. boa keeps a function's
 /// source text, and the strings made from it, as UTF-16 even when it is
-/// all ASCII (every call reads a callback's source, [`super::run`]);
-/// narrowing such units costs a fraction of decoding them character by
-/// character as `String::from_utf16` does.
+/// all ASCII (and every call reads a callback's source: `sees_only_error`
+/// in `run.rs`); narrowing such units costs a fraction of decoding them
+/// character by character as `String::from_utf16` does.
 fn ascii_utf16(units: &[u16]) -> Option<String> {
     // An OR over all units (not a search that stops early) so that the
     // compiler can check many units at once.
