@@ -135,7 +135,7 @@ fn number(n: &serde_json::Number) -> JsValue {
 /// are kept, never values, and at most [`NameKeys::MAX`] of them, each
 /// at most [`NameKeys::MAX_LEN`] bytes long.
 #[derive(Default)]
-pub(crate) struct NameKeys {
+struct NameKeys {
     entries: Vec<NameKey>,
     next: usize,
 }
@@ -566,7 +566,7 @@ struct ShapeNames {
 /// each with at most [`ShapeCache::MAX_NAMES`] names of at most
 /// [`ShapeCache::MAX_BYTES`] bytes in all.
 #[derive(Default)]
-pub(crate) struct ShapeCache {
+struct ShapeCache {
     shapes: Vec<Rc<ShapeNames>>,
     /// The entry to replace next once full.
     oldest: usize,
