@@ -348,7 +348,7 @@ impl LogicalPartition {
     }
 
     /// Waits until commit number `n` is published (`true`) or lost
-    /// (`false`): for a transaction that read what it wrote and writes
+    /// (`false`): for a transaction that began on its state and writes
     /// nothing itself, so that it never answers with writes that are not
     /// durable. Each such commit's own caller settles it.
     pub(crate) fn wait_published(&self, n: u64) -> bool {
