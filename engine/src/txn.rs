@@ -898,41 +898,49 @@ impl Txn {
             }
             partition.pin();
         };
-        let submitted = db.storage.submit(record).inspect_err(failed)?;
-        // A commit placed in the log but not yet durable lets the next
-        // writer begin on its state meanwhile, and readers see that state
-        // once it is durable (see `LogicalPartition::release_early`). So
-        // does one that began on such a state: `committed` may not hold
-        // it yet, and the two are published in their order.
-        if !detached && !db.shared && (!submitted.is_ready() || base_early > 0) {
-            let mut state = PartitionState::clone(&base);
-            drop(base);
-            for write in writes {
-                match write.after {
-                    Some(slot) => state.put(write.id, slot),
-                    None => state.remove(&write.id),
+        let lsn = if !detached && !db.shared && db.storage.submits_early() {
+            let submitted = db.storage.submit(record).inspect_err(failed)?;
+            // A commit placed in the log but not yet durable lets the next
+            // writer begin on its state meanwhile, and readers see that
+            // state once it is durable (see
+            // `LogicalPartition::release_early`). So does one that began on
+            // such a state: `committed` may not hold it yet, and the two
+            // are published in their order.
+            if !submitted.is_ready() || base_early > 0 {
+                let mut state = PartitionState::clone(&base);
+                drop(base);
+                for write in writes {
+                    match write.after {
+                        Some(slot) => state.put(write.id, slot),
+                        None => state.remove(&write.id),
+                    }
                 }
+                let state = Arc::new(state);
+                let n = partition.release_early(Arc::clone(&state));
+                // Settled whatever happens from here, so that no
+                // transaction waits for it in vain.
+                let mut unsettled = Unsettled(&partition, Some(n));
+                drop(_lease);
+                let lsn = submitted.wait().inspect_err(|err| {
+                    db.mark_failed(err);
+                    partition.pin();
+                })?;
+                drop(alive);
+                let footprint = FOOTPRINT_PER_PARTITION + state.footprint();
+                unsettled.1 = None;
+                partition.publish(n, state);
+                if db.cache.bounded() && db.cache.charge(&partition, footprint) {
+                    db.evict();
+                }
+                return Ok(Some(lsn));
             }
-            let state = Arc::new(state);
-            let n = partition.release_early(Arc::clone(&state));
-            // Settled whatever happens from here, so that no transaction
-            // waits for it in vain.
-            let mut unsettled = Unsettled(&partition, Some(n));
-            drop(_lease);
-            let lsn = submitted.wait().inspect_err(|err| {
-                db.mark_failed(err);
-                partition.pin();
-            })?;
-            drop(alive);
-            let footprint = FOOTPRINT_PER_PARTITION + state.footprint();
-            unsettled.1 = None;
-            partition.publish(n, state);
-            if db.cache.bounded() && db.cache.charge(&partition, footprint) {
-                db.evict();
-            }
-            return Ok(Some(lsn));
-        }
-        let lsn = submitted.wait().inspect_err(failed)?;
+            submitted.wait().inspect_err(failed)?
+        } else {
+            // No tip can exist here: only a store that submits early
+            // leaves one.
+            debug_assert_eq!(base_early, 0);
+            db.storage.commit(record).inspect_err(failed)?
+        };
         drop(alive);
         if db.shared {
             partition.set_version(base_version + 1);

@@ -513,6 +513,14 @@ pub trait Storage: Send + Sync {
         Ok(Submitted::ready(self.commit(record)))
     }
 
+    /// Whether [`Storage::submit`] may answer before a record is durable,
+    /// so that the engine should use it; otherwise the engine calls
+    /// [`Storage::commit`] (a store whose commits finish at once skips
+    /// the bookkeeping). The default says no.
+    fn submits_early(&self) -> bool {
+        false
+    }
+
     /// The change-log entries of `container` with an LSN greater than
     /// `after`, in LSN order. Whole transactions only: the last transaction
     /// is completed even if that exceeds `max_changes`.

@@ -1561,6 +1561,10 @@ impl Storage for SqliteStorage {
         self.submit(record)?.wait()
     }
 
+    fn submits_early(&self) -> bool {
+        true
+    }
+
     /// Places the record in the log: written here when the store is idle
     /// (its fsync is then the wait's), queued for the committer otherwise.
     /// Either way a later submit is written after it, and a failure of
