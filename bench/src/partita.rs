@@ -14,7 +14,8 @@
 //! post-trigger (`truncateFeed.js`, `truncate_feed.wasm`,
 //! `truncateFeed.wat`); the feed read is a query natively and a small
 //! readFeed procedure in the script flavors, as JavaScript runs it
-//! ([`READ_FEED_JS`], `bench/src/wat/readFeed.wat` for both Wasm flavors).
+//! ([`READ_FEED_JS`] from `bench/src/js/readFeed.js`, `bench/src/wat/readFeed.wat`
+//! for both Wasm flavors).
 //! The peers run theirs as a script or a query too. The batch flavor is the
 //! script-free createComment: one transactional batch of a patch that
 //! counts the comment and the comment's create; it has no truncateFeed
@@ -62,17 +63,7 @@ pub const FEED_QUERY: &str = "SELECT TOP 100 * FROM f ORDER BY f.creationDate DE
 
 /// The feed read as a JavaScript procedure: the same query, its result as
 /// the response body.
-pub const READ_FEED_JS: &str = r#"function readFeed() {
-    var context = getContext();
-    var collection = context.getCollection();
-    var accepted = collection.queryDocuments(collection.getSelfLink(),
-        'SELECT TOP 100 * FROM f ORDER BY f.creationDate DESC',
-        function (err, docs) {
-            if (err) throw err;
-            context.getResponse().setBody(docs);
-        });
-    if (!accepted) throw new Error('the feed query was not accepted');
-}"#;
+pub const READ_FEED_JS: &str = include_str!("js/readFeed.js");
 
 const CREATE_COMMENT_JS: &str = partita_workload::js::CREATE_COMMENT;
 const TRUNCATE_FEED_JS: &str = partita_workload::js::TRUNCATE_FEED;
