@@ -68,7 +68,7 @@ use serde_json::{Map, Value};
 /// 100 documents from a query spends most of its time here, and in
 /// [`unchanged`] (or [`to_json`] when the script changed them).
 pub(crate) fn from_json(value: &Value, context: &mut Context) -> JsValue {
-    let keys = NameKeys::of(context);
+    let keys = kept::<NameKeys>(context);
     // Building runs no script code, so nothing can convert into this
     // context while the keys are borrowed; the fallback only keeps a
     // mistake from becoming a panic.
@@ -153,16 +153,17 @@ impl NameKeys {
     /// Longest name kept, in bytes; a longer one gets a key of its own
     /// each time, which is what a rare name costs anyway.
     const MAX_LEN: usize = 256;
+}
 
-    /// The keys of `context`, added to it on first use.
-    fn of(context: &mut Context) -> Rc<RefCell<NameKeys>> {
-        if let Some(keys) = context.get_data::<Rc<RefCell<NameKeys>>>() {
-            return keys.clone();
-        }
-        let keys = Rc::new(RefCell::new(NameKeys::default()));
-        context.insert_data(keys.clone());
-        keys
+/// `context`'s `T` ([`NameKeys`], [`ShapeCache`]), added to it on first
+/// use: kept from call to call, as the pooled context is.
+fn kept<T: Default + 'static>(context: &mut Context) -> Rc<RefCell<T>> {
+    if let Some(kept) = context.get_data::<Rc<RefCell<T>>>() {
+        return kept.clone();
     }
+    let kept = Rc::new(RefCell::new(T::default()));
+    context.insert_data(kept.clone());
+    kept
 }
 
 /// One [`from_json`] conversion's view of the [`NameKeys`]: the keys, and
@@ -577,16 +578,6 @@ impl ShapeCache {
     const MAX_NAMES: usize = 64;
     const MAX_BYTES: usize = 4096;
 
-    /// The shapes of `context`, added to it on first use.
-    fn of(context: &mut Context) -> Rc<RefCell<ShapeCache>> {
-        if let Some(shapes) = context.get_data::<Rc<RefCell<ShapeCache>>>() {
-            return shapes.clone();
-        }
-        let shapes = Rc::new(RefCell::new(ShapeCache::default()));
-        context.insert_data(shapes.clone());
-        shapes
-    }
-
     fn find(&self, addr: usize) -> Option<Rc<ShapeNames>> {
         self.shapes
             .iter()
@@ -616,7 +607,7 @@ impl<'a> Walk<'a> {
             lone: None,
             object_proto: context.intrinsics().constructors().object().prototype(),
             plain_proto: None,
-            shapes: ShapeCache::of(context),
+            shapes: kept::<ShapeCache>(context),
             large: Vec::new(),
         }
     }
@@ -1319,7 +1310,7 @@ mod tests {
                 panic!("round {round} converts back")
             };
             assert_eq!(back, value);
-            let keys = super::NameKeys::of(&mut context);
+            let keys = super::kept::<super::NameKeys>(&mut context);
             let keys = keys.borrow();
             assert!(keys.entries.len() <= super::NameKeys::MAX);
             assert!(
@@ -1421,7 +1412,7 @@ mod tests {
                     );
                 }
             }
-            let shapes = super::ShapeCache::of(&mut context);
+            let shapes = super::kept::<super::ShapeCache>(&mut context);
             let shapes = shapes.borrow();
             assert!(shapes.shapes.len() <= super::ShapeCache::MAX);
             assert!(
