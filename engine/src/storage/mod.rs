@@ -30,8 +30,9 @@
 //!   submitted after it returned is written after it, is durable only if it
 //!   is, and fails if it fails (the engine lets the partition's next
 //!   writer build on the record meanwhile);
-//! * LSNs are assigned by `commit`, per container, starting at 1, without
-//!   gaps, in the order in which commits become durable; one LSN per record;
+//! * LSNs are assigned by `commit` (or `submit`), per container, starting
+//!   at 1, without gaps, in the order in which commits become durable; one
+//!   LSN per record;
 //! * `read_changes` never returns a record that `commit` has not acknowledged
 //!   as durable, and never a part of a record;
 //! * an `Err` from `commit` means the record may or may not be durable; the
