@@ -27,8 +27,9 @@
 //! indexes `id` and `_ts` always, as Cosmos DB does), and the
 //! SQLite table has expression indexes on `json_extract(body, '$.n')` and
 //! `json_extract(body, '$.g')`, built with the store. The queries ([`QUERIES`]) are
-//! an equality on `n` (one document), an equality on `g` (100 documents)
-//! and the 10 largest `n` (an ORDER BY with TOP/LIMIT); each child checks
+//! an equality on `n` (one document), an equality on `g` (100 documents),
+//! the 10 largest `n` (an ORDER BY with TOP/LIMIT), and an equality on `g`
+//! with a range of `n` (the group's 50 last documents); each child checks
 //! that its side used its index (Partita's `QueryStats::index_used`,
 //! SQLite's `EXPLAIN QUERY PLAN`) and that the results are the expected
 //! documents, and the parent that both sides returned the same ids.
@@ -94,6 +95,22 @@ enum Ask {
     G,
     /// The 10 documents of largest `n`, largest first.
     Top,
+    /// The second half of the [`GROUP`] documents whose `g` is the
+    /// parameter: those whose `n` is at least its middle.
+    GroupFrom,
+}
+
+impl Ask {
+    /// The query's parameters for the argument `arg`: names for
+    /// Partita, in the order of SQLite's `?1, ?2`.
+    fn params(self, arg: Option<u64>) -> Vec<(&'static str, u64)> {
+        match (self, arg) {
+            (Ask::N, Some(n)) => vec![("@n", n)],
+            (Ask::G, Some(g)) => vec![("@g", g)],
+            (Ask::GroupFrom, Some(g)) => vec![("@g", g), ("@n", g * GROUP + GROUP / 2)],
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// One cross-partition query, on each side.
@@ -109,7 +126,7 @@ struct Query {
 }
 
 /// The queries, run in this order in every measuring child.
-const QUERIES: [Query; 3] = [
+const QUERIES: [Query; 4] = [
     Query {
         key: "eq",
         ask: Ask::N,
@@ -130,6 +147,15 @@ const QUERIES: [Query; 3] = [
         partita: "SELECT TOP 10 * FROM c ORDER BY c.n DESC",
         sqlite: "SELECT body FROM docs ORDER BY json_extract(body, '$.n') DESC LIMIT 10",
         sqlite_index: "docs_n",
+    },
+    // An equality and a range: the range's entries (about half the
+    // store's) hold every candidate, in no order by document.
+    Query {
+        key: "group_from",
+        ask: Ask::GroupFrom,
+        partita: "SELECT * FROM c WHERE c.g = @g AND c.n >= @n",
+        sqlite: "SELECT body FROM docs WHERE json_extract(body, '$.g') = ?1 AND json_extract(body, '$.n') >= ?2",
+        sqlite_index: "docs_g",
     },
 ];
 
@@ -344,6 +370,14 @@ const METRICS: &[Metric] = &[
         "query TOP 10 ORDER BY c.n DESC, first run (ms)",
     ),
     Metric::plain("top_ms", "query TOP 10 ORDER BY c.n DESC, later runs (ms)"),
+    Metric::plain(
+        "group_from_first_ms",
+        "query c.g = @g AND c.n >= @n (50 documents), first run (ms)",
+    ),
+    Metric::plain(
+        "group_from_ms",
+        "query c.g = @g AND c.n >= @n, later runs (ms)",
+    ),
     Metric::plain("close_ms", "close (ms)"),
     Metric::plain(
         "cache_mb",
@@ -489,7 +523,7 @@ fn run_parent(args: &Args) -> anyhow::Result<()> {
                 let figure = |key: &str| run[key].as_f64().unwrap_or(f64::NAN);
                 eprintln!(
                     "{docs} documents, round {}/{}, {}: open + first read {:.1} ms, VmRSS {:.0} MB, \
-                     hot p50 {:.1} µs, cold p50 {:.1} µs, queries n {:.2} / g {:.2} / top {:.2} ms",
+                     hot p50 {:.1} µs, cold p50 {:.1} µs, queries n {:.2} / g {:.2} / top {:.2} / g and n {:.2} ms",
                     round + 1,
                     args.rounds,
                     s.system.name(),
@@ -500,6 +534,7 @@ fn run_parent(args: &Args) -> anyhow::Result<()> {
                     figure("eq_ms"),
                     figure("group_ms"),
                     figure("top_ms"),
+                    figure("group_from_ms"),
                 );
                 s.runs.push(run);
             }
@@ -878,7 +913,7 @@ impl ReadPlan {
     fn args(&self, query: &Query) -> Vec<Option<u64>> {
         match query.ask {
             Ask::N => self.queries.iter().copied().map(Some).collect(),
-            Ask::G => self.groups.iter().copied().map(Some).collect(),
+            Ask::G | Ask::GroupFrom => self.groups.iter().copied().map(Some).collect(),
             Ask::Top => vec![None; self.queries.len()],
         }
     }
@@ -889,6 +924,9 @@ impl ReadPlan {
         let range = match (query.ask, arg) {
             (Ask::N, Some(n)) => n..n + 1,
             (Ask::G, Some(g)) => g * GROUP..((g + 1) * GROUP).min(self.docs),
+            (Ask::GroupFrom, Some(g)) => {
+                (g * GROUP + GROUP / 2).min(self.docs)..((g + 1) * GROUP).min(self.docs)
+            }
             _ => self.docs.saturating_sub(10)..self.docs,
         };
         let mut ids: Vec<String> = range.map(|i| format!("d{i}")).collect();
@@ -1043,9 +1081,8 @@ fn measure_partita(
     let mut answered = Map::new();
     let queries = QueryRuns::run(plan, |query, arg| {
         let mut params = Params::new();
-        if let Some(arg) = arg {
-            let name = if query.ask == Ask::G { "@g" } else { "@n" };
-            params.insert(name.to_owned(), json!(arg));
+        for (name, value) in query.ask.params(arg) {
+            params.insert(name.to_owned(), json!(value));
         }
         let started = Instant::now();
         let page = container.query_items(query.partita, &params, &QueryOptions::default())?;
@@ -1125,7 +1162,10 @@ fn measure_sqlite(dir: &Path, plan: &ReadPlan) -> anyhow::Result<Value> {
         let started = Instant::now();
         let mut stmt = conn.prepare_cached(query.sqlite)?;
         let bodies: Vec<String> = stmt
-            .query_map(params_from_iter(arg.map(|a| a as i64)), |r| r.get(0))?
+            .query_map(
+                params_from_iter(query.ask.params(arg).into_iter().map(|(_, v)| v as i64)),
+                |r| r.get(0),
+            )?
             .collect::<Result<_, _>>()?;
         let time = started.elapsed();
         // The bodies are left as SQLite returns them (text) while timed,

@@ -606,6 +606,27 @@ struct Overlaid {
     key: Vec<u8>,
 }
 
+/// Runs a read of the range index on `conn`, giving each row to `f`
+/// until it breaks.
+fn index_rows(
+    conn: &Connection,
+    sql: &str,
+    params: Vec<SqlValue>,
+    f: &mut dyn FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<ControlFlow<()>>,
+) -> Result<()> {
+    let bad = |e: rusqlite::Error| Error::storage("read the range index", e);
+    let mut stmt = conn.prepare_cached(sql).map_err(bad)?;
+    let mut rows = stmt
+        .query(rusqlite::params_from_iter(params))
+        .map_err(bad)?;
+    while let Some(row) = rows.next().map_err(bad)? {
+        if f(row).map_err(bad)?.is_break() {
+            break;
+        }
+    }
+    Ok(())
+}
+
 /// `?n, ?n+1, …` for `values`, which join `params`.
 fn placeholders(values: impl IntoIterator<Item = SqlValue>, params: &mut Vec<SqlValue>) -> String {
     let mut list = Vec::new();
@@ -1048,18 +1069,7 @@ impl SqliteStorage {
         params: Vec<SqlValue>,
         f: &mut dyn FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<ControlFlow<()>>,
     ) -> Result<()> {
-        let bad = |e: rusqlite::Error| Error::storage("read the range index", e);
-        let conn = self.reader.lock();
-        let mut stmt = conn.prepare_cached(sql).map_err(bad)?;
-        let mut rows = stmt
-            .query(rusqlite::params_from_iter(params))
-            .map_err(bad)?;
-        while let Some(row) = rows.next().map_err(bad)? {
-            if f(row).map_err(bad)?.is_break() {
-                break;
-            }
-        }
-        Ok(())
+        index_rows(&self.reader.lock(), sql, params, f)
     }
 
     /// The policy of the range index of `container`, when it is ready.
@@ -1810,20 +1820,61 @@ impl Storage for SqliteStorage {
             SqlValue::Text(container.to_owned()),
             SqlValue::Text(path.clone()),
         ];
+        // An equality filters the candidates by a seek each (its value,
+        // then the candidate's key); a range by one pass over its entries,
+        // which have no order by document: a seek per candidate would scan
+        // the range again for each one (`c.g = 999 AND c.n >= 0` read the
+        // whole of `/n` for each of its 100 candidates, 2.1 s at 100,000
+        // documents).
+        let (ranges, seeks): (Vec<PathTerm>, Vec<PathTerm>) = rest
+            .iter()
+            .cloned()
+            .partition(|(term, _)| matches!(term.accept, Accept::Range(..)));
         let accepted = accept_sql("i.value", &first.accept, &mut params);
         let sql = format!(
             "SELECT i.pk, i.rid FROM idx AS i WHERE i.key = {}{accepted}{}",
             path_key(2),
-            term_filters(rest, &mut params)
+            term_filters(&seeks, &mut params)
         );
         let mut found: BTreeSet<(String, u64)> = BTreeSet::new();
-        self.index_rows(&sql, params, &mut |row| {
-            found.insert((
-                EntryPk::stored(row.get_ref(0)?)?,
-                row.get::<_, i64>(1)? as u64,
-            ));
-            Ok(ControlFlow::Continue(()))
-        })?;
+        {
+            // One snapshot for every statement.
+            let conn = self.reader.lock();
+            let read = conn
+                .unchecked_transaction()
+                .map_err(|e| Error::storage("read the range index", e))?;
+            index_rows(&read, &sql, params, &mut |row| {
+                found.insert((
+                    EntryPk::stored(row.get_ref(0)?)?,
+                    row.get::<_, i64>(1)? as u64,
+                ));
+                Ok(ControlFlow::Continue(()))
+            })?;
+            for (term, path) in &ranges {
+                if found.is_empty() {
+                    break;
+                }
+                // A rid names one document of a container.
+                let mut within: HashMap<u64, bool> =
+                    found.iter().map(|(_, rid)| (*rid, false)).collect();
+                let mut params = vec![
+                    SqlValue::Text(container.to_owned()),
+                    SqlValue::Text(path.clone()),
+                ];
+                let sql = format!(
+                    "SELECT rid FROM idx WHERE key = {}{}",
+                    path_key(2),
+                    accept_sql("value", &term.accept, &mut params)
+                );
+                index_rows(&read, &sql, params, &mut |row| {
+                    if let Some(hit) = within.get_mut(&(row.get::<_, i64>(0)? as u64)) {
+                        *hit = true;
+                    }
+                    Ok(ControlFlow::Continue(()))
+                })?;
+                found.retain(|(_, rid)| within[rid]);
+            }
+        }
         if !self.still_ready(container, &policy) {
             return Ok(None);
         }
@@ -4256,6 +4307,79 @@ mod tests {
         );
         assert_eq!(count(&path, "SELECT version FROM idx_format"), INDEX_FORMAT);
         assert_eq!(count(&path, "SELECT COUNT(*) FROM idx WHERE rid = 999"), 0);
+    }
+
+    #[test]
+    fn ranges_and_equalities_filter_candidates_alike_folded_or_pending() {
+        use crate::range_index::Comparison;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        let storage = SqliteStorage::open(&path, Durability::Full).unwrap();
+        storage.create_container(&meta()).unwrap();
+        let put = |i: u64| {
+            let mut r = record(&format!("d{i}"));
+            let change = &mut r.changes[0];
+            change.rid = 1000 + i;
+            change.seq = i + 1;
+            let mut value = serde_json::json!({
+                "id": format!("d{i}"), "pk": "a", "g": i % 4, "n": i, "tags": [i, i + 100],
+            });
+            Stamp::of(&meta()).apply(&mut value, change.rid, change.seq, 1_700_000_000);
+            let doc = Document::new(value);
+            change.text = Some(Arc::from(doc.value().to_string()));
+            change.document = Some(doc);
+            storage.commit(r).unwrap();
+        };
+        // Thirty documents folded into `idx`, ten pending.
+        (0..30).for_each(put);
+        storage
+            .writer
+            .lock()
+            .as_mut()
+            .unwrap()
+            .fold(&storage.shared);
+        (30..40).for_each(put);
+        let label = |name: &str| range_index::Step::Label(name.to_owned());
+        let g1 = IndexTerm::equal(vec![label("g")], &serde_json::json!(1)).unwrap();
+        let n_from_10 = IndexTerm::compare(
+            vec![label("n")],
+            Comparison::AtLeast,
+            &serde_json::json!(10),
+        )
+        .unwrap();
+        let n_below_35 =
+            IndexTerm::compare(vec![label("n")], Comparison::Less, &serde_json::json!(35)).unwrap();
+        let tag_from_125 = IndexTerm::compare(
+            vec![label("tags"), range_index::Step::Elements],
+            Comparison::AtLeast,
+            &serde_json::json!(125),
+        )
+        .unwrap();
+        let named = |terms: &[IndexTerm]| -> Vec<u64> {
+            let found = storage.index_candidates("c", terms).unwrap().unwrap();
+            let mut rids: Vec<u64> = found.iter().map(|(_, rid)| rid - 1000).collect();
+            rids.sort();
+            rids
+        };
+        let expect =
+            |keep: &dyn Fn(u64) -> bool| -> Vec<u64> { (0..40).filter(|&i| keep(i)).collect() };
+        assert_eq!(
+            named(&[g1.clone(), n_from_10.clone()]),
+            expect(&|i| i % 4 == 1 && i >= 10)
+        );
+        assert_eq!(
+            named(&[n_from_10.clone(), g1.clone(), n_below_35.clone()]),
+            expect(&|i| i % 4 == 1 && (10..35).contains(&i))
+        );
+        // A document with two entries at the path (an array) is kept once.
+        assert_eq!(
+            named(&[g1, tag_from_125.clone()]),
+            expect(&|i| i % 4 == 1 && i + 100 >= 125)
+        );
+        assert_eq!(
+            named(&[n_below_35, tag_from_125]),
+            expect(&|i| (25..35).contains(&i))
+        );
     }
 
     /// One step of [`steps_of_folding_and_crashes_keep_every_document`].
