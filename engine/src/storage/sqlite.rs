@@ -698,6 +698,14 @@ fn documents_matching(
     Ok(kept)
 }
 
+/// The range terms of `terms`, and the others.
+fn ranges_apart(terms: &[PathTerm]) -> (Vec<PathTerm>, Vec<PathTerm>) {
+    terms
+        .iter()
+        .cloned()
+        .partition(|(term, _)| matches!(term.accept, Accept::Range(..)))
+}
+
 /// `?n, ?n+1, …` for `values`, which join `params`.
 fn placeholders(values: impl IntoIterator<Item = SqlValue>, params: &mut Vec<SqlValue>) -> String {
     let mut list = Vec::new();
@@ -1141,6 +1149,77 @@ impl SqliteStorage {
         f: &mut dyn FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<ControlFlow<()>>,
     ) -> Result<()> {
         index_rows(&self.reader.lock(), sql, params, f)
+    }
+
+    /// The candidates (partition key as stored, rid) `sql` names, one per
+    /// row through `candidate`, that every term of `ranges` accepts: every
+    /// statement in one snapshot of the reader.
+    fn candidates(
+        &self,
+        container: &str,
+        sql: &str,
+        params: Vec<SqlValue>,
+        ranges: &[PathTerm],
+        candidate: &mut dyn FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<(String, u64)>,
+    ) -> Result<BTreeSet<(String, u64)>> {
+        let conn = self.reader.lock();
+        let read = conn
+            .unchecked_transaction()
+            .map_err(|e| Error::storage("read the range index", e))?;
+        let mut found = BTreeSet::new();
+        index_rows(&read, sql, params, &mut |row| {
+            found.insert(candidate(row)?);
+            Ok(ControlFlow::Continue(()))
+        })?;
+        self.within_ranges(&read, container, ranges, found)
+    }
+
+    /// Those of `found` (partition key as stored, rid), read from `idx`
+    /// in the snapshot of `read`, that every term of `ranges` accepts: a
+    /// range's entries have no order by document, so a seek per candidate
+    /// would scan the range again for each one (`c.g = 999 AND c.n >= 0`
+    /// read the whole of `/n` for each of its 100 candidates, 2.1 s at
+    /// 100,000 documents). A range reads the candidates' documents when it
+    /// holds more than [`DOCUMENTS_PER_ENTRY`] entries for each of them,
+    /// and else its entries, in one pass.
+    fn within_ranges(
+        &self,
+        read: &Connection,
+        container: &str,
+        ranges: &[PathTerm],
+        mut found: BTreeSet<(String, u64)>,
+    ) -> Result<BTreeSet<(String, u64)>> {
+        for (term, path) in ranges {
+            if found.is_empty() {
+                break;
+            }
+            let cap = (found.len() * DOCUMENTS_PER_ENTRY) as i64;
+            if count_entries(read, container, path, &term.accept, cap)? >= cap {
+                let stamp = self.shared.stamps.read().get(container).cloned();
+                found = documents_matching(read, container, stamp.as_deref(), term, found)?;
+                continue;
+            }
+            // A rid names one document of a container.
+            let mut within: HashMap<u64, bool> =
+                found.iter().map(|(_, rid)| (*rid, false)).collect();
+            let mut params = vec![
+                SqlValue::Text(container.to_owned()),
+                SqlValue::Text(path.clone()),
+            ];
+            let sql = format!(
+                "SELECT rid FROM idx WHERE key = {}{}",
+                path_key(2),
+                accept_sql("value", &term.accept, &mut params)
+            );
+            index_rows(read, &sql, params, &mut |row| {
+                if let Some(hit) = within.get_mut(&(row.get::<_, i64>(0)? as u64)) {
+                    *hit = true;
+                }
+                Ok(ControlFlow::Continue(()))
+            })?;
+            found.retain(|(_, rid)| within[rid]);
+        }
+        Ok(found)
     }
 
     /// The policy of the range index of `container`, when it is ready.
@@ -1875,67 +1954,20 @@ impl Storage for SqliteStorage {
             SqlValue::Text(path.clone()),
         ];
         // An equality filters the candidates by a seek each (its value,
-        // then the candidate's key). A range's entries have no order by
-        // document, so a seek per candidate would scan the range again for
-        // each one (`c.g = 999 AND c.n >= 0` read the whole of `/n` for
-        // each of its 100 candidates, 2.1 s at 100,000 documents): a range
-        // reads the candidates' documents when it holds many more entries
-        // than there are candidates, else its entries, in one pass.
-        let (ranges, seeks): (Vec<PathTerm>, Vec<PathTerm>) = rest
-            .iter()
-            .cloned()
-            .partition(|(term, _)| matches!(term.accept, Accept::Range(..)));
+        // then the candidate's key); a range as `within_ranges` says.
+        let (ranges, seeks) = ranges_apart(rest);
         let accepted = accept_sql("i.value", &first.accept, &mut params);
         let sql = format!(
             "SELECT i.pk, i.rid FROM idx AS i WHERE i.key = {}{accepted}{}",
             path_key(2),
             term_filters(&seeks, &mut params)
         );
-        let mut found: BTreeSet<(String, u64)> = BTreeSet::new();
-        {
-            // One snapshot for every statement.
-            let conn = self.reader.lock();
-            let read = conn
-                .unchecked_transaction()
-                .map_err(|e| Error::storage("read the range index", e))?;
-            index_rows(&read, &sql, params, &mut |row| {
-                found.insert((
-                    EntryPk::stored(row.get_ref(0)?)?,
-                    row.get::<_, i64>(1)? as u64,
-                ));
-                Ok(ControlFlow::Continue(()))
-            })?;
-            for (term, path) in &ranges {
-                if found.is_empty() {
-                    break;
-                }
-                let cap = (found.len() * DOCUMENTS_PER_ENTRY) as i64;
-                if count_entries(&read, container, path, &term.accept, cap)? >= cap {
-                    let stamp = self.shared.stamps.read().get(container).cloned();
-                    found = documents_matching(&read, container, stamp.as_deref(), term, found)?;
-                    continue;
-                }
-                // A rid names one document of a container.
-                let mut within: HashMap<u64, bool> =
-                    found.iter().map(|(_, rid)| (*rid, false)).collect();
-                let mut params = vec![
-                    SqlValue::Text(container.to_owned()),
-                    SqlValue::Text(path.clone()),
-                ];
-                let sql = format!(
-                    "SELECT rid FROM idx WHERE key = {}{}",
-                    path_key(2),
-                    accept_sql("value", &term.accept, &mut params)
-                );
-                index_rows(&read, &sql, params, &mut |row| {
-                    if let Some(hit) = within.get_mut(&(row.get::<_, i64>(0)? as u64)) {
-                        *hit = true;
-                    }
-                    Ok(ControlFlow::Continue(()))
-                })?;
-                found.retain(|(_, rid)| within[rid]);
-            }
-        }
+        let mut found = self.candidates(container, &sql, params, &ranges, &mut |row| {
+            Ok((
+                EntryPk::stored(row.get_ref(0)?)?,
+                row.get::<_, i64>(1)? as u64,
+            ))
+        })?;
         if !self.still_ready(container, &policy) {
             return Ok(None);
         }
@@ -1977,6 +2009,7 @@ impl Storage for SqliteStorage {
         };
         terms.swap(0, best);
         let ((first, path), rest) = terms.split_first().expect("an equality was found");
+        let (ranges, seeks) = ranges_apart(rest);
         let mut params = vec![
             SqlValue::Text(container.to_owned()),
             SqlValue::Text(path.clone()),
@@ -1987,16 +2020,15 @@ impl Storage for SqliteStorage {
             "SELECT i.rid FROM idx AS i WHERE i.key = {}{accepted} AND i.pk = ?{}{}",
             path_key(2),
             params.len(),
-            term_filters(rest, &mut params)
+            term_filters(&seeks, &mut params)
         );
-        let mut found: BTreeSet<u64> = BTreeSet::new();
-        self.index_rows(&sql, params, &mut |row| {
-            found.insert(row.get::<_, i64>(0)? as u64);
-            Ok(ControlFlow::Continue(()))
+        let found = self.candidates(container, &sql, params, &ranges, &mut |row| {
+            Ok((pk.clone(), row.get::<_, i64>(0)? as u64))
         })?;
         if !self.still_ready(container, &policy) {
             return Ok(None);
         }
+        let mut found: BTreeSet<u64> = found.into_iter().map(|(_, rid)| rid).collect();
         found.retain(|rid| !overlay.is_stale(*rid));
         found.extend(overlay.matching.iter().map(|e| e.rid));
         Ok(Some(found.into_iter().collect()))
@@ -4453,6 +4485,15 @@ mod tests {
         ] {
             let expected: Vec<u64> = if hit { vec![n] } else { vec![] };
             assert_eq!(named(&[n_is(n), range.clone()]), expected, "n = {n}");
+            // The same in the one partition.
+            let within: Vec<u64> = storage
+                .index_candidates_in("c", &PartitionKey::from("a"), &[n_is(n), range.clone()])
+                .unwrap()
+                .unwrap()
+                .iter()
+                .map(|rid| rid - 1000)
+                .collect();
+            assert_eq!(within, expected, "n = {n}, in partition a");
         }
     }
 
