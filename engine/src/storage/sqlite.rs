@@ -1141,16 +1141,6 @@ fn file_uri(path: &Path, query: &str) -> String {
 }
 
 impl SqliteStorage {
-    /// Runs a read of the range index, `f` on each row until it breaks.
-    fn index_rows(
-        &self,
-        sql: &str,
-        params: Vec<SqlValue>,
-        f: &mut dyn FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<ControlFlow<()>>,
-    ) -> Result<()> {
-        index_rows(&self.reader.lock(), sql, params, f)
-    }
-
     /// The candidates (partition key as stored, rid) `sql` names, one per
     /// row through `candidate`, that every term of `ranges` accepts: every
     /// statement in one snapshot of the reader.
@@ -2079,7 +2069,11 @@ impl Storage for SqliteStorage {
             high.map_or(Bound::Unbounded, Bound::Excluded),
         );
         filters.push_str(&accept_sql("i.value", &bounds, &mut params));
-        filters.push_str(&term_filters(&others, &mut params));
+        // A range checks what the walk found, afterwards (see
+        // `within_ranges`): the walk may then return fewer entries than its
+        // limit, and its caller walks further.
+        let (ranges, seeks) = ranges_apart(&others);
+        filters.push_str(&term_filters(&seeks, &mut params));
         let sql = format!(
             "SELECT i.value, i.pk, i.rid FROM idx AS i WHERE i.key = {}{from}{filters} \
              ORDER BY i.value {direction}",
@@ -2087,20 +2081,35 @@ impl Storage for SqliteStorage {
         );
         let mut found: Vec<(Vec<u8>, String, u64)> = Vec::new();
         let mut through = None;
-        self.index_rows(&sql, params, &mut |row| {
-            let value: Vec<u8> = row.get(0)?;
-            if found.len() >= walk.limit {
-                // Every entry not returned is at or past this key.
-                through = Some(value);
-                return Ok(ControlFlow::Break(()));
+        {
+            // One snapshot for every statement.
+            let conn = self.reader.lock();
+            let read = conn
+                .unchecked_transaction()
+                .map_err(|e| Error::storage("read the range index", e))?;
+            index_rows(&read, &sql, params, &mut |row| {
+                let value: Vec<u8> = row.get(0)?;
+                if found.len() >= walk.limit {
+                    // Every entry not returned is at or past this key.
+                    through = Some(value);
+                    return Ok(ControlFlow::Break(()));
+                }
+                let pk = EntryPk::stored(row.get_ref(1)?)?;
+                let rid = row.get::<_, i64>(2)? as u64;
+                if !overlay.is_stale(rid) {
+                    found.push((value, pk, rid));
+                }
+                Ok(ControlFlow::Continue(()))
+            })?;
+            if !ranges.is_empty() {
+                let named = found
+                    .iter()
+                    .map(|(_, pk, rid)| (pk.clone(), *rid))
+                    .collect();
+                let kept = self.within_ranges(&read, container, &ranges, named)?;
+                found.retain(|(_, pk, rid)| kept.contains(&(pk.clone(), *rid)));
             }
-            let pk = EntryPk::stored(row.get_ref(1)?)?;
-            let rid = row.get::<_, i64>(2)? as u64;
-            if !overlay.is_stale(rid) {
-                found.push((value, pk, rid));
-            }
-            Ok(ControlFlow::Continue(()))
-        })?;
+        }
         if !self.still_ready(container, &policy) {
             return Ok(None);
         }
