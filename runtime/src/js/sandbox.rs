@@ -248,13 +248,32 @@ impl Sandbox {
     }
 
     /// Removes the globals the last call added; poisons the sandbox when
-    /// one cannot be removed.
+    /// one cannot be removed, or when the call changed the global object
+    /// itself: its prototype (whose properties every later call would see
+    /// as globals) or its extensibility (later calls could not add
+    /// implicit globals). The count check below sees neither.
     pub(crate) fn clean_globals(&mut self) {
         let global = self.context.global_object();
+        let object_proto = self
+            .context
+            .intrinsics()
+            .constructors()
+            .object()
+            .prototype();
+        if !global
+            .prototype()
+            .is_some_and(|p| JsObject::equals(&p, &object_proto))
+            || !matches!(global.is_extensible(&mut self.context), Ok(true))
+        {
+            self.poisoned = true;
+            return;
+        }
         let Ok(keys) = global.own_property_keys(&mut self.context) else {
             self.poisoned = true;
             return;
         };
+        // Lockdown made every global it found non-configurable, so no call
+        // can delete one: the same number of keys means none was added.
         if keys.len() == self.baseline_len {
             return;
         }

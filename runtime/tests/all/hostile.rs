@@ -509,3 +509,48 @@ fn child_unguarded_deep_chain() {
     );
     eprintln!("no overflow: {:?}", res.map(|o| o.stats.instructions));
 }
+
+/// What a call sees of the global object: its names (with index-like and
+/// symbol keys), prototype and extensibility.
+const GLOBAL_PROBE: &str = r#"function () {
+    var names = Reflect.ownKeys(globalThis).map(String);
+    getContext().getResponse().setBody({
+        names: names,
+        proto: Object.getPrototypeOf(globalThis) === Object.prototype,
+        inherited: typeof fromProto,
+        extensible: Object.isExtensible(globalThis),
+        escape: typeof escape,
+    });
+}"#;
+
+/// Whatever a call does to the global object itself, the next call on the
+/// same thread (so on the same pooled sandbox, unless the first one
+/// retired it) sees the global object a fresh sandbox has: the globals it
+/// deleted, none it added (also when it deleted as many as it added), and
+/// the same prototype and extensibility.
+#[test]
+fn changes_to_the_global_object_do_not_survive_a_call() {
+    let (_db, c) = container("posts", "/postId");
+    let fresh = ok_body(run(&c, GLOBAL_PROBE));
+    assert_eq!(fresh["proto"], json!(true), "{fresh}");
+    assert_eq!(fresh["extensible"], json!(true), "{fresh}");
+    assert_eq!(fresh["escape"], json!("function"), "{fresh}");
+    for body in [
+        // As many globals deleted as added: the count alone is the same.
+        "function () { delete globalThis.escape; globalThis.leak = 1; }",
+        "function () { Reflect.deleteProperty(globalThis, 'escape'); leak = 1; }",
+        "function () { globalThis[0] = 1; globalThis[Symbol.iterator] = 1; }",
+        "function () { Object.defineProperty(globalThis, 'hidden', { value: 1, configurable: true }); }",
+        "function () { Object.setPrototypeOf(globalThis, { fromProto: 1 }); }",
+        "function () { Reflect.setPrototypeOf(globalThis, { fromProto: 1 }); }",
+        "function () { globalThis.__proto__ = { fromProto: 1 }; }",
+        "function () { Object.setPrototypeOf(globalThis, null); }",
+        "function () { Object.preventExtensions(globalThis); }",
+        "function () { Object.seal(globalThis); }",
+        "function () { Object.freeze(globalThis); }",
+    ] {
+        let _ = run(&c, body);
+        assert_eq!(ok_body(run(&c, GLOBAL_PROBE)), fresh, "after {body}");
+    }
+    healthy(&c);
+}
