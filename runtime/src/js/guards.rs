@@ -60,7 +60,10 @@
 //!
 //! [`CallState::charge`]: super::host::CallState::charge
 
+use boa_engine::builtins::object::OrdinaryObject;
 use boa_engine::context::HostHooks;
+use boa_engine::context::intrinsics::Intrinsics;
+use boa_engine::object::shape::RootShape;
 use boa_engine::property::PropertyKey;
 use boa_engine::realm::Realm;
 use boa_engine::{
@@ -89,6 +92,21 @@ impl HostHooks for Hooks {
         Err(JsNativeError::eval()
             .with_message("dynamic code evaluation (eval, Function) is disabled in scripts")
             .into())
+    }
+
+    /// The global object on a shared shape (boa's default gives it a
+    /// unique shape, which changes in place). A shared shape never changes:
+    /// adding, deleting or reconfiguring a global, or changing the global
+    /// object's prototype, moves it to another shape, so
+    /// `Sandbox::clean_globals` can tell that a call left the global object
+    /// as lockdown made it by comparing one address.
+    fn create_global_object(&self, intrinsics: &Intrinsics) -> JsObject {
+        JsObject::new(
+            &RootShape::default(),
+            intrinsics.constructors().object().prototype(),
+            OrdinaryObject,
+        )
+        .upcast()
     }
 
     fn max_buffer_size(&self, context: &mut Context) -> u64 {

@@ -32,6 +32,7 @@ use boa_engine::context::ContextBuilder;
 use boa_engine::error::EngineError;
 use boa_engine::job::{Job, JobExecutor, PromiseJob};
 use boa_engine::object::ObjectInitializer;
+use boa_engine::object::shape::Shape;
 use boa_engine::optimizer::OptimizerOptions;
 use boa_engine::property::{Attribute, PropertyDescriptor, PropertyKey};
 use boa_engine::{Context, JsObject, JsResult, JsValue, NativeFunction, Script, Source, js_string};
@@ -111,6 +112,10 @@ pub(crate) struct Sandbox {
     /// The global object's own keys after lockdown.
     baseline: HashSet<PropertyKey>,
     baseline_len: usize,
+    /// The global object's shape after lockdown, when it is a shared one
+    /// (see `guards::Hooks::create_global_object`); kept here so that its
+    /// address cannot be reused while the sandbox lives.
+    baseline_shape: Option<Shape>,
     /// Set when the sandbox must not be reused.
     pub(crate) poisoned: bool,
 }
@@ -163,6 +168,11 @@ impl Sandbox {
             (format!("cannot prepare a context: {e}"), exhausted)
         })?;
         let baseline_len = baseline.len();
+        let baseline_shape = {
+            let global = context.global_object();
+            let shape = global.borrow().shape().clone();
+            shape.is_shared().then_some(shape)
+        };
         Ok(Sandbox {
             context,
             jobs,
@@ -173,6 +183,7 @@ impl Sandbox {
             built_for: limits.instructions,
             baseline,
             baseline_len,
+            baseline_shape,
             poisoned: false,
         })
     }
@@ -251,8 +262,42 @@ impl Sandbox {
     /// one cannot be removed, or when the call changed the global object
     /// itself: its prototype (whose properties every later call would see
     /// as globals) or its extensibility (later calls could not add
-    /// implicit globals). The count check below sees neither.
+    /// implicit globals).
     pub(crate) fn clean_globals(&mut self) {
+        if self.global_as_built() {
+            return;
+        }
+        self.remove_added_globals();
+        if self.baseline_shape.is_some() && !self.global_as_built() {
+            // Something the keys do not show changed (a prototype, an
+            // attribute), or the shape tree was cut short.
+            self.poisoned = true;
+        }
+    }
+
+    /// Whether the global object is as lockdown left it, read in a few
+    /// loads instead of by collecting its ~60 keys (about 6,000
+    /// instructions and an allocation per call): on the same shared
+    /// shape (so with the same names, attributes and prototype; the
+    /// values cannot change, every global being read-only), with no
+    /// index-like keys (kept apart from the shape) and extensible.
+    fn global_as_built(&mut self) -> bool {
+        let Some(baseline) = &self.baseline_shape else {
+            return false;
+        };
+        let global = self.context.global_object();
+        let same = {
+            let o = global.borrow();
+            o.shape().to_addr_usize() == baseline.to_addr_usize()
+                && o.properties().index_property_keys().next().is_none()
+        };
+        same && matches!(global.is_extensible(&mut self.context), Ok(true))
+    }
+
+    /// Deletes the globals not in the baseline; poisons the sandbox when
+    /// one cannot be deleted or the global object's prototype or
+    /// extensibility changed.
+    fn remove_added_globals(&mut self) {
         let global = self.context.global_object();
         let object_proto = self
             .context
@@ -671,5 +716,39 @@ mod tests {
             .map_err(|(e, _)| e)
             .expect("build");
         assert!(sandbox.context.instructions_remaining() <= 2_000 + SETUP_INSTRUCTIONS - used);
+    }
+
+    /// The global object stays on a shared shape through setup, so
+    /// `clean_globals` checks it without collecting its keys; a global
+    /// added (even deleted again, or many: past boa's limit of shape
+    /// transitions the shape becomes unique) is seen and cleaned, or the
+    /// sandbox retired.
+    #[test]
+    fn clean_globals_sees_the_global_object_change() {
+        let mut sandbox = Sandbox::build(&Limits::default()).expect("build");
+        assert!(sandbox.baseline_shape.is_some());
+        assert!(sandbox.global_as_built());
+        let run = |sandbox: &mut Sandbox, script: &str| {
+            sandbox
+                .context
+                .eval(Source::from_bytes(script.as_bytes()))
+                .expect(script);
+            assert!(!sandbox.global_as_built(), "{script}");
+            sandbox.clean_globals();
+        };
+        for script in [
+            "leak = 1",
+            "globalThis.a = 1; globalThis.b = 2; delete globalThis.a",
+            "globalThis[7] = 1",
+        ] {
+            run(&mut sandbox, script);
+            assert!(!sandbox.poisoned, "{script}");
+            assert!(sandbox.global_as_built(), "{script}");
+        }
+        run(
+            &mut sandbox,
+            "for (var i = 0; i < 1100; i++) globalThis['g' + i] = i",
+        );
+        assert!(sandbox.poisoned);
     }
 }

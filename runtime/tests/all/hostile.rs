@@ -548,6 +548,7 @@ fn changes_to_the_global_object_do_not_survive_a_call() {
         "function () { Object.preventExtensions(globalThis); }",
         "function () { Object.seal(globalThis); }",
         "function () { Object.freeze(globalThis); }",
+        "function () { for (var i = 0; i < 1100; i++) globalThis['g' + i] = i; }",
     ] {
         let _ = run(&c, body);
         assert_eq!(ok_body(run(&c, GLOBAL_PROBE)), fresh, "after {body}");
