@@ -466,8 +466,8 @@ impl StdString for JsString {
 
 /// `units` as a `String` when they are all ASCII. boa keeps a function's
 /// source text, and the strings made from it, as UTF-16 even when it is
-/// all ASCII (and every call reads a callback's source: `sees_only_error`
-/// in `run.rs`); narrowing such units costs a fraction of decoding them
+/// all ASCII (`sees_only_error` in `run.rs` reads a callback's source
+/// the first time it meets its code); narrowing such units costs a fraction of decoding them
 /// character by character as `String::from_utf16` does.
 fn ascii_utf16(units: &[u16]) -> Option<String> {
     // An OR over all units (not a search that stops early) so that the

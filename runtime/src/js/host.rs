@@ -157,6 +157,50 @@ pub(crate) struct CallState {
     /// The value last handed to a callback as an operation's result, with
     /// the JSON it was built from (see [`body_to_json`]).
     pub(crate) last_result: Option<(JsObject, Origin)>,
+    /// What `run::sees_only_error` found for callbacks' code so far.
+    pub(crate) only_error: OnlyError,
+}
+
+/// What `run::sees_only_error` found for ordinary functions, by code
+/// block: a function's source text, and so the answer, depends on its
+/// code block alone, which the closures a function expression makes call
+/// after call all share. Reading the text each time (through
+/// `Function.prototype.toString`, a UTF-16 string, then a `String`) cost
+/// about 1,500 instructions and three allocations per write with a
+/// callback.
+///
+/// Each entry keeps the function it was found for, which keeps the code
+/// block alive, so its address cannot be reused by other code while the
+/// entry lives. The function is only held, never handed to a script.
+#[derive(Default)]
+pub(crate) struct OnlyError {
+    entries: Vec<(usize, JsObject, bool)>,
+}
+
+impl OnlyError {
+    /// Entries kept; emptied when full.
+    const MAX: usize = 32;
+
+    /// The answer found for the code block at `code`.
+    pub(crate) fn get(&self, code: usize) -> Option<bool> {
+        self.entries
+            .iter()
+            .find(|(c, _, _)| *c == code)
+            .map(|(_, _, only)| *only)
+    }
+
+    /// Keeps `only`, found for `function`, whose code block is at `code`.
+    pub(crate) fn insert(&mut self, code: usize, function: JsObject, only: bool) {
+        if self.entries.len() == Self::MAX {
+            self.entries.clear();
+        }
+        self.entries.push((code, function, only));
+    }
+
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
 }
 
 /// The JSON a callback's result was built from.
@@ -221,6 +265,7 @@ impl CallState {
             request: Body::Json(Value::Null),
             response: None,
             last_result: None,
+            only_error: OnlyError::default(),
         }
     }
 

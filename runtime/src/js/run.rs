@@ -14,6 +14,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::rc::Rc;
 use std::time::Instant;
 
+use boa_engine::builtins::function::OrdinaryFunction;
 use boa_engine::error::EngineError;
 use boa_engine::error::RuntimeLimitError;
 use boa_engine::object::builtins::JsArray;
@@ -410,12 +411,17 @@ impl Drop for SeenMark {
 /// neither `arguments` nor `eval` anywhere (so no default value, rest
 /// parameter, destructuring, `arguments` object or direct eval can reach
 /// the others). Conservative: anything else, native and bound functions
-/// and proxies included, counts as seeing everything.
+/// and proxies included, counts as seeing everything. Known answers are
+/// kept by code block ([`host::OnlyError`]).
 fn sees_only_error(
     callback: &JsObject,
     host: &Rc<RefCell<CallState>>,
     context: &mut Context,
 ) -> bool {
+    let code = code_block(callback);
+    if let Some(only) = code.and_then(|code| host.borrow().only_error.get(code)) {
+        return only;
+    }
     let to_string = host.borrow().shared().function_to_string.clone();
     let Ok(text) = to_string.call(&callback.clone().into(), &[], context) else {
         return false;
@@ -423,7 +429,20 @@ fn sees_only_error(
     let Some(text) = text.as_string().map(|t| t.to_std()) else {
         return false;
     };
-    declares_only_error(&text)
+    let only = declares_only_error(&text);
+    if let Some(code) = code {
+        host.borrow_mut()
+            .only_error
+            .insert(code, callback.clone(), only);
+    }
+    only
+}
+
+/// The address of `f`'s code block when it is an ordinary function (one
+/// compiled from script text: not native, bound or a proxy).
+fn code_block(f: &JsObject) -> Option<usize> {
+    let f = f.downcast_ref::<OrdinaryFunction>()?;
+    Some(std::ptr::from_ref(f.codeblock()) as usize)
 }
 
 /// [`sees_only_error`] on a function's source text. Built-in functions,
@@ -813,7 +832,46 @@ fn script_error(value: &JsValue, context: &mut Context) -> Error {
 
 #[cfg(test)]
 mod tests {
-    use super::declares_only_error;
+    use boa_engine::{JsValue, Source};
+
+    use super::{declares_only_error, sandbox, sees_only_error};
+    use crate::Limits;
+
+    /// The answers kept by code block are those the source text gives:
+    /// closures of one function expression share an entry, and functions
+    /// with other code, native and bound ones never take another's answer.
+    #[test]
+    fn answers_are_kept_by_code_block() {
+        let mut sandbox = sandbox::take(&Limits::default()).expect("sandbox");
+        let mut eval = |source: &str| {
+            sandbox
+                .context
+                .eval(Source::from_bytes(source.as_bytes()))
+                .expect(source)
+        };
+        let factory = eval(
+            "(function () { return [function (err) { if (err) throw err; }, function (err, doc) { return doc; }, (err) => err, Math.max, (function (err) {}).bind(null)]; })",
+        );
+        let factory = factory.as_callable().expect("a function");
+        let host = sandbox.host.clone();
+        for _ in 0..2 {
+            let made = factory
+                .call(&JsValue::undefined(), &[], &mut sandbox.context)
+                .expect("closures");
+            let made = made.as_object().expect("an array");
+            for (i, only) in [true, false, true, false, false].into_iter().enumerate() {
+                let f = made.get(i, &mut sandbox.context).expect("a closure");
+                let f = f.as_callable().expect("a function");
+                assert_eq!(
+                    sees_only_error(&f, &host, &mut sandbox.context),
+                    only,
+                    "{i}"
+                );
+            }
+        }
+        // One entry per function expression, none for native or bound ones.
+        assert_eq!(host.borrow().only_error.len(), 3);
+    }
 
     #[test]
     fn a_head_with_at_most_one_plain_parameter_is_recognized() {
