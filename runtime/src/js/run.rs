@@ -259,10 +259,9 @@ fn call(
     collection: &mut dyn Collection,
     limits: &Limits,
 ) -> Result<Option<Value>, Error> {
-    let (kind, params, request, response, operation) = match invocation {
+    let (kind, request, response, operation) = match invocation {
         Invocation::Procedure { params } => (
             Kind::Procedure,
-            params.clone(),
             Value::Array(params),
             Some(Value::String(String::new())),
             None,
@@ -270,18 +269,26 @@ fn call(
         Invocation::PreTrigger {
             request_body,
             operation,
-        } => (Kind::Pre, Vec::new(), request_body, None, Some(operation)),
+        } => (Kind::Pre, request_body, None, Some(operation)),
         Invocation::PostTrigger {
             request_body,
             response_body,
             operation,
         } => (
             Kind::Post,
-            Vec::new(),
             request_body,
             Some(response_body),
             Some(operation),
         ),
+    };
+    // A procedure's parameters are its arguments and, as an array, its
+    // request body: converted from there, not cloned.
+    let args: Vec<JsValue> = match (kind, &request) {
+        (Kind::Procedure, Value::Array(params)) => params
+            .iter()
+            .map(|p| from_json(p, &mut sandbox.context))
+            .collect(),
+        _ => Vec::new(),
     };
     begin(sandbox, kind, limits);
     {
@@ -292,10 +299,6 @@ fn call(
         s.request = Body::Json(request);
         s.response = response.map(Body::Json);
     }
-    let args: Vec<JsValue> = params
-        .iter()
-        .map(|p| from_json(p, &mut sandbox.context))
-        .collect();
     apply(sandbox, script, false, &args)?;
     drain(sandbox, collection)?;
 

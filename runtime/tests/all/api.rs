@@ -37,6 +37,19 @@ fn function_forms_and_apply_semantics() {
     assert_eq!(ok_body(call(&c, "p1", "function () {}", vec![])), json!(""));
 }
 
+/// A procedure's request body is its parameters, as an array, and the
+/// arguments it gets are independent of it: changing one does not change
+/// the other.
+#[test]
+fn a_procedures_request_body_is_its_parameters() {
+    let (_db, c) = container("posts", "/postId");
+    let body = "function (a, b) { a.n = 2; var r = getContext().getRequest().getBody(); getContext().getResponse().setBody([r, a, b]); }";
+    assert_eq!(
+        ok_body(call(&c, "p1", body, vec![json!({"n": 1}), json!("two")])),
+        json!([[{"n": 1}, "two"], {"n": 2}, "two"])
+    );
+}
+
 fn seed(c: &engine::Container) {
     for i in 0..5 {
         c.create_item(
