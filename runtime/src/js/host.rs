@@ -20,6 +20,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use boa_engine::error::PanicError;
+use boa_engine::string::JsStrVariant;
 use boa_engine::value::JsVariant;
 use boa_engine::{Context, JsError, JsObject, JsResult, JsString, JsValue, js_string};
 use host_api::TriggerOperation;
@@ -130,8 +131,12 @@ pub(crate) struct CallState {
     pub(crate) active: bool,
     pub(crate) kind: Kind,
     pub(crate) operation: Option<TriggerOperation>,
-    pub(crate) self_link: String,
-    pub(crate) alt_link: String,
+    /// The collection's links, and the same as JavaScript strings: the
+    /// text changes only with the collection, so `getSelfLink()` and
+    /// `getAltLink()` hand out one string made once, not a new one per
+    /// call (see [`CallState::set_links`]).
+    self_link: Link,
+    alt_link: Link,
     pub(crate) instructions: u64,
     pub(crate) recursion: usize,
     pub(crate) accept_instructions: u64,
@@ -243,8 +248,8 @@ impl CallState {
             active: false,
             kind: Kind::Procedure,
             operation: None,
-            self_link: String::new(),
-            alt_link: String::new(),
+            self_link: Link::default(),
+            alt_link: Link::default(),
             instructions: u64::MAX,
             recursion: 0,
             accept_instructions: u64::MAX,
@@ -337,6 +342,37 @@ impl CallState {
         self.shared
             .as_ref()
             .expect("shared objects are installed before any call")
+    }
+}
+
+/// A collection link, as text and as a JavaScript string.
+#[derive(Default)]
+struct Link {
+    text: String,
+    js: Option<JsString>,
+}
+
+impl Link {
+    /// Takes `text`, keeping the JavaScript string when it is the same.
+    fn set(&mut self, text: String) {
+        if text != self.text {
+            self.text = text;
+            self.js = None;
+        }
+    }
+
+    fn js(&mut self) -> JsString {
+        self.js
+            .get_or_insert_with(|| JsString::from(self.text.as_str()))
+            .clone()
+    }
+}
+
+impl CallState {
+    /// Sets the links of the call's collection.
+    pub(crate) fn set_links(&mut self, self_link: String, alt_link: String) {
+        self.self_link.set(self_link);
+        self.alt_link.set(alt_link);
     }
 }
 
@@ -908,43 +944,66 @@ pub(crate) fn options_and_callback(
     Ok((options, callback))
 }
 
+/// Whether two links name the same resource: the same segments, ignoring
+/// empty ones, with resource types (even positions) compared without
+/// case. Compares as it splits, allocating nothing, after the common
+/// case: the link `getSelfLink()` gave, unchanged.
 fn same_link(a: &str, b: &str) -> bool {
-    let a: Vec<&str> = a.split('/').filter(|s| !s.is_empty()).collect();
-    let b: Vec<&str> = b.split('/').filter(|s| !s.is_empty()).collect();
-    a.len() == b.len()
-        && a.iter().zip(&b).enumerate().all(|(i, (x, y))| {
-            if i % 2 == 0 {
-                x.eq_ignore_ascii_case(y)
-            } else {
-                x == y
-            }
-        })
+    if a == b {
+        return true;
+    }
+    let mut a = a.split('/').filter(|s| !s.is_empty());
+    let mut b = b.split('/').filter(|s| !s.is_empty());
+    let mut i = 0;
+    loop {
+        match (a.next(), b.next()) {
+            (None, None) => return true,
+            (Some(x), Some(y)) if i % 2 == 0 && x.eq_ignore_ascii_case(y) => {}
+            (Some(x), Some(y)) if i % 2 == 1 && x == y => {}
+            _ => return false,
+        }
+        i += 1;
+    }
 }
 
+/// A document link argument, as text; or with `collection`, checks that a
+/// collection link names the call's collection and returns an empty
+/// string (operations on the collection do not keep its link).
 fn link_arg(value: &JsValue, collection: bool, context: &mut Context) -> JsResult<String> {
     let what = if collection { "collection" } else { "document" };
     let Some(s) = value.as_string() else {
         let shown = value.to_string(context)?.to_std();
         return throw(context, 400, &format!("Invalid {what} link: \"{shown}\"."));
     };
-    let link = s.to_std();
-    if collection {
-        let st = state(context);
-        let ok = {
-            let s = st.borrow();
-            same_link(&link, &s.self_link) || same_link(&link, &s.alt_link)
-        };
-        if !ok {
-            return throw(
-                context,
-                400,
-                &format!(
-                    "Function is not allowed to operate on resources outside current collection. Make sure that the link provided, \"{link}\", belongs to current collection."
-                ),
-            );
-        }
+    if !collection {
+        return Ok(s.to_std());
     }
-    Ok(link)
+    // Read in place when it is ASCII, as links are.
+    let owned;
+    let link = match s.variant() {
+        JsStrVariant::Latin1(bytes) if bytes.is_ascii() => {
+            std::str::from_utf8(bytes).expect("ASCII is UTF-8")
+        }
+        _ => {
+            owned = s.to_std();
+            owned.as_str()
+        }
+    };
+    let ok = {
+        let st = state(context);
+        let s = st.borrow();
+        same_link(link, &s.self_link.text) || same_link(link, &s.alt_link.text)
+    };
+    if !ok {
+        return throw(
+            context,
+            400,
+            &format!(
+                "Function is not allowed to operate on resources outside current collection. Make sure that the link provided, \"{link}\", belongs to current collection."
+            ),
+        );
+    }
+    Ok(String::new())
 }
 
 fn document_body(value: &JsValue, what: &str, context: &mut Context) -> JsResult<Value> {
@@ -1248,17 +1307,33 @@ pub(crate) fn get_self_link(
     _: &[JsValue],
     context: &mut Context,
 ) -> JsResult<JsValue> {
-    let link = state(context).borrow().self_link.clone();
-    Ok(JsString::from(link.as_str()).into())
+    Ok(state(context).borrow_mut().self_link.js().into())
 }
 pub(crate) fn get_alt_link(_: &JsValue, _: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
-    let link = state(context).borrow().alt_link.clone();
-    Ok(JsString::from(link.as_str()).into())
+    Ok(state(context).borrow_mut().alt_link.js().into())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn links_match_by_segment() {
+        let own = "dbs/db/colls/posts";
+        for (link, same) in [
+            ("dbs/db/colls/posts", true),
+            ("/dbs/db/colls/posts/", true),
+            ("DBS//db/Colls/posts", true),
+            ("dbs/DB/colls/posts", false),
+            ("dbs/db/colls/Posts", false),
+            ("dbs/db/colls/posts/docs", false),
+            ("dbs/db/colls", false),
+            ("", false),
+        ] {
+            assert_eq!(same_link(link, own), same, "{link}");
+            assert_eq!(same_link(own, link), same, "{link}");
+        }
+    }
 
     #[test]
     fn guids_are_hex_groups_of_both_numbers() {

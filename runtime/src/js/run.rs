@@ -294,8 +294,7 @@ fn call(
     {
         let mut s = sandbox.host.borrow_mut();
         s.operation = operation;
-        s.self_link = collection.self_link();
-        s.alt_link = collection.alt_link();
+        s.set_links(collection.self_link(), collection.alt_link());
         s.request = Body::Json(request);
         s.response = response.map(Body::Json);
     }

@@ -37,6 +37,27 @@ fn function_forms_and_apply_semantics() {
     assert_eq!(ok_body(call(&c, "p1", "function () {}", vec![])), json!(""));
 }
 
+/// One sandbox serves calls on several collections: each call's links are
+/// its own collection's, and only they name it.
+#[test]
+fn links_are_the_calls_collections() {
+    let db = engine::Database::in_memory();
+    let posts = db.create_container("posts", "/postId").unwrap();
+    let other = db.create_container("other", "/postId").unwrap();
+    let body = "function (link) { var c = getContext().getCollection(); getContext().getResponse().setBody([c.getSelfLink(), c.getAltLink(), c.createDocument(link || c.getAltLink(), {})]); }";
+    let links = |c: &engine::Container| ok_body(call(c, "p1", body, vec![]));
+    let first = links(&posts);
+    let second = links(&other);
+    assert_ne!(first[0], second[0]);
+    assert_ne!(first[1], second[1]);
+    assert_eq!(links(&posts), first);
+    assert_eq!(links(&other), second);
+    for link in [&second[0], &second[1]] {
+        let f = failure(call(&posts, "p1", body, vec![link.clone()]));
+        assert_eq!(f.error.status(), 400, "{link}: {}", f.error);
+    }
+}
+
 /// A procedure's request body is its parameters, as an array, and the
 /// arguments it gets are independent of it: changing one does not change
 /// the other.
