@@ -15,6 +15,7 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use boa_engine::builtins::function::OrdinaryFunction;
+use boa_engine::builtins::object::OrdinaryObject;
 use boa_engine::error::EngineError;
 use boa_engine::error::RuntimeLimitError;
 use boa_engine::object::builtins::JsArray;
@@ -614,7 +615,7 @@ fn perform(
             };
             let err = host::make_error(context, e.code.as_u16(), &e.message)
                 .map_err(|x| classify(x, &host, context))?;
-            let options = JsObject::with_object_proto(context.intrinsics());
+            let options = plain_object(context);
             callback
                 .call(
                     &undefined,
@@ -640,8 +641,21 @@ fn perform(
     Ok(())
 }
 
+/// A new empty object on `Object.prototype`, as `{}` makes: on a shared
+/// shape (`with_object_proto` gives each object a unique shape, a second
+/// allocation on the collected heap), for the options objects every
+/// callback gets.
+fn plain_object(context: &Context) -> JsObject {
+    JsObject::new(
+        context.root_shape(),
+        context.intrinsics().constructors().object().prototype(),
+        OrdinaryObject,
+    )
+    .upcast()
+}
+
 fn feed_options(continuation: Option<String>, context: &mut Context) -> JsResult<JsValue> {
-    let options = JsObject::with_object_proto(context.intrinsics());
+    let options = plain_object(context);
     let continuation = match continuation {
         Some(c) => JsValue::from(JsString::from(c.as_str())),
         None => JsValue::undefined(),
@@ -656,16 +670,9 @@ fn callback_args(done: Done, context: &mut Context) -> JsResult<Vec<JsValue>> {
         Done::Doc(doc) => {
             let js = from_json(doc.value(), context);
             remember(&js, Origin::Doc(doc), context);
-            vec![
-                undefined,
-                js,
-                JsObject::with_object_proto(context.intrinsics()).into(),
-            ]
+            vec![undefined, js, plain_object(context).into()]
         }
-        Done::Deleted => vec![
-            undefined,
-            JsObject::with_object_proto(context.intrinsics()).into(),
-        ],
+        Done::Deleted => vec![undefined, plain_object(context).into()],
         Done::Page(page) => {
             let items = Value::Array(page.items);
             let js = from_json(&items, context);
