@@ -650,7 +650,12 @@ fn setup(context: &mut Context) -> JsResult<(JsObject, HashSet<PropertyKey>)> {
 /// torn down is unsound, and thread-local destructors run in no guaranteed
 /// order, so at thread exit the pool forgets its sandboxes instead (boa's
 /// collector frees their heap when it is torn down).
-struct Pool(Vec<Sandbox>);
+///
+/// Sandboxes are boxed: a `Sandbox` holds its boa `Context` inline (744
+/// bytes with boa 0.22), and a call moved it out of the pool and back in, copying it
+/// twice.
+#[allow(clippy::vec_box)] // Boxed to be moved by pointer; see above.
+struct Pool(Vec<Box<Sandbox>>);
 
 impl Drop for Pool {
     fn drop(&mut self) {
@@ -665,7 +670,7 @@ thread_local! {
 }
 
 /// Takes a sandbox suited to `limits` from this thread's pool, or builds one.
-pub(crate) fn take(limits: &Limits) -> Result<Sandbox, String> {
+pub(crate) fn take(limits: &Limits) -> Result<Box<Sandbox>, String> {
     let found = POOL.with(|pool| {
         let mut pool = pool.borrow_mut();
         let i = pool.0.iter().position(|s| s.suits(limits))?;
@@ -673,12 +678,12 @@ pub(crate) fn take(limits: &Limits) -> Result<Sandbox, String> {
     });
     match found {
         Some(sandbox) => Ok(sandbox),
-        None => Sandbox::build(limits),
+        None => Sandbox::build(limits).map(Box::new),
     }
 }
 
 /// Returns a healthy sandbox to this thread's pool.
-pub(crate) fn give_back(sandbox: Sandbox) {
+pub(crate) fn give_back(sandbox: Box<Sandbox>) {
     if sandbox.poisoned {
         return;
     }
