@@ -36,6 +36,7 @@ fn the_store_bench_prints_its_table_and_json() {
         "| query c.n = @n (1 document), first run (ms) |",
         "| query c.g = @g, later runs (ms) |",
         "| query TOP 10 ORDER BY c.n DESC, later runs (ms) |",
+        "| query c.g = @g AND c.n >= @n, later runs (ms) |",
     ] {
         assert!(stdout.contains(row), "{row} missing from\n{stdout}");
     }
@@ -54,7 +55,7 @@ fn the_store_bench_prints_its_table_and_json() {
         assert_eq!(size["systems"][system]["build"]["reused"], false);
         assert_eq!(
             runs[0]["returned"],
-            serde_json::json!({"eq": 3, "group": 300, "top": 30}),
+            serde_json::json!({"eq": 3, "group": 300, "top": 30, "group_from": 150}),
             "{system}: 3 runs of each query"
         );
     }
@@ -68,6 +69,13 @@ fn the_store_bench_prints_its_table_and_json() {
         "{plans}"
     );
     assert!(stdout.contains("- query group: Partita `SELECT * FROM c WHERE c.g = @g`"));
+    assert!(
+        plans["group_from"]
+            .as_str()
+            .unwrap()
+            .contains("USING INDEX docs_g"),
+        "{plans}"
+    );
 
     // A second run reuses the stores kept in --dir.
     let out = Command::new(env!("CARGO_BIN_EXE_partita-store-bench"))
