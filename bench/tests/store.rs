@@ -14,7 +14,15 @@ fn the_store_bench_prints_its_table_and_json() {
     let json = dir.path().join("store.json");
     let out = Command::new(env!("CARGO_BIN_EXE_partita-store-bench"))
         .args([
-            "--sizes", "2000", "--rounds", "1", "--reads", "500", "--json",
+            "--sizes",
+            "2000",
+            "--rounds",
+            "1",
+            "--reads",
+            "500",
+            "--crash-writes",
+            "300",
+            "--json",
         ])
         .arg(&json)
         .arg("--dir")
@@ -37,6 +45,7 @@ fn the_store_bench_prints_its_table_and_json() {
         "| query c.g = @g, later runs (ms) |",
         "| query TOP 10 ORDER BY c.n DESC, later runs (ms) |",
         "| query c.g = @g AND c.n >= @n, later runs (ms) |",
+        "| open + first read after a SIGKILL mid-writes (ms) |",
     ] {
         assert!(stdout.contains(row), "{row} missing from\n{stdout}");
     }
@@ -77,10 +86,36 @@ fn the_store_bench_prints_its_table_and_json() {
         "{plans}"
     );
 
-    // A second run reuses the stores kept in --dir.
+    // The crashed copies are gone; the stores are as built.
+    let mut left: Vec<String> = std::fs::read_dir(dir.path().join("stores/docs-2000"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(
+        left,
+        [
+            "partita",
+            "partita.build.json",
+            "sqlite",
+            "sqlite.build.json"
+        ],
+        "{stdout}"
+    );
+
+    // A second run reuses the stores kept in --dir, and leaves out the
+    // crash and its row.
     let out = Command::new(env!("CARGO_BIN_EXE_partita-store-bench"))
         .args([
-            "--sizes", "2000", "--rounds", "1", "--reads", "100", "--dir",
+            "--sizes",
+            "2000",
+            "--rounds",
+            "1",
+            "--reads",
+            "100",
+            "--crash-writes",
+            "0",
+            "--dir",
         ])
         .arg(dir.path().join("stores"))
         .output()
@@ -95,4 +130,5 @@ fn the_store_bench_prints_its_table_and_json() {
         stdout.contains("reused from an earlier run: Partita 2000, SQLite 2000"),
         "{stdout}"
     );
+    assert!(!stdout.contains("after a SIGKILL"), "{stdout}");
 }

@@ -9,7 +9,9 @@
 //!      │
 //!      └── round 1..N:  measure child (Partita) ── measure child (SQLite)
 //!                         open + first read, VmRSS/VmHWM, hot and cold
-//!                         point reads, three cross-partition queries; one JSON line
+//!                         point reads, four cross-partition queries; one JSON line
+//!                       then, for each, on a copy of the store:
+//!                         crash-write child (SIGKILLed) ── crash-open child
 //! ```
 //!
 //! Every measurement runs in a process that has just opened the store, so
@@ -33,6 +35,15 @@
 //! that its side used its index (Partita's `QueryStats::index_used`,
 //! SQLite's `EXPLAIN QUERY PLAN`) and that the results are the expected
 //! documents, and the parent that both sides returned the same ids.
+//!
+//! After each measure child the parent copies the store, has a child
+//! write `--crash-writes` documents into the copy (half new, half
+//! replacing, each its own durable write: Partita's from 16 threads, so
+//! group commit gathers them; SQLite's one transaction each) and kills it
+//! with SIGKILL once it has printed that all were acknowledged; a last
+//! child then opens the copy and reads the last document written, timing
+//! both. That is recovery: Partita reads back what the log holds past its
+//! last fold (at most about 20,000 documents), SQLite its write-ahead log.
 //!
 //! Non-goals: concurrent callers and writes after the build (`partita-bench`
 //! measures those), and a cold OS page cache (dropping it needs root and
@@ -205,6 +216,11 @@ struct Args {
     /// expression indexes cover: the same indexes on both sides).
     #[arg(long, value_enum, default_value_t = Indexing::All)]
     partita_indexing: Indexing,
+    /// Documents a child writes into a copy of each store before it is
+    /// killed with SIGKILL, and the copy opened again (0: skip it). The
+    /// default is just under what Partita keeps unfolded at most.
+    #[arg(long, default_value_t = 19_000)]
+    crash_writes: u64,
 }
 
 /// The values of `--partita-indexing`.
@@ -245,6 +261,27 @@ enum Child {
         #[arg(long)]
         cache_bytes: Option<usize>,
     },
+    /// Writes into a store, prints a line once every write is
+    /// acknowledged, then waits to be killed.
+    #[command(hide = true)]
+    CrashWrite(Crash),
+    /// Opens a store a crash-write child left and reads its last write.
+    #[command(hide = true)]
+    CrashOpen(Crash),
+}
+
+/// The arguments of both crash children: `writes` documents written into
+/// `system`'s store of `docs` documents in `dir`.
+#[derive(clap::Args)]
+struct Crash {
+    #[arg(long)]
+    system: System,
+    #[arg(long)]
+    dir: PathBuf,
+    #[arg(long)]
+    docs: u64,
+    #[arg(long)]
+    writes: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -380,6 +417,10 @@ const METRICS: &[Metric] = &[
     ),
     Metric::plain("close_ms", "close (ms)"),
     Metric::plain(
+        "crash_open_ms",
+        "open + first read after a SIGKILL mid-writes (ms)",
+    ),
+    Metric::plain(
         "cache_mb",
         "Partita's partition cache at the end, its estimate (MB)",
     ),
@@ -412,6 +453,38 @@ fn main() -> anyhow::Result<()> {
                     measure_partita(&dir, &plan, cache_bytes)?
                 }
                 System::Sqlite => measure_sqlite(&dir, &plan)?,
+            };
+            println!("{res}");
+            Ok(())
+        }
+        Some(Child::CrashWrite(Crash {
+            system,
+            dir,
+            docs,
+            writes,
+        })) => {
+            match system {
+                System::Partita | System::PartitaQueried => {
+                    crash_write_partita(&dir, docs, writes)?
+                }
+                System::Sqlite => crash_write_sqlite(&dir, docs, writes)?,
+            }
+            println!("{}", json!({ "written": writes }));
+            std::io::Write::flush(&mut std::io::stdout())?;
+            // The parent kills this process; a parent gone for a minute
+            // means it will not, and the child ends on its own.
+            std::thread::sleep(Duration::from_secs(60));
+            bail!("not killed within a minute of its last write")
+        }
+        Some(Child::CrashOpen(Crash {
+            system,
+            dir,
+            docs,
+            writes,
+        })) => {
+            let res = match system {
+                System::Partita | System::PartitaQueried => crash_open_partita(&dir, docs, writes)?,
+                System::Sqlite => crash_open_sqlite(&dir, docs, writes)?,
             };
             println!("{res}");
             Ok(())
@@ -519,11 +592,16 @@ fn run_parent(args: &Args) -> anyhow::Result<()> {
                 if let Some(cache) = &cache_arg {
                     child_args.extend(["--cache-bytes", cache.as_str()]);
                 }
-                let run = run_child(&exe, &child_args)?;
+                let mut run = run_child(&exe, &child_args)?;
+                if args.crash_writes > 0 {
+                    let crashed = crash_round(&exe, &size_dir, s.system, docs, args.crash_writes)?;
+                    run["crash_open_ms"] = crashed["open_ms"].clone();
+                }
                 let figure = |key: &str| run[key].as_f64().unwrap_or(f64::NAN);
                 eprintln!(
                     "{docs} documents, round {}/{}, {}: open + first read {:.1} ms, VmRSS {:.0} MB, \
-                     hot p50 {:.1} µs, cold p50 {:.1} µs, queries n {:.2} / g {:.2} / top {:.2} / g and n {:.2} ms",
+                     hot p50 {:.1} µs, cold p50 {:.1} µs, queries n {:.2} / g {:.2} / top {:.2} / g and n {:.2} ms, \
+                     after a crash {:.1} ms",
                     round + 1,
                     args.rounds,
                     s.system.name(),
@@ -535,6 +613,7 @@ fn run_parent(args: &Args) -> anyhow::Result<()> {
                     figure("group_ms"),
                     figure("top_ms"),
                     figure("group_from_ms"),
+                    figure("crash_open_ms"),
                 );
                 s.runs.push(run);
             }
@@ -577,6 +656,7 @@ fn run_parent(args: &Args) -> anyhow::Result<()> {
         reads: args.reads,
         query_runs: args.query_runs,
         systems: System::pair(args.partita_indexing),
+        crash_writes: args.crash_writes,
     };
     print!("{}", table(&header, &sizes));
     if let Some(path) = &args.json {
@@ -652,6 +732,66 @@ fn ensure_built(exe: &Path, size_dir: &Path, system: System, docs: u64) -> anyho
     );
     build["reused"] = json!(false);
     Ok(build)
+}
+
+/// Copies `system`'s store of `docs` documents, has a crash-write child
+/// write `writes` documents into the copy and kills it with SIGKILL once
+/// it says all were acknowledged, then times a crash-open child's open and
+/// first read of the copy; its JSON line. The copy is removed.
+fn crash_round(
+    exe: &Path,
+    size_dir: &Path,
+    system: System,
+    docs: u64,
+    writes: u64,
+) -> anyhow::Result<Value> {
+    use std::io::BufRead as _;
+    let copy = size_dir.join(format!("{}-crashed", system.arg()));
+    if copy.exists() {
+        std::fs::remove_dir_all(&copy).with_context(|| format!("removing {}", copy.display()))?;
+    }
+    std::fs::create_dir_all(&copy)?;
+    for entry in std::fs::read_dir(store_dir(size_dir, system))? {
+        let entry = entry?;
+        std::fs::copy(entry.path(), copy.join(entry.file_name()))
+            .with_context(|| format!("copying {}", entry.path().display()))?;
+    }
+    let (docs_arg, writes_arg) = (docs.to_string(), writes.to_string());
+    let common = [
+        "--system",
+        system.arg(),
+        "--dir",
+        path_arg(&copy)?,
+        "--docs",
+        &docs_arg,
+        "--writes",
+        &writes_arg,
+    ];
+    let mut writer = Command::new(exe)
+        .arg("crash-write")
+        .args(common)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .with_context(|| format!("starting {}", exe.display()))?;
+    let mut line = String::new();
+    let read = writer
+        .stdout
+        .take()
+        .map(|out| std::io::BufReader::new(out).read_line(&mut line));
+    // Killed whether or not it got as far as its line.
+    writer.kill().context("killing the crash-write child")?;
+    writer.wait()?;
+    ensure!(
+        matches!(read, Some(Ok(n)) if n > 0),
+        "the crash-write child ended before its writes were acknowledged"
+    );
+    let mut args = vec!["crash-open"];
+    args.extend(common);
+    let res = run_child(exe, &args)?;
+    std::fs::remove_dir_all(&copy).with_context(|| format!("removing {}", copy.display()))?;
+    Ok(res)
 }
 
 /// Runs this binary with `args` and parses the JSON line it prints last.
@@ -1132,6 +1272,105 @@ fn measure_partita(
     Ok(res.to_json())
 }
 
+// ---------------------------------------------------------------------------
+// Crash children.
+// ---------------------------------------------------------------------------
+
+/// Threads of a Partita crash-write child.
+const CRASH_WRITERS: u64 = 16;
+
+/// The document the `k`-th write of a crash-write child writes: a new one
+/// for even `k`, for odd `k` a replacement of document `k` (the same
+/// fields but `score`, if it exists).
+fn crash_document(docs: u64, k: u64) -> Value {
+    let i = if k.is_multiple_of(2) { docs + k } else { k };
+    let mut doc = document(i);
+    doc["score"] = json!(-1.0);
+    doc
+}
+
+/// The `n` of the last new document of `writes` crash writes.
+fn last_crash_write(docs: u64, writes: u64) -> anyhow::Result<u64> {
+    ensure!(writes > 0, "no writes to read back");
+    Ok(docs + (writes - 1) / 2 * 2)
+}
+
+fn crash_write_partita(dir: &Path, docs: u64, writes: u64) -> anyhow::Result<()> {
+    let db = Database::open(dir)?;
+    let container = db.container(CONTAINER)?;
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..CRASH_WRITERS)
+            .map(|first| {
+                let container = &container;
+                scope.spawn(move || -> anyhow::Result<()> {
+                    for k in (first..writes).step_by(CRASH_WRITERS as usize) {
+                        let doc = crash_document(docs, k);
+                        let pk = doc["pk"].as_str().unwrap_or_default().to_owned();
+                        container.upsert_item(pk.as_str(), doc, None)?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        for handle in handles {
+            handle
+                .join()
+                .map_err(|_| anyhow::anyhow!("a writer panicked"))??;
+        }
+        Ok::<_, anyhow::Error>(())
+    })?;
+    // Not dropped: the process is killed with the store open.
+    std::mem::forget(container);
+    std::mem::forget(db);
+    Ok(())
+}
+
+fn crash_write_sqlite(dir: &Path, docs: u64, writes: u64) -> anyhow::Result<()> {
+    let conn = Connection::open(dir.join(SQLITE_FILE))?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    let mut upsert =
+        conn.prepare("INSERT OR REPLACE INTO docs (pk, id, body) VALUES (?1, ?2, ?3)")?;
+    for k in 0..writes {
+        let doc = crash_document(docs, k);
+        upsert.execute(params![
+            doc["pk"].as_str(),
+            doc["id"].as_str(),
+            doc.to_string()
+        ])?;
+    }
+    std::mem::forget(upsert);
+    std::mem::forget(conn);
+    Ok(())
+}
+
+fn crash_open_partita(dir: &Path, docs: u64, writes: u64) -> anyhow::Result<Value> {
+    let last = last_crash_write(docs, writes)?;
+    let started = Instant::now();
+    let db = Database::open(dir)?;
+    let container = db.container(CONTAINER)?;
+    let doc = container.read_item(partition_key(last).as_str(), &format!("d{last}"))?;
+    let open = started.elapsed();
+    ensure!(doc.value()["n"] == last, "read {} for d{last}", doc.value());
+    Ok(json!({ "open_ms": open.as_secs_f64() * 1e3 }))
+}
+
+fn crash_open_sqlite(dir: &Path, docs: u64, writes: u64) -> anyhow::Result<Value> {
+    let last = last_crash_write(docs, writes)?;
+    let started = Instant::now();
+    let conn = Connection::open(dir.join(SQLITE_FILE))?;
+    let body: String = conn.query_row(
+        SQLITE_READ,
+        params![partition_key(last), format!("d{last}")],
+        |r| r.get(0),
+    )?;
+    let open = started.elapsed();
+    ensure!(
+        body.contains(&format!("\"id\":\"d{last}\",")),
+        "read {body} for d{last}"
+    );
+    Ok(json!({ "open_ms": open.as_secs_f64() * 1e3 }))
+}
+
 fn measure_sqlite(dir: &Path, plan: &ReadPlan) -> anyhow::Result<Value> {
     let path = dir.join(SQLITE_FILE);
     ensure!(path.is_file(), "no database at {}", path.display());
@@ -1313,6 +1552,8 @@ struct Header {
     query_runs: usize,
     /// The stores compared ([`System::pair`]).
     systems: [System; 2],
+    /// `--crash-writes`.
+    crash_writes: u64,
 }
 
 fn table(header: &Header, sizes: &[SizeReport]) -> String {
@@ -1368,6 +1609,15 @@ fn table(header: &Header, sizes: &[SizeReport]) -> String {
         thousands(header.reads.min((PARTITIONS - HOT_PARTITIONS) as usize) as u64),
         header.query_runs
     );
+    if header.crash_writes > 0 {
+        let _ = writeln!(
+            out,
+            "- after a crash: a child writes {} documents into a copy of the store (half new, half \
+             replacing; Partita's from {CRASH_WRITERS} threads, SQLite's one transaction each), is killed \
+             with SIGKILL once all are acknowledged, and another opens the copy and reads the last one",
+            thousands(header.crash_writes)
+        );
+    }
     // How each side answered, from the first measuring child of the
     // largest size.
     if let Some(size) = sizes.last() {
@@ -1400,6 +1650,13 @@ fn table(header: &Header, sizes: &[SizeReport]) -> String {
     let _ = writeln!(out, "{head}");
     let _ = writeln!(out, "{rule}");
     for metric in METRICS {
+        // A figure no child measured (`--crash-writes 0`) has no row.
+        if sizes
+            .iter()
+            .all(|s| s.systems.iter().all(|r| r.median(metric.key).is_none()))
+        {
+            continue;
+        }
         let mut line = format!("| {} |", metric.label);
         for s in sizes {
             let partita = s.systems[0].median(metric.key);
