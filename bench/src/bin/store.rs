@@ -37,8 +37,8 @@
 //! documents, and the parent that both sides returned the same ids.
 //!
 //! After each measure child the parent copies the store, has a child
-//! write `--crash-writes` documents into the copy (half new, half
-//! replacing, each its own durable write: Partita's from 16 threads, so
+//! write `--crash-writes` documents into the copy (in 10 partitions, half
+//! new, half replacing, each its own durable write: Partita's from 16 threads, so
 //! group commit gathers them; SQLite's one transaction each) and kills it
 //! with SIGKILL once it has printed that all were acknowledged; a last
 //! child then opens the copy and reads the last document written, timing
@@ -1279,20 +1279,37 @@ fn measure_partita(
 /// Threads of a Partita crash-write child.
 const CRASH_WRITERS: u64 = 16;
 
-/// The document the `k`-th write of a crash-write child writes: a new one
-/// for even `k`, for odd `k` a replacement of document `k` (the same
-/// fields but `score`, if it exists).
+/// The document the `k`-th write of a crash-write child writes, in one of
+/// the [`HOT_PARTITIONS`]: a new one for even `k`, for odd `k` a
+/// replacement of an existing one (the same fields but `score`; a new one
+/// past the end of a small store). Few partitions, so that the writes
+/// measure commits and not partitions read from storage (at 10,000,000
+/// documents one is 10,000 documents, and writes going round all 1,000
+/// of them would read one back from storage for every write).
 fn crash_document(docs: u64, k: u64) -> Value {
-    let i = if k.is_multiple_of(2) { docs + k } else { k };
+    let i = crash_index(docs, k);
     let mut doc = document(i);
     doc["score"] = json!(-1.0);
     doc
 }
 
+/// The document number of the `k`-th crash write (see [`crash_document`]):
+/// document `i` is in partition `i % PARTITIONS`, and new ones start past
+/// the store's last.
+fn crash_index(docs: u64, k: u64) -> u64 {
+    let j = k / 2;
+    let i = j / HOT_PARTITIONS * PARTITIONS + j % HOT_PARTITIONS;
+    if k.is_multiple_of(2) {
+        docs.div_ceil(PARTITIONS) * PARTITIONS + i
+    } else {
+        i
+    }
+}
+
 /// The `n` of the last new document of `writes` crash writes.
 fn last_crash_write(docs: u64, writes: u64) -> anyhow::Result<u64> {
     ensure!(writes > 0, "no writes to read back");
-    Ok(docs + (writes - 1) / 2 * 2)
+    Ok(crash_index(docs, (writes - 1) / 2 * 2))
 }
 
 fn crash_write_partita(dir: &Path, docs: u64, writes: u64) -> anyhow::Result<()> {
@@ -1612,9 +1629,10 @@ fn table(header: &Header, sizes: &[SizeReport]) -> String {
     if header.crash_writes > 0 {
         let _ = writeln!(
             out,
-            "- after a crash: a child writes {} documents into a copy of the store (half new, half \
-             replacing; Partita's from {CRASH_WRITERS} threads, SQLite's one transaction each), is killed \
-             with SIGKILL once all are acknowledged, and another opens the copy and reads the last one",
+            "- after a crash: a child writes {} documents into a copy of the store (in {HOT_PARTITIONS} \
+             partitions, half new, half replacing; Partita's from {CRASH_WRITERS} threads, SQLite's one \
+             transaction each), is killed with SIGKILL once all are acknowledged, and another opens the \
+             copy and reads the last one",
             thousands(header.crash_writes)
         );
     }
