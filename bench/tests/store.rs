@@ -22,6 +22,8 @@ fn the_store_bench_prints_its_table_and_json() {
             "500",
             "--crash-writes",
             "300",
+            "--rewrites",
+            "500",
             "--json",
         ])
         .arg(&json)
@@ -46,6 +48,7 @@ fn the_store_bench_prints_its_table_and_json() {
         "| query TOP 10 ORDER BY c.n DESC, later runs (ms) |",
         "| query c.g = @g AND c.n >= @n, later runs (ms) |",
         "| open + first read after a SIGKILL mid-writes (ms) |",
+        "| disk after --rewrites replacements of existing documents (MB) |",
     ] {
         assert!(stdout.contains(row), "{row} missing from\n{stdout}");
     }
@@ -61,6 +64,8 @@ fn the_store_bench_prints_its_table_and_json() {
         let runs = size["systems"][system]["runs"].as_array().unwrap();
         assert_eq!(runs.len(), 1, "{system}");
         assert!(size["systems"][system]["disk_bytes"].as_u64().unwrap() > 0);
+        let rewritten = &size["systems"][system]["medians"]["rewritten_disk_mb"];
+        assert!(rewritten.as_f64().unwrap() > 0.0, "{system}: {rewritten}");
         assert_eq!(size["systems"][system]["build"]["reused"], false);
         assert_eq!(
             runs[0]["returned"],
@@ -86,7 +91,7 @@ fn the_store_bench_prints_its_table_and_json() {
         "{plans}"
     );
 
-    // The crashed copies are gone; the stores are as built.
+    // The crashed and rewritten copies are gone; the stores are as built.
     let mut left: Vec<String> = std::fs::read_dir(dir.path().join("stores/docs-2000"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -104,7 +109,7 @@ fn the_store_bench_prints_its_table_and_json() {
     );
 
     // A second run reuses the stores kept in --dir, and leaves out the
-    // crash and its row.
+    // crash, the rewrites and their rows.
     let out = Command::new(env!("CARGO_BIN_EXE_partita-store-bench"))
         .args([
             "--sizes",
@@ -114,6 +119,8 @@ fn the_store_bench_prints_its_table_and_json() {
             "--reads",
             "100",
             "--crash-writes",
+            "0",
+            "--rewrites",
             "0",
             "--dir",
         ])
@@ -131,4 +138,5 @@ fn the_store_bench_prints_its_table_and_json() {
         "{stdout}"
     );
     assert!(!stdout.contains("after a SIGKILL"), "{stdout}");
+    assert!(!stdout.contains("replacements"), "{stdout}");
 }

@@ -12,6 +12,7 @@
 //!                         point reads, four cross-partition queries; one JSON line
 //!                       then, for each, on a copy of the store:
 //!                         crash-write child (SIGKILLed) ── crash-open child
+//!      └── once per size, for each, on a copy: rewrite child, then the copy's size
 //! ```
 //!
 //! Every measurement runs in a process that has just opened the store, so
@@ -45,7 +46,12 @@
 //! both. That is recovery: Partita reads back what the log holds past its
 //! last fold (at most about 20,000 documents), SQLite its write-ahead log.
 //!
-//! Non-goals: concurrent callers and writes after the build (`partita-bench`
+//! Once per size the parent copies each store again, has a child replace
+//! `--rewrites` of its documents (those of the 10 hot partitions, round and
+//! round, each write changing one) and close it, and measures the copy's
+//! files: what a store keeps of the versions its writes replaced.
+//!
+//! Non-goals: concurrent callers and the speed of writes (`partita-bench`
 //! measures those), and a cold OS page cache (dropping it needs root and
 //! says more about the disk than about either store).
 
@@ -221,6 +227,10 @@ struct Args {
     /// default is just under what Partita keeps unfolded at most.
     #[arg(long, default_value_t = 19_000)]
     crash_writes: u64,
+    /// Documents a child replaces in a copy of each store, once per size,
+    /// before the copy's disk size is taken (0: skip it).
+    #[arg(long, default_value_t = 100_000)]
+    rewrites: u64,
 }
 
 /// The values of `--partita-indexing`.
@@ -268,6 +278,9 @@ enum Child {
     /// Opens a store a crash-write child left and reads its last write.
     #[command(hide = true)]
     CrashOpen(Crash),
+    /// Replaces documents of a store, then closes it.
+    #[command(hide = true)]
+    Rewrite(Crash),
 }
 
 /// The arguments of both crash children: `writes` documents written into
@@ -386,6 +399,10 @@ impl Metric {
 const METRICS: &[Metric] = &[
     Metric::count("build_docs_per_s", "build (documents/s)"),
     Metric::plain("disk_mb", "disk, all files, indexes included (MB)"),
+    Metric::plain(
+        "rewritten_disk_mb",
+        "disk after --rewrites replacements of existing documents (MB)",
+    ),
     Metric::plain("open_ms", "open + first read (ms)"),
     Metric::plain("rss_open_mb", "VmRSS after open (MB)"),
     Metric::plain("hwm_open_mb", "VmHWM after open (MB)"),
@@ -476,6 +493,21 @@ fn main() -> anyhow::Result<()> {
             std::thread::sleep(Duration::from_secs(60));
             bail!("not killed within a minute of its last write")
         }
+        Some(Child::Rewrite(Crash {
+            system,
+            dir,
+            docs,
+            writes,
+        })) => {
+            let started = Instant::now();
+            match system {
+                System::Partita | System::PartitaQueried => rewrite_partita(&dir, docs, writes)?,
+                System::Sqlite => rewrite_sqlite(&dir, docs, writes)?,
+            }
+            let seconds = started.elapsed().as_secs_f64();
+            println!("{}", json!({ "written": writes, "seconds": seconds }));
+            Ok(())
+        }
         Some(Child::CrashOpen(Crash {
             system,
             dir,
@@ -509,6 +541,8 @@ struct SystemReport {
     system: System,
     build: Value,
     disk_bytes: u64,
+    /// The disk size of a copy after `--rewrites` replacements.
+    rewritten_bytes: Option<u64>,
     runs: Vec<Value>,
 }
 
@@ -518,6 +552,7 @@ impl SystemReport {
         match key {
             "build_docs_per_s" => self.build["docs_per_s"].as_f64(),
             "disk_mb" => Some(self.disk_bytes as f64 / 1e6),
+            "rewritten_disk_mb" => self.rewritten_bytes.map(|b| b as f64 / 1e6),
             _ => median(self.runs.iter().filter_map(|r| r[key].as_f64()).collect()),
         }
     }
@@ -563,6 +598,7 @@ fn run_parent(args: &Args) -> anyhow::Result<()> {
                 system,
                 build,
                 disk_bytes,
+                rewritten_bytes: None,
                 runs: Vec::new(),
             });
         }
@@ -627,6 +663,19 @@ fn run_parent(args: &Args) -> anyhow::Result<()> {
                 round + 1
             );
         }
+        if args.rewrites > 0 {
+            for s in &mut systems {
+                let bytes = rewrite_round(&exe, &size_dir, s.system, docs, args.rewrites)?;
+                eprintln!(
+                    "{docs} documents, {}: {:.1} MB on disk after {} replacements (was {:.1} MB)",
+                    s.system.name(),
+                    bytes as f64 / 1e6,
+                    args.rewrites,
+                    s.disk_bytes as f64 / 1e6
+                );
+                s.rewritten_bytes = Some(bytes);
+            }
+        }
         // Checked; the report keeps how many each query returned.
         for s in &mut systems {
             for run in &mut s.runs {
@@ -657,6 +706,7 @@ fn run_parent(args: &Args) -> anyhow::Result<()> {
         query_runs: args.query_runs,
         systems: System::pair(args.partita_indexing),
         crash_writes: args.crash_writes,
+        rewrites: args.rewrites,
     };
     print!("{}", table(&header, &sizes));
     if let Some(path) = &args.json {
@@ -734,6 +784,22 @@ fn ensure_built(exe: &Path, size_dir: &Path, system: System, docs: u64) -> anyho
     Ok(build)
 }
 
+/// Copies `system`'s store in `size_dir` to a directory beside it named
+/// for `what`, replacing what an earlier run left there.
+fn copy_store(size_dir: &Path, system: System, what: &str) -> anyhow::Result<PathBuf> {
+    let copy = size_dir.join(format!("{}-{what}", system.arg()));
+    if copy.exists() {
+        std::fs::remove_dir_all(&copy).with_context(|| format!("removing {}", copy.display()))?;
+    }
+    std::fs::create_dir_all(&copy)?;
+    for entry in std::fs::read_dir(store_dir(size_dir, system))? {
+        let entry = entry?;
+        std::fs::copy(entry.path(), copy.join(entry.file_name()))
+            .with_context(|| format!("copying {}", entry.path().display()))?;
+    }
+    Ok(copy)
+}
+
 /// Copies `system`'s store of `docs` documents, has a crash-write child
 /// write `writes` documents into the copy and kills it with SIGKILL once
 /// it says all were acknowledged, then times a crash-open child's open and
@@ -746,16 +812,7 @@ fn crash_round(
     writes: u64,
 ) -> anyhow::Result<Value> {
     use std::io::BufRead as _;
-    let copy = size_dir.join(format!("{}-crashed", system.arg()));
-    if copy.exists() {
-        std::fs::remove_dir_all(&copy).with_context(|| format!("removing {}", copy.display()))?;
-    }
-    std::fs::create_dir_all(&copy)?;
-    for entry in std::fs::read_dir(store_dir(size_dir, system))? {
-        let entry = entry?;
-        std::fs::copy(entry.path(), copy.join(entry.file_name()))
-            .with_context(|| format!("copying {}", entry.path().display()))?;
-    }
+    let copy = copy_store(size_dir, system, "crashed")?;
     let (docs_arg, writes_arg) = (docs.to_string(), writes.to_string());
     let common = [
         "--system",
@@ -792,6 +849,36 @@ fn crash_round(
     let res = run_child(exe, &args)?;
     std::fs::remove_dir_all(&copy).with_context(|| format!("removing {}", copy.display()))?;
     Ok(res)
+}
+
+/// Copies `system`'s store of `docs` documents, has a rewrite child
+/// replace `writes` of its documents and close it, and returns the
+/// copy's size on disk. The copy is removed.
+fn rewrite_round(
+    exe: &Path,
+    size_dir: &Path,
+    system: System,
+    docs: u64,
+    writes: u64,
+) -> anyhow::Result<u64> {
+    let copy = copy_store(size_dir, system, "rewritten")?;
+    run_child(
+        exe,
+        &[
+            "rewrite",
+            "--system",
+            system.arg(),
+            "--dir",
+            path_arg(&copy)?,
+            "--docs",
+            &docs.to_string(),
+            "--writes",
+            &writes.to_string(),
+        ],
+    )?;
+    let bytes = dir_size(&copy)?;
+    std::fs::remove_dir_all(&copy).with_context(|| format!("removing {}", copy.display()))?;
+    Ok(bytes)
 }
 
 /// Runs this binary with `args` and parses the JSON line it prints last.
@@ -1312,18 +1399,19 @@ fn last_crash_write(docs: u64, writes: u64) -> anyhow::Result<u64> {
     Ok(crash_index(docs, (writes - 1) / 2 * 2))
 }
 
-fn crash_write_partita(dir: &Path, docs: u64, writes: u64) -> anyhow::Result<()> {
-    let db = Database::open(dir)?;
-    let container = db.container(CONTAINER)?;
+/// Runs `write(k)` for every `k` below `writes` from [`CRASH_WRITERS`]
+/// threads, each taking every so many `k`, so group commit gathers them.
+fn write_from_threads(
+    writes: u64,
+    write: impl Fn(u64) -> anyhow::Result<()> + Sync,
+) -> anyhow::Result<()> {
     std::thread::scope(|scope| {
         let handles: Vec<_> = (0..CRASH_WRITERS)
             .map(|first| {
-                let container = &container;
+                let write = &write;
                 scope.spawn(move || -> anyhow::Result<()> {
                     for k in (first..writes).step_by(CRASH_WRITERS as usize) {
-                        let doc = crash_document(docs, k);
-                        let pk = doc["pk"].as_str().unwrap_or_default().to_owned();
-                        container.upsert_item(pk.as_str(), doc, None)?;
+                        write(k)?;
                     }
                     Ok(())
                 })
@@ -1334,11 +1422,67 @@ fn crash_write_partita(dir: &Path, docs: u64, writes: u64) -> anyhow::Result<()>
                 .join()
                 .map_err(|_| anyhow::anyhow!("a writer panicked"))??;
         }
-        Ok::<_, anyhow::Error>(())
+        Ok(())
+    })
+}
+
+fn crash_write_partita(dir: &Path, docs: u64, writes: u64) -> anyhow::Result<()> {
+    let db = Database::open(dir)?;
+    let container = db.container(CONTAINER)?;
+    write_from_threads(writes, |k| {
+        let doc = crash_document(docs, k);
+        let pk = doc["pk"].as_str().unwrap_or_default().to_owned();
+        container.upsert_item(pk.as_str(), doc, None)?;
+        Ok(())
     })?;
     // Not dropped: the process is killed with the store open.
     std::mem::forget(container);
     std::mem::forget(db);
+    Ok(())
+}
+
+/// The `k`-th replacement of a rewrite child: an existing document of the
+/// [`HOT_PARTITIONS`], round and round through them, its `score` set to
+/// `k` (so every write changes it).
+fn rewrite_document(docs: u64, k: u64) -> Value {
+    let per_partition = (docs / PARTITIONS).max(1);
+    let j = k % (HOT_PARTITIONS * per_partition);
+    let mut doc = document(j / HOT_PARTITIONS * PARTITIONS + j % HOT_PARTITIONS);
+    doc["score"] = json!(k);
+    doc
+}
+
+fn rewrite_partita(dir: &Path, docs: u64, writes: u64) -> anyhow::Result<()> {
+    let db = Database::open(dir)?;
+    let container = db.container(CONTAINER)?;
+    write_from_threads(writes, |k| {
+        let doc = rewrite_document(docs, k);
+        let pk = doc["pk"].as_str().unwrap_or_default().to_owned();
+        let id = doc["id"].as_str().unwrap_or_default().to_owned();
+        container.replace_item(pk.as_str(), &id, doc, None)?;
+        Ok(())
+    })?;
+    drop(container);
+    drop(db);
+    Ok(())
+}
+
+fn rewrite_sqlite(dir: &Path, docs: u64, writes: u64) -> anyhow::Result<()> {
+    let conn = Connection::open(dir.join(SQLITE_FILE))?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    {
+        let mut replace = conn.prepare("UPDATE docs SET body = ?3 WHERE pk = ?1 AND id = ?2")?;
+        for k in 0..writes {
+            let doc = rewrite_document(docs, k);
+            let changed = replace.execute(params![
+                doc["pk"].as_str(),
+                doc["id"].as_str(),
+                doc.to_string()
+            ])?;
+            ensure!(changed == 1, "{} is not in the store", doc["id"]);
+        }
+    }
+    conn.close().map_err(|(_, e)| e)?;
     Ok(())
 }
 
@@ -1571,6 +1715,8 @@ struct Header {
     systems: [System; 2],
     /// `--crash-writes`.
     crash_writes: u64,
+    /// `--rewrites`.
+    rewrites: u64,
 }
 
 fn table(header: &Header, sizes: &[SizeReport]) -> String {
@@ -1634,6 +1780,16 @@ fn table(header: &Header, sizes: &[SizeReport]) -> String {
              transaction each), is killed with SIGKILL once all are acknowledged, and another opens the \
              copy and reads the last one",
             thousands(header.crash_writes)
+        );
+    }
+    if header.rewrites > 0 {
+        let _ = writeln!(
+            out,
+            "- after replacements: once per size, a child replaces {} existing documents of a copy of \
+             the store (those of {HOT_PARTITIONS} partitions, round and round: at 100,000 documents \
+             each 100 times, at 1,000,000 each 10 times; Partita's from {CRASH_WRITERS} threads, \
+             SQLite's one transaction each, both durable) and closes it; then the copy's files are measured",
+            thousands(header.rewrites)
         );
     }
     // How each side answered, from the first measuring child of the
