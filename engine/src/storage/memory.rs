@@ -44,8 +44,8 @@ use crate::error::Result;
 use crate::range_index::IndexTerm;
 use index::ContainerIndex;
 
-/// How many of each container's latest commits the in-memory change log
-/// keeps whole (see the module docs).
+/// How many of each container's latest commits the change log keeps
+/// whole, in memory (see the module docs) as in SQLite (`sqlite::sweep`).
 pub const RETAINED_COMMITS: u64 = 10_000;
 
 /// Storage that keeps the change log in memory.

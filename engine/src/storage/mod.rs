@@ -524,7 +524,11 @@ pub trait Storage: Send + Sync {
 
     /// The change-log entries of `container` with an LSN greater than
     /// `after`, in LSN order. Whole transactions only: the last transaction
-    /// is completed even if that exceeds `max_changes`.
+    /// is completed even if that exceeds `max_changes`. Before the last
+    /// [`RETAINED_COMMITS`] commits a store may have compacted the log to
+    /// the latest version of each live document (the memory and SQLite
+    /// stores do), so a transaction there may have lost some changes, or
+    /// all of them.
     ///
     /// # Errors
     /// [`crate::Error::Storage`] when the log cannot be read.

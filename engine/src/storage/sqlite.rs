@@ -74,15 +74,23 @@
 //! whose comment count every comment bumps) reaches `docs` once per fold
 //! instead of once per commit.
 //!
+//! The log does not keep every version: once a change is behind its
+//! container's last [`RETAINED_COMMITS`](super::RETAINED_COMMITS) commits
+//! and its fold mark, a version a later one replaced, or a delete, is
+//! deleted from it ([`sweep_superseded`] under load, [`sweep`] at idle),
+//! so the log holds what the in-memory store's does: the last commits
+//! whole, and before them the latest version of each live document.
+//!
 //! Each body is stored once, in the log: a `docs` row holds the document's
 //! key, its rid and the (`lsn`, `idx`) of the log row with its current
 //! version, and its `body` is `NULL` (rows an older Partita wrote keep
 //! their bodies and no pointer). A read joins the two in one statement, so
-//! both come from one snapshot; the log rows a `docs` row points at are
-//! deleted only with their container, which deletes the `docs` rows with
-//! them, so a pointer always finds its row. The log is a rowid table with
-//! a unique index: appending to a `WITHOUT ROWID` table with large rows
-//! rebalances sibling pages on every split. `docs` rows are small (tens of
+//! both come from one snapshot; the log row a `docs` row points at is
+//! deleted only with its container, which deletes the `docs` rows with
+//! it, or by the fold that points the `docs` row at a later version, in
+//! the same transaction, so a pointer always finds its row. The log is a
+//! rowid table with a unique index: appending to a `WITHOUT ROWID` table
+//! with large rows rebalances sibling pages on every split. `docs` rows are small (tens of
 //! bytes) and written in key order by the fold, so `docs` is `WITHOUT
 //! ROWID`, keyed by (container, pk, id), and needs no separate index.
 //!
@@ -172,6 +180,21 @@ const FOLD_STEP: usize = 2_000;
 /// at [`MAX_PENDING`].
 const IDLE_FOLD: Duration = Duration::from_millis(50);
 
+/// A container whose log has this many commits past its fold mark folds
+/// a step even with fewer than [`MAX_PENDING`] documents pending
+/// (`Writer::marks_behind`).
+const MAX_UNFOLDED_COMMITS: u64 = 20_000;
+
+/// How many rows written to the log make the committer delete up to twice
+/// as many of its superseded rows ([`sweep_superseded`]), after the batch
+/// that reached them (so it catches up after a fold mark moved by
+/// thousands of commits); an idle store sweeps [`SWEEP_STEP`] at a time
+/// until none is left.
+const SWEEP_EVERY: u64 = 256;
+
+/// The rows a step of sweeping an idle store looks at.
+const SWEEP_STEP: usize = 4_096;
+
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS containers (
     id TEXT PRIMARY KEY,
@@ -219,7 +242,8 @@ CREATE TABLE IF NOT EXISTS scripts (
 CREATE TABLE IF NOT EXISTS folded (
     container TEXT PRIMARY KEY,
     lsn INTEGER NOT NULL,
-    seq INTEGER
+    seq INTEGER,
+    swept INTEGER
 );
 CREATE TABLE IF NOT EXISTS idx_paths (
     key INTEGER PRIMARY KEY,
@@ -328,6 +352,16 @@ fn create_schema(conn: &mut Connection, unfolded_store: bool) -> rusqlite::Resul
     if !has_seq {
         tx.execute_batch("ALTER TABLE folded ADD COLUMN seq INTEGER")?;
     }
+    // Stores from before the log was swept (`sweep`): `NULL`, swept from
+    // the start.
+    let has_swept: bool = tx.query_row(
+        "SELECT COUNT(*) > 0 FROM pragma_table_info('folded') WHERE name = 'swept'",
+        [],
+        |row| row.get(0),
+    )?;
+    if !has_swept {
+        tx.execute_batch("ALTER TABLE folded ADD COLUMN swept INTEGER")?;
+    }
     for (table, columns) in relaid {
         tx.execute_batch(&format!(
             "INSERT INTO {table} ({columns}) SELECT {columns} FROM {table}_old_layout; DROP TABLE {table}_old_layout;"
@@ -377,6 +411,8 @@ fn put_pending(pending: &mut PendingDocs, key: PendingKey, mut doc: Pending) {
             };
             entry.insert(doc);
             pending.by_lsn.insert(at, key);
+            // Never folded, so `docs` does not point at it.
+            pending.superseded.insert(was);
         }
         Entry::Vacant(entry) => {
             pending.by_lsn.insert(at, entry.key().clone());
@@ -424,6 +460,11 @@ type PendingKey = (Arc<str>, String, Arc<str>);
 struct PendingDocs {
     docs: BTreeMap<PendingKey, Pending>,
     by_lsn: BTreeMap<(Arc<str>, u64, u32), PendingKey>,
+    /// Log rows (container, LSN, index) no reader will need once they are
+    /// behind the window [`sweep_superseded`] keeps: pending versions a
+    /// later commit replaced, and the deletes a fold applied. A fold does
+    /// not clear them.
+    superseded: BTreeSet<(Arc<str>, u64, u32)>,
 }
 
 impl std::ops::Deref for PendingDocs {
@@ -445,6 +486,8 @@ impl PendingDocs {
         self.docs.retain(|(container, _, _), _| **container != *id);
         self.by_lsn
             .retain(|(container, _, _), _| **container != *id);
+        self.superseded
+            .retain(|(container, _, _)| **container != *id);
     }
 
     /// Drops the documents a fold wrote.
@@ -1348,6 +1391,16 @@ impl SqliteStorage {
         })
     }
 
+    /// Keeps the last `commits` of each container's log whole (at least
+    /// one; by default [`super::RETAINED_COMMITS`]): see [`sweep`]. For
+    /// tests, which sweep a short log.
+    #[cfg(test)]
+    pub(crate) fn set_retention(&self, commits: u64) {
+        if let Some(writer) = self.writer.lock().as_mut() {
+            writer.retained = commits;
+        }
+    }
+
     /// Opens the store for writing: recovers what a crash left unfolded
     /// and proves that a write reaches the disk.
     fn open_writable(
@@ -1401,6 +1454,7 @@ impl SqliteStorage {
             .busy_timeout(Duration::from_secs(10))
             .map_err(|e| Error::storage("configure sqlite", e))?;
         let (next_lsn, mut max_seq) = log_state(&writer)?;
+        let marks = max_per_container(&writer, "SELECT container, lsn FROM folded")?;
         let stamps = stamps(&writer)?;
         let indexes = RwLock::new(index_states(&writer)?);
         // What the log holds past each container's mark (the commits a
@@ -1490,6 +1544,9 @@ impl SqliteStorage {
             syncer,
             pad,
             checkpointer,
+            marks,
+            retained: super::RETAINED_COMMITS,
+            unswept: 0,
         })));
         let (sender, receiver) = mpsc::channel();
         let committer = {
@@ -2315,9 +2372,12 @@ fn unfolded(
             (key, doc)
         })
         .collect();
+    // The versions a crash left behind the latest are not known here:
+    // the sweep at idle finds them.
     Ok(PendingDocs {
         docs,
         by_lsn: by_lsn.into_iter().collect(),
+        superseded: BTreeSet::new(),
     })
 }
 
@@ -2595,8 +2655,9 @@ impl Pending {
 /// The body of a `docs` row (`d`, of container `?1`), the `seq` and `ts`
 /// that complete it ([`body_text`]), and the rest of a query that reads
 /// them: its own body, in a row an older Partita wrote, else that of the
-/// log row it points at. A container's log rows go only with the
-/// container, so the row is there (`NULL` would be a corrupt store).
+/// log row it points at. That row goes only with the container or with
+/// the fold that points `d` elsewhere, so it is there (`NULL` would be a
+/// corrupt store).
 const DOC_BODY: &str = "COALESCE(d.body, c.body), c.seq, c.ts FROM docs AS d \
      LEFT JOIN changes AS c ON c.container = d.container AND c.lsn = d.lsn AND c.idx = d.idx \
      WHERE d.container = ?1 AND";
@@ -2799,6 +2860,13 @@ struct Writer {
     /// Under [`Durability::Full`]: copies the log into the database file
     /// beside the committer.
     checkpointer: Option<Checkpointer>,
+    /// Per container, the LSN up to which `docs` is folded (`folded.lsn`).
+    marks: HashMap<String, u64>,
+    /// How many of each container's last commits the log keeps whole
+    /// ([`sweep`]).
+    retained: u64,
+    /// Rows written to the log since the last step of sweeping it.
+    unswept: u64,
 }
 
 /// A thread that checkpoints the log on a connection of its own while the
@@ -2963,6 +3031,7 @@ impl Writer {
         for (request, lsn) in batch.into_iter().zip(lsns) {
             match request {
                 Request::Commit(record, reply) => {
+                    self.unswept += record.changes.len() as u64;
                     self.next_lsn.insert(record.container.to_string(), lsn.0);
                     acks.push(Ack::Commit {
                         reply,
@@ -2975,6 +3044,7 @@ impl Writer {
                         MetaOp::DeleteContainer(id) => {
                             // A container of the same id starts over at LSN 1.
                             self.next_lsn.remove(&id);
+                            self.marks.remove(&id);
                             Some(id)
                         }
                         _ => None,
@@ -3089,6 +3159,12 @@ impl Writer {
         let pending = self.pending.read().len();
         if pending >= MAX_PENDING {
             self.fold_some(shared, Some(pending - MAX_PENDING + FOLD_STEP));
+        } else if pending > 0 && self.marks_behind() {
+            self.fold_some(shared, Some(FOLD_STEP));
+        }
+        if self.unswept >= SWEEP_EVERY {
+            let rows = 2 * self.unswept as usize;
+            self.sweep_superseded_some(shared, rows);
         }
     }
 
@@ -3154,11 +3230,17 @@ fn run_committer(writer: &Mutex<Option<Writer>>, queue: &mpsc::Receiver<Request>
                     // A whole period passed without a batch.
                     folding = false;
                     if let Some(writer) = writer.lock().as_mut()
-                        && writer.has_pending()
                         && shared.failed.lock().is_none()
                     {
-                        writer.fold_some(shared, Some(FOLD_STEP));
-                        folding = writer.has_pending();
+                        // Fold first: what the fold marks is what a sweep
+                        // may delete behind.
+                        folding = if writer.has_pending() {
+                            writer.fold_some(shared, Some(FOLD_STEP));
+                            true
+                        } else {
+                            writer.sweep_idle(shared)
+                        };
+                        writer.checkpoint_when_grown(shared);
                     }
                     continue;
                 }
@@ -3210,19 +3292,229 @@ impl Writer {
     /// Folds all pending documents (`None`), or about `step` of the oldest.
     fn fold_some(&mut self, shared: &Shared, step: Option<usize>) {
         let stamps = shared.stamps.read();
-        if let Err(err) = fold(
+        let heads = Heads {
+            next_lsn: &self.next_lsn,
+            max_seq: &self.max_seq,
+            retained: self.retained,
+        };
+        match fold(
             &mut self.conn,
             &self.pending,
-            &self.next_lsn,
-            &self.max_seq,
+            &heads,
             &stamps,
             &shared.indexes,
             step,
         ) {
-            drop(stamps);
-            shared.fail(format!("fold the change log into docs: {err}"));
+            Ok(marks) => self.marks.extend(marks),
+            Err(err) => {
+                drop(stamps);
+                shared.fail(format!("fold the change log into docs: {err}"));
+            }
         }
     }
+
+    /// Whether a container's log has [`MAX_UNFOLDED_COMMITS`] past its
+    /// fold mark. Folding in steps goes by the pending documents, and a
+    /// workload that keeps rewriting the same few documents never gathers
+    /// [`MAX_PENDING`] of them: without this its mark would not move while
+    /// it runs, nor could the log behind it be swept, and a crash would
+    /// leave the whole log since to read back at the next open.
+    fn marks_behind(&self) -> bool {
+        self.next_lsn.iter().any(|(container, last)| {
+            let mark = self.marks.get(container).copied().unwrap_or(0);
+            last.saturating_sub(mark) >= MAX_UNFOLDED_COMMITS
+        })
+    }
+
+    /// Deletes at most `rows` of the log rows known to be superseded (see
+    /// [`sweep_superseded`]); how many. A failure makes the store refuse
+    /// writes, like a failed fold.
+    fn sweep_superseded_some(&mut self, shared: &Shared, rows: usize) -> usize {
+        self.unswept = 0;
+        let swept = sweep_superseded(
+            &mut self.conn,
+            &self.pending,
+            &self.next_lsn,
+            &self.marks,
+            self.retained,
+            rows,
+        );
+        match swept {
+            Ok(deleted) => deleted,
+            Err(err) => {
+                shared.fail(format!("sweep the change log: {err}"));
+                0
+            }
+        }
+    }
+
+    /// A step of sweeping an idle store's log: the rows known to be
+    /// superseded first, then the whole log behind the window, a step at
+    /// a time ([`sweep`]); whether more may be left.
+    fn sweep_idle(&mut self, shared: &Shared) -> bool {
+        self.sweep_superseded_some(shared, SWEEP_STEP) > 0 || self.sweep_some(shared, SWEEP_STEP)
+    }
+
+    /// A step of sweeping the log (see [`sweep`]) over at most `rows` of
+    /// its rows; whether more is left to sweep. A failure makes the store
+    /// refuse writes, like a failed fold.
+    fn sweep_some(&mut self, shared: &Shared, rows: usize) -> bool {
+        match sweep(&mut self.conn, &self.next_lsn, self.retained, rows) {
+            Ok(more) => more,
+            Err(err) => {
+                shared.fail(format!("sweep the change log: {err}"));
+                false
+            }
+        }
+    }
+}
+
+/// The window of a container's log that sweeping leaves whole: the rows
+/// after the LSN this returns. Its last `retained` commits (at least the
+/// last one: the next open reads the last LSN from the log), and what is
+/// past its fold mark (what a crash reads back).
+fn sweep_bound(last: u64, mark: u64, retained: u64) -> u64 {
+    mark.min(last.saturating_sub(retained.max(1)))
+}
+
+/// Deletes up to `rows` of the log rows [`PendingDocs::superseded`] holds
+/// that are behind their container's window ([`sweep_bound`]), each
+/// through the log's index, and forgets them; how many. This is how the
+/// log stays bounded under load: the committer calls it after the batch
+/// that wrote [`SWEEP_EVERY`] rows, for twice as many, so it keeps up
+/// with the writes at the cost of an index lookup per row, without
+/// reading the rows that stay. What it cannot know of (what a crash left,
+/// or an older Partita wrote) is left to [`sweep`], at idle.
+fn sweep_superseded(
+    conn: &mut Connection,
+    pending: &RwLock<PendingDocs>,
+    next_lsn: &HashMap<String, u64>,
+    marks: &HashMap<String, u64>,
+    retained: u64,
+    rows: usize,
+) -> rusqlite::Result<usize> {
+    let chosen: Vec<(Arc<str>, u64, u32)> = {
+        let pending = pending.read();
+        let mut chosen = Vec::new();
+        for (container, mark) in marks {
+            let last = next_lsn.get(container).copied().unwrap_or(0);
+            let bound = sweep_bound(last, *mark, retained);
+            let (from, to) = (Arc::from(container.as_str()), Arc::from(container.as_str()));
+            chosen.extend(
+                pending
+                    .superseded
+                    .range((from, 0, 0)..=(to, bound, u32::MAX))
+                    .take(rows - chosen.len())
+                    .cloned(),
+            );
+            if chosen.len() == rows {
+                break;
+            }
+        }
+        chosen
+    };
+    if chosen.is_empty() {
+        return Ok(0);
+    }
+    let tx = conn.transaction()?;
+    {
+        let mut delete = tx
+            .prepare_cached("DELETE FROM changes WHERE container = ?1 AND lsn = ?2 AND idx = ?3")?;
+        for (container, lsn, idx) in &chosen {
+            delete.execute(params![&**container, *lsn as i64, i64::from(*idx)])?;
+        }
+    }
+    tx.commit()?;
+    let mut pending = pending.write();
+    for row in &chosen {
+        pending.superseded.remove(row);
+    }
+    Ok(chosen.len())
+}
+
+/// Deletes from the change log of each container, a step of at most
+/// about `rows` rows at a time, the changes no reader needs: those older
+/// than its last `retained` commits and than its fold mark that `docs`
+/// does not point at. They are versions a later change superseded, and
+/// deletes, whose documents `docs` no longer holds; what stays is what
+/// the in-memory store's log keeps ([`super::memory`]): the last
+/// `retained` commits whole, and before them the latest version of each
+/// document that still exists. So the log is bounded by the documents and
+/// those commits, not by every write since the store was made: a post
+/// whose comment count every comment bumps keeps one version, not one per
+/// comment. SQLite reuses the pages the rows leave for the log's next
+/// rows; the file does not shrink.
+///
+/// Each container's progress is `folded.swept`, written in the same
+/// transaction as the deletes: every row at or before it was swept, and
+/// the versions it left there, which `docs` pointed at, are deleted by
+/// the fold that points `docs` past them ([`fold`]). A step stops at a
+/// commit's end, and takes a commit of more than `rows` rows whole. Up to
+/// the mark every document's latest change is in `docs` or pending (with
+/// a later change, which stays), so a row `docs` does not point at there
+/// is superseded (or a delete, or a body an older layout copied into
+/// `docs`).
+fn sweep(
+    conn: &mut Connection,
+    next_lsn: &HashMap<String, u64>,
+    retained: u64,
+    rows: usize,
+) -> rusqlite::Result<bool> {
+    let tx = conn.transaction()?;
+    let states: Vec<(String, i64, i64)> = tx
+        .prepare_cached("SELECT container, lsn, COALESCE(swept, 0) FROM folded ORDER BY container")?
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut more = false;
+    for (container, mark, swept) in states {
+        let last = next_lsn.get(&container).copied().unwrap_or(0);
+        let bound = sweep_bound(last, mark.max(0) as u64, retained) as i64;
+        if swept >= bound {
+            continue;
+        }
+        // The first row past the step's rows: the step ends at the commit
+        // before it, or takes it whole when it is the first.
+        let past: Option<i64> = tx
+            .prepare_cached(
+                "SELECT lsn FROM changes WHERE container = ?1 AND lsn > ?2 AND lsn <= ?3 \
+                 ORDER BY lsn, idx LIMIT 1 OFFSET ?4",
+            )?
+            .query_row(params![container, swept, bound, rows as i64], |row| {
+                row.get(0)
+            })
+            .optional()?;
+        let upto = match past {
+            None => bound,
+            Some(lsn) if lsn - 1 > swept => lsn - 1,
+            Some(lsn) => lsn,
+        };
+        tx.prepare_cached(
+            "DELETE FROM changes WHERE rowid IN (SELECT c.rowid FROM changes AS c \
+             WHERE c.container = ?1 AND c.lsn > ?2 AND c.lsn <= ?3 AND NOT EXISTS ( \
+             SELECT 1 FROM docs AS d WHERE d.container = c.container AND d.pk = c.pk \
+             AND d.id = c.id AND d.lsn = c.lsn AND d.idx = c.idx))",
+        )?
+        .execute(params![container, swept, upto])?;
+        tx.prepare_cached("UPDATE folded SET swept = ?2 WHERE container = ?1")?
+            .execute(params![container, upto])?;
+        if upto < bound {
+            more = true;
+            break;
+        }
+    }
+    tx.commit()?;
+    Ok(more)
+}
+
+/// Where each container's log stands, as [`fold`] needs it.
+#[derive(Clone, Copy)]
+struct Heads<'a> {
+    /// The last LSN written.
+    next_lsn: &'a HashMap<String, u64>,
+    /// The highest sequence number written, recorded with the mark.
+    max_seq: &'a HashMap<String, u64>,
+    /// The commits the log keeps whole ([`sweep_bound`]).
+    retained: u64,
 }
 
 /// Writes the pending documents into `docs` and records, per container,
@@ -3242,15 +3534,19 @@ impl Writer {
 fn fold(
     conn: &mut Connection,
     pending: &RwLock<PendingDocs>,
-    next_lsn: &HashMap<String, u64>,
-    max_seq: &HashMap<String, u64>,
+    heads: &Heads<'_>,
     stamps: &Stamps,
     indexes: &RwLock<Indexes>,
     step: Option<usize>,
-) -> rusqlite::Result<()> {
+) -> rusqlite::Result<Vec<(String, u64)>> {
+    let Heads {
+        next_lsn,
+        max_seq,
+        retained,
+    } = *heads;
     let pending_docs = pending.read();
     if pending_docs.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
     // Per container written, the LSN up to which it is (`u64::MAX`: all),
     // and the documents to write, in key order.
@@ -3296,6 +3592,7 @@ fn fold(
         }
     };
     let tx = conn.transaction()?;
+    let mut marks = Vec::new();
     {
         let mut entries = EntryWriter::new(&tx, stamps)?;
         let indexes = indexes.read();
@@ -3305,10 +3602,24 @@ fn fold(
         )?;
         let mut delete_doc =
             tx.prepare_cached("DELETE FROM docs WHERE container = ?1 AND pk = ?2 AND id = ?3")?;
+        // The version `docs` points at is superseded now: deleted from the
+        // log when behind the window of commits it keeps whole (see
+        // [`sweep_superseded`]; about always, since what a fold writes was
+        // committed long before), left to a sweep at idle otherwise.
+        let mut drop_old = tx.prepare_cached(
+            "DELETE FROM changes WHERE rowid = (SELECT c.rowid FROM docs AS d JOIN changes AS c \
+             ON c.container = d.container AND c.lsn = d.lsn AND c.idx = d.idx \
+             WHERE d.container = ?1 AND d.pk = ?2 AND d.id = ?3 AND d.lsn <= ?4)",
+        )?;
         for &((container, pk, id), doc) in &chosen {
             // Before the row changes: the old entries come from it.
             if let Some(state) = indexes.get(&**container) {
                 entries.replace(state, container, pk, id, doc)?;
+            }
+            let last = next_lsn.get(&**container).copied().unwrap_or(0);
+            let behind = last.saturating_sub(retained.max(1));
+            if behind > 0 {
+                drop_old.execute(params![&**container, pk, &**id, behind as i64])?;
             }
             match &doc.document {
                 Some(_) => {
@@ -3328,7 +3639,8 @@ fn fold(
         }
         entries.finish()?;
         let mut mark = tx.prepare_cached(
-            "INSERT OR REPLACE INTO folded (container, lsn, seq) VALUES (?1, ?2, ?3)",
+            "INSERT INTO folded (container, lsn, seq) VALUES (?1, ?2, ?3) \
+             ON CONFLICT (container) DO UPDATE SET lsn = excluded.lsn, seq = excluded.seq",
         )?;
         let left_whole: BTreeSet<Arc<str>> = pending_docs
             .containers()
@@ -3346,20 +3658,28 @@ fn fold(
             };
             let seq = max_seq.get(container).copied().unwrap_or(0);
             mark.execute(params![container, lsn as i64, seq as i64])?;
+            marks.push((container.clone(), lsn));
         }
     }
     let written: Vec<PendingKey> = match step {
         None => Vec::new(),
         Some(_) => chosen.iter().map(|(key, _)| (*key).clone()).collect(),
     };
+    // A delete's row: `docs` holds nothing of it now.
+    let deletes: Vec<(Arc<str>, u64, u32)> = chosen
+        .iter()
+        .filter(|(_, doc)| doc.document.is_none())
+        .map(|((container, _, _), doc)| (Arc::clone(container), doc.lsn, doc.idx))
+        .collect();
     drop(pending_docs);
     tx.commit()?;
     let mut pending = pending.write();
+    pending.superseded.extend(deletes);
     match step {
         None => pending.clear(),
         Some(_) => pending.remove(&written),
     }
-    Ok(())
+    Ok(marks)
 }
 
 /// An entry of `idx` with its container and path by name: (container,
@@ -4238,6 +4558,174 @@ mod tests {
         // Reads find them where they now are.
         let key = PartitionKey::from("a");
         assert!(storage.read_document("c", &key, "a").unwrap().is_some());
+    }
+
+    /// The log as `read_changes` gives it: (LSN, id, whether a delete).
+    fn log_of(storage: &SqliteStorage) -> Vec<(u64, String, bool)> {
+        storage
+            .read_changes("c", Lsn::ZERO, usize::MAX)
+            .unwrap()
+            .into_iter()
+            .map(|c| (c.lsn.0, c.id, c.kind == ChangeKind::Delete))
+            .collect()
+    }
+
+    /// What sweeping `log` up to `bound` must leave when it is folded up
+    /// to `mark`: every change after `bound`, and up to it the last change
+    /// of each document up to the mark (what `docs` holds), unless a
+    /// delete.
+    fn swept_log(log: &[(u64, String, bool)], bound: u64, mark: u64) -> Vec<(u64, String, bool)> {
+        let last: HashMap<&str, u64> = log
+            .iter()
+            .filter(|(lsn, _, _)| *lsn <= mark)
+            .map(|(lsn, id, _)| (id.as_str(), *lsn))
+            .collect();
+        log.iter()
+            .filter(|(lsn, id, delete)| {
+                *lsn > bound || (last.get(id.as_str()) == Some(lsn) && !delete)
+            })
+            .cloned()
+            .collect()
+    }
+
+    #[test]
+    fn sweeping_keeps_the_last_commits_whole_and_the_latest_version_of_each_document() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        let copy = dir.path().join("copy.sqlite");
+        // No idle folds or sweeps: this test's are the only ones.
+        let storage =
+            SqliteStorage::open_limited(&path, Durability::Full, CHECKPOINT_PAGES, Some(1 << 20))
+                .unwrap();
+        storage.set_retention(5);
+        storage.create_container(&meta()).unwrap();
+        // 40 commits over six documents: replaced, deleted, created again.
+        let ids = ["a", "b", "c", "d", "e", "f"];
+        let mut live = BTreeMap::new();
+        for i in 0..40u64 {
+            let id = ids[(i * 7 % 11 % 6) as usize];
+            let n = (i % 9 != 4 || !live.contains_key(id)).then_some(i + 1);
+            match n {
+                Some(n) => live.insert(id.to_owned(), n),
+                None => live.remove(id),
+            };
+            storage.commit(write(id, n)).unwrap();
+        }
+        let full = log_of(&storage);
+        assert_eq!(full.len(), 40);
+        assert!(full.iter().any(|(_, _, delete)| *delete));
+        let sweep_all = |rows: usize| {
+            let mut writer = storage.writer.lock();
+            let writer = writer.as_mut().unwrap();
+            let mut steps = 1;
+            while writer.sweep_some(&storage.shared, rows) {
+                steps += 1;
+            }
+            steps
+        };
+        // Nothing folded yet: nothing is swept (the mark is 0).
+        sweep_all(100);
+        assert_eq!(log_of(&storage), full);
+
+        storage
+            .writer
+            .lock()
+            .as_mut()
+            .unwrap()
+            .fold(&storage.shared);
+        // The mark is 40, the last five commits stay whole. What the
+        // commits and the fold knew to be superseded (versions replaced
+        // while pending, deletes folded) is all there is to delete here.
+        let swept = swept_log(&full, 35, 40);
+        let known = storage
+            .writer
+            .lock()
+            .as_mut()
+            .unwrap()
+            .sweep_superseded_some(&storage.shared, 1000);
+        assert_eq!(known, full.len() - swept.len());
+        assert_eq!(log_of(&storage), swept);
+        // Sweeping the log itself, a row at a time, finds no more.
+        assert!(sweep_all(1) > 1);
+        assert!(swept.len() < 15, "{swept:?}");
+        assert_eq!(log_of(&storage), swept);
+        assert_eq!(
+            count(&path, "SELECT COUNT(*) FROM changes"),
+            swept.len() as i64
+        );
+        assert_eq!(loaded(&storage), live);
+
+        // Commits after the fold stay, past the mark, however superseded,
+        // and so does the version `docs` holds.
+        for n in [100, 101, 102, 103, 104, 105, 106] {
+            storage.commit(write("a", Some(n))).unwrap();
+        }
+        live.insert("a".to_owned(), 106);
+        let before = log_of(&storage);
+        sweep_all(100);
+        assert_eq!(log_of(&storage), swept_log(&before, 40, 40));
+        assert_eq!(loaded(&storage), live);
+
+        // A crash now reads back what was pending over what the sweep left,
+        // and goes on at the next LSN.
+        crash_copy(&path, &copy);
+        let crashed = SqliteStorage::open(&copy, Durability::None).unwrap();
+        assert_eq!(loaded(&crashed), live);
+        assert_eq!(log_of(&crashed), log_of(&storage));
+        assert_eq!(crashed.commit(write("b", Some(200))).unwrap(), Lsn(48));
+        drop(crashed);
+
+        // Closed (so folded) and opened again, everything is where it was,
+        // and the sweep carries on from where it stopped.
+        drop(storage);
+        let reopened = SqliteStorage::open(&path, Durability::None).unwrap();
+        reopened.set_retention(5);
+        assert_eq!(loaded(&reopened), live);
+        {
+            let mut writer = reopened.writer.lock();
+            let writer = writer.as_mut().unwrap();
+            while writer.sweep_some(&reopened.shared, 100) {}
+        }
+        assert_eq!(log_of(&reopened), swept_log(&before, 42, 47));
+        assert_eq!(reopened.commit(write("b", Some(200))).unwrap(), Lsn(48));
+    }
+
+    #[test]
+    fn a_log_rewriting_a_few_documents_is_folded_and_swept_as_it_grows() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        let storage =
+            SqliteStorage::open_limited(&path, Durability::None, CHECKPOINT_PAGES, Some(1 << 20))
+                .unwrap();
+        storage.create_container(&meta()).unwrap();
+        // Two documents, rewritten: never MAX_PENDING of them pending.
+        let commits = 4 * MAX_UNFOLDED_COMMITS;
+        for n in 1..=commits {
+            let id = if n % 2 == 0 { "a" } else { "b" };
+            storage.commit(write(id, Some(n))).unwrap();
+        }
+        // The mark moved as the log grew past it, and the committer swept
+        // behind it as it went: what stays is at most the window, what the
+        // last move of the mark left to sweep, and a sweep's worth.
+        let mark = count(&path, "SELECT lsn FROM folded WHERE container = 'c'") as u64;
+        assert!(mark >= commits - MAX_UNFOLDED_COMMITS, "{mark}");
+        let rows = count(&path, "SELECT COUNT(*) FROM changes") as u64;
+        let most = super::super::RETAINED_COMMITS + MAX_UNFOLDED_COMMITS + 2 * SWEEP_EVERY;
+        assert!(rows <= most, "{rows} rows after {commits} commits");
+        {
+            let mut writer = storage.writer.lock();
+            let writer = writer.as_mut().unwrap();
+            while writer.sweep_some(&storage.shared, SWEEP_STEP) {}
+        }
+        // What stays: the last RETAINED_COMMITS commits, nothing before.
+        let log = log_of(&storage);
+        assert_eq!(log.len() as u64, super::super::RETAINED_COMMITS);
+        assert_eq!(log[0].0, commits - super::super::RETAINED_COMMITS + 1);
+        let expected = BTreeMap::from([
+            ("a".to_owned(), commits - commits % 2),
+            ("b".to_owned(), commits - 1 + commits % 2),
+        ]);
+        assert_eq!(loaded(&storage), expected);
     }
 
     #[test]

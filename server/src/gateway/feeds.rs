@@ -131,7 +131,8 @@ impl Gateway {
     /// `{current, metadata}` (a delete's `current` is empty and its
     /// `metadata` names the document). Only for a container whose
     /// `changeFeedPolicy` retains history (`retentionDuration` minutes > 0),
-    /// as on the service; Partita keeps the whole log either way.
+    /// as on the service; Partita keeps the last
+    /// [`engine::storage::RETAINED_COMMITS`] commits whole either way.
     fn all_versions_feed(
         &self,
         coll: &CollEntry,
