@@ -400,17 +400,10 @@ impl ChangeFeedProcessor {
         })
     }
 
-    /// The LSN of the last committed change (scans the log once, when a
-    /// lease is created with [`StartFrom::Now`]).
+    /// The LSN of the last committed change (when a lease is created with
+    /// [`StartFrom::Now`]).
     fn head(&self) -> Result<u64, Error> {
-        let mut head = 0;
-        loop {
-            let changes = self.monitored.read_changes(Lsn(head), 10_000)?;
-            match changes.last() {
-                Some(last) => head = last.lsn.0,
-                None => return Ok(head),
-            }
-        }
+        Ok(self.monitored.last_lsn()?.0)
     }
 
     /// Reads every lease, creating the missing ones.

@@ -797,6 +797,15 @@ impl Container {
         Ok(self.raw.delete_script(kind, id)?)
     }
 
+    /// The LSN of the last committed change (0: none), where a change
+    /// feed "from now" starts: looked up, not read from the log.
+    ///
+    /// # Errors
+    /// Storage failures.
+    pub fn last_lsn(&self) -> Result<Lsn> {
+        Ok(self.raw.last_lsn()?)
+    }
+
     /// Up to `max_changes` committed changes after `after`, in LSN order.
     ///
     /// # Errors

@@ -1654,6 +1654,16 @@ impl Container {
         Ok(keys)
     }
 
+    /// The LSN of the last change [`Container::read_changes`] returns
+    /// ([`Lsn::ZERO`]: none), where a change feed "from now" starts: the
+    /// store looks it up instead of reading the log.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when it cannot be read.
+    pub fn last_lsn(&self) -> Result<Lsn> {
+        self.db.storage.last_lsn(&self.inner.meta.id)
+    }
+
     /// The change log after `after`, in LSN order: up to `max_changes`
     /// changes, except that a transaction is never split (its last
     /// transaction is returned whole). Resume with the last change's LSN.

@@ -374,6 +374,10 @@ impl<S: Storage> Storage for FaultyStorage<S> {
         self.inner.read_changes(container, after, max_changes)
     }
 
+    fn last_lsn(&self, container: &str) -> Result<Lsn> {
+        self.inner.last_lsn(container)
+    }
+
     fn keeps_documents(&self) -> bool {
         self.inner.keeps_documents()
     }

@@ -349,6 +349,15 @@ impl Storage for MemoryStorage {
         Ok(lsn)
     }
 
+    fn last_lsn(&self, container: &str) -> Result<Lsn> {
+        // Compaction never empties the last commit: it is in the window.
+        Ok(Lsn(self
+            .logs
+            .lock()
+            .get(container)
+            .map_or(0, |log| log.last)))
+    }
+
     fn read_changes(&self, container: &str, after: Lsn, max_changes: usize) -> Result<Vec<Change>> {
         let logs = self.logs.lock();
         let Some(log) = logs.get(container) else {
@@ -542,6 +551,9 @@ mod tests {
         // From the start: the latest version of each live document once,
         // then every change of the window, deletes included.
         let changes = storage.read_changes("c", Lsn::ZERO, usize::MAX).unwrap();
+        assert_eq!(changes.last().unwrap().lsn, Lsn(last));
+        assert_eq!(storage.last_lsn("c").unwrap(), Lsn(last));
+        assert_eq!(storage.last_lsn("none").unwrap(), Lsn::ZERO);
         let window = changes.iter().filter(|c| c.lsn.0 > last - retained).count();
         assert!(window as u64 >= retained, "{window}");
         for d in 0..10 {

@@ -534,6 +534,23 @@ pub trait Storage: Send + Sync {
     /// [`crate::Error::Storage`] when the log cannot be read.
     fn read_changes(&self, container: &str, after: Lsn, max_changes: usize) -> Result<Vec<Change>>;
 
+    /// The LSN of the last change of `container` that
+    /// [`Storage::read_changes`] returns ([`Lsn::ZERO`]: none), where a
+    /// change feed that starts "from now" starts. The default reads the
+    /// whole log; the stores here look it up.
+    ///
+    /// # Errors
+    /// [`crate::Error::Storage`] when the log cannot be read.
+    fn last_lsn(&self, container: &str) -> Result<Lsn> {
+        let mut last = Lsn::ZERO;
+        loop {
+            match self.read_changes(container, last, 10_000)?.last() {
+                Some(change) => last = change.lsn,
+                None => return Ok(last),
+            }
+        }
+    }
+
     /// Whether the store keeps documents and gives them back through
     /// [`Storage::read_partition`], [`Storage::read_document`] and
     /// [`Storage::partition_keys`]. A store that does not

@@ -68,8 +68,8 @@
 //!     BUILD_*_PARTITIONS      the next pk_hash values of docs (for a build)
 //!     INDEX_READS             a query's reads of idx (AND path = $2 AND value …)
 //!   small tables: containers, scripts, log_heads (NEXT_LSN in each commit,
-//!   UNDO_LSN after a refused one, RESERVE_SEQUENCE per block, the index's
-//!   generation and build), by key;
+//!   UNDO_LSN after a refused one, RESERVE_SEQUENCE per block, LAST_LSN for
+//!   a change feed from now, the index's generation and build), by key;
 //!   catalog (NEXT_CATALOG with every container or script change,
 //!   READ_CATALOG, and in READ_VERSION beside the partition's version)
 //! ```
@@ -418,6 +418,10 @@ const LOAD_CONTAINERS: &str =
     "SELECT id, ordinal, pk_path, physical_partitions, settings FROM containers ORDER BY ordinal";
 const LOAD_SCRIPTS: &str = "SELECT container, kind, id, language, body, trigger_type, trigger_operation, version, ts FROM scripts";
 const LOAD_HEADS: &str = "SELECT container, max_seq FROM log_heads";
+
+/// A container's last LSN: the head a commit moves in its own transaction,
+/// so what it reads is committed, on any node.
+const LAST_LSN: &str = "SELECT lsn FROM log_heads WHERE container = $1";
 
 /// The stable 64-bit hash of a logical partition key's canonical text
 /// ([`PartitionKey::to_json_array`]): FNV-1a, as a signed `bigint`. Rows
@@ -1138,6 +1142,16 @@ impl Storage for PostgresStorage {
                 "commit in {}: the commit was not written",
                 self.location
             ))),
+        }
+    }
+
+    fn last_lsn(&self, container: &str) -> Result<Lsn> {
+        let rows = self.read("read the change log's head", |conn| {
+            conn.query(LAST_LSN, &[&container])
+        })?;
+        match rows.first() {
+            Some(row) => Ok(Lsn(col::<i64>(row, 0)?.max(0) as u64)),
+            None => Ok(Lsn::ZERO),
         }
     }
 

@@ -1837,6 +1837,13 @@ impl Storage for SqliteStorage {
         Ok(Submitted::later(move || wait(receive)))
     }
 
+    fn last_lsn(&self, container: &str) -> Result<Lsn> {
+        // What `read_changes` reads up to; the sweep never deletes the
+        // last commit.
+        let durable = self.shared.durable.lock().get(container).copied();
+        Ok(Lsn(durable.unwrap_or(0)))
+    }
+
     fn read_changes(&self, container: &str, after: Lsn, max_changes: usize) -> Result<Vec<Change>> {
         // Only what is durable: a batch the syncer has not yet synced is
         // written but not acknowledged.
@@ -4613,6 +4620,8 @@ mod tests {
         }
         let full = log_of(&storage);
         assert_eq!(full.len(), 40);
+        assert_eq!(storage.last_lsn("c").unwrap(), Lsn(40));
+        assert_eq!(storage.last_lsn("none").unwrap(), Lsn::ZERO);
         assert!(full.iter().any(|(_, _, delete)| *delete));
         let sweep_all = |rows: usize| {
             let mut writer = storage.writer.lock();
@@ -4672,6 +4681,7 @@ mod tests {
         let crashed = SqliteStorage::open(&copy, Durability::None).unwrap();
         assert_eq!(loaded(&crashed), live);
         assert_eq!(log_of(&crashed), log_of(&storage));
+        assert_eq!(crashed.last_lsn("c").unwrap(), Lsn(47));
         assert_eq!(crashed.commit(write("b", Some(200))).unwrap(), Lsn(48));
         drop(crashed);
 
@@ -4687,6 +4697,7 @@ mod tests {
             while writer.sweep_some(&reopened.shared, 100) {}
         }
         assert_eq!(log_of(&reopened), swept_log(&before, 42, 47));
+        assert_eq!(reopened.last_lsn("c").unwrap(), Lsn(47));
         assert_eq!(reopened.commit(write("b", Some(200))).unwrap(), Lsn(48));
     }
 

@@ -636,6 +636,10 @@ fn lsns_count_per_container() {
     };
     assert_eq!(lsns("a"), [1, 2, 3]);
     assert_eq!(lsns("b"), [1]);
+    // Where a feed "from now" starts, looked up.
+    assert_eq!(storage.last_lsn("a").unwrap(), Lsn(3));
+    assert_eq!(storage.last_lsn("b").unwrap(), Lsn(1));
+    assert_eq!(storage.last_lsn("none").unwrap(), Lsn::ZERO);
     let loaded = storage.load().unwrap();
     assert_eq!(loaded.len(), 2);
     assert!(loaded.iter().all(|c| c.max_seq > 0), "max_seq survives");
