@@ -4701,6 +4701,149 @@ mod tests {
         assert_eq!(reopened.commit(write("b", Some(200))).unwrap(), Lsn(48));
     }
 
+    /// A step of [`random_histories_fold_sweep_and_crash_without_losing_a_version`].
+    #[derive(Clone, Debug)]
+    enum SweepStep {
+        /// Write document `id` (one of six), or delete it when it exists
+        /// and `delete`.
+        Write {
+            id: usize,
+            delete: bool,
+        },
+        FoldStep(usize),
+        FoldAll,
+        SweepKnown(usize),
+        SweepLog(usize),
+        /// Copy the store as a crash would leave it and read it back.
+        Crash,
+    }
+
+    fn sweep_steps() -> impl proptest::strategy::Strategy<Value = Vec<SweepStep>> {
+        use proptest::prelude::*;
+        let step = prop_oneof![
+            6 => (0..6usize, any::<bool>()).prop_map(|(id, delete)| SweepStep::Write { id, delete }),
+            1 => (1..4usize).prop_map(SweepStep::FoldStep),
+            1 => Just(SweepStep::FoldAll),
+            1 => (1..6usize).prop_map(SweepStep::SweepKnown),
+            1 => (1..6usize).prop_map(SweepStep::SweepLog),
+            1 => Just(SweepStep::Crash),
+        ];
+        proptest::collection::vec(step, 1..60)
+    }
+
+    /// Checks, after a step, that `storage` reads back `live`, that its log
+    /// is part of `full` and holds the window whole and each live
+    /// document's latest version.
+    fn check_swept(
+        storage: &SqliteStorage,
+        live: &BTreeMap<String, u64>,
+        full: &[(u64, String, bool)],
+        retained: u64,
+    ) {
+        assert_eq!(loaded(storage), *live);
+        let log = log_of(storage);
+        let mut rest = full.iter();
+        for entry in &log {
+            assert!(rest.any(|e| e == entry), "{entry:?} is not in {full:?}");
+        }
+        let last = full.last().map_or(0, |e| e.0);
+        for entry in full {
+            let latest = full.iter().rev().find(|e| e.1 == entry.1) == Some(entry);
+            if entry.0 + retained > last || (latest && !entry.2) {
+                assert!(log.contains(entry), "{entry:?} missing from {log:?}");
+            }
+        }
+        assert_eq!(storage.last_lsn("c").unwrap(), Lsn(last));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: std::env::var("PARTITA_SWEEP_CASES")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(16),
+            ..proptest::prelude::ProptestConfig::default()
+        })]
+
+        /// Writes, deletes, steps of folding and of both sweeps and crash
+        /// copies in any order: every step reads back what was committed,
+        /// the window stays whole, and once closed, opened again and swept
+        /// the log is exactly the window and the latest version of each
+        /// live document.
+        #[test]
+        fn random_histories_fold_sweep_and_crash_without_losing_a_version(
+            steps in sweep_steps(),
+            retained in 1..5u64,
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("db.sqlite");
+            let copy = dir.path().join("copy.sqlite");
+            let storage = SqliteStorage::open_limited(
+                &path,
+                Durability::None,
+                CHECKPOINT_PAGES,
+                Some(1 << 20),
+            )
+            .unwrap();
+            storage.set_retention(retained);
+            storage.create_container(&meta()).unwrap();
+            let ids = ["a", "b", "c", "d", "e", "f"];
+            let mut live = BTreeMap::new();
+            let mut full: Vec<(u64, String, bool)> = Vec::new();
+            for (n, step) in steps.into_iter().enumerate() {
+                let n = n as u64 + 1;
+                let with_writer = |f: &mut dyn FnMut(&mut Writer)| {
+                    f(storage.writer.lock().as_mut().unwrap());
+                };
+                match step {
+                    SweepStep::Write { id, delete } => {
+                        let id = ids[id];
+                        let delete = delete && live.contains_key(id);
+                        let lsn = storage.commit(write(id, (!delete).then_some(n))).unwrap();
+                        if delete {
+                            live.remove(id);
+                        } else {
+                            live.insert(id.to_owned(), n);
+                        }
+                        full.push((lsn.0, id.to_owned(), delete));
+                    }
+                    SweepStep::FoldStep(k) => with_writer(&mut |w| w.fold_some(&storage.shared, Some(k))),
+                    SweepStep::FoldAll => with_writer(&mut |w| w.fold(&storage.shared)),
+                    SweepStep::SweepKnown(rows) => with_writer(&mut |w| {
+                        w.sweep_superseded_some(&storage.shared, rows);
+                    }),
+                    SweepStep::SweepLog(rows) => with_writer(&mut |w| {
+                        w.sweep_some(&storage.shared, rows);
+                    }),
+                    SweepStep::Crash => {
+                        crash_copy(&path, &copy);
+                        let crashed = SqliteStorage::open(&copy, Durability::None).unwrap();
+                        assert_eq!(loaded(&crashed), live);
+                        assert_eq!(log_of(&crashed), log_of(&storage));
+                        let last = full.last().map_or(0, |e| e.0);
+                        assert_eq!(crashed.last_lsn("c").unwrap(), Lsn(last));
+                    }
+                }
+                assert!(storage.shared.failed.lock().is_none());
+                check_swept(&storage, &live, &full, retained);
+            }
+            drop(storage);
+            let reopened = SqliteStorage::open(&path, Durability::None).unwrap();
+            reopened.set_retention(retained);
+            {
+                let mut writer = reopened.writer.lock();
+                let writer = writer.as_mut().unwrap();
+                while writer.sweep_idle(&reopened.shared) {}
+            }
+            let last = full.last().map_or(0, |e| e.0);
+            assert_eq!(loaded(&reopened), live);
+            assert_eq!(
+                log_of(&reopened),
+                swept_log(&full, last.saturating_sub(retained), last)
+            );
+        }
+    }
+
     #[test]
     fn a_log_rewriting_a_few_documents_is_folded_and_swept_as_it_grows() {
         let dir = tempfile::tempdir().unwrap();
