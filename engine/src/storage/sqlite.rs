@@ -90,9 +90,10 @@
 //! it, or by the fold that points the `docs` row at a later version, in
 //! the same transaction, so a pointer always finds its row. The log is a
 //! rowid table with a unique index: appending to a `WITHOUT ROWID` table
-//! with large rows rebalances sibling pages on every split. `docs` rows are small (tens of
-//! bytes) and written in key order by the fold, so `docs` is `WITHOUT
-//! ROWID`, keyed by (container, pk, id), and needs no separate index.
+//! with large rows rebalances sibling pages on every split. `docs` rows
+//! are small (tens of bytes) and written in key order by the fold, so
+//! `docs` is `WITHOUT ROWID`, keyed by (container, pk, id), and needs no
+//! separate index.
 //!
 //! A body is stored without the system properties the engine appended to
 //! it (`_rid`, `_self`, `_etag`, `_attachments`, `_ts`: about half of a
@@ -4600,10 +4601,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db.sqlite");
         let copy = dir.path().join("copy.sqlite");
-        // No idle folds or sweeps: this test's are the only ones.
-        let storage =
-            SqliteStorage::open_limited(&path, Durability::Full, CHECKPOINT_PAGES, Some(1 << 20))
-                .unwrap();
+        let storage = without_idle_work(&path);
         storage.set_retention(5);
         storage.create_container(&meta()).unwrap();
         // 40 commits over six documents: replaced, deleted, created again.
@@ -4887,11 +4885,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db.sqlite");
         let copy = dir.path().join("copy.sqlite");
-        // A limit on the file (far from reached) keeps the committer from
-        // folding on its own when idle, so this test's steps are the folds.
-        let storage =
-            SqliteStorage::open_limited(&path, Durability::Full, CHECKPOINT_PAGES, Some(1 << 20))
-                .unwrap();
+        let storage = without_idle_work(&path);
         storage.create_container(&meta()).unwrap();
         // LSNs 1–6; pending then: b at 2, a at 3, c at 4, d at 5, e deleted at 6.
         for (id, n) in [
@@ -4943,9 +4937,7 @@ mod tests {
     fn a_document_created_again_hides_its_folded_version_from_reads_by_rid() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db.sqlite");
-        let storage =
-            SqliteStorage::open_limited(&path, Durability::Full, CHECKPOINT_PAGES, Some(1 << 20))
-                .unwrap();
+        let storage = without_idle_work(&path);
         storage.create_container(&meta()).unwrap();
         let at = |rid: u64, n: Option<u64>| {
             let mut r = write("a", n);
@@ -5293,10 +5285,7 @@ mod tests {
         ) {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("db.sqlite");
-            // No folds of its own (see the test above): the steps are these.
-            let storage =
-                SqliteStorage::open_limited(&path, Durability::Full, CHECKPOINT_PAGES, Some(1 << 20))
-                    .unwrap();
+            let storage = without_idle_work(&path);
             storage.create_container(&meta()).unwrap();
             storage.create_container(&ContainerMeta::for_tests("d")).unwrap();
             // (container, id) → (rid, n): a document created again after
@@ -5428,9 +5417,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db.sqlite");
         let copy = dir.path().join("copy.sqlite");
-        let storage =
-            SqliteStorage::open_limited(&path, Durability::Full, CHECKPOINT_PAGES, Some(1 << 20))
-                .unwrap();
+        let storage = without_idle_work(&path);
         storage.create_container(&meta()).unwrap();
         storage
             .create_container(&ContainerMeta::for_tests("d"))
@@ -5994,6 +5981,14 @@ mod tests {
             )
             .unwrap();
         }
+    }
+
+    /// Opens the store at `path` with a limit on its file far from
+    /// reached, which keeps the committer from folding and sweeping on
+    /// its own when idle: the test's steps are the only ones.
+    fn without_idle_work(path: &Path) -> SqliteStorage {
+        SqliteStorage::open_limited(path, Durability::Full, CHECKPOINT_PAGES, Some(1 << 20))
+            .unwrap()
     }
 
     /// What [`history`] leaves: a at 3, b deleted, c at 1.
