@@ -3614,20 +3614,27 @@ fn fold(
         // log when behind the window of commits it keeps whole (see
         // [`sweep_superseded`]; about always, since what a fold writes was
         // committed long before), left to a sweep at idle otherwise.
-        let mut drop_old = tx.prepare_cached(
-            "DELETE FROM changes WHERE rowid = (SELECT c.rowid FROM docs AS d JOIN changes AS c \
-             ON c.container = d.container AND c.lsn = d.lsn AND c.idx = d.idx \
-             WHERE d.container = ?1 AND d.pk = ?2 AND d.id = ?3 AND d.lsn <= ?4)",
-        )?;
+        let mut drop_old = tx.prepare_cached("DELETE FROM changes WHERE rowid = ?1")?;
         for &((container, pk, id), doc) in &chosen {
+            let state = indexes
+                .get(&**container)
+                .filter(|state| state.policy.indexing_mode != IndexingMode::None);
             // Before the row changes: the old entries come from it.
-            if let Some(state) = indexes.get(&**container) {
-                entries.replace(state, container, pk, id, doc)?;
+            let old = entries.old_row(container, pk, id, state.is_some())?;
+            if let Some(state) = state {
+                entries.replace(state, container, pk, doc, old.as_ref())?;
             }
             let last = next_lsn.get(&**container).copied().unwrap_or(0);
             let behind = last.saturating_sub(retained.max(1));
-            if behind > 0 {
-                drop_old.execute(params![&**container, pk, &**id, behind as i64])?;
+            if let Some(OldRow {
+                version: Some((lsn, idx)),
+                log_row: Some(row),
+                ..
+            }) = old
+                && lsn <= behind
+                && (lsn, idx) != (doc.lsn, doc.idx)
+            {
+                drop_old.execute(params![row])?;
             }
             match &doc.document {
                 Some(_) => {
@@ -3690,10 +3697,9 @@ fn fold(
     Ok(marks)
 }
 
-/// An entry of `idx` with its container and path by name: (container,
-/// path, value, pk, rid). In this order, the entries of one path come
-/// together, in their order in `idx`.
-type IdxRow = (Arc<str>, String, Vec<u8>, String, i64);
+/// An entry of `idx`: (key of its container and path, value, pk as
+/// stored, rid), in the order of `idx`'s primary key.
+type IdxRow = (i64, Vec<u8>, String, i64);
 
 /// A partition key as an entry of `idx` holds it: a single string key
 /// (stored as `["…"]`, [`PartitionKey::to_json_array`]) as the string
@@ -3759,8 +3765,7 @@ fn delete_entries(tx: &rusqlite::Transaction<'_>, container: &str) -> rusqlite::
     Ok(())
 }
 
-/// The keys of `idx_paths` for a writer's sorted [`IdxRow`]s: a path's
-/// entries come together, so it looks each path up once in a row.
+/// The keys of `idx_paths`, each looked up once per transaction.
 ///
 /// An entry names its container and path by a key of a byte or two, not
 /// by their names, which were about a quarter of an entry: with
@@ -3770,7 +3775,8 @@ fn delete_entries(tx: &rusqlite::Transaction<'_>, container: &str) -> rusqlite::
 struct PathKeys<'t> {
     find: rusqlite::CachedStatement<'t>,
     add: rusqlite::CachedStatement<'t>,
-    last: Option<(Arc<str>, String, Option<i64>)>,
+    /// Per container, the keys found or added so far.
+    known: HashMap<Arc<str>, HashMap<String, i64>>,
 }
 
 impl<'t> PathKeys<'t> {
@@ -3779,7 +3785,7 @@ impl<'t> PathKeys<'t> {
             find: tx
                 .prepare_cached("SELECT key FROM idx_paths WHERE container = ?1 AND path = ?2")?,
             add: tx.prepare_cached("INSERT INTO idx_paths (container, path) VALUES (?1, ?2)")?,
-            last: None,
+            known: HashMap::new(),
         })
     }
 
@@ -3791,12 +3797,8 @@ impl<'t> PathKeys<'t> {
         path: &str,
         add: bool,
     ) -> rusqlite::Result<Option<i64>> {
-        if let Some((c, p, key)) = &self.last
-            && c == container
-            && p == path
-            && (key.is_some() || !add)
-        {
-            return Ok(*key);
+        if let Some(&key) = self.known.get(container).and_then(|paths| paths.get(path)) {
+            return Ok(Some(key));
         }
         let mut key = self
             .find
@@ -3805,9 +3807,27 @@ impl<'t> PathKeys<'t> {
         if key.is_none() && add {
             key = Some(self.add.insert(params![&**container, path])?);
         }
-        self.last = Some((Arc::clone(container), path.to_owned(), key));
+        if let Some(key) = key {
+            self.known
+                .entry(Arc::clone(container))
+                .or_default()
+                .insert(path.to_owned(), key);
+        }
         Ok(key)
     }
+}
+
+/// A document's row in `docs`, as a fold finds it before writing the new
+/// version.
+struct OldRow {
+    rid: u64,
+    /// The (LSN, index) of the log row it points at; `None` for a row an
+    /// older Partita wrote with its body.
+    version: Option<(u64, u32)>,
+    /// That log row's rowid, when it is there.
+    log_row: Option<i64>,
+    /// Its document, when the fold asked for it and it parsed.
+    document: Option<Document>,
 }
 
 /// Writes documents' range-index entries ([`IndexState`]) in a
@@ -3820,6 +3840,7 @@ impl<'t> PathKeys<'t> {
 struct EntryWriter<'t> {
     tx: &'t rusqlite::Transaction<'t>,
     old: rusqlite::CachedStatement<'t>,
+    keys: PathKeys<'t>,
     stamps: &'t Stamps,
     /// Per container, the paths its policy indexes.
     indexed: HashMap<String, IndexedPaths>,
@@ -3831,7 +3852,14 @@ impl<'t> EntryWriter<'t> {
     fn new(tx: &'t rusqlite::Transaction<'t>, stamps: &'t Stamps) -> rusqlite::Result<Self> {
         Ok(EntryWriter {
             tx,
-            old: tx.prepare_cached(&format!("SELECT d.rid, {DOC_BODY} d.pk = ?2 AND d.id = ?3"))?,
+            // The body's columns first, as [`parse_row`] reads them.
+            old: tx.prepare_cached(
+                "SELECT d.rid, COALESCE(d.body, c.body), c.seq, c.ts, d.lsn, d.idx, c.rowid \
+                 FROM docs AS d LEFT JOIN changes AS c \
+                 ON c.container = d.container AND c.lsn = d.lsn AND c.idx = d.idx \
+                 WHERE d.container = ?1 AND d.pk = ?2 AND d.id = ?3",
+            )?,
+            keys: PathKeys::new(tx)?,
             stamps,
             indexed: HashMap::new(),
             deletes: Vec::new(),
@@ -3847,67 +3875,78 @@ impl<'t> EntryWriter<'t> {
             .entries(document, &state.policy)
     }
 
-    /// Replaces the entries of the document (`container`, `pk`, `id`) as
-    /// its `docs` row has it by those of its new state `doc`.
+    /// The `docs` row of (`container`, `pk`, `id`), with its document
+    /// when `parse` (the old entries come from it). A row that does not
+    /// parse keeps its entries: an entry too many costs a query a look,
+    /// never a result.
+    fn old_row(
+        &mut self,
+        container: &str,
+        pk: &str,
+        id: &str,
+        parse: bool,
+    ) -> rusqlite::Result<Option<OldRow>> {
+        let mut rows = self.old.query(params![container, pk, id])?;
+        let Some(row) = rows.next()? else {
+            return Ok(None);
+        };
+        let rid = row.get::<_, i64>(0)? as u64;
+        let document = match parse {
+            true => {
+                let stamp = self.stamps.get(container);
+                parse_row(row, 1, stamp.map(|s| &**s), container, pk, id, rid)
+                    .ok()
+                    .map(|loaded| loaded.document)
+            }
+            false => None,
+        };
+        let lsn: Option<i64> = row.get(4)?;
+        let idx: Option<i64> = row.get(5)?;
+        Ok(Some(OldRow {
+            rid,
+            version: lsn.zip(idx).map(|(lsn, idx)| (lsn as u64, idx as u32)),
+            log_row: row.get(6)?,
+            document,
+        }))
+    }
+
+    /// Replaces the entries of a document in `container` under `pk` as
+    /// its `docs` row has it (`old`) by those of its new state `doc`.
     fn replace(
         &mut self,
         state: &IndexState,
         container: &Arc<str>,
         pk: &str,
-        id: &str,
         doc: &Pending,
+        old: Option<&OldRow>,
     ) -> rusqlite::Result<()> {
-        if state.policy.indexing_mode == IndexingMode::None {
-            return Ok(());
-        }
         let new = match &doc.document {
             Some((document, _)) => self.entries(state, container, document.value()),
             None => Entries::new(),
         };
-        let stamp = self.stamps.get(&**container).cloned();
-        // A row that does not parse keeps its entries: an entry too many
-        // costs a query a look, never a result.
-        let old = {
-            let mut rows = self.old.query(params![&**container, pk, id])?;
-            match rows.next()? {
-                Some(row) => {
-                    let rid = row.get::<_, i64>(0)? as u64;
-                    parse_row(row, 1, stamp.as_deref(), container, pk, id, rid)
-                        .ok()
-                        .map(|loaded| (rid, loaded.document))
-                }
-                None => None,
-            }
-        };
-        let old =
-            old.map(|(rid, document)| (rid, self.entries(state, container, document.value())));
+        let old = old.and_then(|old| {
+            let document = old.document.as_ref()?;
+            Some((old.rid, self.entries(state, container, document.value())))
+        });
         let same_rid = old.as_ref().is_some_and(|(rid, _)| *rid == doc.rid);
         if let Some((rid, old)) = &old {
             for (path, value) in old.iter().filter(|e| !same_rid || !new.contains(e)) {
-                self.deletes.push((
-                    Arc::clone(container),
-                    path.clone(),
-                    value.clone(),
-                    pk.to_owned(),
-                    *rid as i64,
-                ));
+                // A path without a key has no entries to delete.
+                if let Some(key) = self.keys.key(container, path, false)? {
+                    self.deletes
+                        .push((key, value.clone(), pk.to_owned(), *rid as i64));
+                }
             }
         }
-        for (path, value) in new {
-            if same_rid
-                && old
-                    .as_ref()
-                    .is_some_and(|(_, old)| old.contains(&(path.clone(), value.clone())))
-            {
+        for entry in new {
+            if same_rid && old.as_ref().is_some_and(|(_, old)| old.contains(&entry)) {
                 continue;
             }
-            self.inserts.push((
-                Arc::clone(container),
-                path,
-                value,
-                pk.to_owned(),
-                doc.rid as i64,
-            ));
+            let (path, value) = entry;
+            if let Some(key) = self.keys.key(container, &path, true)? {
+                self.inserts
+                    .push((key, value, pk.to_owned(), doc.rid as i64));
+            }
         }
         Ok(())
     }
@@ -3920,16 +3959,13 @@ impl<'t> EntryWriter<'t> {
         pk: &str,
         rid: u64,
         document: &Value,
-    ) {
+    ) -> rusqlite::Result<()> {
         for (path, value) in self.entries(state, container, document) {
-            self.inserts.push((
-                Arc::clone(container),
-                path,
-                value,
-                pk.to_owned(),
-                rid as i64,
-            ));
+            if let Some(key) = self.keys.key(container, &path, true)? {
+                self.inserts.push((key, value, pk.to_owned(), rid as i64));
+            }
         }
+        Ok(())
     }
 
     /// Writes what was gathered, in key order: the deletes, then the
@@ -3937,21 +3973,16 @@ impl<'t> EntryWriter<'t> {
     fn finish(mut self) -> rusqlite::Result<()> {
         self.deletes.sort_unstable();
         self.inserts.sort_unstable();
-        let mut keys = PathKeys::new(self.tx)?;
         let mut delete = self.tx.prepare_cached(
             "DELETE FROM idx WHERE key = ?1 AND value = ?2 AND pk = ?3 AND rid = ?4",
         )?;
-        for (container, path, value, pk, rid) in &self.deletes {
-            // A path without a key has no entries to delete.
-            if let Some(key) = keys.key(container, path, false)? {
-                delete.execute(params![key, value, EntryPk::of(pk), rid])?;
-            }
+        for (key, value, pk, rid) in &self.deletes {
+            delete.execute(params![key, value, EntryPk::of(pk), rid])?;
         }
         let mut insert = self.tx.prepare_cached(
             "INSERT OR IGNORE INTO idx (key, value, pk, rid) VALUES (?1, ?2, ?3, ?4)",
         )?;
-        for (container, path, value, pk, rid) in &self.inserts {
-            let key = keys.key(container, path, true)?;
+        for (key, value, pk, rid) in &self.inserts {
             insert.execute(params![key, value, EntryPk::of(pk), rid])?;
         }
         Ok(())
@@ -4017,7 +4048,7 @@ fn build_step(
                 id = row.get(1)?;
                 let rid = row.get::<_, i64>(2)? as u64;
                 if let Ok(loaded) = parse_row(row, 3, stamp.as_deref(), &container, &pk, &id, rid) {
-                    entries.add(&state, &name, &pk, rid, loaded.document.value());
+                    entries.add(&state, &name, &pk, rid, loaded.document.value())?;
                 }
             }
             drop(rows);
@@ -6170,6 +6201,42 @@ mod tests {
         let storage = SqliteStorage::open(&path, Durability::Full).unwrap();
         let expected = BTreeMap::from([("a".to_owned(), 3), ("e".to_owned(), 5)]);
         assert_eq!(loaded(&storage), expected);
+    }
+
+    #[test]
+    fn a_fold_that_writes_the_version_docs_points_at_keeps_its_log_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        {
+            let storage = without_idle_work(&path);
+            storage.create_container(&meta()).unwrap();
+            assert_eq!(storage.commit(write("a", Some(1))).unwrap(), Lsn(1));
+        }
+        // A mark behind the version `docs` points at, as a fold written in
+        // several transactions would leave it after a crash: that version
+        // is pending again, and the next fold writes it once more.
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch("UPDATE folded SET lsn = 0 WHERE container = 'c'")
+            .unwrap();
+        let storage = without_idle_work(&path);
+        storage.set_retention(1);
+        storage.commit(write("b", Some(2))).unwrap();
+        storage.commit(write("b", Some(3))).unwrap();
+        // a's row (LSN 1) is behind the window of one commit.
+        storage
+            .writer
+            .lock()
+            .as_mut()
+            .unwrap()
+            .fold(&storage.shared);
+        let state = BTreeMap::from([("a".to_owned(), 1), ("b".to_owned(), 3)]);
+        assert_eq!(loaded(&storage), state);
+        drop(storage);
+        assert_eq!(
+            loaded(&SqliteStorage::open(&path, Durability::Full).unwrap()),
+            state
+        );
     }
 
     #[test]
